@@ -1,0 +1,1 @@
+"""Chronolog benchmarks: ``make bench`` runs every ``bench/bench_*.py`` module."""

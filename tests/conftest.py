@@ -1,0 +1,131 @@
+"""Fixtures shared by every test area.
+
+The broker under test is always the real thing: ``python -m broker`` in a
+subprocess, on a free port on 127.0.0.1, with its own data directory.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "chronolog",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    max_examples=int(os.environ.get("CHRONOLOG_HYPOTHESIS_EXAMPLES", "60")),
+)
+settings.load_profile("chronolog")
+
+
+def pytest_asyncio_loop_factories(config, item):  # type: ignore[no-untyped-def]
+    """Run every asyncio test on uvloop, the loop the broker itself uses."""
+    import uvloop
+
+    return {"uvloop": uvloop.new_event_loop}
+
+
+def free_port_number() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def free_port() -> int:
+    return free_port_number()
+
+
+@dataclass
+class BrokerProcess:
+    """A real broker subprocess; restartable on the same port and data dir."""
+
+    data_dir: Path
+    port: int
+    overrides: dict[str, str] = field(default_factory=dict)
+    log_path: Path | None = None
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        args = [
+            sys.executable, "-m", "broker",
+            "--data-dir", str(self.data_dir),
+            "--host", "127.0.0.1", "--port", str(self.port),
+        ]
+        for name, value in self.overrides.items():
+            args += ["--override", f"{name}={value}"]
+        self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited early:\n{self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"broker did not start in {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int | None:
+        """Stop the broker (SIGTERM: graceful; SIGKILL: a crash). Returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        code = self.proc.returncode
+        self.proc = None
+        return code
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def restart(self) -> BrokerProcess:
+        self.stop()
+        return self.start()
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[object]:
+    """Start brokers: ``broker_factory(overrides={...})``; all are stopped afterwards."""
+    started: list[BrokerProcess] = []
+
+    def make(overrides: dict[str, str] | None = None, name: str = "data") -> BrokerProcess:
+        data = tmp_path / f"{name}-{len(started)}"
+        data.mkdir()
+        b = BrokerProcess(data, free_port_number(), dict(overrides or {}))
+        started.append(b)
+        return b.start()
+
+    yield make
+    for b in started:
+        b.stop()
+
+
+@pytest.fixture
+def broker(broker_factory) -> BrokerProcess:  # type: ignore[no-untyped-def]
+    """One running broker with default settings."""
+    return broker_factory()  # type: ignore[no-any-return]
