@@ -1,0 +1,55 @@
+"""Project-wide rules that are cheap to check mechanically."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERS = ("broker", "protocol", "storage", "client", "pipeline")
+
+# What each layer may import from the others (the record-batch codec is shared).
+ALLOWED: dict[str, set[str]] = {
+    "protocol": {"protocol", "storage.records", "storage.codecs", "storage.errors"},
+    "storage": {"storage"},
+}
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_lower_layers_import_only_what_they_may(layer: str) -> None:
+    allowed = ALLOWED[layer]
+    offenders = []
+    for path in sorted((ROOT / layer).rglob("*.py")):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top not in LAYERS:
+                continue
+            if not any(name == a or name.startswith(a + ".") for a in allowed):
+                offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert offenders == []
+
+
+def test_storage_imports_of_protocol_are_only_the_codec_direction() -> None:
+    """storage/ must not import protocol/ at all (the codec lives in storage)."""
+    for path in (ROOT / "storage").rglob("*.py"):
+        assert not any(n.split(".")[0] == "protocol" for n in _imports(path)), path
+
+
+async def test_async_tests_run_on_uvloop() -> None:
+    import uvloop
+
+    assert isinstance(asyncio.get_running_loop(), uvloop.Loop)
