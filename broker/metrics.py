@@ -1,0 +1,507 @@
+"""Prometheus metrics for the broker, kept cheap when nobody scrapes.
+
+Invariants:
+- Every metric lives in one private ``CollectorRegistry`` (``REGISTRY``), so
+  importing this module never touches prometheus_client's global registry and
+  two brokers in one test process do not collide on names.
+- The hot-path hooks on ``METRICS`` (``request``, ``bytes_in``, ...) only bump
+  counters and histograms whose label children are cached in dicts: no string
+  formatting and no allocation after the first call per label value.
+- Per-partition figures (log start/end offset, segments, index entries, index
+  bytes mapped) are *not* pushed by the append path: a custom collector reads
+  them from ``broker.partitions`` at scrape time, on the broker's event loop
+  when one is running, so a scrape never sees a half-applied append.
+- Reading partition state is defensive: attributes that a storage or broker
+  version does not have are skipped, never an exception in the scrape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+log = logging.getLogger(__name__)
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+# Latency buckets from 50 µs to 10 s: time-index lookups sit at the low end,
+# long-polling fetches at the high end.
+_LATENCY_BUCKETS = (
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)
+
+ProcessCollector(namespace="chronolog", registry=REGISTRY)
+
+
+class BrokerMetrics:
+    """The hooks the broker calls; each is one or two counter increments."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self._requests = Counter(
+            "chronolog_requests", "Requests handled, by Kafka API name.", ["api"],
+            registry=registry,
+        )
+        self._request_seconds = Histogram(
+            "chronolog_request_seconds", "Time to handle one request, by Kafka API name.",
+            ["api"], buckets=_LATENCY_BUCKETS, registry=registry,
+        )
+        self._bytes_in = Counter(
+            "chronolog_bytes_in", "Request bytes read from Kafka-protocol connections.",
+            registry=registry,
+        )
+        self._bytes_out = Counter(
+            "chronolog_bytes_out", "Response bytes written to Kafka-protocol connections.",
+            registry=registry,
+        )
+        self._records_appended = Counter(
+            "chronolog_records_appended", "Records appended to the log, by partition.",
+            ["topic", "partition"], registry=registry,
+        )
+        self._lookups = Counter(
+            "chronolog_time_index_lookups", "Offset-for-timestamp lookups served.",
+            registry=registry,
+        )
+        self._lookup_seconds = Histogram(
+            "chronolog_time_index_lookup_seconds",
+            "Latency of one offset-for-timestamp lookup in the log.",
+            buckets=_LATENCY_BUCKETS, registry=registry,
+        )
+        self._connections_opened = Counter(
+            "chronolog_connections_opened", "Kafka-protocol connections accepted.",
+            registry=registry,
+        )
+        self._connections_closed = Counter(
+            "chronolog_connections_closed", "Kafka-protocol connections closed.",
+            registry=registry,
+        )
+        self._connections_active = Gauge(
+            "chronolog_connections_active", "Kafka-protocol connections open now.",
+            registry=registry,
+        )
+        self._udp_received = Counter(
+            "chronolog_udp_datagrams_received", "UDP datagrams read from the socket.",
+            registry=registry,
+        )
+        self._udp_dropped = Counter(
+            "chronolog_udp_datagrams_dropped", "UDP datagrams dropped, by reason.",
+            ["reason"], registry=registry,
+        )
+        self._udp_appended = Counter(
+            "chronolog_udp_records_appended", "UDP datagrams appended to the log as records.",
+            registry=registry,
+        )
+        self._request_children: dict[str, tuple[Any, Any]] = {}
+        self._append_children: dict[tuple[str, int], Any] = {}
+        self._drop_children: dict[str, Any] = {}
+
+    def request(self, api_name: str, seconds: float) -> None:
+        children = self._request_children.get(api_name)
+        if children is None:
+            children = (
+                self._requests.labels(api=api_name),
+                self._request_seconds.labels(api=api_name),
+            )
+            self._request_children[api_name] = children
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def bytes_in(self, n: int) -> None:
+        self._bytes_in.inc(n)
+
+    def bytes_out(self, n: int) -> None:
+        self._bytes_out.inc(n)
+
+    def records_appended(self, topic: str, partition: int, n: int) -> None:
+        child = self._append_children.get((topic, partition))
+        if child is None:
+            child = self._records_appended.labels(topic=topic, partition=str(partition))
+            self._append_children[(topic, partition)] = child
+        child.inc(n)
+
+    def lookup(self, seconds: float) -> None:
+        self._lookups.inc()
+        self._lookup_seconds.observe(seconds)
+
+    def connection_opened(self) -> None:
+        self._connections_opened.inc()
+        self._connections_active.inc()
+
+    def connection_closed(self) -> None:
+        self._connections_closed.inc()
+        self._connections_active.dec()
+
+    def udp_received(self, n: int = 1) -> None:
+        self._udp_received.inc(n)
+
+    def udp_dropped(self, reason: str, n: int = 1) -> None:
+        child = self._drop_children.get(reason)
+        if child is None:
+            child = self._udp_dropped.labels(reason=reason)
+            self._drop_children[reason] = child
+        child.inc(n)
+
+    def udp_appended(self, n: int) -> None:
+        self._udp_appended.inc(n)
+
+    def forget_partition(self, topic: str, partition: int) -> None:
+        """Drop a deleted partition's labelled series so it stops being exported."""
+        if self._append_children.pop((topic, partition), None) is not None:
+            try:
+                self._records_appended.remove(topic, str(partition))
+            except KeyError:
+                pass
+
+
+METRICS = BrokerMetrics(REGISTRY)
+
+
+# --------------------------------------------------------------------------
+# Per-partition state, read at scrape time.
+
+
+@dataclass(frozen=True)
+class PartitionSnapshot:
+    """What a scrape reports about one partition; fields are None when unknown."""
+
+    topic: str
+    partition: int
+    log_start_offset: int | None
+    log_end_offset: int | None
+    segments: int | None
+    size_bytes: int | None
+    offset_index_entries: int | None
+    time_index_entries: int | None
+    index_bytes_mapped: int | None
+
+
+def _int_attr(obj: object, *names: str) -> int | None:
+    """First of ``names`` that exists on ``obj`` as an int (or a no-arg method returning one)."""
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is None:
+            continue
+        if callable(value):
+            try:
+                value = value()
+            except Exception:
+                continue
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _segments_of(log_obj: object) -> list[object] | None:
+    segs = getattr(log_obj, "segments", None)
+    if segs is None:
+        return None
+    if callable(segs):
+        try:
+            segs = segs()
+        except Exception:
+            return None
+    if isinstance(segs, dict):
+        return list(segs.values())
+    try:
+        return list(segs)
+    except TypeError:
+        return None
+
+
+def _index_figures(segment: object) -> tuple[int | None, int | None, int]:
+    """(offset entries, time entries, bytes mapped) for one segment's indexes."""
+    off_idx = getattr(segment, "offset_index", None) or getattr(segment, "index", None)
+    time_idx = getattr(segment, "time_index", None)
+    off_entries = _int_attr(off_idx, "entries", "entry_count", "__len__") if off_idx else None
+    time_entries = _int_attr(time_idx, "entries", "entry_count", "__len__") if time_idx else None
+    mapped = 0
+    for idx in (off_idx, time_idx):
+        if idx is None:
+            continue
+        n = _int_attr(idx, "mapped_bytes", "bytes_mapped")
+        if n is None:
+            mm = getattr(idx, "_mmap", None) or getattr(idx, "mmap", None)
+            try:
+                n = len(mm) if mm is not None else None
+            except (TypeError, ValueError):
+                n = None
+        mapped += n or 0
+    return off_entries, time_entries, mapped
+
+
+def _iter_partition_logs(broker: object) -> Iterator[tuple[str, int, object]]:
+    """Yield (topic, partition, Log) from whatever shape the partition manager has."""
+    pm = getattr(broker, "partitions", broker)
+    candidates: list[Any] = []
+    for name in ("logs", "all_logs", "items"):
+        attr = getattr(pm, name, None)
+        if callable(attr):
+            try:
+                candidates.append(attr())
+            except Exception:
+                continue
+        elif attr is not None:
+            candidates.append(attr)
+    logdir = getattr(pm, "logdir", None) or getattr(pm, "log_dir", None)
+    if logdir is not None:
+        attr = getattr(logdir, "logs", None)
+        candidates.append(attr() if callable(attr) else attr)
+    for source in candidates:
+        if source is None:
+            continue
+        items: Iterable[Any]
+        if isinstance(source, dict):
+            items = list(source.items())
+        else:
+            try:
+                items = list(source)
+            except TypeError:
+                continue
+        found = False
+        for item in items:
+            parsed = _as_tp_log(item)
+            if parsed is not None:
+                found = True
+                yield parsed
+        if found:
+            return
+
+
+def _as_tp_log(item: Any) -> tuple[str, int, object] | None:
+    """Accept ((topic, partition), log), (topic, partition, log) or a Log with topic/partition."""
+    if isinstance(item, tuple):
+        if len(item) == 2 and isinstance(item[0], tuple) and len(item[0]) == 2:
+            (topic, part), log_obj = item
+            return str(topic), int(part), log_obj
+        if len(item) == 2 and isinstance(item[0], str):
+            name, log_obj = item
+            topic, _, part = name.rpartition("-")
+            if part.isdigit():
+                return topic, int(part), log_obj
+            return None
+        if len(item) == 3:
+            topic, part, log_obj = item
+            return str(topic), int(part), log_obj
+        return None
+    topic = getattr(item, "topic", None)
+    part = getattr(item, "partition", None)
+    if isinstance(topic, str) and isinstance(part, int):
+        return topic, part, getattr(item, "log", item)
+    return None
+
+
+def snapshot_partitions(broker: object) -> list[PartitionSnapshot]:
+    """Read every partition's figures; called on the event loop when there is one."""
+    out: list[PartitionSnapshot] = []
+    for topic, part, log_obj in _iter_partition_logs(broker):
+        segments = _segments_of(log_obj)
+        off_total: int | None = None
+        time_total: int | None = None
+        mapped_total: int | None = None
+        size_total = _int_attr(log_obj, "size_in_bytes", "size_bytes", "size")
+        if segments is not None:
+            mapped_total = 0
+            seg_sizes = 0
+            for seg in segments:
+                o, t, m = _index_figures(seg)
+                if o is not None:
+                    off_total = (off_total or 0) + o
+                if t is not None:
+                    time_total = (time_total or 0) + t
+                mapped_total += m
+                seg_sizes += _int_attr(seg, "size", "size_bytes", "size_in_bytes") or 0
+            if size_total is None:
+                size_total = seg_sizes
+        out.append(PartitionSnapshot(
+            topic=topic,
+            partition=part,
+            log_start_offset=_int_attr(log_obj, "log_start_offset"),
+            log_end_offset=_int_attr(log_obj, "log_end_offset"),
+            segments=len(segments) if segments is not None else None,
+            size_bytes=size_total,
+            offset_index_entries=off_total,
+            time_index_entries=time_total,
+            index_bytes_mapped=mapped_total,
+        ))
+    return out
+
+
+_PARTITION_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("log_start_offset", "chronolog_log_start_offset", "First offset still in the log."),
+    ("log_end_offset", "chronolog_log_end_offset", "Offset the next appended record gets."),
+    ("segments", "chronolog_log_segments", "Segments in the partition's log."),
+    ("size_bytes", "chronolog_log_size_bytes", "Bytes of record batches in the log."),
+    ("offset_index_entries", "chronolog_offset_index_entries", "Offset-index entries."),
+    ("time_index_entries", "chronolog_time_index_entries", "Time-index entries."),
+    ("index_bytes_mapped", "chronolog_index_bytes_mapped", "Bytes of index files memory-mapped."),
+)
+
+
+class PartitionCollector(Collector):
+    """Exports per-partition gauges by snapshotting the broker at scrape time."""
+
+    def __init__(self, broker: object, loop: asyncio.AbstractEventLoop | None) -> None:
+        self._broker = broker
+        self._loop = loop
+
+    def _snapshot(self) -> list[PartitionSnapshot]:
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            return snapshot_partitions(self._broker)
+        if _running_loop() is loop:
+            return snapshot_partitions(self._broker)
+        future: concurrent.futures.Future[list[PartitionSnapshot]] = concurrent.futures.Future()
+
+        def take() -> None:
+            try:
+                future.set_result(snapshot_partitions(self._broker))
+            except BaseException as exc:  # delivered to the scraping thread
+                future.set_exception(exc)
+
+        loop.call_soon_threadsafe(take)
+        return future.result(timeout=5.0)
+
+    def collect(self) -> Iterable[Metric]:
+        try:
+            snaps = self._snapshot()
+        except Exception:
+            log.exception("metrics scrape could not read partition state")
+            snaps = []
+        families = {
+            field: GaugeMetricFamily(name, doc, labels=["topic", "partition"])
+            for field, name, doc in _PARTITION_GAUGES
+        }
+        for snap in snaps:
+            labels = [snap.topic, str(snap.partition)]
+            for field, family in families.items():
+                value = getattr(snap, field)
+                if value is not None:
+                    family.add_metric(labels, float(value))
+        return list(families.values())
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+# --------------------------------------------------------------------------
+# HTTP endpoint.
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Route the per-request access log into logging at DEBUG instead of stderr."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("metrics %s " + format, self.client_address[0], *args)
+
+
+class _ThreadingWSGIServer(WSGIServer):
+    daemon_threads = True
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        t = threading.Thread(
+            target=self._handle, args=(request, client_address), daemon=True,
+            name="metrics-request",
+        )
+        t.start()
+
+    def _handle(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+
+@dataclass
+class MetricsServer:
+    """A running ``/metrics`` endpoint; ``close()`` stops it and detaches the collector."""
+
+    host: str
+    port: int
+    _server: WSGIServer
+    _thread: threading.Thread
+    _collector: PartitionCollector
+    _registry: CollectorRegistry
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5.0)
+        try:
+            self._registry.unregister(self._collector)
+        except KeyError:
+            pass
+
+
+def _make_app(
+    registry: CollectorRegistry,
+) -> Callable[[dict[str, Any], Callable[..., Any]], list[bytes]]:
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        if path == "/metrics":
+            body = generate_latest(registry)
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST),
+                                      ("Content-Length", str(len(body)))])
+            return [body]
+        if path in ("/healthz", "/health"):
+            start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
+            return [b"ok\n"]
+        msg = b"not found: try /metrics\n"
+        start_response("404 Not Found", [("Content-Type", "text/plain"),
+                                         ("Content-Length", str(len(msg)))])
+        return [msg]
+
+    return app
+
+
+def start_metrics_server(
+    host: str, port: int, broker: object, registry: CollectorRegistry = REGISTRY
+) -> MetricsServer:
+    """Serve ``/metrics`` (and ``/healthz``) on host:port from a daemon thread.
+
+    Call it from the broker's event loop: per-partition figures are then read on
+    that loop at scrape time. ``port=0`` picks a free port (see ``.port``).
+    """
+    collector = PartitionCollector(broker, _running_loop())
+    registry.register(collector)
+    try:
+        server = make_server(host, port, _make_app(registry),
+                             server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
+    except BaseException:
+        registry.unregister(collector)
+        raise
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5},
+                              name="metrics-http", daemon=True)
+    thread.start()
+    bound_port = int(server.server_address[1])
+    log.info("metrics endpoint listening", extra={"host": host, "port": bound_port})
+    return MetricsServer(host, bound_port, server, thread, collector, registry)
