@@ -1,0 +1,247 @@
+"""Idempotent producers: the sequence rules of Kafka's ProducerStateManager.
+
+The unit tests drive ``broker.producers.ProducerStateManager`` with real files in a
+temporary data dir; the end-to-end tests at the bottom retry real batches over a real
+socket against the broker subprocess.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker.producers import (
+    BATCHES_TO_RETAIN,
+    ID_BLOCK_SIZE,
+    INT32_MAX,
+    Duplicate,
+    ProducerStateManager,
+    last_sequence,
+)
+from protocol.errors import ErrorCode, KafkaError
+
+
+class Header(NamedTuple):
+    """The header fields producer state reads, as storage.records.BatchHeader has them."""
+
+    base_offset: int
+    last_offset_delta: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    attributes: int
+
+
+class Appender:
+    """A partition's log as offsets: check, 'append' at the end, record."""
+
+    def __init__(self, mgr: ProducerStateManager, topic: str = "t", partition: int = 0) -> None:
+        self.mgr = mgr
+        self.topic = topic
+        self.partition = partition
+        self.next_offset = 0
+        self.headers: list[Header] = []
+
+    def produce(self, pid: int, epoch: int, seq: int, count: int) -> tuple[int, bool]:
+        """Returns (base offset, was_duplicate)."""
+        dup = self.mgr.check(self.topic, self.partition, pid, epoch, seq, count - 1)
+        if dup is not None:
+            return dup.base_offset, True
+        base = self.next_offset
+        self.next_offset += count
+        self.headers.append(Header(base, count - 1, 1000 + base, pid, epoch, seq, 0))
+        self.mgr.record(
+            self.topic, self.partition, pid, epoch, seq, count - 1, base, base + count - 1, -1,
+            now_ms=1000,
+        )
+        return base, False
+
+    def read_headers(self, offset: int) -> list[Header]:
+        return [h for h in self.headers if h.base_offset + h.last_offset_delta >= offset]
+
+
+def expect_error(code: ErrorCode, fn, *args) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(KafkaError) as exc:
+        fn(*args)
+    assert exc.value.code == code
+
+
+def test_retried_batch_is_answered_with_its_original_offsets(tmp_path: Path) -> None:
+    log = Appender(ProducerStateManager(tmp_path))
+    assert log.produce(7, 0, 0, 3) == (0, False)
+    assert log.produce(7, 0, 3, 2) == (3, False)
+    assert log.produce(7, 0, 0, 3) == (0, True)
+    assert log.produce(7, 0, 3, 2) == (3, True)
+    assert log.next_offset == 5
+
+
+def test_only_the_last_five_batches_are_recognised_as_duplicates(tmp_path: Path) -> None:
+    log = Appender(ProducerStateManager(tmp_path))
+    for i in range(BATCHES_TO_RETAIN + 1):
+        log.produce(1, 0, i, 1)
+    for i in range(1, BATCHES_TO_RETAIN + 1):
+        assert log.produce(1, 0, i, 1) == (i, True)
+    expect_error(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log.produce, 1, 0, 0, 1)
+
+
+def test_sequence_gap_is_out_of_order(tmp_path: Path) -> None:
+    log = Appender(ProducerStateManager(tmp_path))
+    log.produce(1, 0, 0, 5)
+    expect_error(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log.produce, 1, 0, 6, 1)
+    # A partially overlapping retry is not a duplicate either.
+    expect_error(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log.produce, 1, 0, 2, 3)
+    assert log.produce(1, 0, 5, 1) == (5, False)
+
+
+def test_stale_epoch_is_rejected_and_new_epoch_restarts_at_zero(tmp_path: Path) -> None:
+    log = Appender(ProducerStateManager(tmp_path))
+    log.produce(1, 3, 0, 2)
+    expect_error(ErrorCode.INVALID_PRODUCER_EPOCH, log.produce, 1, 2, 2, 1)
+    expect_error(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log.produce, 1, 4, 2, 1)
+    assert log.produce(1, 4, 0, 1) == (2, False)
+    # The old epoch's batches are no longer duplicates once the epoch moved on.
+    expect_error(ErrorCode.INVALID_PRODUCER_EPOCH, log.produce, 1, 3, 0, 2)
+
+
+def test_unknown_producer_is_accepted_at_any_sequence_as_kafka_does(tmp_path: Path) -> None:
+    log = Appender(ProducerStateManager(tmp_path))
+    assert log.produce(99, 0, 42, 2) == (0, False)
+    assert log.produce(99, 0, 44, 1) == (2, False)
+
+
+def test_producers_and_partitions_are_independent(tmp_path: Path) -> None:
+    mgr = ProducerStateManager(tmp_path)
+    a, b = Appender(mgr, "t", 0), Appender(mgr, "t", 1)
+    a.produce(1, 0, 0, 2)
+    a.produce(2, 0, 0, 2)
+    assert b.produce(1, 0, 0, 1) == (0, False)
+    assert a.produce(2, 0, 2, 1) == (4, False)
+
+
+def test_sequence_wraps_from_int32_max_to_zero(tmp_path: Path) -> None:
+    assert last_sequence(INT32_MAX - 1, 3) == 1
+    log = Appender(ProducerStateManager(tmp_path))
+    log.produce(1, 0, INT32_MAX - 1, 2)
+    assert log.produce(1, 0, 0, 1) == (2, False)
+    assert log.produce(1, 0, INT32_MAX - 1, 2) == (0, True)
+
+
+def test_non_idempotent_and_invalid_batches(tmp_path: Path) -> None:
+    mgr = ProducerStateManager(tmp_path)
+    assert mgr.check("t", 0, -1, -1, -1, 10) is None
+    expect_error(ErrorCode.INVALID_RECORD, mgr.check, "t", 0, 5, 0, -1, 0)
+    with pytest.raises(KafkaError) as exc:
+        mgr.check("t", 0, 5, 0, 0, 0, is_transactional=True)
+    assert exc.value.code == ErrorCode.INVALID_TXN_STATE
+
+
+def test_producer_ids_are_unique_across_restarts_and_crashes(tmp_path: Path) -> None:
+    seen: set[int] = set()
+    for _ in range(3):
+        mgr = ProducerStateManager(tmp_path)  # no close: every restart is a "crash"
+        for _ in range(ID_BLOCK_SIZE // 2 + 3):
+            pid = mgr.allocate_producer_id()
+            assert pid not in seen
+            seen.add(pid)
+
+
+def test_allocation_skips_ids_found_in_the_log(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    log = Appender(ProducerStateManager(tmp_path / "a"))
+    log.produce(5000, 0, 0, 1)
+    mgr = ProducerStateManager(tmp_path / "a")
+    mgr.restore_partition("t", 0, 0, log.next_offset, log.read_headers)
+    assert mgr.allocate_producer_id() > 5000
+
+
+def test_idle_producers_expire(tmp_path: Path) -> None:
+    mgr = ProducerStateManager(tmp_path, producer_id_expiration_ms=1000)
+    mgr.record("t", 0, 1, 0, 0, 0, 0, 0, -1, now_ms=10_000)
+    mgr.record("t", 0, 2, 0, 0, 0, 1, 1, -1, now_ms=10_900)
+    assert mgr.remove_expired(11_000) == 1
+    assert mgr.entry("t", 0, 1) is None and mgr.entry("t", 0, 2) is not None
+
+
+# A produce history: (producer, epoch step, sequence action, record count).
+# action 0 = next sequence, 1 = retry one of the recent batches, 2 = gap.
+history = st.lists(
+    st.tuples(
+        st.integers(0, 3), st.integers(0, 1), st.sampled_from([0, 0, 0, 1, 2]),
+        st.integers(1, 4),
+    ),
+    max_size=40,
+)
+
+
+def play(log: Appender, steps: list[tuple[int, int, int, int]]) -> list[object]:
+    """Drive a plausible client: a retry re-sends a recent batch, a gap skips ahead."""
+    epochs: dict[int, int] = {}
+    nxt: dict[int, int] = {}
+    sent: dict[int, list[tuple[int, int, int]]] = {}
+    outcomes: list[object] = []
+    for pid, bump, action, count in steps:
+        epoch = epochs.get(pid, 0) + bump
+        if bump:
+            nxt[pid] = 0
+            sent[pid] = []
+        epochs[pid] = epoch
+        if action == 1 and sent.get(pid):
+            e, seq, n = sent[pid][-1]
+            args = (pid, e, seq, n)
+        else:
+            seq = nxt.get(pid, 0) + (3 if action == 2 else 0)
+            args = (pid, epoch, seq, count)
+        try:
+            outcomes.append(log.produce(*args))
+            if args[2] == nxt.get(pid, 0) or pid not in nxt:
+                nxt[pid] = last_sequence(args[2], args[3] - 1) + 1
+                sent.setdefault(pid, []).append((args[1], args[2], args[3]))
+        except KafkaError as e:
+            outcomes.append(e.code)
+    return outcomes
+
+
+@given(history, history)
+def test_state_rebuilt_from_the_log_answers_exactly_like_the_live_state(
+    tmp_path_factory: pytest.TempPathFactory,
+    before: list[tuple[int, int, int, int]],
+    after: list[tuple[int, int, int, int]],
+) -> None:
+    d = tmp_path_factory.mktemp("p")
+    live = Appender(ProducerStateManager(d / "live"))
+    play(live, before)
+    rebuilt = Appender(ProducerStateManager(d / "rebuilt"))
+    rebuilt.headers = list(live.headers)
+    rebuilt.next_offset = live.next_offset
+    rebuilt.mgr.restore_partition("t", 0, 0, live.next_offset, rebuilt.read_headers)
+    assert play(rebuilt, after) == play(live, after)
+
+
+@given(history, st.integers(0, 60))
+def test_snapshot_plus_replayed_tail_equals_full_replay(
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: list[tuple[int, int, int, int]],
+    cut: int,
+) -> None:
+    d = tmp_path_factory.mktemp("s")
+    live = Appender(ProducerStateManager(d))
+    play(live, steps[:cut])
+    live.mgr.write_snapshot({("t", 0): live.next_offset})
+    play(live, steps[cut:])  # appended after the snapshot: must be replayed on open
+    reopened = Appender(ProducerStateManager(d))
+    assert not (d / "producer-state-snapshot.json").exists()
+    reopened.headers, reopened.next_offset = list(live.headers), live.next_offset
+    reopened.mgr.restore_partition("t", 0, 0, live.next_offset, reopened.read_headers)
+    probe = [(p, 0, a, c) for p in range(4) for a in (0, 1) for c in (1, 2)]
+    assert play(reopened, probe) == play(live, probe)
+
+
+def test_duplicate_reports_the_original_log_append_time(tmp_path: Path) -> None:
+    mgr = ProducerStateManager(tmp_path)
+    mgr.record("t", 0, 1, 0, 0, 4, 10, 14, 123456, now_ms=1)
+    assert mgr.check("t", 0, 1, 0, 0, 4) == Duplicate(10, 14, 123456)
