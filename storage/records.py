@@ -1,0 +1,713 @@
+"""The record-batch codec (magic 2): Kafka's wire format and on-disk format in one.
+
+A batch is a 61-byte big-endian header followed by its records (one compressed
+blob when the codec is not 0). See ``docs/record-format.md`` for the layout.
+
+Invariants this module keeps:
+
+- The CRC-32C (``crc32c``) covers byte 21 (attributes) to the end of the batch,
+  so :func:`set_base_offset` and :func:`set_partition_leader_epoch` never touch
+  it, and :func:`set_max_timestamp` recomputes it only when it changed a byte.
+- Every malformed input raises :class:`CorruptRecordError` (or
+  :class:`InvalidRecordError` / :class:`UnsupportedCompressionError` where Kafka
+  answers with those codes), never ``IndexError`` or ``struct.error``.
+- Under LogAppendTime every record reports the batch's maxTimestamp; deltas are
+  kept on disk but ignored, as Kafka's ``RecordIterator`` does.
+
+Reading:
+
+- :func:`parse_header`, :func:`iter_batches` (shallow walk that stops silently at a
+  torn trailing batch), :func:`crc_ok`, :func:`decode_batch`, :func:`record_timestamps`.
+
+Building: :func:`build_batch`.
+
+The append path (one call per Produce'd batch, no ``Record`` objects made):
+
+- :func:`validate_client_batch` runs every check of Kafka's ``LogValidator`` for a
+  client batch (magic, CRC, one batch, base offset 0, count, control flag,
+  idempotent sequence, records parse exactly to the end, offset deltas 0..n-1) and
+  returns a :class:`BatchScan`: the header plus the records' true min and max
+  timestamps and the offset delta of the first record carrying the max. The max is
+  what the time index and ``set_max_timestamp`` need; min/max decide CreateTime
+  validation without another pass.
+- :func:`scan_timestamps` is the same timestamp scan without the client checks
+  (for recovery and for batches already in the log).
+- :func:`timestamp_errors` lists Kafka's per-record INVALID_TIMESTAMP messages; it
+  is only called once min/max showed that some record is out of range.
+- :func:`set_base_offset`, :func:`set_partition_leader_epoch`,
+  :func:`set_max_timestamp` rewrite a batch in place.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
+
+import crc32c as _crc32c
+
+from storage import codecs
+from storage.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionError
+
+Buffer = bytes | bytearray | memoryview
+
+HEADER_SIZE = 61
+"""Bytes in a v2 batch header (Kafka's RECORD_BATCH_OVERHEAD)."""
+LOG_OVERHEAD = 12
+"""baseOffset + batchLength: the bytes not counted by batchLength."""
+MAGIC = 2
+NO_TIMESTAMP = -1
+
+# Field offsets inside the header.
+BASE_OFFSET_OFFSET = 0
+LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
+BASE_SEQUENCE_OFFSET = 53
+RECORDS_COUNT_OFFSET = 57
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+_INT32_MIN = -(1 << 31)
+_INT32_MAX = (1 << 31) - 1
+
+
+class BatchHeader(NamedTuple):
+    """The 61-byte header of a v2 batch, field for field."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies (batchLength excludes the first 12)."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+
+@dataclass(slots=True)
+class Record:
+    """One record as a reader sees it (absolute offset, effective timestamp)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+class RecordLike(Protocol):
+    """What :func:`build_batch` reads from each record (offsets are positional)."""
+
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes | None]]: ...
+
+
+class BatchScan(NamedTuple):
+    """What the append path needs to know about one batch, from one pass.
+
+    ``min_timestamp``/``max_timestamp`` are the records' effective timestamps
+    (under LogAppendTime both are the header's maxTimestamp); for an empty batch
+    both are -1. ``offset_delta_of_max`` is the delta of the first record whose
+    timestamp equals the max (0 under LogAppendTime, as Kafka's
+    ``offsetOfMaxTimestamp`` answers the base offset).
+    """
+
+    header: BatchHeader
+    min_timestamp: int
+    max_timestamp: int
+    offset_delta_of_max: int
+
+
+# ---------------------------------------------------------------- header level
+
+
+def parse_header(buf: Buffer, pos: int = 0, *, require_body: bool = True) -> BatchHeader:
+    """Parse the header at ``pos``.
+
+    Raises CorruptRecordError when fewer than 61 bytes remain, magic is not 2, the
+    length is smaller than a header, or (with ``require_body``, the default) the
+    batch does not fit in ``buf``. ``require_body=False`` lets a caller that read
+    just the 61 header bytes from a file parse them.
+    """
+    if pos < 0 or len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecordError(
+            f"batch header at {pos} needs {HEADER_SIZE} bytes, {max(0, len(buf) - pos)} remain"
+        )
+    h = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    if h.magic != MAGIC:
+        raise CorruptRecordError(f"batch at {pos} has magic {h.magic}, only magic 2 is supported")
+    if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptRecordError(f"batch at {pos} has length {h.batch_length}, below a header")
+    if require_body and pos + h.batch_length + LOG_OVERHEAD > len(buf):
+        raise CorruptRecordError(
+            f"batch at {pos} declares {h.batch_length + LOG_OVERHEAD} bytes, "
+            f"{len(buf) - pos} remain"
+        )
+    return h
+
+
+def iter_batches(
+    buf: Buffer, pos: int = 0, end: int | None = None
+) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` of each whole batch in ``buf[pos:end]``.
+
+    Stops silently at a torn trailing batch (fewer bytes than its header or its
+    declared length), as Kafka's ``FileLogInputStream`` does. A batch whose
+    header is invalid (magic, length below a header) raises CorruptRecordError:
+    that is corruption, not a torn write. CRCs are not checked (see crc_ok).
+    """
+    stop = len(buf) if end is None else min(end, len(buf))
+    unpack_from = _HEADER.unpack_from
+    make = BatchHeader._make
+    while stop - pos >= HEADER_SIZE:
+        h = make(unpack_from(buf, pos))
+        if h.magic != MAGIC:
+            raise CorruptRecordError(f"batch at {pos} has magic {h.magic}, only magic 2 is supported")
+        if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            raise CorruptRecordError(f"batch at {pos} has length {h.batch_length}, below a header")
+        size = h.batch_length + LOG_OVERHEAD
+        if pos + size > stop:
+            return
+        yield pos, h
+        pos += size
+
+
+def crc_ok(buf: Buffer, pos: int, header: BatchHeader) -> bool:
+    """True when the stored CRC-32C matches attributes..end of the batch at ``pos``."""
+    end = pos + header.batch_length + LOG_OVERHEAD
+    if end > len(buf):
+        return False
+    return _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]) == header.crc
+
+
+def compute_crc(buf: Buffer, pos: int, size: int) -> int:
+    """CRC-32C of attributes..end for the batch of ``size`` bytes at ``pos``."""
+    return int(_crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]))
+
+
+# ---------------------------------------------------------------- in-place rewrites
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Write baseOffset (outside the CRC, so the CRC stays valid)."""
+    _I64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """Write partitionLeaderEpoch (outside the CRC)."""
+    _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_max_timestamp(
+    buf: bytearray | memoryview, pos: int, ts: int, timestamp_type: int
+) -> bool:
+    """Set the timestamp-type bit and maxTimestamp; recompute the CRC if either changed.
+
+    Mirrors Kafka's ``DefaultRecordBatch.setMaxTimestamp``: the CreateTime path
+    passes the records' true max (fixing a wrong producer value), LogAppendTime
+    passes the broker's clock. Returns True when the batch bytes changed.
+    """
+    attrs = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
+    current = _I64.unpack_from(buf, pos + MAX_TIMESTAMP_OFFSET)[0]
+    if timestamp_type == LOG_APPEND_TIME:
+        new_attrs = attrs | TIMESTAMP_TYPE_MASK
+    elif timestamp_type == CREATE_TIME:
+        new_attrs = attrs & ~TIMESTAMP_TYPE_MASK
+    else:
+        raise ValueError(f"timestamp type {timestamp_type} is neither 0 nor 1")
+    if new_attrs == attrs and current == ts:
+        return False
+    size = _I32.unpack_from(buf, pos + LENGTH_OFFSET)[0] + LOG_OVERHEAD
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, new_attrs)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, ts)
+    _U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
+    return True
+
+
+# ---------------------------------------------------------------- varints
+
+
+def _zigzag(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def _encode_uvarint(v: int, out: bytearray) -> None:
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _read_uvarint(data: Buffer, p: int, end: int, max_bytes: int) -> tuple[int, int]:
+    """Decode an unsigned LEB128 value of at most ``max_bytes`` bytes starting at p."""
+    result = 0
+    shift = 0
+    limit = min(end, p + max_bytes)
+    while p < limit:
+        b = data[p]
+        p += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, p
+        shift += 7
+    if p >= end:
+        raise CorruptRecordError("varint runs past the end of the records")
+    raise CorruptRecordError(f"varint longer than {max_bytes} bytes")
+
+
+def _read_varint(data: Buffer, p: int, end: int) -> tuple[int, int]:
+    """Zig-zag int32 (Kafka's ``ByteUtils.readVarint``: at most 5 bytes)."""
+    u, p = _read_uvarint(data, p, end, 5)
+    u &= 0xFFFFFFFF
+    return (u >> 1) ^ -(u & 1), p
+
+
+def _read_varlong(data: Buffer, p: int, end: int) -> tuple[int, int]:
+    """Zig-zag int64 (``ByteUtils.readVarlong``: at most 10 bytes)."""
+    u, p = _read_uvarint(data, p, end, 10)
+    u &= 0xFFFFFFFFFFFFFFFF
+    return (u >> 1) ^ -(u & 1), p
+
+
+# ---------------------------------------------------------------- records
+
+
+def _records_data(buf: Buffer, pos: int, h: BatchHeader) -> tuple[Buffer, int, int]:
+    """The records region of the batch: (data, start, end), decompressed if needed."""
+    start = pos + HEADER_SIZE
+    end = pos + h.batch_length + LOG_OVERHEAD
+    codec = h.attributes & COMPRESSION_MASK
+    if codec == 0:
+        return buf, start, end
+    if codec > 4:
+        raise UnsupportedCompressionError(f"batch at {pos} uses compression codec {codec}")
+    data = codecs.decompress(codec, memoryview(buf)[start:end])
+    return data, 0, len(data)
+
+
+def _parse_records(
+    data: Buffer, p: int, end: int, count: int
+) -> list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
+    """Fully parse ``count`` records; returns (ts_delta, offset_delta, key, value, headers).
+
+    Raises CorruptRecordError on any structural error, including bytes left over
+    after the last record, or a record whose body length does not match its fields.
+    """
+    out = []
+    read_varint = _read_varint
+    for _ in range(count):
+        length, p = read_varint(data, p, end)
+        body_start = p
+        body_end = p + length
+        if length < 1 or body_end > end:
+            raise CorruptRecordError(f"record length {length} does not fit the batch")
+        p += 1  # attributes, unused
+        ts_delta, p = _read_varlong(data, p, body_end)
+        off_delta, p = read_varint(data, p, body_end)
+        klen, p = read_varint(data, p, body_end)
+        key: bytes | None = None
+        if klen >= 0:
+            if p + klen > body_end:
+                raise CorruptRecordError("record key overruns the record")
+            key = bytes(data[p : p + klen])
+            p += klen
+        vlen, p = read_varint(data, p, body_end)
+        value: bytes | None = None
+        if vlen >= 0:
+            if p + vlen > body_end:
+                raise CorruptRecordError("record value overruns the record")
+            value = bytes(data[p : p + vlen])
+            p += vlen
+        nh, p = read_varint(data, p, body_end)
+        if nh < 0:
+            raise CorruptRecordError(f"record has a negative header count {nh}")
+        headers: list[tuple[str, bytes | None]] = []
+        for _h in range(nh):
+            hk, p = read_varint(data, p, body_end)
+            if hk < 0 or p + hk > body_end:
+                raise CorruptRecordError(f"header key length {hk} does not fit the record")
+            hkey = bytes(data[p : p + hk]).decode("utf-8", errors="replace")
+            p += hk
+            hv, p = read_varint(data, p, body_end)
+            hval: bytes | None = None
+            if hv >= 0:
+                if p + hv > body_end:
+                    raise CorruptRecordError("header value overruns the record")
+                hval = bytes(data[p : p + hv])
+                p += hv
+            headers.append((hkey, hval))
+        if p != body_end:
+            raise CorruptRecordError(
+                f"record body is {length} bytes but its fields use {p - body_start}"
+            )
+        out.append((ts_delta, off_delta, key, value, headers))
+    if p != end:
+        raise CorruptRecordError(f"{end - p} bytes remain after the batch's {count} records")
+    return out
+
+
+def decode_batch(buf: Buffer, pos: int = 0) -> list[Record]:
+    """Decode every record of the batch at ``pos`` (any codec). CRC is not checked.
+
+    Offsets are baseOffset + offsetDelta. Timestamps are baseTimestamp + delta
+    under CreateTime and the batch maxTimestamp under LogAppendTime.
+    """
+    h = parse_header(buf, pos)
+    if h.records_count < 0:
+        raise CorruptRecordError(f"batch at {pos} has a negative record count")
+    data, start, end = _records_data(buf, pos, h)
+    parsed = _parse_records(data, start, end, h.records_count)
+    base = h.base_offset
+    if h.attributes & TIMESTAMP_TYPE_MASK:
+        mts = h.max_timestamp
+        return [Record(base + od, mts, k, v, hs) for _td, od, k, v, hs in parsed]
+    bts = h.base_timestamp
+    return [Record(base + od, bts + td, k, v, hs) for td, od, k, v, hs in parsed]
+
+
+def record_timestamps(buf: Buffer, pos: int = 0) -> list[int]:
+    """Each record's effective timestamp, in record order (see decode_batch)."""
+    return [r.timestamp for r in decode_batch(buf, pos)]
+
+
+# ---------------------------------------------------------------- building
+
+
+def _encode_record(
+    out: bytearray,
+    ts_delta: int,
+    off_delta: int,
+    key: bytes | bytearray | memoryview | None,
+    value: bytes | bytearray | memoryview | None,
+    headers: Iterable[tuple[str, bytes | None]],
+) -> None:
+    body = bytearray(b"\x00")
+    _encode_uvarint(_zigzag(ts_delta), body)
+    _encode_uvarint(_zigzag(off_delta), body)
+    if key is None:
+        body.append(1)
+    else:
+        _encode_uvarint(_zigzag(len(key)), body)
+        body += key
+    if value is None:
+        body.append(1)
+    else:
+        _encode_uvarint(_zigzag(len(value)), body)
+        body += value
+    hs = list(headers)
+    _encode_uvarint(_zigzag(len(hs)), body)
+    for hkey, hval in hs:
+        kb = hkey.encode("utf-8")
+        _encode_uvarint(_zigzag(len(kb)), body)
+        body += kb
+        if hval is None:
+            body.append(1)
+        else:
+            _encode_uvarint(_zigzag(len(hval)), body)
+            body += hval
+    _encode_uvarint(_zigzag(len(body)), out)
+    out += body
+
+
+def build_batch(
+    records: Iterable[RecordLike],
+    *,
+    base_offset: int = 0,
+    compression: int = 0,
+    timestamp_type: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+    compression_level: int | None = None,
+) -> bytes:
+    """Build one v2 batch; offset deltas are the records' positions (0..n-1).
+
+    baseTimestamp is the first record's timestamp and maxTimestamp the largest
+    (both -1 for no records), as Kafka's producer writes them. The requested codec
+    is always applied, even when compressing does not shrink the records.
+    """
+    if not 0 <= compression <= 4:
+        raise UnsupportedCompressionError(f"compression codec {compression} is not one of 0..4")
+    if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+        raise ValueError(f"timestamp type {timestamp_type} is neither 0 nor 1")
+    body = bytearray()
+    count = 0
+    base_ts = NO_TIMESTAMP
+    max_ts = NO_TIMESTAMP
+    for i, r in enumerate(records):
+        ts = r.timestamp
+        if count == 0:
+            base_ts = ts
+            max_ts = ts
+        elif ts > max_ts:
+            max_ts = ts
+        delta = ts - base_ts
+        if not _INT64_MIN <= delta <= _INT64_MAX or not _INT64_MIN <= ts <= _INT64_MAX:
+            raise InvalidRecordError(f"record {i} timestamp {ts} is out of the int64 delta range")
+        _encode_record(body, delta, i, r.key, r.value, r.headers)
+        count += 1
+    if count > _INT32_MAX:
+        raise InvalidRecordError("too many records for one batch")
+    payload: bytes | bytearray = body
+    if compression:
+        payload = codecs.compress(compression, body, compression_level)
+    attributes = compression
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_MASK
+    size = HEADER_SIZE + len(payload)
+    if size - LOG_OVERHEAD > _INT32_MAX:
+        raise InvalidRecordError("batch larger than 2 GiB")
+    out = bytearray(size)
+    _HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        size - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        count - 1,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    out[HEADER_SIZE:] = payload
+    _U32.pack_into(out, CRC_OFFSET, compute_crc(out, 0, size))
+    return bytes(out)
+
+
+# ---------------------------------------------------------------- append path
+
+
+def _scan(
+    data: Buffer, p: int, end: int, count: int, check_offsets: bool
+) -> tuple[int, int, int]:
+    """Walk ``count`` records; return (min ts delta, max ts delta, index of first max).
+
+    Validates the whole structure (as _parse_records) without making objects.
+    With ``check_offsets``, offset delta i must equal i (InvalidRecordError).
+    """
+    if count == 0:
+        if p != end:
+            raise CorruptRecordError(f"{end - p} bytes remain after the batch's 0 records")
+        return 0, 0, 0
+    read_varint = _read_varint
+    read_varlong = _read_varlong
+    mn = _INT64_MAX
+    mx = _INT64_MIN
+    imx = 0
+    for i in range(count):
+        if p >= end:
+            raise CorruptRecordError(f"records end after {i} of {count}")
+        b = data[p]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            length, p = read_varint(data, p, end)
+        body_end = p + length
+        if length < 1 or body_end > end:
+            raise CorruptRecordError(f"record length {length} does not fit the batch")
+        p += 1
+        b = data[p] if p < body_end else 0x80
+        if b < 0x80:
+            td = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            td, p = read_varlong(data, p, body_end)
+        if td < mn:
+            mn = td
+        if td > mx:
+            mx = td
+            imx = i
+        od, p = read_varint(data, p, body_end)
+        if check_offsets and od != i:
+            raise InvalidRecordError(f"record {i} has offset delta {od}, expected {i}")
+        klen, p = read_varint(data, p, body_end)
+        if klen > 0:
+            p += klen
+        vlen, p = read_varint(data, p, body_end)
+        if vlen > 0:
+            p += vlen
+        if p > body_end:
+            raise CorruptRecordError("record key or value overruns the record")
+        nh, p = read_varint(data, p, body_end)
+        if nh < 0:
+            raise CorruptRecordError(f"record has a negative header count {nh}")
+        for _h in range(nh):
+            hk, p = read_varint(data, p, body_end)
+            if hk < 0:
+                raise CorruptRecordError(f"header key length {hk} is negative")
+            p += hk
+            hv, p = read_varint(data, p, body_end)
+            if hv > 0:
+                p += hv
+            if p > body_end:
+                raise CorruptRecordError("header overruns the record")
+        if p != body_end:
+            raise CorruptRecordError(f"record {i} body length {length} does not match its fields")
+    if p != end:
+        raise CorruptRecordError(f"{end - p} bytes remain after the batch's {count} records")
+    return mn, mx, imx
+
+
+def scan_timestamps(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> BatchScan:
+    """The records' true min/max timestamps and the offset delta of the first max.
+
+    Decompresses compressed batches. Under LogAppendTime, min = max = the header's
+    maxTimestamp and the delta is 0, with no record walk. Structural errors raise
+    CorruptRecordError.
+    """
+    h = parse_header(buf, pos) if header is None else header
+    if h.attributes & TIMESTAMP_TYPE_MASK:
+        return BatchScan(h, h.max_timestamp, h.max_timestamp, 0)
+    if h.records_count <= 0:
+        return BatchScan(h, NO_TIMESTAMP, NO_TIMESTAMP, 0)
+    data, start, end = _records_data(buf, pos, h)
+    mn, mx, imx = _scan(data, start, end, h.records_count, False)
+    bts = h.base_timestamp
+    return BatchScan(h, bts + mn, bts + mx, imx)
+
+
+def validate_client_batch(buf: Buffer, pos: int = 0, end: int | None = None) -> BatchScan:
+    """Validate a Produce'd partition payload as Kafka's LogValidator does for a client.
+
+    ``buf[pos:end]`` must hold exactly one v2 batch. Raises CorruptRecordError for
+    a bad header, size or CRC (CORRUPT_MESSAGE) and InvalidRecordError for the
+    append rules (INVALID_RECORD): more or fewer than one batch, baseOffset != 0,
+    count != lastOffsetDelta + 1 or count <= 0, a control batch, an idempotent
+    batch without a sequence, offset deltas not 0..n-1, or records that do not
+    parse exactly to the batch end. Returns the timestamp scan (see scan_timestamps).
+    """
+    stop = len(buf) if end is None else end
+    if stop - pos < HEADER_SIZE:
+        raise CorruptRecordError(f"produce payload of {stop - pos} bytes is shorter than a batch header")
+    h = parse_header(buf, pos, require_body=False)
+    size = h.batch_length + LOG_OVERHEAD
+    if pos + size > stop:
+        raise CorruptRecordError(f"batch declares {size} bytes, the payload has {stop - pos}")
+    if pos + size != stop:
+        raise InvalidRecordError("a produce payload must hold exactly one record batch")
+    if not crc_ok(buf, pos, h):
+        raise CorruptRecordError("batch CRC-32C does not match its contents")
+    if h.base_offset != 0:
+        raise InvalidRecordError(f"client batch has base offset {h.base_offset}, expected 0")
+    if h.records_count <= 0 or h.records_count != h.last_offset_delta + 1:
+        raise InvalidRecordError(
+            f"batch record count {h.records_count} does not match last offset delta "
+            f"{h.last_offset_delta}"
+        )
+    if h.attributes & CONTROL_MASK:
+        raise InvalidRecordError("clients may not append control batches")
+    if h.producer_id >= 0 and h.base_sequence < 0:
+        raise InvalidRecordError("idempotent batch has no base sequence")
+    if h.attributes & COMPRESSION_MASK > 4:
+        raise UnsupportedCompressionError(f"batch uses compression codec {h.compression}")
+    data, start, rend = _records_data(buf, pos, h)
+    try:
+        mn, mx, imx = _scan(data, start, rend, h.records_count, True)
+    except CorruptRecordError as exc:
+        # Inside a batch whose CRC holds, a record that does not parse is Kafka's
+        # InvalidRecordException (INVALID_RECORD), not a transmission error.
+        raise InvalidRecordError(str(exc)) from exc
+    if h.attributes & TIMESTAMP_TYPE_MASK:
+        return BatchScan(h, h.max_timestamp, h.max_timestamp, 0)
+    bts = h.base_timestamp
+    return BatchScan(h, bts + mn, bts + mx, imx)
+
+
+def timestamp_errors(
+    buf: Buffer, pos: int, now_ms: int, before_max_ms: int, after_max_ms: int
+) -> list[tuple[int, str]]:
+    """Kafka's per-record INVALID_TIMESTAMP errors for a CreateTime batch.
+
+    Returns ``(batch_index, message)`` for every record with a timestamp other
+    than -1 outside [now - before, now + after]. Only the error path calls this,
+    after BatchScan's min/max showed a violation, so a full decode is fine here.
+    """
+    lo = now_ms - before_max_ms
+    hi = now_ms + after_max_ms
+    out: list[tuple[int, str]] = []
+    for i, r in enumerate(decode_batch(buf, pos)):
+        ts = r.timestamp
+        if ts != NO_TIMESTAMP and (now_ms - ts > before_max_ms or ts - now_ms > after_max_ms):
+            out.append(
+                (
+                    i,
+                    f"Timestamp {ts} of message with offset {r.offset} is out of range. "
+                    f"The timestamp should be within [{lo}, {hi}]",
+                )
+            )
+    return out
