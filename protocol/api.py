@@ -1,0 +1,311 @@
+"""Frames in, messages out: the API table, headers and the four codec entry points.
+
+``API_VERSIONS`` is the one place that says which versions Chronolog speaks;
+the per-API modules say what each version contains. A frame is the bytes after
+the 4-byte size prefix; encoders return whole frames, prefix included.
+
+Invariants:
+- ``decode_request`` raises only :class:`UnsupportedVersionError` (unknown key or
+  a version outside the table: the broker answers ApiVersions specially and
+  closes the connection otherwise) or :class:`MalformedRequestError` (bytes that
+  do not parse) — never a construct/struct/Index error.
+- Request header v1 (v2 in flexible versions: + tagged fields); the client id is
+  always a nullable int16 string. Response header v0 (v1 in flexible versions:
+  + tagged fields), except ApiVersions, whose response header is always v0.
+- Hot messages go through ``protocol.fastpath`` (hand-written ``struct`` code);
+  the declarative codec is the reference and tests compare them byte for byte.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+from io import BytesIO
+from typing import Any, NamedTuple
+
+from construct import Construct, ConstructError, Container
+
+from protocol import (
+    api_versions,
+    create_topics,
+    delete_topics,
+    fastpath,
+    fetch,
+    find_coordinator,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_fetch,
+    produce,
+)
+from protocol.errors import ErrorCode
+from protocol.schema import Message
+from protocol.wire import read_string, read_uvarint, skip_tag
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+
+
+class ApiRange(NamedTuple):
+    """Versions served (``min_version``..``max_version``), advertised, and the first flexible one."""
+
+    name: str
+    min_version: int
+    max_version: int
+    advertised_min: int
+    first_flexible: int
+
+
+# Adding a version: raise max_version here and declare its new fields (with their
+# version range) in the API's module.
+API_VERSIONS: dict[ApiKey, ApiRange] = {
+    ApiKey.PRODUCE: ApiRange("Produce", 3, 11, 0, 9),
+    ApiKey.FETCH: ApiRange("Fetch", 4, 12, 4, 12),
+    ApiKey.LIST_OFFSETS: ApiRange("ListOffsets", 0, 10, 0, 6),
+    ApiKey.METADATA: ApiRange("Metadata", 0, 12, 0, 9),
+    ApiKey.OFFSET_COMMIT: ApiRange("OffsetCommit", 2, 8, 2, 8),
+    ApiKey.OFFSET_FETCH: ApiRange("OffsetFetch", 1, 8, 1, 6),
+    ApiKey.FIND_COORDINATOR: ApiRange("FindCoordinator", 0, 4, 0, 3),
+    ApiKey.API_VERSIONS: ApiRange("ApiVersions", 0, 4, 0, 3),
+    ApiKey.CREATE_TOPICS: ApiRange("CreateTopics", 2, 7, 2, 5),
+    ApiKey.DELETE_TOPICS: ApiRange("DeleteTopics", 1, 6, 1, 4),
+    ApiKey.INIT_PRODUCER_ID: ApiRange("InitProducerId", 0, 4, 0, 2),
+}
+
+MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
+    ApiKey.PRODUCE: (produce.REQUEST, produce.RESPONSE),
+    ApiKey.FETCH: (fetch.REQUEST, fetch.RESPONSE),
+    ApiKey.LIST_OFFSETS: (list_offsets.REQUEST, list_offsets.RESPONSE),
+    ApiKey.METADATA: (metadata.REQUEST, metadata.RESPONSE),
+    ApiKey.OFFSET_COMMIT: (offset_commit.REQUEST, offset_commit.RESPONSE),
+    ApiKey.OFFSET_FETCH: (offset_fetch.REQUEST, offset_fetch.RESPONSE),
+    ApiKey.FIND_COORDINATOR: (find_coordinator.REQUEST, find_coordinator.RESPONSE),
+    ApiKey.API_VERSIONS: (api_versions.REQUEST, api_versions.RESPONSE),
+    ApiKey.CREATE_TOPICS: (create_topics.REQUEST, create_topics.RESPONSE),
+    ApiKey.DELETE_TOPICS: (delete_topics.REQUEST, delete_topics.RESPONSE),
+    ApiKey.INIT_PRODUCER_ID: (init_producer_id.REQUEST, init_producer_id.RESPONSE),
+}
+
+
+class UnsupportedVersionError(Exception):
+    """An API key we do not serve, or a version outside its range (Kafka closes the connection,
+    except for ApiVersions, which gets :func:`unsupported_api_versions_response`)."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"unsupported api key {api_key} version {api_version}")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+class MalformedRequestError(Exception):
+    """A request frame that does not parse; ``correlation_id`` is None if the header was unreadable."""
+
+    def __init__(self, message: str, correlation_id: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.correlation_id = correlation_id
+
+
+class MalformedResponseError(Exception):
+    """A response frame that does not parse as the version the client asked for."""
+
+
+class EncodeError(ValueError):
+    """A message body that cannot be encoded in the requested version."""
+
+
+@dataclass(slots=True)
+class Request:
+    api_key: ApiKey
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Container
+
+    @property
+    def flexible(self) -> bool:
+        return self.api_version >= API_VERSIONS[self.api_key].first_flexible
+
+
+# Errors that bytes from the network can provoke inside the codecs.
+_DECODE_ERRORS = (
+    ConstructError,
+    struct.error,
+    UnicodeDecodeError,
+    ValueError,
+    IndexError,
+    OverflowError,
+)
+_ENCODE_ERRORS = (ConstructError, struct.error, TypeError, KeyError, ValueError, OverflowError)
+
+_REQ_HEADER = struct.Struct(">hhih")
+_SIZE = struct.Struct(">i")
+_SIZE_CORR = struct.Struct(">ii")
+_CODECS: dict[tuple[int, int, bool], Construct] = {}
+
+
+def is_flexible(api_key: int, api_version: int) -> bool:
+    return api_version >= API_VERSIONS[ApiKey(api_key)].first_flexible
+
+
+def supports(api_key: int, api_version: int) -> bool:
+    rng = API_VERSIONS.get(api_key)  # type: ignore[call-overload]
+    return rng is not None and rng.min_version <= api_version <= rng.max_version
+
+
+def codec(api_key: int, api_version: int, response: bool) -> Construct:
+    """The compiled body codec of one version (request or response), cached."""
+    cache_key = (api_key, api_version, response)
+    c = _CODECS.get(cache_key)
+    if c is None:
+        if not supports(api_key, api_version):
+            raise UnsupportedVersionError(api_key, api_version, -1)
+        key = ApiKey(api_key)
+        msg = MESSAGES[key][1 if response else 0]
+        c = msg.codec(api_version, api_version >= API_VERSIONS[key].first_flexible)
+        _CODECS[cache_key] = c
+    return c
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> Request:
+    """Parse one request frame (without its size prefix)."""
+    if len(frame) < 8:
+        raise MalformedRequestError(f"request of {len(frame)} bytes is shorter than a header")
+    key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
+    rng = API_VERSIONS.get(key)  # type: ignore[call-overload]
+    if rng is None or not (rng.min_version <= version <= rng.max_version):
+        raise UnsupportedVersionError(key, version, correlation_id)
+    api_key = ApiKey(key)
+    fast = fastpath.REQUEST_DECODERS.get((key, version))
+    try:
+        if fast is not None:
+            client_id, body = fast(frame)
+            return Request(api_key, version, correlation_id, client_id, body)
+        view = frame if isinstance(frame, memoryview) else memoryview(frame)
+        stream = BytesIO(frame)
+        stream.seek(8)
+        client_id = read_string(stream, False, True)
+        if version >= rng.first_flexible:
+            for _ in range(read_uvarint(stream)):
+                read_uvarint(stream)
+                skip_tag(stream)
+        body = codec(key, version, False)._parse(stream, {"frame": view}, "(request)")
+    except _DECODE_ERRORS as exc:
+        raise MalformedRequestError(
+            f"{rng.name} v{version} request does not parse: {type(exc).__name__}: {exc}",
+            correlation_id,
+        ) from exc
+    return Request(api_key, version, correlation_id, client_id, body)
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
+    """One response frame, size prefix included; header v0, or v1 when flexible (not ApiVersions)."""
+    fast = fastpath.RESPONSE_ENCODERS.get((api_key, api_version))
+    try:
+        if fast is not None:
+            return fast(correlation_id, body)
+        c = codec(api_key, api_version, True)
+        stream = BytesIO()
+        stream.write(_SIZE_CORR.pack(0, correlation_id))
+        if api_key != ApiKey.API_VERSIONS and is_flexible(api_key, api_version):
+            stream.write(b"\x00")
+        c._build(body, stream, {}, "(response)")
+    except UnsupportedVersionError:
+        raise
+    except _ENCODE_ERRORS as exc:
+        raise EncodeError(
+            f"cannot encode api {api_key} v{api_version} response: {type(exc).__name__}: {exc}"
+        ) from exc
+    return _finish(stream)
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
+) -> bytes:
+    """One request frame, size prefix included (header v1, or v2 when flexible)."""
+    c = codec(api_key, api_version, False)
+    stream = BytesIO()
+    cid = None if client_id is None else client_id.encode("utf-8")
+    stream.write(b"\x00\x00\x00\x00")
+    stream.write(_REQ_HEADER.pack(api_key, api_version, correlation_id, -1 if cid is None else len(cid)))
+    if cid is not None:
+        stream.write(cid)
+    if is_flexible(api_key, api_version):
+        stream.write(b"\x00")
+    try:
+        c._build(body, stream, {}, "(request)")
+    except _ENCODE_ERRORS as exc:
+        raise EncodeError(
+            f"cannot encode api {api_key} v{api_version} request: {type(exc).__name__}: {exc}"
+        ) from exc
+    return _finish(stream)
+
+
+def decode_response(
+    api_key: int, api_version: int, frame: bytes | bytearray | memoryview
+) -> tuple[int, Container]:
+    """Parse one response frame (without size prefix) as the version the request was sent with.
+
+    An ApiVersions response carrying UNSUPPORTED_VERSION is parsed as v0, as
+    the broker sends it (the client then retries at a version it advertised).
+    """
+    try:
+        (correlation_id,) = struct.unpack_from(">i", frame, 0)
+        stream = BytesIO(frame)
+        stream.seek(4)
+        version = api_version
+        if api_key == ApiKey.API_VERSIONS:
+            if len(frame) >= 6 and struct.unpack_from(">h", frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION:
+                version = 0
+        elif is_flexible(api_key, api_version):
+            for _ in range(read_uvarint(stream)):
+                read_uvarint(stream)
+                skip_tag(stream)
+        view = frame if isinstance(frame, memoryview) else memoryview(frame)
+        body = codec(api_key, version, True)._parse(stream, {"frame": view}, "(response)")
+    except _DECODE_ERRORS as exc:
+        raise MalformedResponseError(
+            f"api {api_key} v{api_version} response does not parse: {type(exc).__name__}: {exc}"
+        ) from exc
+    return correlation_id, body
+
+
+def advertised_api_keys() -> list[dict[str, int]]:
+    """The ``api_keys`` of an ApiVersions response: every API, advertised min .. max."""
+    return [
+        {"api_key": int(k), "min_version": r.advertised_min, "max_version": r.max_version}
+        for k, r in sorted(API_VERSIONS.items())
+    ]
+
+
+def unsupported_api_versions_response(correlation_id: int) -> bytes:
+    """Kafka's answer to an ApiVersions version it does not know: a v0 body, header v0,
+    error UNSUPPORTED_VERSION and our ApiVersions range (the body of the request is not parsed)."""
+    rng = API_VERSIONS[ApiKey.API_VERSIONS]
+    body = {
+        "error_code": int(ErrorCode.UNSUPPORTED_VERSION),
+        "api_keys": [{"api_key": int(ApiKey.API_VERSIONS), "min_version": rng.min_version,
+                      "max_version": rng.max_version}],
+    }
+    return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
+
+
+def _finish(stream: BytesIO) -> bytes:
+    size = stream.tell() - 4
+    stream.seek(0)
+    stream.write(_SIZE.pack(size))
+    return stream.getvalue()

@@ -1,0 +1,40 @@
+"""OffsetCommit (key 8): versions 2-8, flexible from 8.
+
+Invariant: RetentionTimeMs exists only in v2-4, CommittedLeaderEpoch from v6,
+GroupInstanceId from v7; CommitTimestamp (v1 only) is declared for fidelity.
+"""
+
+from __future__ import annotations
+
+from protocol.schema import F, arr, message
+
+REQUEST = message(
+    "OffsetCommitRequest",
+    F("group_id", "string"),
+    F("generation_id_or_member_epoch", "int32", "1+", default=-1),
+    F("member_id", "string", "1+"),
+    F("group_instance_id", "string", "7+", nullable="7+", default=None),
+    F("retention_time_ms", "int64", "2-4", default=-1),
+    F("topics", arr(
+        F("name", "string"),
+        F("partitions", arr(
+            F("partition_index", "int32"),
+            F("committed_offset", "int64"),
+            F("committed_leader_epoch", "int32", "6+", default=-1),
+            F("commit_timestamp", "int64", "1", default=-1),
+            F("committed_metadata", "string", nullable="0+"),
+        )),
+    )),
+)
+
+RESPONSE = message(
+    "OffsetCommitResponse",
+    F("throttle_time_ms", "int32", "3+"),
+    F("topics", arr(
+        F("name", "string"),
+        F("partitions", arr(
+            F("partition_index", "int32"),
+            F("error_code", "int16"),
+        )),
+    )),
+)
