@@ -1,0 +1,852 @@
+"""The asyncio Chronolog/Kafka client: topics, produce, time lookups, exact reads.
+
+It speaks the Kafka wire protocol through ``protocol.api`` and builds/decodes
+record batches with ``storage.records``, so it works against Chronolog and
+against any Kafka broker that supports the same API versions.
+
+Invariants:
+- Each API is used at ``min(our max, broker's max)`` as negotiated by ApiVersions
+  at connect time; an API the broker cannot serve in our range raises
+  ``KafkaError(UNSUPPORTED_VERSION)`` naming it, before anything is sent.
+- Every broker error reaches the caller as ``KafkaError`` with Kafka's code;
+  nothing is silently skipped. "No record at or after T" is not an error: it is
+  offset -1 in :meth:`Client.list_offsets` and ``None`` in :meth:`Client.offsets_for_times`.
+- Reads are exact: :meth:`Client.consume` yields precisely the offsets in
+  ``[start, end)`` that exist (compaction gaps and control batches are skipped,
+  records before ``start`` in the first batch are dropped), in offset order.
+- One TCP connection per broker, shared by all calls; requests pipeline on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import protocol.api as api
+from client.connection import BrokerConnection, parse_bootstrap
+from client.partitioner import StickyPartitioner, choose_partition
+from protocol.errors import ErrorCode, KafkaError
+from storage import records as rec
+
+__all__ = [
+    "Client",
+    "FetchResult",
+    "ProducerRecord",
+    "Record",
+    "TopicPartition",
+    "COMPRESSION_CODECS",
+    "LATEST",
+    "EARLIEST",
+    "MAX_TIMESTAMP",
+]
+
+# Kafka API keys used by the client.
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+API_VERSIONS = 18
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+DESCRIBE_CONFIGS = 32
+
+#: Special ListOffsets timestamps (KIP-79, KIP-734) and the version each needs.
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+_SPECIAL_MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7}
+
+#: The version window this client can use per API: below ``min`` our requests
+#: lack a field we rely on; above ``max`` the API moves to topic ids, which a
+#: name-based client does not use.
+CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
+    PRODUCE: (3, 11),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 10),
+    METADATA: (1, 12),
+    API_VERSIONS: (0, 3),
+    CREATE_TOPICS: (2, 7),
+    DELETE_TOPICS: (1, 6),
+    DESCRIBE_CONFIGS: (1, 4),
+}
+_API_NAMES = {
+    PRODUCE: "Produce",
+    FETCH: "Fetch",
+    LIST_OFFSETS: "ListOffsets",
+    METADATA: "Metadata",
+    API_VERSIONS: "ApiVersions",
+    CREATE_TOPICS: "CreateTopics",
+    DELETE_TOPICS: "DeleteTopics",
+    DESCRIBE_CONFIGS: "DescribeConfigs",
+}
+
+#: Kafka's ``compression.type`` names → batch codec ids.
+COMPRESSION_CODECS: dict[str, int] = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+_DEFAULT_FETCH_BYTES = 4 * 1024 * 1024
+_MAX_FETCH_BYTES = 256 * 1024 * 1024
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class FetchResult(NamedTuple):
+    """Raw Fetch answer for one partition: whole batches from the one holding the offset."""
+
+    records_bytes: bytes
+    high_watermark: int
+    log_start_offset: int
+
+
+@dataclass(slots=True)
+class Record(rec.Record):
+    """A consumed record: ``storage.records.Record`` plus where it came from."""
+
+    topic: str = ""
+    partition: int = -1
+
+
+@dataclass(slots=True)
+class ProducerRecord:
+    """A record to produce. ``str`` keys/values are UTF-8 encoded; ``timestamp`` None = now."""
+
+    key: bytes | str | None = None
+    value: bytes | str | None = None
+    headers: Sequence[tuple[str, bytes | str | None]] = ()
+    timestamp: int | None = None
+
+
+@dataclass(slots=True)
+class _Wire:
+    """A ProducerRecord normalised to what ``build_batch`` reads."""
+
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+def _b(v: bytes | bytearray | memoryview | str | None) -> bytes | None:
+    if v is None or isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    return bytes(v)
+
+
+def to_wire(r: ProducerRecord, now_ms: int) -> _Wire:
+    """Normalise a ProducerRecord (encode strings, fill a missing timestamp with now)."""
+    ts = now_ms if r.timestamp is None else int(r.timestamp)
+    if ts < 0:
+        raise ValueError(f"record timestamp {ts} is negative; Kafka timestamps are epoch ms >= 0")
+    return _Wire(ts, _b(r.key), _b(r.value), [(str(k), _b(v)) for k, v in r.headers])
+
+
+def compression_codec(compression: str | int | None) -> int:
+    """``"gzip"`` → 1 etc.; None means no compression. Unknown names raise ValueError."""
+    if compression is None:
+        return 0
+    if isinstance(compression, int):
+        if compression not in COMPRESSION_CODECS.values():
+            raise ValueError(f"unknown compression codec id {compression}")
+        return compression
+    try:
+        return COMPRESSION_CODECS[compression.lower()]
+    except KeyError:
+        raise ValueError(
+            f"unknown compression {compression!r}; use one of {', '.join(COMPRESSION_CODECS)}"
+        ) from None
+
+
+def _raise_for(code: int, what: str, message: str | None = None) -> None:
+    if code != 0:
+        try:
+            ec = ErrorCode(code)
+        except ValueError:
+            ec = ErrorCode.UNKNOWN_SERVER_ERROR
+            message = f"error code {code}" + (f": {message}" if message else "")
+        raise KafkaError(ec, f"{what}: {message}" if message else what)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class _TopicMeta:
+    partitions: dict[int, int]  # partition -> leader node id
+
+
+class Client:
+    """An asyncio client for one cluster; create it with :meth:`Client.connect`."""
+
+    def __init__(self, bootstrap: str, client_id: str, request_timeout: float) -> None:
+        self.bootstrap = bootstrap
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self._bootstrap_conn: BrokerConnection | None = None
+        self._conns: dict[int, BrokerConnection] = {}
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._versions: dict[int, int] = {}
+        self._broker_ranges: dict[int, tuple[int, int]] = {}
+        self._topics: dict[str, _TopicMeta] = {}
+        self._sticky = StickyPartitioner()
+        self._conn_lock = asyncio.Lock()
+
+    # ------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def connect(
+        cls,
+        bootstrap: str = "127.0.0.1:9092",
+        *,
+        client_id: str = "chronolog",
+        request_timeout: float = 30.0,
+    ) -> Client:
+        """Connect to the first reachable bootstrap server and negotiate API versions."""
+        self = cls(bootstrap, client_id, request_timeout)
+        errors: list[str] = []
+        for host, port in parse_bootstrap(bootstrap):
+            try:
+                conn = await BrokerConnection.open(
+                    host, port, client_id=client_id, request_timeout=request_timeout
+                )
+            except KafkaError as e:
+                errors.append(str(e))
+                continue
+            try:
+                await self._negotiate(conn)
+            except BaseException:
+                await conn.close()
+                raise
+            self._bootstrap_conn = conn
+            return self
+        raise KafkaError(ErrorCode.NETWORK_EXCEPTION, "; ".join(errors))
+
+    async def close(self) -> None:
+        conns = list(self._conns.values())
+        if self._bootstrap_conn is not None:
+            conns.append(self._bootstrap_conn)
+        self._conns.clear()
+        self._bootstrap_conn = None
+        for c in {id(c): c for c in conns}.values():
+            await c.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _negotiate(self, conn: BrokerConnection) -> None:
+        # ApiVersions v0 is understood by every broker and is all we need (the key ranges).
+        body = await conn.request(API_VERSIONS, 0, {})
+        _raise_for(body["error_code"], f"ApiVersions from {conn.host}:{conn.port}")
+        ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
+        self._broker_ranges = ranges
+        for key, (lo, hi) in CLIENT_VERSIONS.items():
+            codec = api.API_VERSIONS.get(key)  # type: ignore[call-overload]
+            if codec is None:
+                continue  # no schema for this API in protocol/: we cannot encode it
+            lo, hi = max(lo, codec.min_version), min(hi, codec.max_version)
+            if key in ranges:
+                blo, bhi = ranges[key]
+                v = min(hi, bhi)
+                if v >= max(lo, blo):
+                    self._versions[key] = v
+
+    def api_version(self, api_key: int) -> int:
+        """The negotiated version of ``api_key``; raises UNSUPPORTED_VERSION if there is none."""
+        try:
+            return self._versions[api_key]
+        except KeyError:
+            lo, hi = CLIENT_VERSIONS.get(api_key, (0, -1))
+            broker = self._broker_ranges.get(api_key)
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"{_API_NAMES.get(api_key, api_key)}: client supports v{lo}-v{hi}, broker "
+                + (f"v{broker[0]}-v{broker[1]}" if broker else "does not support it"),
+            ) from None
+
+    def supports(self, api_key: int) -> bool:
+        return api_key in self._versions
+
+    async def _any_conn(self) -> BrokerConnection:
+        conn = self._bootstrap_conn
+        if conn is None:
+            raise KafkaError(ErrorCode.NETWORK_EXCEPTION, "client is closed")
+        if conn.closed:
+            async with self._conn_lock:
+                if self._bootstrap_conn is conn:
+                    host, port = conn.host, conn.port
+                    self._bootstrap_conn = await BrokerConnection.open(
+                        host, port, client_id=self.client_id, request_timeout=self.request_timeout
+                    )
+                if self._bootstrap_conn is None:
+                    raise KafkaError(ErrorCode.NETWORK_EXCEPTION, "client is closed")
+                conn = self._bootstrap_conn
+        return conn
+
+    async def _conn_for(self, node_id: int) -> BrokerConnection:
+        """The connection to broker ``node_id``; the bootstrap one when it is that broker."""
+        conn = self._conns.get(node_id)
+        if conn is not None and not conn.closed:
+            return conn
+        addr = self._brokers.get(node_id)
+        boot = await self._any_conn()
+        if addr is None or (boot.host, boot.port) == addr:
+            return boot
+        async with self._conn_lock:
+            conn = self._conns.get(node_id)
+            if conn is None or conn.closed:
+                conn = await BrokerConnection.open(
+                    addr[0], addr[1], client_id=self.client_id, request_timeout=self.request_timeout
+                )
+                self._conns[node_id] = conn
+            return conn
+
+    async def _request(self, api_key: int, body: dict[str, Any], node_id: int | None = None) -> Any:
+        version = self.api_version(api_key)
+        conn = await (self._any_conn() if node_id is None else self._conn_for(node_id))
+        return await conn.request(api_key, version, body)
+
+    # ------------------------------------------------------------ metadata
+
+    async def _metadata(self, topics: Sequence[str] | None) -> dict[str, Any]:
+        version = self.api_version(METADATA)
+        body: dict[str, Any] = {
+            "topics": None if topics is None else [{"name": t, "topic_id": bytes(16)} for t in topics],
+            "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        }
+        conn = await self._any_conn()
+        resp: dict[str, Any] = await conn.request(METADATA, version, body)
+        for b in resp["brokers"]:
+            self._brokers[b["node_id"]] = (b["host"], b["port"])
+        for t in resp["topics"]:
+            if t["error_code"] == 0:
+                self._topics[t["name"]] = _TopicMeta(
+                    {p["partition_index"]: p["leader_id"] for p in t["partitions"]}
+                )
+            else:
+                self._topics.pop(t["name"], None)
+        return resp
+
+    async def _topic_meta(self, topic: str, *, refresh: bool = False) -> _TopicMeta:
+        if refresh or topic not in self._topics:
+            resp = await self._metadata([topic])
+            for t in resp["topics"]:
+                if t["name"] == topic:
+                    _raise_for(t["error_code"], f"topic {topic!r}")
+        meta = self._topics.get(topic)
+        if meta is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r}")
+        return meta
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """Partition ids of ``topic`` (raises UNKNOWN_TOPIC_OR_PARTITION if it does not exist)."""
+        return sorted((await self._topic_meta(topic)).partitions)
+
+    async def _leader(self, topic: str, partition: int) -> int:
+        meta = await self._topic_meta(topic)
+        if partition not in meta.partitions:
+            meta = await self._topic_meta(topic, refresh=True)
+        if partition not in meta.partitions:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic!r} has no partition {partition}"
+            )
+        return meta.partitions[partition]
+
+    async def list_topics(self) -> dict[str, list[int]]:
+        """Every topic and its partition ids (one Metadata request)."""
+        resp = await self._metadata(None)
+        return {
+            t["name"]: sorted(p["partition_index"] for p in t["partitions"])
+            for t in resp["topics"]
+            if t["error_code"] == 0
+        }
+
+    # ------------------------------------------------------------ admin
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        replication_factor: int = 1,
+    ) -> None:
+        """Create ``name``; raises KafkaError (e.g. TOPIC_ALREADY_EXISTS, INVALID_CONFIG)."""
+        body = {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": partitions,
+                    "replication_factor": replication_factor,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": str(v)} for k, v in (configs or {}).items()],
+                }
+            ],
+            "timeout_ms": int(self.request_timeout * 1000),
+            "validate_only": False,
+        }
+        resp = await self._request(CREATE_TOPICS, body)
+        for t in resp["topics"]:
+            _raise_for(t["error_code"], f"create topic {name!r}", t.get("error_message"))
+        self._topics.pop(name, None)
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete ``name``; raises KafkaError (UNKNOWN_TOPIC_OR_PARTITION if absent)."""
+        body = {
+            "topic_names": [name],
+            "topics": [{"name": name, "topic_id": bytes(16)}],
+            "timeout_ms": int(self.request_timeout * 1000),
+        }
+        resp = await self._request(DELETE_TOPICS, body)
+        for t in resp["responses"]:
+            _raise_for(t["error_code"], f"delete topic {name!r}", t.get("error_message"))
+        self._topics.pop(name, None)
+
+    async def describe_configs(self, topic: str) -> dict[str, str | None] | None:
+        """The topic's configs via DescribeConfigs, or None if the broker lacks that API."""
+        if not self.supports(DESCRIBE_CONFIGS):
+            return None
+        body = {
+            "resources": [
+                {"resource_type": 2, "resource_name": topic, "configuration_keys": None}
+            ],
+            "include_synonyms": False,
+            "include_documentation": False,
+        }
+        resp = await self._request(DESCRIBE_CONFIGS, body)
+        out: dict[str, str | None] = {}
+        for r in resp["results"]:
+            _raise_for(r["error_code"], f"describe configs of {topic!r}", r.get("error_message"))
+            for c in r["configs"]:
+                out[c["name"]] = c["value"]
+        return out
+
+    # ------------------------------------------------------------ produce
+
+    async def produce(
+        self,
+        topic: str,
+        records: Iterable[ProducerRecord],
+        *,
+        partition: int | None = None,
+        acks: int = 1,
+        compression: str | int | None = None,
+    ) -> list[int]:
+        """Produce ``records`` and return each one's offset, in input order.
+
+        ``partition=None`` places records as Kafka's default partitioner does
+        (murmur2 of the key; null keys stick to one partition per call, rotating).
+        One batch per partition, all partitions in one Produce request per leader.
+        With ``acks=0`` the broker sends no answer and the offsets are all -1.
+        """
+        now = _now_ms()
+        items = [to_wire(r, now) for r in records]
+        if not items:
+            return []
+        if partition is None:
+            meta = await self._topic_meta(topic)
+            n = len(meta.partitions)
+            parts = [choose_partition(w.key, topic, n, self._sticky) for w in items]
+            self._sticky.batch_closed(topic, n)
+        else:
+            parts = [partition] * len(items)
+        by_part: dict[int, list[int]] = {}
+        for i, p in enumerate(parts):
+            by_part.setdefault(p, []).append(i)
+        codec = compression_codec(compression)
+        batches = {
+            p: rec.build_batch([items[i] for i in idx], compression=codec)
+            for p, idx in by_part.items()
+        }
+        bases = await self._produce_batches(topic, batches, acks=acks)
+        offsets = [-1] * len(items)
+        for p, idx in by_part.items():
+            base = bases[p]
+            if base >= 0:
+                for j, i in enumerate(idx):
+                    offsets[i] = base + j
+        return offsets
+
+    async def produce_batch(
+        self, topic: str, partition: int, batch: bytes, *, acks: int = 1
+    ) -> int:
+        """Append one pre-built ``storage.records`` batch; returns its base offset (-1 for acks=0)."""
+        return (await self._produce_batches(topic, {partition: batch}, acks=acks))[partition]
+
+    async def _produce_batches(
+        self, topic: str, batches: Mapping[int, bytes], *, acks: int
+    ) -> dict[int, int]:
+        if acks not in (-1, 0, 1):
+            raise ValueError(f"acks must be -1 (all), 0 or 1, got {acks}")
+        by_leader: dict[int, dict[int, bytes]] = {}
+        for p, b in batches.items():
+            by_leader.setdefault(await self._leader(topic, p), {})[p] = b
+        version = self.api_version(PRODUCE)
+        pending = []
+        for leader, parts in by_leader.items():
+            body = {
+                "transactional_id": None,
+                "acks": acks,
+                "timeout_ms": int(self.request_timeout * 1000),
+                "topic_data": [
+                    {
+                        "name": topic,
+                        "partition_data": [{"index": p, "records": b} for p, b in parts.items()],
+                    }
+                ],
+            }
+            conn = await self._conn_for(leader)
+            pending.append((conn, conn.send(PRODUCE, version, body, expect_response=acks != 0)))
+        out = {p: -1 for p in batches}
+        for conn, _ in pending:
+            await conn.drain()
+        for conn, fut in pending:
+            resp = await conn.wait(fut)
+            if resp is None:
+                continue
+            for t in resp["responses"]:
+                for pr in t["partition_responses"]:
+                    msg = pr.get("error_message")
+                    errs = pr.get("record_errors") or []
+                    if errs:
+                        detail = "; ".join(
+                            f"record {e['batch_index']}: {e.get('batch_index_error_message')}"
+                            for e in errs[:5]
+                        )
+                        msg = f"{msg}; {detail}" if msg else detail
+                    if pr["error_code"] in (
+                        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    ):
+                        self._topics.pop(topic, None)
+                    _raise_for(pr["error_code"], f"produce to {topic}-{pr['index']}", msg)
+                    out[pr["index"]] = pr["base_offset"]
+        return out
+
+    # ------------------------------------------------------------ offsets
+
+    async def list_offsets(
+        self, query: Mapping[TopicPartition, int], isolation_level: int = 0
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """One ListOffsets round for many partitions: ``{tp: (offset, timestamp)}``.
+
+        ``timestamp`` may be epoch ms or LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3).
+        No record at or after the time → ``(-1, -1)``. A partition error raises KafkaError.
+        """
+        if not query:
+            return {}
+        version = self.api_version(LIST_OFFSETS)
+        for ts in set(query.values()):
+            need = _SPECIAL_MIN_VERSION.get(ts, 0) if ts < 0 else 0
+            if ts < 0 and ts not in _SPECIAL_MIN_VERSION:
+                raise ValueError(f"timestamp {ts}: only epoch ms >= 0, -1, -2, -3 are valid")
+            if version < need:
+                raise KafkaError(
+                    ErrorCode.UNSUPPORTED_VERSION,
+                    f"ListOffsets timestamp {ts} needs v{need}, broker allows v{version}",
+                )
+        by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
+        for tp, ts in query.items():
+            leader = await self._leader(tp.topic, tp.partition)
+            by_leader.setdefault(leader, {}).setdefault(tp.topic, []).append((tp.partition, ts))
+        pending = []
+        for leader, topics in by_leader.items():
+            body = {
+                "replica_id": -1,
+                "isolation_level": isolation_level,
+                "topics": [
+                    {
+                        "name": t,
+                        "partitions": [
+                            {
+                                "partition_index": p,
+                                "current_leader_epoch": -1,
+                                "timestamp": ts,
+                                "max_num_offsets": 1,
+                            }
+                            for p, ts in parts
+                        ],
+                    }
+                    for t, parts in topics.items()
+                ],
+                "timeout_ms": int(self.request_timeout * 1000),
+            }
+            conn = await self._conn_for(leader)
+            pending.append((conn, conn.send(LIST_OFFSETS, version, body)))
+        for conn, _ in pending:
+            await conn.drain()
+        out: dict[TopicPartition, tuple[int, int]] = {}
+        for conn, fut in pending:
+            resp = await conn.wait(fut)
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    tp = TopicPartition(t["name"], p["partition_index"])
+                    _raise_for(p["error_code"], f"list offsets of {tp.topic}-{tp.partition}")
+                    out[tp] = (p["offset"], p["timestamp"])
+        missing = [tp for tp in query if tp not in out]
+        if missing:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no ListOffsets answer for {missing}")
+        return out
+
+    async def _per_partition(
+        self, topic: str, ts: int, partitions: Iterable[int] | None
+    ) -> dict[int, tuple[int, int]]:
+        parts = await self.partitions_for(topic) if partitions is None else list(partitions)
+        res = await self.list_offsets({TopicPartition(topic, p): ts for p in parts})
+        return {tp.partition: v for tp, v in sorted(res.items())}
+
+    async def offsets_for_times(
+        self, topic: str, ts_ms: int, partitions: Iterable[int] | None = None
+    ) -> dict[int, tuple[int, int] | None]:
+        """Per partition, the first ``(offset, timestamp)`` with timestamp >= ``ts_ms``, else None."""
+        if ts_ms < 0:
+            raise ValueError(f"timestamp {ts_ms} is negative; use earliest()/latest() for specials")
+        res = await self._per_partition(topic, ts_ms, partitions)
+        return {p: (None if off < 0 else (off, ts)) for p, (off, ts) in res.items()}
+
+    async def earliest(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, int]:
+        """Per partition, the log start offset."""
+        return {p: o for p, (o, _) in (await self._per_partition(topic, EARLIEST, partitions)).items()}
+
+    async def latest(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, int]:
+        """Per partition, the high watermark (the offset the next record will get)."""
+        return {p: o for p, (o, _) in (await self._per_partition(topic, LATEST, partitions)).items()}
+
+    async def max_timestamp(
+        self, topic: str, partitions: Iterable[int] | None = None
+    ) -> dict[int, tuple[int, int] | None]:
+        """Per partition, ``(offset, timestamp)`` of the record with the largest timestamp, else None."""
+        res = await self._per_partition(topic, MAX_TIMESTAMP, partitions)
+        return {p: (None if off < 0 else (off, ts)) for p, (off, ts) in res.items()}
+
+    # ------------------------------------------------------------ fetch
+
+    async def fetch_raw(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = _DEFAULT_FETCH_BYTES,
+        *,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+        isolation_level: int = 0,
+    ) -> FetchResult:
+        """One Fetch for one partition: the raw batches from the one holding ``offset``.
+
+        The bytes may start before ``offset`` and end with a torn batch (both are
+        Kafka's Fetch semantics); :func:`storage.records.iter_batches` handles both.
+        """
+        version = self.api_version(FETCH)
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": max_wait_ms,
+            "min_bytes": min_bytes,
+            "max_bytes": max_bytes,
+            "isolation_level": isolation_level,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "topic_id": bytes(16),
+                    "partitions": [
+                        {
+                            "partition": partition,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": offset,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": max_bytes,
+                        }
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        leader = await self._leader(topic, partition)
+        conn = await self._conn_for(leader)
+        timeout = self.request_timeout + max_wait_ms / 1000
+        fut = conn.send(FETCH, version, body)
+        await conn.drain()
+        resp = await conn.wait(fut, timeout)
+        _raise_for(resp.get("error_code", 0), f"fetch {topic}-{partition}")
+        for t in resp["responses"]:
+            for p in t["partitions"]:
+                if p["partition_index"] != partition:
+                    continue
+                if p["error_code"] in (
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                ):
+                    self._topics.pop(topic, None)
+                _raise_for(p["error_code"], f"fetch {topic}-{partition} at offset {offset}")
+                return FetchResult(
+                    bytes(p["records"] or b""), p["high_watermark"], p["log_start_offset"]
+                )
+        raise KafkaError(
+            ErrorCode.UNKNOWN_SERVER_ERROR, f"fetch response lacks {topic}-{partition}"
+        )
+
+    async def fetch(
+        self, topic: str, partition: int, offset: int, max_bytes: int = _DEFAULT_FETCH_BYTES
+    ) -> tuple[list[Record], int]:
+        """Decoded records at offsets >= ``offset`` from one Fetch, and the high watermark."""
+        res = await self.fetch_raw(topic, partition, offset, max_bytes)
+        out, _ = decode_records(res.records_bytes, topic, partition, offset, None)
+        return out, res.high_watermark
+
+    async def _chunks(
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        end_offset: int | None,
+        *,
+        follow: bool,
+        max_bytes: int = _DEFAULT_FETCH_BYTES,
+        poll_ms: int = 500,
+    ) -> AsyncIterator[list[Record]]:
+        """Lists of records covering exactly [start, end) in order (see :meth:`consume`)."""
+        offset = start_offset
+        size = max_bytes
+        empty = 0
+        while end_offset is None or offset < end_offset:
+            res = await self.fetch_raw(
+                topic, partition, offset, size, max_wait_ms=poll_ms if follow else 0
+            )
+            records, next_offset = decode_records(
+                res.records_bytes, topic, partition, offset, end_offset
+            )
+            if records:
+                yield records
+            if next_offset > offset:
+                offset = next_offset
+                size = max_bytes
+                empty = 0
+                continue
+            if offset >= res.high_watermark:
+                if not follow:
+                    return
+                continue  # the long poll already waited poll_ms
+            if res.records_bytes:
+                # Only a torn batch came back: it is larger than the byte limit.
+                if size >= _MAX_FETCH_BYTES:
+                    raise KafkaError(
+                        ErrorCode.RECORD_LIST_TOO_LARGE,
+                        f"{topic}-{partition}: batch at offset {offset} exceeds {size} bytes",
+                    )
+                size *= 2
+                continue
+            empty += 1
+            if empty >= 3 and not follow:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"{topic}-{partition}: fetch at {offset} returned no data below "
+                    f"high watermark {res.high_watermark}",
+                )
+
+    async def consume(
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        end_offset: int | None = None,
+        *,
+        follow: bool = False,
+    ) -> AsyncIterator[Record]:
+        """Yield the records of ``[start_offset, end_offset)`` in offset order.
+
+        Without ``follow``, reading stops at ``end_offset`` or at the high
+        watermark, whichever comes first; with ``follow`` it long-polls for new
+        records until ``end_offset`` (forever when None).
+        """
+        async for chunk in self._chunks(topic, partition, start_offset, end_offset, follow=follow):
+            for r in chunk:
+                yield r
+
+    async def time_range_offsets(
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None
+    ) -> dict[int, tuple[int, int]]:
+        """Per partition, ``[first offset with ts >= start_ms, first offset with ts >= end_ms)``.
+
+        A time with no record at or after it maps to the high watermark, so the
+        range ends at the current end of the partition. Three ListOffsets
+        (start, end, latest) are pipelined, not waited for one by one.
+        """
+        if start_ms < 0 or end_ms < 0:
+            raise ValueError("start_ms and end_ms must be epoch ms >= 0")
+        parts = await self.partitions_for(topic) if partitions is None else list(partitions)
+        tps = [TopicPartition(topic, p) for p in parts]
+        starts, ends, latest = await asyncio.gather(
+            self.list_offsets({tp: start_ms for tp in tps}),
+            self.list_offsets({tp: end_ms for tp in tps}),
+            self.list_offsets({tp: LATEST for tp in tps}),
+        )
+        out: dict[int, tuple[int, int]] = {}
+        for tp in tps:
+            hw = latest[tp][0]
+            s = starts[tp][0]
+            e = ends[tp][0]
+            s = hw if s < 0 else s
+            e = hw if e < 0 else e
+            out[tp.partition] = (s, max(s, e))
+        return out
+
+    async def read_time_range(
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None
+    ) -> AsyncIterator[Record]:
+        """Records of ``[first offset with ts >= start_ms, first offset with ts >= end_ms)``.
+
+        Partition by partition (ascending), each in offset order. Under CreateTime
+        with out-of-order timestamps the range may contain records older than
+        ``start_ms`` (they sit after the first match): it is the offset range
+        Kafka's ListOffsets defines, not a timestamp filter.
+        """
+        ranges = await self.time_range_offsets(topic, start_ms, end_ms, partitions)
+        for p, (s, e) in sorted(ranges.items()):
+            if s < e:
+                async for r in self.consume(topic, p, s, e):
+                    yield r
+
+
+def decode_records(
+    buf: bytes, topic: str, partition: int, start: int, end: int | None
+) -> tuple[list[Record], int]:
+    """Decode whole batches in ``buf``: records in ``[start, end)`` and the next fetch offset.
+
+    Control batches are skipped (they are markers, not data) but still advance
+    the next offset, as do records dropped by compaction.
+    """
+    out: list[Record] = []
+    next_offset = start
+    append = out.append
+    for pos, h in rec.iter_batches(buf):
+        last = h.base_offset + h.last_offset_delta
+        if last < start:
+            continue
+        if not h.attributes & rec.CONTROL_MASK:
+            for r in rec.decode_batch(buf, pos):
+                o = r.offset
+                if o < start:
+                    continue
+                if end is not None and o >= end:
+                    return out, end
+                append(Record(o, r.timestamp, r.key, r.value, r.headers, topic, partition))
+        next_offset = max(next_offset, last + 1)
+        if end is not None and next_offset >= end:
+            return out, end
+    return out, next_offset
+

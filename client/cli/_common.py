@@ -1,0 +1,103 @@
+"""Shared plumbing of the client sub-commands (topics, produce, consume, offsets).
+
+Invariants: every command takes ``--bootstrap-server`` (default 127.0.0.1:9092);
+a Kafka error prints ``error: <CODE>: <message>`` on stderr and exits 1; a bad
+argument (unparseable time, bad ``k=v``) exits 2 as argparse does; a closed
+stdout pipe (``| head``) ends the command quietly with 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from client.timeparse import TimeParseError, parse_time
+from protocol.errors import KafkaError
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def add_bootstrap(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap-server",
+        default=DEFAULT_BOOTSTRAP,
+        metavar="HOST:PORT",
+        help=f"broker to connect to (default {DEFAULT_BOOTSTRAP})",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="give up on a request after this long (default 30)",
+    )
+
+
+def time_arg(text: str) -> int:
+    """argparse ``type=`` for times: ISO-8601 with zone, epoch ms, or -15m / now."""
+    try:
+        return parse_time(text)
+    except TimeParseError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def config_arg(text: str) -> tuple[str, str]:
+    """argparse ``type=`` for ``name=value`` pairs."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected name=value, got {text!r}")
+    return name.strip(), value
+
+
+def run(main: Callable[[], Coroutine[Any, Any, int | None]]) -> int:
+    """Run an async command on uvloop, turning errors into messages and exit codes."""
+    try:
+        import uvloop
+
+        runner: Callable[[Coroutine[Any, Any, int | None]], int | None] = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    try:
+        return int(runner(main()) or 0)
+    except KafkaError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except (TimeParseError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly, don't let Python's
+        # exit flush raise again on the dead pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+def progress(total: int | None, unit: str, desc: str, enabled: bool) -> Any:
+    """A tqdm bar on stderr that appears only on a terminal and only after 2 s."""
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        unit=unit,
+        unit_scale=True,
+        desc=desc,
+        file=sys.stderr,
+        disable=None if enabled else True,
+        delay=2.0,
+        mininterval=0.5,
+        leave=False,
+    )
+
+
+def print_table(rows: Sequence[Sequence[str]]) -> None:
+    """Left-aligned columns separated by two spaces (first row is the header)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())

@@ -1,0 +1,125 @@
+"""``chronolog topics create|list|describe|delete``: manage topics on a broker.
+
+``list`` prints one topic name per line (sorted) so scripts can consume it;
+``describe`` prints partitions with their log start and end offsets and, when
+the broker implements DescribeConfigs, the topic's configs (``--format json``
+gives the same as one JSON object).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from client.aio import Client
+from client.cli._common import add_bootstrap, config_arg, print_table, run
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("topics", help="create, list, describe and delete topics")
+    sub = p.add_subparsers(dest="topics_command", metavar="ACTION")
+    sub.required = True
+
+    c = sub.add_parser("create", help="create a topic")
+    c.add_argument("name")
+    c.add_argument("--partitions", type=int, default=1, help="number of partitions (default 1)")
+    c.add_argument(
+        "--config",
+        type=config_arg,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="topic config with Kafka's name, e.g. message.timestamp.type=LogAppendTime "
+        "(repeatable)",
+    )
+    c.add_argument("--if-not-exists", action="store_true", help="succeed if it already exists")
+    add_bootstrap(c)
+    c.set_defaults(func=lambda a: run(lambda: _create(a)))
+
+    ls = sub.add_parser("list", help="list topic names, one per line")
+    add_bootstrap(ls)
+    ls.set_defaults(func=lambda a: run(lambda: _list(a)))
+
+    d = sub.add_parser("describe", help="partitions, log start/end offsets and configs")
+    d.add_argument("name")
+    d.add_argument("--format", choices=["table", "json"], default="table")
+    add_bootstrap(d)
+    d.set_defaults(func=lambda a: run(lambda: _describe(a)))
+
+    rm = sub.add_parser("delete", help="delete a topic and its data")
+    rm.add_argument("name")
+    add_bootstrap(rm)
+    rm.set_defaults(func=lambda a: run(lambda: _delete(a)))
+
+
+async def _connect(args: argparse.Namespace) -> Client:
+    return await Client.connect(
+        args.bootstrap_server, client_id="chronolog-cli", request_timeout=args.request_timeout
+    )
+
+
+async def _create(args: argparse.Namespace) -> int:
+    from protocol.errors import ErrorCode, KafkaError
+
+    if args.partitions < 1:
+        raise ValueError(f"--partitions must be >= 1, got {args.partitions}")
+    async with await _connect(args) as c:
+        try:
+            await c.create_topic(args.name, args.partitions, dict(args.config))
+        except KafkaError as e:
+            if args.if_not_exists and e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                print(f"Topic {args.name} already exists.", file=sys.stderr)
+                return 0
+            raise
+    print(f"Created topic {args.name} with {args.partitions} partition(s).")
+    return 0
+
+
+async def _list(args: argparse.Namespace) -> int:
+    async with await _connect(args) as c:
+        topics = await c.list_topics()
+    for name in sorted(topics):
+        print(name)
+    return 0
+
+
+async def _describe(args: argparse.Namespace) -> int:
+    async with await _connect(args) as c:
+        parts = await c.partitions_for(args.name)
+        start = await c.earliest(args.name, parts)
+        end = await c.latest(args.name, parts)
+        configs = await c.describe_configs(args.name)
+    info = {
+        "topic": args.name,
+        "partitions": [
+            {"partition": p, "log_start_offset": start[p], "log_end_offset": end[p],
+             "records": end[p] - start[p]}
+            for p in parts
+        ],
+        "configs": configs,
+    }
+    if args.format == "json":
+        print(json.dumps(info, indent=2, sort_keys=True))
+        return 0
+    print(f"Topic: {args.name}  Partitions: {len(parts)}")
+    rows = [("PARTITION", "LOG_START", "LOG_END", "RECORDS")] + [
+        (str(r["partition"]), str(r["log_start_offset"]), str(r["log_end_offset"]),
+         str(r["records"]))
+        for r in info["partitions"]  # type: ignore[attr-defined]
+    ]
+    print_table(rows)
+    if configs is not None:
+        print("Configs:")
+        for k in sorted(configs):
+            print(f"  {k}={configs[k]}")
+    return 0
+
+
+async def _delete(args: argparse.Namespace) -> int:
+    async with await _connect(args) as c:
+        await c.delete_topic(args.name)
+    print(f"Deleted topic {args.name}.")
+    return 0
+

@@ -1,0 +1,172 @@
+"""A batching producer: records are grouped per partition and sent every ``linger_ms``.
+
+Invariants:
+- Records of one partition are appended in ``send`` order: a partition has at
+  most one batch in flight, and the next one is sent only after the previous
+  answer (so a failed batch is never overtaken by a later one).
+- Every ``send`` future resolves: with the record's offset, with -1 under
+  ``acks=0``, or with the KafkaError of its batch. ``flush`` returns when every
+  record sent before it has resolved and raises the first error among them.
+- A batch closes when it reaches ``batch_bytes`` (estimated from record sizes)
+  or ``linger_ms`` after its first record, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+
+from client.aio import Client, ProducerRecord, _now_ms, compression_codec, to_wire
+from client.partitioner import StickyPartitioner, choose_partition
+from protocol.errors import KafkaError
+from storage import records as rec
+
+__all__ = ["Producer"]
+
+_RECORD_OVERHEAD = 24  # rough varint + attribute bytes per record, for the size estimate
+
+
+@dataclass
+class _Pending:
+    items: list[object] = field(default_factory=list)
+    futures: list[asyncio.Future[int]] = field(default_factory=list)
+    size: int = rec.HEADER_SIZE
+    timer: asyncio.TimerHandle | None = None
+
+
+class Producer:
+    """Batching producer on top of :class:`client.Client` (see the module docstring).
+
+    >>> async with Producer(client, linger_ms=5) as p:   # doctest: +SKIP
+    ...     fut = await p.send("events", ProducerRecord(b"k", b"v"))
+    ...     await p.flush(); print(fut.result())
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        linger_ms: float = 5.0,
+        batch_bytes: int = 1024 * 1024,
+        acks: int = 1,
+        compression: str | None = None,
+        max_in_flight_batches: int = 64,
+    ) -> None:
+        if acks not in (-1, 0, 1):
+            raise ValueError(f"acks must be -1 (all), 0 or 1, got {acks}")
+        self.client = client
+        self.linger_ms = linger_ms
+        self.batch_bytes = batch_bytes
+        self.acks = acks
+        self.codec = compression_codec(compression)
+        self._sticky = StickyPartitioner()
+        self._pending: dict[tuple[str, int], _Pending] = {}
+        self._chains: dict[tuple[str, int], asyncio.Future[None]] = {}
+        self._inflight: set[asyncio.Task[None]] = set()
+        self.max_in_flight_batches = max_in_flight_batches
+        self._nparts: dict[str, int] = {}
+        self._unresolved: set[asyncio.Future[int]] = set()
+
+    async def __aenter__(self) -> Producer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.flush()
+
+    async def send(
+        self, topic: str, record: ProducerRecord, *, partition: int | None = None
+    ) -> asyncio.Future[int]:
+        """Queue ``record``; the returned future resolves to its offset once acknowledged.
+
+        Awaiting ``send`` itself only waits when too many batches are in flight
+        (back-pressure), never for the acknowledgement.
+        """
+        wire = to_wire(record, _now_ms())
+        if partition is None:
+            n = self._nparts.get(topic) or len(await self.client.partitions_for(topic))
+            self._nparts[topic] = n
+            partition = choose_partition(wire.key, topic, n, self._sticky)
+        key = (topic, partition)
+        pend = self._pending.get(key)
+        if pend is None:
+            pend = self._pending[key] = _Pending()
+            loop = asyncio.get_running_loop()
+            pend.timer = loop.call_later(self.linger_ms / 1000, self._close_batch, key)
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        pend.items.append(wire)
+        pend.futures.append(fut)
+        self._unresolved.add(fut)
+        fut.add_done_callback(self._unresolved.discard)
+        pend.size += (
+            _RECORD_OVERHEAD
+            + len(wire.key or b"")
+            + len(wire.value or b"")
+            + sum(len(k) + len(v or b"") + 4 for k, v in wire.headers)
+        )
+        if pend.size >= self.batch_bytes:
+            self._close_batch(key)
+        while len(self._inflight) >= self.max_in_flight_batches:
+            await asyncio.wait(list(self._inflight), return_when=asyncio.FIRST_COMPLETED)
+        return fut
+
+    def _close_batch(self, key: tuple[str, int]) -> None:
+        pend = self._pending.pop(key, None)
+        if pend is None:
+            return
+        if pend.timer is not None:
+            pend.timer.cancel()
+        topic, partition = key
+        n = self._nparts.get(topic, 0)
+        if n and partition == self._sticky.partition(topic, n):
+            self._sticky.batch_closed(topic, n)
+        prev = self._chains.get(key)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._chains[key] = done
+        task = asyncio.get_running_loop().create_task(self._send_batch(key, pend, prev, done))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _send_batch(
+        self,
+        key: tuple[str, int],
+        pend: _Pending,
+        prev: asyncio.Future[None] | None,
+        done: asyncio.Future[None],
+    ) -> None:
+        try:
+            if prev is not None:
+                await asyncio.shield(prev)
+            batch = rec.build_batch(pend.items, compression=self.codec)  # type: ignore[arg-type]
+            base = await self.client.produce_batch(key[0], key[1], batch, acks=self.acks)
+            for i, f in enumerate(pend.futures):
+                if not f.done():
+                    f.set_result(-1 if base < 0 else base + i)
+        except Exception as e:  # every send future must resolve, whatever failed
+            for f in pend.futures:
+                if not f.done():
+                    f.set_exception(e)
+        finally:
+            done.set_result(None)
+            if self._chains.get(key) is done:
+                del self._chains[key]
+
+    async def flush(self) -> None:
+        """Send every open batch now and wait for all outstanding records; raise the first error."""
+        for key in list(self._pending):
+            self._close_batch(key)
+        waiting = list(self._unresolved)
+        if self._inflight:
+            await asyncio.gather(*list(self._inflight), return_exceptions=True)
+        first: BaseException | None = None
+        for f in waiting:
+            if f.done() and not f.cancelled():
+                e = f.exception()
+                if e is not None and first is None:
+                    first = e
+        if first is not None:
+            raise first
+
+    async def close(self) -> None:
+        with contextlib.suppress(KafkaError):
+            await self.flush()

@@ -1,0 +1,328 @@
+"""A synchronous face for :class:`client.Client`, for scripts, REPLs and Spark executors.
+
+Every SyncClient in a process shares one event loop running in a daemon thread;
+each call submits the coroutine to it and blocks for the result. That makes a
+SyncClient usable from any thread (also from code that already runs an event
+loop, e.g. Jupyter), and cheap to create per Spark task.
+
+Invariants:
+- The loop thread belongs to the process that started it. After ``fork``
+  (Spark's Python workers are forked) the child sees a dead thread, so
+  :func:`_loop` checks the pid and starts a fresh loop; a SyncClient created
+  before the fork refuses to be used in the child instead of hanging.
+- Iterators (:meth:`SyncClient.consume`, :meth:`SyncClient.read_time_range`)
+  cross the thread boundary once per fetched chunk, not once per record, and
+  close their async generator when abandoned.
+- Exceptions are the same ``KafkaError``s the async client raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import os
+import threading
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from client.aio import Client, FetchResult, ProducerRecord, Record, TopicPartition
+from client.producer import Producer
+
+__all__ = ["SyncClient", "SyncProducer"]
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"pid": None, "loop": None, "thread": None}
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:  # uvloop is a dependency, but the sync client must not need it
+        return asyncio.new_event_loop()
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    """This process's background loop, started on first use (and again after fork)."""
+    with _lock:
+        loop = _state["loop"]
+        if _state["pid"] == os.getpid() and loop is not None and _state["thread"].is_alive():
+            return loop  # type: ignore[no-any-return]
+        loop = _new_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+
+        thread = threading.Thread(target=run, name="chronolog-client-loop", daemon=True)
+        thread.start()
+        ready.wait()
+        _state.update(pid=os.getpid(), loop=loop, thread=thread)
+        return loop
+
+
+def _run(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    if threading.current_thread() is _state["thread"]:
+        coro.close()
+        raise RuntimeError("SyncClient called from its own loop thread; use client.Client there")
+    return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+
+class SyncClient:
+    """Blocking twin of :class:`client.Client`; same methods, same arguments, same errors.
+
+    ``SyncClient("127.0.0.1:9092")`` connects at once; use it as a context manager
+    or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str = "127.0.0.1:9092",
+        *,
+        client_id: str = "chronolog",
+        request_timeout: float = 30.0,
+    ) -> None:
+        self._pid = os.getpid()
+        self._loop = _loop()
+        self._client: Client = _run(
+            self._loop,
+            Client.connect(bootstrap, client_id=client_id, request_timeout=request_timeout),
+        )
+
+    @classmethod
+    def connect(
+        cls,
+        bootstrap: str = "127.0.0.1:9092",
+        *,
+        client_id: str = "chronolog",
+        request_timeout: float = 30.0,
+    ) -> SyncClient:
+        return cls(bootstrap, client_id=client_id, request_timeout=request_timeout)
+
+    @property
+    def aio(self) -> Client:
+        """The underlying async client (use only from the loop thread)."""
+        return self._client
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        if os.getpid() != self._pid:
+            coro.close()
+            raise RuntimeError(
+                "this SyncClient was created in another process (before fork); create a new one"
+            )
+        return _run(self._loop, coro)
+
+    def close(self) -> None:
+        if os.getpid() == self._pid:
+            self._call(self._client.close())
+
+    def __enter__(self) -> SyncClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ admin and metadata
+
+    def create_topic(
+        self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None
+    ) -> None:
+        self._call(self._client.create_topic(name, partitions, configs))
+
+    def delete_topic(self, name: str) -> None:
+        self._call(self._client.delete_topic(name))
+
+    def list_topics(self) -> dict[str, list[int]]:
+        return self._call(self._client.list_topics())
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return self._call(self._client.partitions_for(topic))
+
+    def describe_configs(self, topic: str) -> dict[str, str | None] | None:
+        return self._call(self._client.describe_configs(topic))
+
+    def api_version(self, api_key: int) -> int:
+        return self._client.api_version(api_key)
+
+    # ------------------------------------------------------------ produce
+
+    def produce(
+        self,
+        topic: str,
+        records: Iterable[ProducerRecord],
+        *,
+        partition: int | None = None,
+        acks: int = 1,
+        compression: str | None = None,
+    ) -> list[int]:
+        return self._call(
+            self._client.produce(
+                topic, list(records), partition=partition, acks=acks, compression=compression
+            )
+        )
+
+    def produce_batch(self, topic: str, partition: int, batch: bytes, *, acks: int = 1) -> int:
+        return self._call(self._client.produce_batch(topic, partition, batch, acks=acks))
+
+    def producer(self, **kwargs: Any) -> SyncProducer:
+        """A batching producer (same options as :class:`client.producer.Producer`)."""
+        return SyncProducer(self, **kwargs)
+
+    # ------------------------------------------------------------ offsets
+
+    def list_offsets(
+        self, query: Mapping[TopicPartition, int], isolation_level: int = 0
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        return self._call(self._client.list_offsets(query, isolation_level))
+
+    def offsets_for_times(
+        self, topic: str, ts_ms: int, partitions: Iterable[int] | None = None
+    ) -> dict[int, tuple[int, int] | None]:
+        return self._call(self._client.offsets_for_times(topic, ts_ms, partitions))
+
+    def earliest(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, int]:
+        return self._call(self._client.earliest(topic, partitions))
+
+    def latest(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, int]:
+        return self._call(self._client.latest(topic, partitions))
+
+    def max_timestamp(
+        self, topic: str, partitions: Iterable[int] | None = None
+    ) -> dict[int, tuple[int, int] | None]:
+        return self._call(self._client.max_timestamp(topic, partitions))
+
+    def time_range_offsets(
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None
+    ) -> dict[int, tuple[int, int]]:
+        return self._call(self._client.time_range_offsets(topic, start_ms, end_ms, partitions))
+
+    # ------------------------------------------------------------ fetch
+
+    def fetch_raw(
+        self, topic: str, partition: int, offset: int, max_bytes: int = 4 * 1024 * 1024, **kw: Any
+    ) -> FetchResult:
+        return self._call(self._client.fetch_raw(topic, partition, offset, max_bytes, **kw))
+
+    def fetch(
+        self, topic: str, partition: int, offset: int, max_bytes: int = 4 * 1024 * 1024
+    ) -> tuple[list[Record], int]:
+        return self._call(self._client.fetch(topic, partition, offset, max_bytes))
+
+    def consume(
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        end_offset: int | None = None,
+        *,
+        follow: bool = False,
+    ) -> Iterator[Record]:
+        chunks = self._client._chunks(topic, partition, start_offset, end_offset, follow=follow)
+        return self._iterate(chunks)
+
+    def read_time_range(
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None
+    ) -> Iterator[Record]:
+        ranges = self.time_range_offsets(topic, start_ms, end_ms, partitions)
+        for p, (s, e) in sorted(ranges.items()):
+            if s < e:
+                yield from self.consume(topic, p, s, e)
+
+    def _iterate(self, chunks: Any) -> Iterator[Record]:
+        try:
+            while True:
+                try:
+                    chunk = self._call(chunks.__anext__())
+                except StopAsyncIteration:
+                    return
+                yield from chunk
+        finally:
+            if os.getpid() == self._pid:
+                self._call(chunks.aclose())
+
+
+class SyncProducer:
+    """Blocking-friendly batching producer: ``send`` returns a ``concurrent.futures.Future``.
+
+    Records are handed to the loop thread through one queue, so they reach the
+    async :class:`Producer` in ``send`` order (per-partition order is kept).
+    """
+
+    def __init__(self, client: SyncClient, **kwargs: Any) -> None:
+        self._sync = client
+        self._queue: asyncio.Queue[Any] | None = None
+        self._producer: Producer | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._sync._call(self._start(kwargs))
+
+    async def _start(self, kwargs: dict[str, Any]) -> None:
+        self._queue = asyncio.Queue()
+        self._producer = Producer(self._sync.aio, **kwargs)
+        self._worker = asyncio.get_running_loop().create_task(self._work())
+
+    async def _work(self) -> None:
+        assert self._queue is not None and self._producer is not None
+        while True:
+            item = await self._queue.get()
+            try:
+                if item is None:
+                    continue
+                topic, record, partition, cf = item
+                try:
+                    fut = await self._producer.send(topic, record, partition=partition)
+                except Exception as e:  # a bad record fails its own future only
+                    cf.set_exception(e)
+                    continue
+                fut.add_done_callback(functools.partial(_chain, dst=cf))
+            finally:
+                self._queue.task_done()
+
+    def send(
+        self, topic: str, record: ProducerRecord, *, partition: int | None = None
+    ) -> concurrent.futures.Future[int]:
+        cf: concurrent.futures.Future[int] = concurrent.futures.Future()
+        assert self._queue is not None
+        self._sync._loop.call_soon_threadsafe(
+            self._queue.put_nowait, (topic, record, partition, cf)
+        )
+        return cf
+
+    async def _flush(self) -> None:
+        assert self._queue is not None and self._producer is not None
+        await self._queue.join()
+        await self._producer.flush()
+
+    def flush(self) -> None:
+        """Block until everything sent so far is acknowledged; raise the first error."""
+        self._sync._call(self._flush())
+
+    async def _close(self) -> None:
+        try:
+            await self._flush()
+        finally:
+            if self._worker is not None:
+                self._worker.cancel()
+
+    def close(self) -> None:
+        self._sync._call(self._close())
+
+    def __enter__(self) -> SyncProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _chain(src: asyncio.Future[int], dst: concurrent.futures.Future[int]) -> None:
+    if src.cancelled():
+        dst.cancel()
+    elif src.exception() is not None:
+        dst.set_exception(src.exception())  # type: ignore[arg-type]
+    else:
+        dst.set_result(src.result())
