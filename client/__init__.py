@@ -19,7 +19,7 @@ from client.aio import (
     Record,
     TopicPartition,
 )
-from client.producer import Producer
+from client.producer import Producer, RecordMetadata
 from client.sync import SyncClient, SyncProducer
 from client.timeparse import TimeParseError, format_time, parse_time
 from protocol.errors import ErrorCode, KafkaError
@@ -28,6 +28,7 @@ __all__ = [
     "Client",
     "SyncClient",
     "Producer",
+    "RecordMetadata",
     "SyncProducer",
     "ProducerRecord",
     "Record",

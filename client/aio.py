@@ -708,7 +708,7 @@ class Client:
         out, _ = decode_records(res.records_bytes, topic, partition, offset, None)
         return out, res.high_watermark
 
-    async def _chunks(
+    async def consume_chunks(
         self,
         topic: str,
         partition: int,
@@ -773,7 +773,7 @@ class Client:
         watermark, whichever comes first; with ``follow`` it long-polls for new
         records until ``end_offset`` (forever when None).
         """
-        async for chunk in self._chunks(topic, partition, start_offset, end_offset, follow=follow):
+        async for chunk in self.consume_chunks(topic, partition, start_offset, end_offset, follow=follow):
             for r in chunk:
                 yield r
 

@@ -4,8 +4,8 @@ Invariants:
 - Records of one partition are appended in ``send`` order: a partition has at
   most one batch in flight, and the next one is sent only after the previous
   answer (so a failed batch is never overtaken by a later one).
-- Every ``send`` future resolves: with the record's offset, with -1 under
-  ``acks=0``, or with the KafkaError of its batch. ``flush`` returns when every
+- Every ``send`` future resolves: with the record's :class:`RecordMetadata`
+  (offset -1 under ``acks=0``), or with the KafkaError of its batch. ``flush`` returns when every
   record sent before it has resolved and raises the first error among them.
 - A batch closes when it reaches ``batch_bytes`` (estimated from record sizes)
   or ``linger_ms`` after its first record, whichever comes first.
@@ -16,13 +16,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from client.aio import Client, ProducerRecord, _now_ms, compression_codec, to_wire
 from client.partitioner import StickyPartitioner, choose_partition
 from protocol.errors import KafkaError
 from storage import records as rec
 
-__all__ = ["Producer"]
+__all__ = ["Producer", "RecordMetadata"]
+
+
+class RecordMetadata(NamedTuple):
+    """Where an acknowledged record was written (as Kafka's Java client reports it)."""
+
+    topic: str
+    partition: int
+    offset: int
 
 _RECORD_OVERHEAD = 24  # rough varint + attribute bytes per record, for the size estimate
 
@@ -30,7 +39,7 @@ _RECORD_OVERHEAD = 24  # rough varint + attribute bytes per record, for the size
 @dataclass
 class _Pending:
     items: list[object] = field(default_factory=list)
-    futures: list[asyncio.Future[int]] = field(default_factory=list)
+    futures: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
     size: int = rec.HEADER_SIZE
     timer: asyncio.TimerHandle | None = None
 
@@ -40,7 +49,7 @@ class Producer:
 
     >>> async with Producer(client, linger_ms=5) as p:   # doctest: +SKIP
     ...     fut = await p.send("events", ProducerRecord(b"k", b"v"))
-    ...     await p.flush(); print(fut.result())
+    ...     await p.flush(); print(fut.result().offset)
     """
 
     def __init__(
@@ -66,7 +75,7 @@ class Producer:
         self._inflight: set[asyncio.Task[None]] = set()
         self.max_in_flight_batches = max_in_flight_batches
         self._nparts: dict[str, int] = {}
-        self._unresolved: set[asyncio.Future[int]] = set()
+        self._unresolved: set[asyncio.Future[RecordMetadata]] = set()
 
     async def __aenter__(self) -> Producer:
         return self
@@ -76,8 +85,8 @@ class Producer:
 
     async def send(
         self, topic: str, record: ProducerRecord, *, partition: int | None = None
-    ) -> asyncio.Future[int]:
-        """Queue ``record``; the returned future resolves to its offset once acknowledged.
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue ``record``; the future resolves to its RecordMetadata once acknowledged.
 
         Awaiting ``send`` itself only waits when too many batches are in flight
         (back-pressure), never for the acknowledgement.
@@ -93,7 +102,7 @@ class Producer:
             pend = self._pending[key] = _Pending()
             loop = asyncio.get_running_loop()
             pend.timer = loop.call_later(self.linger_ms / 1000, self._close_batch, key)
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         pend.items.append(wire)
         pend.futures.append(fut)
         self._unresolved.add(fut)
@@ -139,9 +148,10 @@ class Producer:
                 await asyncio.shield(prev)
             batch = rec.build_batch(pend.items, compression=self.codec)  # type: ignore[arg-type]
             base = await self.client.produce_batch(key[0], key[1], batch, acks=self.acks)
+            topic, partition = key
             for i, f in enumerate(pend.futures):
                 if not f.done():
-                    f.set_result(-1 if base < 0 else base + i)
+                    f.set_result(RecordMetadata(topic, partition, -1 if base < 0 else base + i))
         except Exception as e:  # every send future must resolve, whatever failed
             for f in pend.futures:
                 if not f.done():

@@ -27,7 +27,7 @@ from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from client.aio import Client, FetchResult, ProducerRecord, Record, TopicPartition
-from client.producer import Producer
+from client.producer import Producer, RecordMetadata
 
 __all__ = ["SyncClient", "SyncProducer"]
 
@@ -223,7 +223,7 @@ class SyncClient:
         *,
         follow: bool = False,
     ) -> Iterator[Record]:
-        chunks = self._client._chunks(topic, partition, start_offset, end_offset, follow=follow)
+        chunks = self._client.consume_chunks(topic, partition, start_offset, end_offset, follow=follow)
         return self._iterate(chunks)
 
     def read_time_range(
@@ -285,8 +285,8 @@ class SyncProducer:
 
     def send(
         self, topic: str, record: ProducerRecord, *, partition: int | None = None
-    ) -> concurrent.futures.Future[int]:
-        cf: concurrent.futures.Future[int] = concurrent.futures.Future()
+    ) -> concurrent.futures.Future[RecordMetadata]:
+        cf: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
         assert self._queue is not None
         self._sync._loop.call_soon_threadsafe(
             self._queue.put_nowait, (topic, record, partition, cf)
@@ -319,7 +319,7 @@ class SyncProducer:
         self.close()
 
 
-def _chain(src: asyncio.Future[int], dst: concurrent.futures.Future[int]) -> None:
+def _chain(src: asyncio.Future[RecordMetadata], dst: concurrent.futures.Future[RecordMetadata]) -> None:
     if src.cancelled():
         dst.cancel()
     elif src.exception() is not None:
