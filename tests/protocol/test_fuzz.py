@@ -1,0 +1,88 @@
+"""Hostile bytes: decode_request raises only its two documented exceptions, never anything else."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.api import (
+    API_VERSIONS,
+    ApiKey,
+    MalformedRequestError,
+    MalformedResponseError,
+    UnsupportedVersionError,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
+from tests.protocol.strategies import all_versions, request_body, response_body
+
+VERSIONS = all_versions()
+
+
+def _decode_or_documented_error(frame: bytes | memoryview) -> None:
+    try:
+        decode_request(frame)
+    except (UnsupportedVersionError, MalformedRequestError):
+        pass
+
+
+@given(st.binary(max_size=200))
+def test_random_bytes_raise_only_documented_errors(frame: bytes) -> None:
+    _decode_or_documented_error(frame)
+
+
+@given(st.sampled_from(VERSIONS), st.binary(max_size=300), st.booleans())
+@settings(max_examples=400)
+def test_random_bodies_behind_valid_headers_raise_only_documented_errors(
+    kv: tuple[ApiKey, int], body: bytes, view: bool
+) -> None:
+    key, version = kv
+    flexible = version >= API_VERSIONS[key].first_flexible
+    frame = struct.pack(">hhih", key, version, 1, 1) + b"c" + (b"\x00" if flexible else b"") + body
+    _decode_or_documented_error(memoryview(frame) if view else frame)
+
+
+@pytest.mark.parametrize(("key", "version"), VERSIONS, ids=[f"{k.name}-v{v}" for k, v in VERSIONS])
+@given(data=st.data())
+@settings(max_examples=15)
+def test_truncated_and_mutated_valid_frames_raise_only_documented_errors(
+    key: ApiKey, version: int, data: st.DataObject
+) -> None:
+    frame = encode_request(key, version, 3, "client", data.draw(request_body(key, version)))[4:]
+    cut = data.draw(st.integers(0, len(frame) - 1))
+    with pytest.raises((MalformedRequestError, UnsupportedVersionError)) if cut < 8 else _maybe():
+        decode_request(frame[:cut])
+    for _ in range(3):
+        pos = data.draw(st.integers(0, len(frame) - 1))
+        mutated = bytearray(frame)
+        mutated[pos] = data.draw(st.integers(0, 255))
+        _decode_or_documented_error(bytes(mutated))
+
+
+@pytest.mark.parametrize(("key", "version"), VERSIONS, ids=[f"{k.name}-v{v}" for k, v in VERSIONS])
+@given(data=st.data())
+@settings(max_examples=10)
+def test_truncated_responses_raise_only_malformed_response(
+    key: ApiKey, version: int, data: st.DataObject
+) -> None:
+    frame = encode_response(key, version, 3, data.draw(response_body(key, version)))[4:]
+    cut = data.draw(st.integers(0, len(frame) - 1))
+    try:
+        decode_response(key, version, frame[:cut])
+    except MalformedResponseError:
+        pass
+
+
+class _maybe:
+    """A context manager that lets decoding succeed or fail with a documented error."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
+        return exc is None or isinstance(exc, MalformedRequestError | UnsupportedVersionError)
