@@ -1,0 +1,78 @@
+"""FindCoordinator (key 10), versions 0-4: this broker coordinates every group.
+
+A single-node broker is the coordinator of every group (key type 0) and every
+transactional id (key type 1), so the answer is always our own node, as Kafka's
+would be with one broker. Transactions themselves are refused later, at
+InitProducerId (see ``broker.handlers.init_producer_id``). Any other key type is
+INVALID_REQUEST (42), as Kafka answers it (``CoordinatorType.forId``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.errors import ErrorCode
+
+GROUP = 0
+TRANSACTION = 1
+
+
+def advertised(ctx: Any) -> tuple[str, int]:
+    """The host and port clients should use: the advertised listener, else where we listen."""
+    cfg = ctx.config
+    host, port = cfg.advertised()
+    if not cfg.advertised_listeners and port == 0:
+        port = ctx.broker.port
+    return host, port
+
+
+def _answer(key: str, key_type: int, node_id: int, host: str, port: int) -> dict[str, Any]:
+    if key_type not in (GROUP, TRANSACTION):
+        return {
+            "key": key, "node_id": -1, "host": "", "port": -1,
+            "error_code": int(ErrorCode.INVALID_REQUEST),
+            "error_message": f"unknown coordinator key type {key_type}",
+        }
+    return {
+        "key": key, "node_id": node_id, "host": host, "port": port,
+        "error_code": 0, "error_message": None,
+    }
+
+
+async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    body = request.body
+    host, port = advertised(ctx)
+    node_id = ctx.config.node_id
+    key_type = int(body.key_type)
+    if request.api_version >= 4:
+        return {
+            "throttle_time_ms": 0,
+            "coordinators": [
+                _answer(k, key_type, node_id, host, port) for k in body.coordinator_keys
+            ],
+        }
+    one = _answer(body.key, key_type, node_id, host, port)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": one["error_code"],
+        "error_message": one["error_message"],
+        "node_id": one["node_id"],
+        "host": one["host"],
+        "port": one["port"],
+    }
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    """Every key (or the one key) answered with ``code``."""
+    body = request.body
+    if request.api_version >= 4:
+        return {
+            "throttle_time_ms": 0,
+            "coordinators": [
+                {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
+                 "error_message": None}
+                for k in body.coordinator_keys
+            ],
+        }
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": None,
+            "node_id": -1, "host": "", "port": -1}
