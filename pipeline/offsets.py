@@ -1,0 +1,187 @@
+"""Turn read options into per-partition offset ranges, and split ranges into tasks.
+
+Runs where Spark plans (the driver's planner process); only plain data leaves
+it, so the ranges pickle to executors on any cluster.
+
+Invariants:
+- Each bound is resolved with ONE ListOffsets round covering every partition
+  (``startingTimestamp`` T → per partition the first offset whose timestamp is
+  >= T, exactly as Kafka's ``offsetsForTimes``). A partition with no record at or
+  after T resolves to the latest offset (the high watermark), which may need one
+  extra round for the latest offsets when no earlier round produced them.
+- The result per partition is the half-open range ``[start, end)``; Spark's
+  Kafka semantics: the records read are those with offsets in the range, which
+  for timestamp bounds are exactly the records from the first at-or-after the
+  start time up to (excluding) the first at-or-after the end time.
+- ``split_ranges`` partitions every range into contiguous, non-overlapping
+  pieces whose union is the range: each record is read once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from client import SyncClient, TopicPartition
+from pipeline.options import EARLIEST, LATEST, Bound, OptionError, ReadOptions
+
+__all__ = ["OffsetRange", "resolve_bound", "resolve_ranges", "split_ranges", "latest_offsets"]
+
+
+@dataclass(frozen=True, order=True)
+class OffsetRange:
+    """Offsets ``[start, end)`` of one topic partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+
+def _query(
+    bound: Bound, parts: Mapping[str, list[int]], side: str
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """(ListOffsets query, offsets known without asking) for one bound."""
+    query: dict[TopicPartition, int] = {}
+    known: dict[TopicPartition, int] = {}
+    for topic, ps in parts.items():
+        for p in ps:
+            tp = TopicPartition(topic, p)
+            if bound.kind == "earliest":
+                query[tp] = EARLIEST
+            elif bound.kind == "latest":
+                query[tp] = LATEST
+            elif bound.kind == "timestamp":
+                query[tp] = bound.timestamp
+            else:
+                per = bound.per_partition.get(topic)
+                if per is None or p not in per:
+                    raise OptionError(
+                        f"{side} {bound.kind} names no value for {topic}-{p}; Spark's Kafka "
+                        "source requires every subscribed partition to be listed"
+                    )
+                v = per[p]
+                if bound.kind == "timestamps" or v < 0:
+                    query[tp] = v
+                else:
+                    known[tp] = v
+    extra = [
+        f"{t}-{p}"
+        for t, per in bound.per_partition.items()
+        for p in per
+        if t not in parts or p not in parts[t]
+    ]
+    if extra:
+        raise OptionError(f"{side} {bound.kind} names partitions that are not read: {extra}")
+    return query, known
+
+
+def resolve_bound(
+    client: SyncClient,
+    bound: Bound,
+    parts: Mapping[str, list[int]],
+    side: str,
+    latest: dict[TopicPartition, int],
+    *,
+    strategy: str = "latest",
+) -> dict[TopicPartition, int]:
+    """Offsets of ``bound`` for every partition, in one ListOffsets round.
+
+    ``latest`` caches high watermarks already known (filled in when this round
+    asked for LATEST) so a no-match timestamp can fall back to them.
+    """
+    query, known = _query(bound, parts, side)
+    out = dict(known)
+    answers = client.list_offsets(query) if query else {}
+    unmatched: list[TopicPartition] = []
+    for tp, ts in query.items():
+        offset, _ = answers[tp]
+        if ts == LATEST:
+            latest[tp] = offset
+        if offset < 0:
+            unmatched.append(tp)
+        else:
+            out[tp] = offset
+    if unmatched:
+        if side == "starting" and strategy == "error":
+            raise OptionError(
+                "no record at or after the starting time in "
+                + ", ".join(f"{tp.topic}-{tp.partition}" for tp in unmatched)
+                + " (startingOffsetsByTimestampStrategy=error)"
+            )
+        missing = [tp for tp in unmatched if tp not in latest]
+        if missing:
+            latest.update(latest_offsets(client, missing))
+        for tp in unmatched:
+            out[tp] = latest[tp]
+    return out
+
+
+def latest_offsets(client: SyncClient, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    """High watermark of every partition, in one ListOffsets round."""
+    answers = client.list_offsets({tp: LATEST for tp in tps})
+    return {tp: off for tp, (off, _ts) in answers.items()}
+
+
+def resolve_ranges(client: SyncClient, opts: ReadOptions) -> list[OffsetRange]:
+    """The offset range of every selected partition for a batch read."""
+    parts = opts.subscription.select(client.list_topics())
+    latest: dict[TopicPartition, int] = {}
+    end = resolve_bound(client, opts.ending, parts, "ending", latest)
+    start = resolve_bound(
+        client, opts.starting, parts, "starting", latest, strategy=opts.starting_strategy
+    )
+    ranges = []
+    for tp in sorted(start):
+        s, e = start[tp], end[tp]
+        if s > e:
+            raise OptionError(
+                f"{tp.topic}-{tp.partition}: starting offset {s} ({opts.starting.describe()}) is "
+                f"after ending offset {e} ({opts.ending.describe()})"
+            )
+        ranges.append(OffsetRange(tp.topic, tp.partition, s, e))
+    return ranges
+
+
+def split_ranges(
+    ranges: list[OffsetRange],
+    min_partitions: int | None = None,
+    max_records_per_partition: int | None = None,
+) -> list[OffsetRange]:
+    """Spark's KafkaOffsetRangeCalculator: cap records per task, then reach minPartitions.
+
+    Empty ranges are dropped (they would be empty Spark tasks). Pieces of one
+    range are contiguous and cover it exactly.
+    """
+    pieces = [r for r in ranges if r.size > 0]
+    if max_records_per_partition:
+        capped: list[OffsetRange] = []
+        for r in pieces:
+            capped.extend(_divide(r, math.ceil(r.size / max_records_per_partition)))
+        pieces = capped
+    if min_partitions and min_partitions > len(pieces):
+        total = sum(r.size for r in pieces)
+        spread: list[OffsetRange] = []
+        for r in pieces:
+            parts = max(1, round(r.size / total * min_partitions))
+            spread.extend(_divide(r, parts))
+        pieces = spread
+    return pieces
+
+
+def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    parts = max(1, min(parts, r.size))
+    out = []
+    start = r.start
+    remaining = r.size
+    for i in range(parts):
+        n = remaining // (parts - i)
+        out.append(OffsetRange(r.topic, r.partition, start, start + n))
+        start += n
+        remaining -= n
+    return out

@@ -1,0 +1,205 @@
+"""``df.write.format("chronolog")``: append a DataFrame's rows to topics as record batches.
+
+Columns (others are ignored, as by Spark's Kafka sink, so a DataFrame read from
+``format("chronolog")`` can be written back as it is):
+- ``value`` (binary or string) — required;
+- ``key`` (binary or string) — optional, null keys allowed;
+- ``topic`` (string) — optional; the ``topic`` option, when given, overrides it;
+- ``partition`` (int) — optional; when absent or null, Kafka's default
+  partitioner picks it (murmur2 of the key, sticky rotation for null keys);
+- ``timestamp`` (timestamp, or long epoch ms) — optional; null or absent = now;
+- ``headers`` (array<struct<key:string,value:binary>>) — optional.
+
+Delivery is at-least-once. Each Spark task produces its rows in batches of up
+to ``batch.size`` bytes per partition, each acknowledged before the task ends
+(``acks=all`` by default). If a task fails after some of its batches were
+acknowledged, Spark retries the whole task and those batches are appended a
+second time; a job that is re-run after a failure likewise appends again.
+Readers that need exactly-once must de-duplicate (e.g. on a key) downstream.
+Within one task and partition, rows keep their DataFrame order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructType,
+    TimestampType,
+)
+
+from client import SyncClient
+from client.partitioner import StickyPartitioner, partition_for_key
+from pipeline.options import OptionError, WriteOptions
+from storage.records import Record, build_batch
+
+__all__ = ["ChronologWriter", "WriteCommit"]
+
+_RECORD_OVERHEAD = 20
+"""Rough per-record framing bytes (varints, attributes) used to size batches."""
+
+
+@dataclass
+class WriteCommit(WriterCommitMessage):
+    """What one task appended: records and batches per ``topic-partition``."""
+
+    records: int = 0
+    batches: int = 0
+    partitions: dict[str, int] = field(default_factory=dict)
+
+
+def _check_schema(schema: StructType, topic_option: str | None) -> None:
+    fields = {f.name: f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise OptionError(
+            f"the DataFrame needs a 'value' column (binary or string); it has {sorted(fields)}"
+        )
+    for name in ("key", "value"):
+        if name in fields and not isinstance(fields[name], (BinaryType, StringType)):
+            raise OptionError(f"column {name!r} must be binary or string, not {fields[name].simpleString()}")
+    if "topic" in fields and not isinstance(fields["topic"], StringType):
+        raise OptionError(f"column 'topic' must be a string, not {fields['topic'].simpleString()}")
+    if topic_option is None and "topic" not in fields:
+        raise OptionError("name the topic: .option('topic', NAME) or a 'topic' column")
+    if "partition" in fields and not isinstance(fields["partition"], (IntegerType, LongType)):
+        raise OptionError(f"column 'partition' must be an int, not {fields['partition'].simpleString()}")
+    if "timestamp" in fields and not isinstance(fields["timestamp"], (TimestampType, LongType)):
+        raise OptionError(
+            f"column 'timestamp' must be a timestamp or long epoch ms, not "
+            f"{fields['timestamp'].simpleString()}"
+        )
+    if "headers" in fields:
+        h = fields["headers"]
+        ok = (
+            isinstance(h, ArrayType)
+            and isinstance(h.elementType, StructType)
+            and [f.name for f in h.elementType.fields] == ["key", "value"]
+        )
+        if not ok:
+            raise OptionError(
+                "column 'headers' must be array<struct<key:string,value:binary>>, not "
+                + h.simpleString()
+            )
+
+
+def _bytes_list(col: pa.Array) -> list[bytes | None]:
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        return [None if v is None else v.encode("utf-8") for v in col.to_pylist()]
+    return col.to_pylist()  # type: ignore[no-any-return]
+
+
+def _timestamps_ms(col: pa.Array) -> list[int | None]:
+    if pa.types.is_timestamp(col.type):
+        col = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+        return [None if v is None else v // 1000 for v in col.to_pylist()]
+    return col.to_pylist()  # type: ignore[no-any-return]
+
+
+class _PartitionBuffer:
+    __slots__ = ("records", "size")
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.size = 0
+
+
+class ChronologWriter(DataSourceArrowWriter):
+    """Produce each task's rows; see the module docstring for delivery semantics."""
+
+    def __init__(self, opts: WriteOptions, schema: StructType) -> None:
+        _check_schema(schema, opts.topic)
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+        opts = self.opts
+        commit = WriteCommit()
+        with SyncClient(opts.bootstrap, client_id="chronolog-spark-writer",
+                        request_timeout=opts.request_timeout) as client:
+            topics = client.list_topics()
+            sticky = StickyPartitioner()
+            buffers: dict[tuple[str, int], _PartitionBuffer] = {}
+
+            def flush(topic: str, partition: int) -> None:
+                buf = buffers.pop((topic, partition), None)
+                if buf is None or not buf.records:
+                    return
+                batch = build_batch(buf.records, compression=opts.compression)
+                client.produce_batch(topic, partition, batch, acks=opts.acks)
+                sticky.batch_closed(topic, len(topics[topic]))
+                commit.records += len(buf.records)
+                commit.batches += 1
+                name = f"{topic}-{partition}"
+                commit.partitions[name] = commit.partitions.get(name, 0) + len(buf.records)
+
+            for rb in iterator:
+                n = rb.num_rows
+                if n == 0:
+                    continue
+                names = rb.schema.names
+                values = _bytes_list(rb.column("value"))
+                keys = _bytes_list(rb.column("key")) if "key" in names else [None] * n
+                if opts.topic is not None:
+                    tcol: list[str | None] = [opts.topic] * n
+                else:
+                    tcol = rb.column("topic").to_pylist()
+                pcol = rb.column("partition").to_pylist() if "partition" in names else [None] * n
+                now = int(time.time() * 1000)
+                tscol = _timestamps_ms(rb.column("timestamp")) if "timestamp" in names else [None] * n
+                hcol = rb.column("headers").to_pylist() if "headers" in names else [None] * n
+                for i in range(n):
+                    topic = tcol[i]
+                    if topic is None:
+                        raise OptionError(f"row {i} has a null topic and no 'topic' option is set")
+                    parts = topics.get(topic)
+                    if parts is None:
+                        topics = client.list_topics()
+                        parts = topics.get(topic)
+                        if parts is None:
+                            raise OptionError(
+                                f"topic {topic!r} does not exist; create it first "
+                                "(chronolog topic create, or Client.create_topic)"
+                            )
+                    key = keys[i]
+                    p = pcol[i]
+                    if p is None:
+                        if key is not None:
+                            p = partition_for_key(key, len(parts))
+                        else:
+                            p = sticky.partition(topic, len(parts))
+                    elif p not in parts:
+                        raise OptionError(f"row {i}: topic {topic!r} has no partition {p}")
+                    ts = tscol[i]
+                    raw_headers = hcol[i] or []
+                    headers = [(h["key"], h["value"]) for h in raw_headers]
+                    value = values[i]
+                    rec = Record(0, now if ts is None else ts, key, value, headers)
+                    buf = buffers.get((topic, p))
+                    if buf is None:
+                        buf = buffers[(topic, p)] = _PartitionBuffer()
+                    buf.records.append(rec)
+                    buf.size += (
+                        _RECORD_OVERHEAD
+                        + (len(key) if key else 0)
+                        + (len(value) if value else 0)
+                        + sum(len(k) + len(v or b"") for k, v in headers)
+                    )
+                    if buf.size >= opts.batch_bytes:
+                        flush(topic, p)
+            for topic, p in list(buffers):
+                flush(topic, p)
+        return commit
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing to finalise: every batch was acknowledged by the broker inside its task."""
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Batches acknowledged before the failure stay in the log (at-least-once)."""
