@@ -229,24 +229,37 @@ def _segments_of(log_obj: object) -> list[object] | None:
         return None
 
 
+def _one_index(idx: object) -> tuple[int | None, int]:
+    """(entries, bytes mapped) of one index without forcing a lazily loaded one to map."""
+    loaded = getattr(idx, "is_loaded", None)
+    if loaded is False:
+        # Reading .entries would mmap the file; a scrape must not undo lazy loading.
+        length = _int_attr(idx, "file_length")
+        entry = _int_attr(idx, "ENTRY")
+        entries = length // entry if length is not None and entry else None
+        return entries, 0
+    entries = _int_attr(idx, "entries", "entry_count", "__len__")
+    mapped = _int_attr(idx, "mapped_bytes", "bytes_mapped")
+    if mapped is None:
+        mm = getattr(idx, "_mm", None) or getattr(idx, "_mmap", None) or getattr(idx, "mmap", None)
+        try:
+            mapped = len(mm) if mm is not None else 0
+        except (TypeError, ValueError):
+            mapped = 0
+    return entries, mapped
+
+
 def _index_figures(segment: object) -> tuple[int | None, int | None, int]:
     """(offset entries, time entries, bytes mapped) for one segment's indexes."""
     off_idx = getattr(segment, "offset_index", None) or getattr(segment, "index", None)
     time_idx = getattr(segment, "time_index", None)
-    off_entries = _int_attr(off_idx, "entries", "entry_count", "__len__") if off_idx else None
-    time_entries = _int_attr(time_idx, "entries", "entry_count", "__len__") if time_idx else None
-    mapped = 0
-    for idx in (off_idx, time_idx):
-        if idx is None:
-            continue
-        n = _int_attr(idx, "mapped_bytes", "bytes_mapped")
-        if n is None:
-            mm = getattr(idx, "_mmap", None) or getattr(idx, "mmap", None)
-            try:
-                n = len(mm) if mm is not None else None
-            except (TypeError, ValueError):
-                n = None
-        mapped += n or 0
+    off_entries, time_entries, mapped = None, None, 0
+    if off_idx is not None:
+        off_entries, m = _one_index(off_idx)
+        mapped += m
+    if time_idx is not None:
+        time_entries, m = _one_index(time_idx)
+        mapped += m
     return off_entries, time_entries, mapped
 
 
