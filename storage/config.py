@@ -1,0 +1,142 @@
+"""Topic-level log settings under Kafka's topic config names and defaults.
+
+Invariants: every field is validated when a ``LogConfig`` is built, so the rest of
+``storage/`` can trust it; attribute names are Kafka's topic config names in snake
+case (``segment.bytes`` -> ``segment_bytes``); defaults are Apache Kafka 4.0's.
+Kafka topic configs that storage does not act on (``cleanup.policy``,
+``compression.type``, ``min.insync.replicas``, ...) are accepted by
+:meth:`LogConfig.from_kafka` and kept in ``extra`` so the broker can echo them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+LONG_MAX = (1 << 63) - 1
+INT_MAX = (1 << 31) - 1
+
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+
+# Kafka topic configs that are valid but have no effect on the storage layer.
+_PASS_THROUGH = frozenset({
+    "cleanup.policy",
+    "compression.type",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.zstd.level",
+    "delete.retention.ms",
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+    "local.retention.bytes",
+    "local.retention.ms",
+    "max.compaction.lag.ms",
+    "message.downconversion.enable",
+    "message.format.version",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "min.insync.replicas",
+    "preallocate",
+    "remote.storage.enable",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+    "unclean.leader.election.enable",
+    "message.timestamp.difference.max.ms",
+})
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """One partition log's settings (Kafka topic configs)."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    message_timestamp_type: str = CREATE_TIME
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
+    max_message_bytes: int = 1_048_588
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    file_delete_delay_ms: int = 60_000
+    extra: dict[str, str] = field(default_factory=dict, compare=False)
+
+    # Kafka name -> (attribute, minimum, maximum).
+    _RANGES = {
+        "segment.bytes": ("segment_bytes", 14, INT_MAX),
+        "segment.ms": ("segment_ms", 1, LONG_MAX),
+        "segment.jitter.ms": ("segment_jitter_ms", 0, LONG_MAX),
+        "segment.index.bytes": ("segment_index_bytes", 4, INT_MAX),
+        "index.interval.bytes": ("index_interval_bytes", 0, INT_MAX),
+        "retention.ms": ("retention_ms", -1, LONG_MAX),
+        "retention.bytes": ("retention_bytes", -1, LONG_MAX),
+        "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", 0, LONG_MAX),
+        "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", 0, LONG_MAX),
+        "max.message.bytes": ("max_message_bytes", 0, INT_MAX),
+        "flush.messages": ("flush_messages", 1, LONG_MAX),
+        "flush.ms": ("flush_ms", 0, LONG_MAX),
+        "file.delete.delay.ms": ("file_delete_delay_ms", 0, LONG_MAX),
+    }
+
+    def __post_init__(self) -> None:
+        for kafka_name, (attr, lo, hi) in self._RANGES.items():
+            value = getattr(self, attr)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{kafka_name} must be an integer, got {value!r}")
+            if not lo <= value <= hi:
+                raise ValueError(f"{kafka_name}={value} is out of range [{lo}, {hi}]")
+        if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+            raise ValueError(
+                f"message.timestamp.type={self.message_timestamp_type!r} must be "
+                f"{CREATE_TIME!r} or {LOG_APPEND_TIME!r}"
+            )
+
+    @property
+    def log_append_time(self) -> bool:
+        """True when the broker stamps every batch with its own clock."""
+        return self.message_timestamp_type == LOG_APPEND_TIME
+
+    def random_segment_jitter(self, rng: random.Random | None = None) -> int:
+        """Kafka's per-segment roll jitter: uniform in [0, min(segment.jitter.ms, segment.ms))."""
+        bound = min(self.segment_jitter_ms, self.segment_ms)
+        if bound <= 0:
+            return 0
+        return (rng or random).randrange(bound)
+
+    @classmethod
+    def from_kafka(cls, props: dict[str, str], base: LogConfig | None = None) -> LogConfig:
+        """Build from Kafka topic config strings, over ``base`` (default: Kafka's defaults).
+
+        Raises ValueError naming the offending key for an unknown name or a bad value.
+        """
+        changes: dict[str, Any] = {}
+        extra = dict(base.extra) if base is not None else {}
+        for name, raw in props.items():
+            if name in cls._RANGES:
+                attr = cls._RANGES[name][0]
+                try:
+                    changes[attr] = int(str(raw).strip())
+                except ValueError:
+                    raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+            elif name == "message.timestamp.type":
+                changes["message_timestamp_type"] = str(raw).strip()
+            elif name in _PASS_THROUGH:
+                extra[name] = str(raw)
+            else:
+                raise ValueError(f"unknown topic config {name!r}")
+        changes["extra"] = extra
+        return dataclasses.replace(base if base is not None else cls(), **changes)
+
+    def to_kafka(self) -> dict[str, str]:
+        """Every setting under its Kafka name, as strings (the inverse of from_kafka)."""
+        out = {name: str(getattr(self, attr)) for name, (attr, _, _) in self._RANGES.items()}
+        out["message.timestamp.type"] = self.message_timestamp_type
+        out.update(self.extra)
+        return out

@@ -1,0 +1,361 @@
+"""Kafka's sparse offset index (``.index``) and time index (``.timeindex``), KIP-33.
+
+On-disk format (big-endian, byte-compatible with Apache Kafka):
+- ``.index``: entries of int32 relative offset + int32 ``.log`` position (8 bytes);
+- ``.timeindex``: entries of int64 timestamp + int32 relative offset (12 bytes).
+
+Invariants:
+- offsets in both files strictly increase (offset index) / never decrease (time
+  index); time index timestamps strictly increase, so equal timestamps are never
+  stored twice (``maybe_append`` writes only if ts > last ts);
+- a time entry (ts, off) means the running maximum timestamp of the segment first
+  reached ts in the batch whose last offset is off: every record before that batch
+  has a smaller timestamp;
+- the last time entry of a sealed segment is the segment's max timestamp (written
+  on roll/close with ``skip_full_check``);
+- a file being appended to is preallocated to ``segment.index.bytes`` rounded down
+  to the entry size; it is trimmed to its entries on roll, close and recovery.
+
+Files are opened and mmapped lazily, on first use (as Kafka since KAFKA-7283), so a
+data dir with thousands of segments opens without touching their indexes. On open
+the entry count is file length / entry size, as in Kafka; unlike Kafka we then drop
+an all-zero suffix (the zero padding of an untrimmed file, KAFKA-10207) — a valid
+entry past the first is never all zeros, because offsets strictly increase; a first
+offset entry is never (0, 0) (the first batch of a segment is never indexed), while
+a first time entry (0, 0) is kept (records stamped at the epoch).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+
+WARM_BYTES = 8192  # Kafka's warm section: the last 8 KiB of entries are searched first.
+
+_ZERO8 = bytes(8)
+_ZERO12 = bytes(12)
+
+
+class IndexOrderError(Exception):
+    """An index append that breaks the ordering invariants (a bug in the caller)."""
+
+
+class _MmapIndex:
+    """Shared mechanics: lazy mmap, preallocation, trimming, warm binary search."""
+
+    ENTRY = 8
+    SUFFIX = ".index"
+
+    def __init__(self, path: str | os.PathLike[str], base_offset: int, max_index_size: int) -> None:
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self._mm: mmap.mmap | None = None
+        self._size = 0
+        self._entries = 0
+        self._loaded = False
+
+    # -- lifecycle -----------------------------------------------------------------
+    @property
+    def max_entries(self) -> int:
+        return self.max_index_size // self.ENTRY
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        if not self.path.exists():
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.ftruncate(fd, self.max_entries * self.ENTRY)
+            finally:
+                os.close(fd)
+            self._entries = 0
+        else:
+            self._entries = self.path.stat().st_size // self.ENTRY
+        self._map()
+        self._loaded = True
+        self._drop_zero_suffix()
+
+    def _map(self) -> None:
+        """(Re)map the whole file; only the mapping holds a descriptor afterwards."""
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            self._size = size
+            if size > 0:
+                self._mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+
+    def _is_zero(self, i: int) -> bool:
+        assert self._mm is not None
+        e = self.ENTRY
+        return self._mm[i * e:(i + 1) * e] == (_ZERO8 if e == 8 else _ZERO12)
+
+    def _drop_zero_suffix(self) -> None:
+        n = self._entries
+        if n == 0 or not self._is_zero(n - 1):
+            return
+        # The padding is a suffix: find its first entry by binary search.
+        lo, hi = 0, n - 1  # answer in [lo, hi]; entry hi is zero
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._is_zero(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo == 0 and not self._KEY_IS_OFFSET:
+            lo = 1  # (ts 0, relative 0) is a legal first time entry: records at the epoch
+        self._entries = lo
+
+    @property
+    def entries(self) -> int:
+        self._load()
+        return self._entries
+
+    @property
+    def is_loaded(self) -> bool:
+        return self._loaded
+
+    def file_length(self) -> int:
+        if self._loaded:
+            return self._size
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def resize(self, new_size: int) -> None:
+        """Set the file length to new_size rounded down to whole entries (kept entries stay)."""
+        self._load()
+        rounded = new_size // self.ENTRY * self.ENTRY
+        if self._size == rounded:
+            return
+        if self._mm is not None:
+            self._mm.flush()
+            self._mm.close()
+            self._mm = None
+        os.truncate(self.path, rounded)
+        self._entries = min(self._entries, rounded // self.ENTRY)
+        self._map()
+
+    def make_appendable(self) -> None:
+        """Preallocate to segment.index.bytes, as Kafka does for the active segment."""
+        self.resize(self.max_entries * self.ENTRY)
+
+    def trim(self) -> None:
+        """Cut the file to exactly its entries (roll, close, after recovery)."""
+        if self._loaded:
+            self.resize(self._entries * self.ENTRY)
+
+    def flush(self) -> None:
+        if self._mm is not None:
+            self._mm.flush()
+
+    def close(self) -> None:
+        """Trim, unmap and close; the object may be reused (it reloads lazily)."""
+        if not self._loaded:
+            return
+        self.trim()
+        self.release()
+
+    def release(self) -> None:
+        """Unmap without trimming (used before deleting or renaming the file)."""
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        self._loaded = False
+
+    def reset(self) -> None:
+        """Drop every entry (before a rebuild)."""
+        self._load()
+        self._entries = 0
+        self.make_appendable()
+
+    def rename(self, new_path: Path) -> None:
+        self.release()
+        if self.path.exists():
+            os.replace(self.path, new_path)
+        self.path = new_path
+
+    def delete(self) -> None:
+        self.release()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    # -- search ----------------------------------------------------------------------
+    _K = struct.Struct(">i")
+    _KEY_IS_OFFSET = True
+
+    def _key(self, i: int) -> int:
+        assert self._mm is not None
+        k = int(self._K.unpack_from(self._mm, i * self.ENTRY)[0])
+        return k + self.base_offset if self._KEY_IS_OFFSET else k
+
+    def _slot_for(self, target: int) -> int:
+        """Index of the largest entry whose key <= target, or -1 (Kafka's indexSlotRangeFor)."""
+        n = self.entries
+        if n == 0:
+            return -1
+        key = self._key
+        warm = WARM_BYTES // self.ENTRY
+        first_hot = max(0, n - 1 - warm)
+        if key(first_hot) <= target:
+            lo, hi = first_hot, n - 1
+        else:
+            if key(0) > target:
+                return -1
+            lo, hi = 0, first_hot
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if key(mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _write(self, i: int, data: bytes) -> None:
+        assert self._mm is not None
+        self._mm[i * self.ENTRY:(i + 1) * self.ENTRY] = data
+
+
+class OffsetIndex(_MmapIndex):
+    """offset -> .log position of the batch ending at (or containing) that offset."""
+
+    ENTRY = 8
+    SUFFIX = ".index"
+    _S = struct.Struct(">ii")
+    _K = struct.Struct(">i")
+
+    def entry(self, i: int) -> tuple[int, int]:
+        """(absolute offset, position) of entry i."""
+        self._load()
+        assert self._mm is not None
+        rel, pos = self._S.unpack_from(self._mm, i * 8)
+        return self.base_offset + rel, pos
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    @property
+    def last_offset(self) -> int:
+        n = self.entries
+        return self.entry(n - 1)[0] if n else self.base_offset
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """Largest entry with offset <= target, or (base offset, 0)."""
+        slot = self._slot_for(offset)
+        if slot < 0:
+            return self.base_offset, 0
+        return self.entry(slot)
+
+    def append(self, offset: int, position: int) -> None:
+        self._load()
+        n = self._entries
+        if n and offset <= self.entry(n - 1)[0]:
+            raise IndexOrderError(f"offset {offset} is not above the last entry of {self.path}")
+        if n >= self.max_entries:
+            raise IndexOrderError(f"{self.path} is full ({n} entries)")
+        rel = offset - self.base_offset
+        if not 0 <= rel <= 0x7FFFFFFF:
+            raise IndexOrderError(f"offset {offset} does not fit relative to {self.base_offset}")
+        if self._mm is None or len(self._mm) < (n + 1) * 8:
+            self.make_appendable()
+        self._write(n, self._S.pack(rel, position))
+        self._entries = n + 1
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries with offset >= target."""
+        slot = self._slot_for(offset - 1)
+        self._load()
+        self._entries = slot + 1
+
+
+class TimeIndex(_MmapIndex):
+    """Running max timestamp -> last offset of the first batch that reached it."""
+
+    ENTRY = 12
+    SUFFIX = ".timeindex"
+    _S = struct.Struct(">qi")
+    _K = struct.Struct(">q")
+
+    _KEY_IS_OFFSET = False
+
+    def entry(self, i: int) -> tuple[int, int]:
+        """(timestamp, absolute offset) of entry i."""
+        self._load()
+        assert self._mm is not None
+        ts, rel = self._S.unpack_from(self._mm, i * 12)
+        return ts, self.base_offset + rel
+
+    @property
+    def is_full(self) -> bool:
+        # Kafka reserves the last slot for the roll/close entry.
+        return self.entries >= self.max_entries - 1
+
+    def last_entry(self) -> tuple[int, int]:
+        n = self.entries
+        return self.entry(n - 1) if n else (-1, self.base_offset)
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """Largest entry with ts <= target, or (-1, base offset)."""
+        slot = self._slot_for(timestamp)
+        if slot < 0:
+            return -1, self.base_offset
+        return self.entry(slot)
+
+    def first_at_or_after(self, timestamp: int) -> int:
+        """Index of the first entry with ts >= target (= entries when none)."""
+        slot = self._slot_for(timestamp - 1)
+        return slot + 1
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
+        """Kafka's maybeAppend: write only if ts > last ts; returns whether it wrote."""
+        self._load()
+        n = self._entries
+        if not skip_full_check and n >= self.max_entries - 1:
+            raise IndexOrderError(f"{self.path} is full ({n} entries)")
+        last_ts, last_off = self.entry(n - 1) if n else (-1, self.base_offset)
+        if n and offset < last_off:
+            raise IndexOrderError(f"offset {offset} is below the last time entry offset {last_off}")
+        if n and timestamp < last_ts:
+            raise IndexOrderError(f"timestamp {timestamp} is below the last time entry {last_ts}")
+        if timestamp <= last_ts:
+            return False
+        if n >= self.max_entries:
+            return False
+        rel = offset - self.base_offset
+        if not 0 <= rel <= 0x7FFFFFFF:
+            raise IndexOrderError(f"offset {offset} does not fit relative to {self.base_offset}")
+        if self._mm is None or len(self._mm) < (n + 1) * 12:
+            self.make_appendable()
+        self._write(n, self._S.pack(timestamp, rel))
+        self._entries = n + 1
+        return True
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries whose offset >= target (offsets never decrease, so a suffix)."""
+        self._load()
+        n = self._entries
+        lo, hi = 0, n  # first entry with offset >= target
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.entry(mid)[1] >= offset:
+                hi = mid
+            else:
+                lo = mid + 1
+        self._entries = lo
+
+
+def index_paths(log_path: Path) -> tuple[Path, Path]:
+    """The .index and .timeindex beside a .log."""
+    stem = str(log_path)[: -len(".log")]
+    return Path(stem + ".index"), Path(stem + ".timeindex")

@@ -1,0 +1,606 @@
+"""A partition's log: ordered segments, append, read, search by timestamp, retention.
+
+Invariants:
+- segments are ordered by base offset; each segment's offsets lie in
+  [base, next segment's base); only the last (active) segment is appended to;
+- ``log_start_offset <= log_end_offset``; every offset in [log start, LEO) that the
+  log holds is readable; ``high_watermark == log_end_offset`` (single node);
+- ``_prefix_max[i]`` is the running maximum of segment max timestamps over
+  segments 0..i, so the first segment whose max >= T is found by binary search;
+- an append either writes one whole batch and indexes it, or changes nothing
+  (validation errors happen before any write; an I/O error truncates back);
+- ``recovery_point`` only advances on flush (and on roll, which flushes the sealed
+  segment): every byte below it is on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+from typing import NamedTuple
+
+from storage.config import LogConfig
+from storage.errors import (
+    CorruptRecordError,
+    InvalidTimestampError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
+from storage.records import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    NO_TIMESTAMP,
+    iter_batches,
+    set_base_offset,
+    set_max_timestamp,
+    set_partition_leader_epoch,
+    timestamp_errors,
+    validate_client_batch,
+)
+from storage.recovery import recover_segment
+from storage.segment import LogSegment, offset_of_first_max
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
+
+_LOG_FILE = re.compile(r"^(\d{20})\.log$")
+_INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex)$")
+
+
+class AppendResult(NamedTuple):
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+class TimestampOffset(NamedTuple):
+    """What ListOffsets puts in a partition response: timestamp, offset, leader epoch."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    """One partition directory (``<topic>-<partition>``) of Kafka-format segments."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        config: LogConfig,
+        *,
+        log_start_offset: int | None = None,
+        recovery_point: int | None = None,
+        clean_shutdown: bool = True,
+    ) -> None:
+        self.dir = Path(directory)
+        self.config = config
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._prefix_max: list[int] | None = None
+        self._last_append_time: int | None = None
+        self._latest_epoch: int | None = None
+        self.recovered_bytes_cut = 0
+        self.recovered_segments = 0
+        self._load(log_start_offset, recovery_point, clean_shutdown)
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        config: LogConfig,
+        *,
+        log_start_offset: int | None = None,
+        recovery_point: int | None = None,
+        clean_shutdown: bool = True,
+    ) -> Log:
+        return cls(directory, config, log_start_offset=log_start_offset,
+                   recovery_point=recovery_point, clean_shutdown=clean_shutdown)
+
+    # -- loading ---------------------------------------------------------------
+    def _load(self, log_start: int | None, recovery_point: int | None, clean: bool) -> None:
+        bases: list[int] = []
+        index_files: list[tuple[int, str]] = []
+        for name in os.listdir(self.dir):
+            path = self.dir / name
+            if name.endswith((".deleted", ".cleaned", ".swap")):
+                # Left over from a delete/clean interrupted by a crash: finish it.
+                _unlink(path)
+                continue
+            m = _LOG_FILE.match(name)
+            if m:
+                bases.append(int(m.group(1)))
+                continue
+            m = _INDEX_FILE.match(name)
+            if m:
+                index_files.append((int(m.group(1)), name))
+        base_set = set(bases)
+        for base, name in index_files:
+            if base not in base_set:
+                _unlink(self.dir / name)  # orphan index, as Kafka's LogLoader
+        bases.sort()
+        now = _now_ms()
+        self.segments = [
+            LogSegment(self.dir, b, self.config, created_ms=now,
+                       jitter_ms=self.config.random_segment_jitter())
+            for b in bases
+        ]
+        self._bases = bases
+        # A segment missing an index is rebuilt whatever the shutdown was.
+        needs_rebuild = {
+            i for i, s in enumerate(self.segments)
+            if not s.offset_index.path.exists() or not s.time_index.path.exists()
+        }
+        start_recovery = len(self.segments)
+        if not clean:
+            rp = recovery_point if recovery_point is not None else 0
+            start_recovery = max(0, bisect_right(bases, rp) - 1)
+        prev_end: int | None = None
+        i = 0
+        while i < len(self.segments):
+            seg = self.segments[i]
+            if i >= start_recovery or i in needs_rebuild:
+                cut = recover_segment(seg, min_offset=prev_end)
+                self.recovered_segments += 1
+                if cut:
+                    self.recovered_bytes_cut += cut
+                    for later in self.segments[i + 1:]:
+                        later.delete()
+                    del self.segments[i + 1:]
+                    del self._bases[i + 1:]
+                    break
+                prev_end = seg.next_offset
+            else:
+                prev_end = None
+            i += 1
+        if not self.segments:
+            start = log_start if log_start is not None else 0
+            seg = LogSegment.create(self.dir, start, self.config, now_ms=now,
+                                    jitter_ms=self.config.random_segment_jitter())
+            self.segments = [seg]
+            self._bases = [start]
+        leo = self.active.next_offset
+        # An empty active segment after an earlier one: its base is the LEO.
+        self._leo = max(leo, self.active.base_offset)
+        first_base = self.segments[0].base_offset
+        start = first_base if log_start is None else max(first_base, log_start)
+        self.log_start_offset = min(start, self._leo)
+        if clean:
+            self.recovery_point = self._leo
+        else:
+            self.recovery_point = self._leo  # everything past the old point was just fsynced
+
+    # -- basic properties --------------------------------------------------------
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._leo
+
+    def size_in_bytes(self) -> int:
+        return sum(max(s.size, 0) for s in self.segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply changed topic settings (used for segments created from now on too)."""
+        self.config = config
+        for s in self.segments:
+            s.config = config
+
+    # -- append --------------------------------------------------------------------
+    def append(self, batch: bytes | bytearray | memoryview, *, now_ms: int,
+               leader_epoch: int = 0) -> AppendResult:
+        """Validate a client batch as Kafka's LogValidator, assign offsets, write, index.
+
+        Raises RecordTooLargeError, RecordListTooLargeError, CorruptRecordError,
+        InvalidRecordError, UnsupportedCompressionError, InvalidTimestampError
+        (nothing appended) or LogStorageError (I/O; nothing appended).
+        """
+        cfg = self.config
+        size = len(batch)
+        if size > cfg.max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {size} bytes exceeds max.message.bytes={cfg.max_message_bytes}")
+        if size > cfg.segment_bytes:
+            raise RecordListTooLargeError(
+                f"append of {size} bytes exceeds segment.bytes={cfg.segment_bytes}")
+        scan = validate_client_batch(batch)
+        h = scan.header
+        buf = bytearray(batch)
+        log_append_time = -1
+        if cfg.log_append_time:
+            if self._last_append_time is None:
+                # KIP-32's leader rule: never stamp below what the log already holds.
+                self._last_append_time = self._prefix_max_list()[-1]
+            ts = max(self._last_append_time, now_ms)
+            self._last_append_time = ts
+            set_max_timestamp(buf, 0, ts, LOG_APPEND_TIME)
+            max_ts = ts
+            log_append_time = ts
+        else:
+            if h.timestamp_type == LOG_APPEND_TIME:
+                errors = [(i, "Invalid timestamp type in message: producer should not set "
+                              "the timestamp type to LogAppendTime")
+                          for i in range(h.records_count)]
+                raise InvalidTimestampError(errors[0][1], errors)
+            before = cfg.message_timestamp_before_max_ms
+            after = cfg.message_timestamp_after_max_ms
+            if (now_ms - scan.min_timestamp > before) or (scan.max_timestamp - now_ms > after):
+                errors = timestamp_errors(buf, 0, now_ms, before, after)
+                if errors:
+                    raise InvalidTimestampError(
+                        f"{len(errors)} record(s) have timestamps out of range: {errors[0][1]}",
+                        errors)
+            max_ts = scan.max_timestamp
+            set_max_timestamp(buf, 0, max_ts, CREATE_TIME)
+        base = self._leo
+        last = base + h.last_offset_delta
+        set_base_offset(buf, 0, base)
+        set_partition_leader_epoch(buf, 0, leader_epoch)
+        self._maybe_roll(size, max_ts, last, now_ms)
+        self.active.append(buf, [(0, size, last, max_ts)])
+        self._after_append(last, max_ts, leader_epoch)
+        return AppendResult(base, last, max_ts, log_append_time, self.log_start_offset)
+
+    def append_as_is(self, data: bytes | bytearray | memoryview, *,
+                     now_ms: int | None = None) -> AppendResult:
+        """Append trusted batches exactly as given (offsets and timestamps kept).
+
+        For recovery tooling, replication-style copies and benchmarks: no record-level
+        validation; the headers' max timestamps are trusted. The batches must be
+        whole, start at or after the log end offset and increase.
+        """
+        batches = list(iter_batches(data))
+        total = sum(h.size for _, h in batches)
+        if not batches or total != len(data):
+            raise CorruptRecordError("append_as_is needs one or more whole batches")
+        if batches[0][1].base_offset < self._leo:
+            raise CorruptRecordError(
+                f"batch base offset {batches[0][1].base_offset} is below the log end {self._leo}")
+        if len(data) > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"append of {len(data)} bytes exceeds segment.bytes={self.config.segment_bytes}")
+        prev = self._leo
+        entries = []
+        max_ts = NO_TIMESTAMP
+        for pos, h in batches:
+            if h.base_offset < prev:
+                raise CorruptRecordError("batch offsets must increase")
+            prev = h.last_offset + 1
+            entries.append((pos, h.size, h.last_offset, h.max_timestamp))
+            max_ts = max(max_ts, h.max_timestamp)
+        now = _now_ms() if now_ms is None else now_ms
+        first = batches[0][1]
+        last = batches[-1][1].last_offset
+        self._maybe_roll(len(data), first.max_timestamp, last, now, new_base=first.base_offset)
+        self.active.append(data, entries)
+        self._after_append(last, max_ts, batches[-1][1].partition_leader_epoch)
+        return AppendResult(first.base_offset, last, max_ts, -1, self.log_start_offset)
+
+    def _after_append(self, last: int, max_ts: int, epoch: int) -> None:
+        self._leo = last + 1
+        if epoch >= 0:
+            self._latest_epoch = epoch
+        pm = self._prefix_max
+        if pm is not None:
+            prev = pm[-2] if len(pm) > 1 else NO_TIMESTAMP
+            pm[-1] = max(prev, self.active.max_timestamp)
+
+    def _maybe_roll(self, size: int, max_ts: int, last: int, now_ms: int,
+                    new_base: int | None = None) -> None:
+        """Roll before an append when Kafka would (size, time, full index, offset
+        overflow), or when trusted batches start past the log end (a gap)."""
+        if new_base is not None and new_base != self._leo:
+            self.roll(now_ms, new_base=new_base)
+            return
+        seg = self.active
+        if seg.should_roll(size, max_ts, last, now_ms):
+            self.roll(now_ms)
+        else:
+            seg.prepare_active()
+
+    def roll(self, now_ms: int | None = None, *, new_base: int | None = None) -> LogSegment:
+        """Seal the active segment and start a new one at the log end offset."""
+        now = _now_ms() if now_ms is None else now_ms
+        base = self._leo if new_base is None else new_base
+        old = self.active
+        if old.base_offset == base and max(old.size, 0) == 0:
+            old.prepare_active()
+            return old
+        if max(old.size, 0) == 0 and base > old.base_offset:
+            # An empty active segment is replaced, not kept as an empty sealed one.
+            old.delete()
+            self.segments.pop()
+            self._bases.pop()
+        else:
+            old.seal()
+            old.flush()
+        seg = LogSegment.create(self.dir, base, self.config, now_ms=now,
+                                jitter_ms=self.config.random_segment_jitter())
+        seg.prepare_active()
+        self.segments.append(seg)
+        self._bases.append(base)
+        self._leo = max(self._leo, base)
+        self.recovery_point = max(self.recovery_point, min(base, self._leo))
+        self._prefix_max = None
+        return seg
+
+    # -- read ------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
+        """Bytes from the batch containing ``offset``: up to max_bytes (a trailing
+        partial batch possible) but always at least one whole batch."""
+        if offset < self.log_start_offset or offset > self._leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {self._leo}]")
+        limit = self._leo if max_offset is None else min(max_offset, self._leo)
+        if offset >= limit:
+            return b""
+        i = max(0, bisect_right(self._bases, offset) - 1)
+        for seg in self.segments[i:]:
+            info = seg.find_batch(offset)
+            if info is None:
+                continue
+            if info.header.base_offset >= limit:
+                return b""
+            end = seg.size
+            if limit < seg.next_offset:
+                stop = seg.find_batch(limit)
+                if stop is not None:
+                    end = stop.position if stop.header.base_offset >= limit else \
+                        stop.position + stop.size
+            n = max(min(max_bytes, end - info.position), info.size)
+            return seg.pread(info.position, n)
+        return b""
+
+    # -- search by timestamp -------------------------------------------------------
+    def _prefix_max_list(self) -> list[int]:
+        if self._prefix_max is None:
+            pm: list[int] = []
+            run = NO_TIMESTAMP
+            for s in self.segments:
+                run = max(run, s.max_timestamp)
+                pm.append(run)
+            self._prefix_max = pm
+        return self._prefix_max
+
+    def _search(self, target: int, first_segment: int = 0) -> tuple[TimestampOffset | None, int]:
+        """(hit, segment index of the hit) for the smallest offset >= log start and
+        < high watermark whose record timestamp >= target."""
+        pm = self._prefix_max_list()
+        i = max(first_segment, bisect_left(pm, target))
+        start = self.log_start_offset
+        hw = self.high_watermark
+        segs = self.segments
+        while i < len(segs):
+            seg = segs[i]
+            if seg.base_offset >= hw:
+                break
+            if seg.max_timestamp >= target and (i + 1 == len(segs) or segs[i + 1].base_offset > start):
+                hit = seg.find_by_timestamp(target, start, hw)
+                if hit is not None:
+                    return TimestampOffset(hit.timestamp, hit.offset, hit.leader_epoch), i
+            i += 1
+        return None, len(segs)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """Kafka's ListOffsets answer for one partition (None = "no offset": the
+        broker sends timestamp -1, offset -1, leader epoch -1).
+
+        ts >= 0: the smallest offset >= log start and < high watermark whose record
+        timestamp >= ts, with that record's timestamp and its batch's leader epoch.
+        -1 LATEST: (-1, high watermark, latest epoch); -2 EARLIEST and -4
+        EARLIEST_LOCAL: (-1, log start, epoch of the batch there); -3 MAX_TIMESTAMP:
+        the first record carrying the largest timestamp (base offset of its batch under
+        LogAppendTime); -5 LATEST_TIERED / -6 EARLIEST_PENDING_UPLOAD without tiered
+        storage: (-1, -1, -1).
+        """
+        if timestamp >= 0:
+            return self._search(timestamp)[0]
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampOffset(-1, self.high_watermark, self.latest_epoch())
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return TimestampOffset(-1, self.log_start_offset, self._epoch_at(self.log_start_offset))
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset()
+        if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            return TimestampOffset(-1, -1, -1)
+        raise ValueError(f"unsupported special timestamp {timestamp}")
+
+    def offset_range_for_times(self, t1: int, t2: int) -> tuple[int, int]:
+        """[first offset with ts >= t1, first offset with ts >= t2), each defaulting to
+        the high watermark when no record qualifies; end is never below start."""
+        if t1 < 0 or t2 < 0:
+            raise ValueError("offset_range_for_times needs timestamps >= 0")
+        hit1, seg1 = self._search(t1)
+        start = hit1.offset if hit1 is not None else self.high_watermark
+        if t2 <= t1:
+            return start, start
+        # Any record with ts >= t2 also has ts >= t1, so it lies in seg1 or later.
+        hit2, _ = self._search(t2, seg1)
+        end = hit2.offset if hit2 is not None else self.high_watermark
+        return start, max(start, end)
+
+    def latest_epoch(self) -> int:
+        if self._latest_epoch is None:
+            self._latest_epoch = -1
+            for seg in reversed(self.segments):
+                if max(seg.size, 0) == 0:
+                    continue
+                _, pos = seg.offset_index.lookup(1 << 62)
+                for info in seg.iter_batches(pos):
+                    if info.header.partition_leader_epoch >= 0:
+                        self._latest_epoch = info.header.partition_leader_epoch
+                break
+        return self._latest_epoch
+
+    def _epoch_at(self, offset: int) -> int:
+        if offset >= self._leo:
+            return self.latest_epoch()
+        i = max(0, bisect_right(self._bases, offset) - 1)
+        for seg in self.segments[i:]:
+            info = seg.find_batch(offset)
+            if info is not None:
+                return info.header.partition_leader_epoch
+        return self.latest_epoch()
+
+    def _max_timestamp_offset(self) -> TimestampOffset | None:
+        best: LogSegment | None = None
+        for seg in self.segments:
+            if best is None or seg.max_timestamp > best.max_timestamp:
+                best = seg
+        if best is None or best.max_timestamp < 0 or self._leo == self.log_start_offset:
+            return None
+        target = best.max_timestamp
+        _, pos = best.offset_index.lookup(best.offset_of_max)
+        for info in best.iter_batches(pos):
+            if info.header.max_timestamp == target:
+                raw = best.pread(info.position, info.size)
+                off = offset_of_first_max(raw, 0, info.header)
+                if off >= self.high_watermark:
+                    return None
+                return TimestampOffset(target, off, info.header.partition_leader_epoch)
+        return None
+
+    # -- truncation and retention ----------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch whose last offset >= ``offset`` (batch granularity).
+
+        Below the first segment's base the log is emptied and restarts at ``offset``.
+        """
+        if offset >= self._leo:
+            return
+        if offset < self.segments[0].base_offset or offset < 0:
+            self.truncate_fully_and_start_at(max(offset, 0))
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset > offset:
+            self.segments.pop().delete()
+            self._bases.pop()
+        seg = self.active
+        seg.truncate_to(offset)
+        self._leo = max(seg.next_offset, seg.base_offset)
+        self.log_start_offset = min(self.log_start_offset, self._leo)
+        self.recovery_point = min(self.recovery_point, self._leo)
+        self._prefix_max = None
+        self._latest_epoch = None
+        self._last_append_time = None
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at ``offset``."""
+        for seg in self.segments:
+            seg.delete()
+        seg = LogSegment.create(self.dir, offset, self.config, now_ms=_now_ms(),
+                                jitter_ms=self.config.random_segment_jitter())
+        self.segments = [seg]
+        self._bases = [offset]
+        self._leo = offset
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self._prefix_max = None
+        self._latest_epoch = None
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """Move the log start forward (DeleteRecords); segments below it go on the next
+        retention pass."""
+        if offset > self._leo:
+            raise OffsetOutOfRangeError(f"offset {offset} is beyond the log end {self._leo}")
+        self.log_start_offset = max(self.log_start_offset, offset)
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Kafka's retention pass: time, then size, then log-start rules; returns the
+        number of segments deleted. Oldest first, stopping at the first segment that
+        must stay; never past the high watermark; files are renamed ``.deleted`` and
+        removed at once (file.delete.delay.ms is not waited for)."""
+        cfg = self.config
+        if cfg.log_append_time and self._last_append_time is None:
+            self._last_append_time = self._prefix_max_list()[-1]  # before the data goes
+        deleted = 0
+        if cfg.retention_ms >= 0:
+            deleted += self._delete_while(
+                lambda seg, _rest: now_ms - seg.largest_timestamp() > cfg.retention_ms)
+        if cfg.retention_bytes >= 0:
+            excess = [self.size_in_bytes() - cfg.retention_bytes]
+
+            def over(seg: LogSegment, _rest: int) -> bool:
+                if excess[0] - max(seg.size, 0) >= 0:
+                    excess[0] -= max(seg.size, 0)
+                    return True
+                return False
+            deleted += self._delete_while(over)
+        deleted += self._delete_while(
+            lambda _seg, next_base: next_base <= self.log_start_offset)
+        return deleted
+
+    def _delete_while(self, predicate: object) -> int:
+        assert callable(predicate)
+        hw = self.high_watermark
+        victims = 0
+        for i, seg in enumerate(self.segments):
+            is_last = i == len(self.segments) - 1
+            upper = self._leo if is_last else self.segments[i + 1].base_offset
+            if is_last and max(seg.size, 0) == 0:
+                break
+            if upper > hw or not predicate(seg, upper):
+                break
+            victims += 1
+        if victims == 0:
+            return 0
+        if victims == len(self.segments):
+            self.roll()  # Kafka rolls so the log keeps an active segment
+        for seg in self.segments[:victims]:
+            seg.delete()
+        del self.segments[:victims]
+        del self._bases[:victims]
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self._prefix_max = None
+        return victims
+
+    # -- durability ------------------------------------------------------------------
+    def flush(self) -> None:
+        """fsync every segment written since the last flush; advance the recovery point."""
+        for seg in self.segments:
+            if seg.dirty:
+                seg.flush()
+        self.active.flush()
+        self.recovery_point = self._leo
+
+    def close(self) -> None:
+        """Flush, write final time entries, trim indexes and close every file."""
+        self.flush()
+        for seg in self.segments:
+            seg.close()
+
+    def delete_files(self) -> None:
+        """Remove every segment file (the partition is being deleted)."""
+        for seg in self.segments:
+            seg.delete()
+        self.segments = []
+        self._bases = []
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except IsADirectoryError:
+        pass

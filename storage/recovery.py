@@ -1,0 +1,114 @@
+"""Rebuilding a segment from its ``.log`` after an unclean shutdown or a lost index.
+
+Kafka's ``LogSegment.recover``: every batch from the start of the segment is checked
+(header, size, CRC-32C, offsets increasing and within the segment's relative
+range); the first batch that fails ends the valid prefix. The ``.log`` is cut to
+that prefix, both indexes are rebuilt with Kafka's recover-time rule (an entry for
+a batch when more than ``index.interval.bytes`` lie between its position and the
+last indexed batch's position), the final time entry (segment max) is added and
+the index files are trimmed.
+
+Invariant: a batch that was completely written (its CRC holds) and lies before any
+damage is never removed; a torn tail or the first corrupt batch and everything after
+it in the segment are removed. The caller (``Log``) deletes all later segments when
+bytes were cut, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import crc32c as _crc32c
+
+from storage.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from storage.segment import INT32_MAX, LogSegment
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CHUNK = 16 * 1024 * 1024
+
+
+def recover_segment(seg: LogSegment, *, min_offset: int | None = None) -> int:
+    """Validate ``seg`` and rebuild its indexes; returns the number of bytes cut.
+
+    ``min_offset`` is the first offset the segment may hold (the previous segment's
+    end); batches below it are treated as corruption.
+    """
+    fd = seg.fd()
+    size = os.fstat(fd).st_size
+    seg.size = size
+    seg.offset_index.reset()
+    seg.time_index.reset()
+    seg.reset_state_for_rebuild()
+    interval = seg.config.index_interval_bytes
+    base = seg.base_offset
+    expected = base if min_offset is None else max(base, min_offset)
+    max_ts = -1
+    shallow = base
+    last_index_pos = 0
+    first_ts: int | None = None
+    next_offset = base
+    pos = 0
+    buf = b""
+    view = memoryview(buf)
+    buf_pos = 0
+    unpack = _HEADER.unpack_from
+    crc = _crc32c.crc32c
+    off_index = seg.offset_index
+    time_index = seg.time_index
+    while size - pos >= HEADER_SIZE:
+        rel = pos - buf_pos
+        if rel + HEADER_SIZE > len(buf):
+            buf = os.pread(fd, min(_CHUNK, size - pos), pos)
+            view = memoryview(buf)
+            buf_pos, rel = pos, 0
+        (base_off, length, _epoch, magic, stored_crc, _attrs, last_delta, _bts, batch_max,
+         _pid, _pep, _seq, _count) = unpack(buf, rel)
+        if magic != MAGIC or length < HEADER_SIZE - LOG_OVERHEAD:
+            break
+        bsize = length + LOG_OVERHEAD
+        if pos + bsize > size:
+            break  # torn trailing batch
+        if rel + bsize > len(buf):
+            buf = os.pread(fd, min(max(_CHUNK, bsize), size - pos), pos)
+            view = memoryview(buf)
+            buf_pos, rel = pos, 0
+        if crc(view[rel + 21: rel + bsize]) != stored_crc:
+            break
+        last = base_off + last_delta
+        if base_off < expected or last_delta < 0 or last - base > INT32_MAX:
+            break
+        if first_ts is None:
+            first_ts = batch_max
+        if batch_max > max_ts:
+            max_ts = batch_max
+            shallow = last
+        if pos - last_index_pos > interval:
+            # The recover-time rule can want more entries than appends made; a skipped
+            # entry only makes a lookup scan from an earlier entry, never miss.
+            if off_index.entries < off_index.max_entries:
+                off_index.append(last, pos)
+            if max_ts >= 0 and not time_index.is_full:
+                time_index.maybe_append(max_ts, shallow)
+            last_index_pos = pos
+        expected = last + 1
+        next_offset = last + 1
+        pos += bsize
+    cut = size - pos
+    if cut:
+        os.ftruncate(fd, pos)
+        seg.size = pos
+    if max_ts >= 0:
+        time_index.maybe_append(max_ts, shallow, skip_full_check=True)
+    off_index.trim()
+    time_index.trim()
+    seg._max_ts = max_ts
+    seg._offset_of_max = shallow
+    seg._next_offset = next_offset
+    seg._rolling_base_ts = first_ts
+    seg._rolling_loaded = True
+    seg.bytes_since_last_index_entry = 0
+    os.fsync(fd)
+    off_index.flush()
+    time_index.flush()
+    return cut

@@ -1,0 +1,496 @@
+"""One log segment: ``%020d.log`` plus its ``.index`` and ``.timeindex``.
+
+Invariants:
+- the ``.log`` is a sequence of whole v2 batches with strictly increasing offsets,
+  all >= the segment's base offset and within base + Int32.MAX;
+- index entries follow Kafka's rules per batch (KAFKA-806): after adding a batch's
+  max to the running max (remembering the last offset of the first batch that
+  reached it), if more than ``index.interval.bytes`` were appended since the last
+  entry, write (batch last offset -> batch position) and
+  ``time_index.maybe_append(running max, its shallow offset)``;
+- ``max_timestamp`` is the largest record timestamp in the segment (-1 when none)
+  and ``offset_of_max`` the last offset of the first batch carrying it; a sealed
+  segment's last time-index entry is exactly this pair;
+- a segment never holds its .log open until first used, so thousands of sealed
+  segments cost a Python object each and no file descriptors or mappings.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from storage import codecs
+from storage.config import LogConfig
+from storage.errors import CorruptRecordError, LogStorageError
+from storage.index import OffsetIndex, TimeIndex
+from storage.records import (
+    COMPRESSION_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+)
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_READ_CHUNK = 64 * 1024
+INT32_MAX = 0x7FFFFFFF
+
+
+def log_file_name(base_offset: int) -> str:
+    return f"{base_offset:020d}.log"
+
+
+class BatchInfo(NamedTuple):
+    """Where a batch sits in a segment and what the indexes need from it."""
+
+    position: int
+    header: BatchHeader
+
+    @property
+    def size(self) -> int:
+        return self.header.batch_length + LOG_OVERHEAD
+
+
+class TimestampHit(NamedTuple):
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+def first_record_at_or_after(
+    buf: bytes | memoryview, pos: int, h: BatchHeader, target_ts: int, min_offset: int
+) -> tuple[int, int] | None:
+    """(timestamp, offset) of the first record in offset order with ts >= target_ts and
+    offset >= min_offset, in the batch at ``pos`` of ``buf``; None when there is none.
+
+    Walks only up to the hit: record length, timestamp delta and offset delta are
+    decoded, everything else is skipped by the record length.
+    """
+    if h.attributes & TIMESTAMP_TYPE_MASK:
+        # LogAppendTime: every record reports the batch max timestamp.
+        if h.max_timestamp < target_ts or h.last_offset < min_offset:
+            return None
+        return h.max_timestamp, max(min_offset, h.base_offset)
+    codec = h.attributes & COMPRESSION_MASK
+    start = pos + HEADER_SIZE
+    end = pos + h.batch_length + LOG_OVERHEAD
+    data: bytes | memoryview = buf
+    if codec:
+        data = codecs.decompress(codec, memoryview(buf)[start:end])
+        start, end = 0, len(data)
+    base_ts = h.base_timestamp
+    base_off = h.base_offset
+    p = start
+    for _ in range(h.records_count):
+        if p >= end:
+            break
+        # record length (zig-zag varint)
+        b = data[p]
+        p += 1
+        if b < 0x80:
+            u = b
+        else:
+            u = b & 0x7F
+            shift = 7
+            while True:
+                b = data[p]
+                p += 1
+                u |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+        length = (u >> 1) ^ -(u & 1)
+        body_end = p + length
+        q = p + 1  # skip record attributes
+        b = data[q]
+        q += 1
+        if b < 0x80:
+            u = b
+        else:
+            u = b & 0x7F
+            shift = 7
+            while True:
+                b = data[q]
+                q += 1
+                u |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+        ts = base_ts + ((u >> 1) ^ -(u & 1))
+        if ts >= target_ts:
+            b = data[q]
+            q += 1
+            if b < 0x80:
+                u = b
+            else:
+                u = b & 0x7F
+                shift = 7
+                while True:
+                    b = data[q]
+                    q += 1
+                    u |= (b & 0x7F) << shift
+                    if b < 0x80:
+                        break
+                    shift += 7
+            off = base_off + ((u >> 1) ^ -(u & 1))
+            if off >= min_offset:
+                return ts, off
+        p = body_end
+    return None
+
+
+def offset_of_first_max(buf: bytes | memoryview, pos: int, h: BatchHeader) -> int:
+    """Offset of the first record whose timestamp equals the batch max (Kafka's
+    offsetOfMaxTimestamp; the base offset under LogAppendTime)."""
+    if h.attributes & TIMESTAMP_TYPE_MASK:
+        return h.base_offset
+    hit = first_record_at_or_after(buf, pos, h, h.max_timestamp, h.base_offset)
+    return hit[1] if hit is not None else h.base_offset
+
+
+class LogSegment:
+    """A segment's files and in-memory state; the last segment of a log is active."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        created_ms: int | None = None,
+        jitter_ms: int = 0,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        stem = directory / f"{base_offset:020d}"
+        self.log_path = Path(f"{stem}.log")
+        self.offset_index = OffsetIndex(f"{stem}.index", base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(f"{stem}.timeindex", base_offset, config.segment_index_bytes)
+        self._fd: int | None = None
+        try:
+            self.size = self.log_path.stat().st_size
+        except FileNotFoundError:
+            self.size = -1  # created on first open
+        self.created_ms = int(time.time() * 1000) if created_ms is None else created_ms
+        self.jitter_ms = jitter_ms
+        self.bytes_since_last_index_entry = 0
+        self._max_ts: int | None = None
+        self._offset_of_max = base_offset
+        self._next_offset: int | None = None
+        self._rolling_base_ts: int | None = None
+        self._rolling_loaded = False
+        self.dirty = False
+
+    # -- files -----------------------------------------------------------------
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, config: LogConfig, *, now_ms: int,
+               jitter_ms: int = 0) -> LogSegment:
+        seg = cls(directory, base_offset, config, created_ms=now_ms, jitter_ms=jitter_ms)
+        seg.fd()
+        seg._max_ts = -1
+        seg._next_offset = base_offset
+        seg._rolling_loaded = True
+        return seg
+
+    def fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.size = os.fstat(self._fd).st_size
+        return self._fd
+
+    def pread(self, pos: int, n: int) -> bytes:
+        return os.pread(self.fd(), n, pos)
+
+    def mtime_ms(self) -> int:
+        return int(self.log_path.stat().st_mtime * 1000)
+
+    # -- batch walking ---------------------------------------------------------
+    def iter_batches(self, start: int = 0, end: int | None = None) -> Iterator[BatchInfo]:
+        """Headers of whole batches from ``start`` (a batch boundary); stops at a torn tail.
+
+        Raises CorruptRecordError on a header that cannot be a batch.
+        """
+        fd = self.fd()
+        stop = self.size if end is None else min(end, self.size)
+        pos = start
+        buf = b""
+        buf_pos = pos
+        unpack = _HEADER.unpack_from
+        make = BatchHeader._make
+        while stop - pos >= HEADER_SIZE:
+            rel = pos - buf_pos
+            if rel < 0 or rel + HEADER_SIZE > len(buf):
+                buf = os.pread(fd, min(_READ_CHUNK, stop - pos), pos)
+                buf_pos = pos
+                rel = 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            h = make(unpack(buf, rel))
+            if h.magic != MAGIC or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                raise CorruptRecordError(
+                    f"{self.log_path}: no valid batch header at position {pos}"
+                )
+            size = h.batch_length + LOG_OVERHEAD
+            if pos + size > stop:
+                return
+            yield BatchInfo(pos, h)
+            pos += size
+
+    def find_batch(self, offset: int) -> BatchInfo | None:
+        """The first batch whose last offset >= ``offset`` (None past the end)."""
+        _, pos = self.offset_index.lookup(offset)
+        for info in self.iter_batches(pos):
+            if info.header.base_offset + info.header.last_offset_delta >= offset:
+                return info
+        return None
+
+    # -- lazily known state ----------------------------------------------------
+    def _load_max(self) -> None:
+        ts, off = self.time_index.last_entry()
+        self._max_ts, self._offset_of_max = ts, off
+
+    @property
+    def max_timestamp(self) -> int:
+        if self._max_ts is None:
+            self._load_max()
+        assert self._max_ts is not None
+        return self._max_ts
+
+    @property
+    def offset_of_max(self) -> int:
+        if self._max_ts is None:
+            self._load_max()
+        return self._offset_of_max
+
+    def largest_timestamp(self) -> int:
+        """Kafka's largestTimestamp: the max timestamp, or the .log mtime without one."""
+        ts = self.max_timestamp
+        return ts if ts >= 0 else self.mtime_ms()
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset in this segment (base offset when empty)."""
+        if self._next_offset is None:
+            last_off, pos = self.offset_index.lookup(1 << 62)
+            nxt = self.base_offset
+            for info in self.iter_batches(pos):
+                nxt = info.header.base_offset + info.header.last_offset_delta + 1
+            self._next_offset = nxt
+        return self._next_offset
+
+    def rolling_base_timestamp(self) -> int | None:
+        """The first batch's max timestamp (Kafka's rollingBasedTimestamp)."""
+        if not self._rolling_loaded:
+            self._rolling_loaded = True
+            self._rolling_base_ts = None
+            for info in self.iter_batches(0):
+                self._rolling_base_ts = info.header.max_timestamp
+                break
+        return self._rolling_base_ts
+
+    # -- append ----------------------------------------------------------------
+    def should_roll(self, incoming_size: int, incoming_max_ts: int, incoming_last_offset: int,
+                    now_ms: int) -> bool:
+        """Kafka's LogSegment.shouldRoll, checked before each append."""
+        size = max(self.size, 0)
+        cfg = self.config
+        if size > cfg.segment_bytes - incoming_size:
+            return True
+        if size > 0:
+            first = self.rolling_base_timestamp()
+            if first is not None and first >= 0:
+                waited = incoming_max_ts - first
+            else:
+                waited = now_ms - self.created_ms
+            if waited > cfg.segment_ms - self.jitter_ms:
+                return True
+        if self.offset_index.is_loaded or size > 0:
+            if self.offset_index.is_full or self.time_index.is_full:
+                return True
+        rel = incoming_last_offset - self.base_offset
+        return not 0 <= rel <= INT32_MAX
+
+    def prepare_active(self) -> None:
+        """Open the files for appending: preallocate indexes (Kafka's resizeIndexes)."""
+        self.fd()
+        self.offset_index.make_appendable()
+        self.time_index.make_appendable()
+        if self._max_ts is None:
+            self._load_max()
+
+    def append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, int, int, int]]) -> None:
+        """Write ``data`` (whole batches) at the end and index it.
+
+        ``batches`` lists (position within data, size, last offset, max timestamp) per
+        batch. On an I/O error the .log is cut back to its previous size and
+        LogStorageError is raised, so the segment is as it was.
+        """
+        fd = self.fd()
+        if self._max_ts is None:
+            self._load_max()
+        start = self.size
+        view = memoryview(data)
+        try:
+            written = 0
+            while written < len(view):
+                n = os.pwrite(fd, view[written:], start + written)
+                if n <= 0:
+                    raise OSError("short write")
+                written += n
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass
+            raise LogStorageError(f"append to {self.log_path} failed: {exc}") from exc
+        self.size = start + len(view)
+        self.dirty = True
+        if not self._rolling_loaded:
+            self.rolling_base_timestamp()
+        if start == 0 and batches:
+            self._rolling_base_ts = batches[0][3]
+            self._rolling_loaded = True
+        interval = self.config.index_interval_bytes
+        assert self._max_ts is not None
+        for rel_pos, size, last_offset, max_ts in batches:
+            if max_ts > self._max_ts:
+                self._max_ts = max_ts
+                self._offset_of_max = last_offset
+            if self.bytes_since_last_index_entry > interval:
+                self.offset_index.append(last_offset, start + rel_pos)
+                if self._max_ts >= 0:
+                    self.time_index.maybe_append(self._max_ts, self._offset_of_max)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += size
+            self._next_offset = last_offset + 1
+
+    # -- lookups -----------------------------------------------------------------
+    def find_by_timestamp(self, target_ts: int, min_offset: int,
+                          max_offset: int) -> TimestampHit | None:
+        """Smallest offset in [min_offset, max_offset) with record ts >= target_ts.
+
+        Exact: the time index floor entry (ts <= target) names a batch before which
+        every record is below its ts, hence below target; every batch from there is
+        checked by header max and then record by record.
+        """
+        _, entry_off = self.time_index.lookup(target_ts)
+        start_off = max(entry_off, min_offset)
+        _, pos = self.offset_index.lookup(start_off)
+        for info in self.iter_batches(pos):
+            h = info.header
+            last = h.base_offset + h.last_offset_delta
+            if h.base_offset >= max_offset:
+                return None
+            if last < start_off or h.max_timestamp < target_ts:
+                continue
+            raw = self.pread(info.position, h.batch_length + LOG_OVERHEAD)
+            hit = first_record_at_or_after(raw, 0, h, target_ts, min_offset)
+            if hit is not None:
+                if hit[1] >= max_offset:
+                    return None
+                return TimestampHit(hit[0], hit[1], h.partition_leader_epoch)
+        return None
+
+    # -- maintenance ---------------------------------------------------------------
+    def seal(self) -> None:
+        """Kafka's onBecomeInactiveSegment: final time entry, trim indexes."""
+        if self._max_ts is None:
+            self._load_max()
+        assert self._max_ts is not None
+        if self._max_ts >= 0:
+            self.time_index.maybe_append(self._max_ts, self._offset_of_max, skip_full_check=True)
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    def flush(self) -> None:
+        if self._fd is not None and self.dirty:
+            os.fsync(self._fd)
+            self.dirty = False
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset >= ``offset`` (batch granularity, as
+        Kafka); returns the bytes removed."""
+        info = self.find_batch(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.offset_index.make_appendable()
+        self.time_index.make_appendable()
+        self.bytes_since_last_index_entry = 0
+        if info is None:
+            return 0
+        cut = self.size - info.position
+        os.ftruncate(self.fd(), info.position)
+        self.size = info.position
+        self.dirty = True
+        # Recompute the max: last time entry, then the batches after its batch.
+        ts, off = self.time_index.last_entry()
+        self._max_ts, self._offset_of_max = ts, off
+        _, pos = self.offset_index.lookup(off)
+        nxt = self.base_offset
+        _, last_pos = self.offset_index.lookup(1 << 62)
+        for b in self.iter_batches(min(pos, last_pos)):
+            h = b.header
+            if h.max_timestamp > self._max_ts:
+                self._max_ts = h.max_timestamp
+                self._offset_of_max = h.base_offset + h.last_offset_delta
+            nxt = h.base_offset + h.last_offset_delta + 1
+        self._next_offset = nxt
+        if self.size == 0:
+            self._max_ts, self._offset_of_max = -1, self.base_offset
+            self._rolling_loaded = True
+            self._rolling_base_ts = None
+            self.created_ms = int(time.time() * 1000)
+        return cut
+
+    def close(self) -> None:
+        """Final time entry, trim indexes, close files (Kafka's LogSegment.close)."""
+        if self.offset_index.is_loaded or self.time_index.is_loaded:
+            if self._max_ts is not None and self._max_ts >= 0:
+                self.time_index.maybe_append(self._max_ts, self._offset_of_max, skip_full_check=True)
+        self.offset_index.close()
+        self.time_index.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def release(self) -> None:
+        """Close files without writing anything (before deleting them)."""
+        self.offset_index.release()
+        self.time_index.release()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def delete(self) -> None:
+        """Rename every file to ``.deleted`` then remove it (Kafka's async delete, done now)."""
+        self.release()
+        paths = [self.log_path, self.offset_index.path, self.time_index.path]
+        renamed = []
+        for p in paths:
+            target = Path(str(p) + ".deleted")
+            try:
+                os.replace(p, target)
+                renamed.append(target)
+            except FileNotFoundError:
+                pass
+        for p in renamed:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+    def reset_state_for_rebuild(self) -> None:
+        self._max_ts = -1
+        self._offset_of_max = self.base_offset
+        self._next_offset = self.base_offset
+        self._rolling_loaded = False
+        self.bytes_since_last_index_entry = 0
