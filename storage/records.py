@@ -551,73 +551,391 @@ def build_batch(
 # ---------------------------------------------------------------- append path
 
 
-def _scan(
-    data: Buffer, p: int, end: int, count: int, check_offsets: bool
-) -> tuple[int, int, int]:
-    """Walk ``count`` records; return (min ts delta, max ts delta, index of first max).
+# ---------------------------------------------------------------- the record walk
+#
+# Validation needs every record's timestamp and offset delta, and a Python loop
+# costs ~2.5 µs per record (~40 MB/s for 100-byte records). Most batches are
+# made of long *runs* of records with identical layout: the same total size and
+# the same bytes in every length field, so each field sits at the same position
+# in each record and a field of all records of the run is one strided slice
+# ``data[start::size]``, taken in C. The fast path:
+#
+# 1. parses one record in Python, noting where its varints are (its *layout*);
+# 2. finds how many following records share that layout by comparing strided
+#    columns (length-field bytes equal, timestamp/offset varints of the same
+#    width) with ``bytes.lstrip``, galloping so a short run costs little;
+# 3. decodes the run's timestamp deltas as lanes of one big integer (SWAR with
+#    Python ints: varint groups merged, zig-zag mapped to an order-preserving
+#    key) and reduces them to min, max and the first index of the max in
+#    O(log n) big-int operations;
+# 4. checks the offset deltas by comparing columns with the canonical varint
+#    bytes of i0..i0+k-1.
+#
+# The fast path never rejects anything: whenever it cannot prove a run valid
+# (short run, wide varints, non-canonical offset varints), the scalar walk
+# handles those records and is the one that raises.
+
+_MIN_RUN = 16
+_HIGHBIT = bytes(1 if b >= 0x80 else 0 for b in range(256))
+_EQ = 0
+_CONT = 1
+_TERM = 2
+_LANE_BYTES = (1, 1, 2, 4, 4, 8, 8, 8, 8)  # by varint width 0..8
+
+
+class _Layout(NamedTuple):
+    size: int
+    checks: tuple[tuple[int, int, bytes], ...]  # (offset in record, kind, byte for _EQ)
+    ts_off: int
+    ts_width: int
+    od_off: int
+    od_width: int
+    ts_delta: int
+    od: int
+
+
+def _varint_end(data: Buffer, p: int, end: int, max_bytes: int) -> int:
+    """Position after the varint at p (validated as _read_uvarint would)."""
+    return _read_uvarint(data, p, end, max_bytes)[1]
+
+
+def _layout(data: Buffer, p: int, end: int) -> _Layout:
+    """Parse the record at p, noting the position of each varint (raises if invalid)."""
+    checks: list[tuple[int, int, bytes]] = []
+
+    def eq(a: int, b: int) -> None:
+        for q in range(a, b):
+            checks.append((q - p, _EQ, bytes((data[q],))))
+
+    length, q = _read_varint(data, p, end)
+    body_end = q + length
+    if length < 1 or body_end > end:
+        raise CorruptRecordError(f"record length {length} does not fit the batch")
+    eq(p, q)
+    ts_at = q + 1
+    td, q = _read_varlong(data, ts_at, body_end)
+    tw = q - ts_at
+    for j in range(tw):
+        checks.append((ts_at + j - p, _CONT if j < tw - 1 else _TERM, b""))
+    od_at = q
+    od, q = _read_varint(data, od_at, body_end)
+    ow = q - od_at
+    for j in range(ow):
+        checks.append((od_at + j - p, _CONT if j < ow - 1 else _TERM, b""))
+    for _field in range(2):  # key, value
+        a = q
+        n, q = _read_varint(data, q, body_end)
+        eq(a, q)
+        if n > 0:
+            q += n
+            if q > body_end:
+                raise CorruptRecordError("record key or value overruns the record")
+    a = q
+    nh, q = _read_varint(data, q, body_end)
+    eq(a, q)
+    if nh < 0:
+        raise CorruptRecordError(f"record has a negative header count {nh}")
+    for _h in range(nh):
+        a = q
+        hk, q = _read_varint(data, q, body_end)
+        eq(a, q)
+        if hk < 0:
+            raise CorruptRecordError(f"header key length {hk} is negative")
+        q += hk
+        a = q
+        hv, q = _read_varint(data, q, body_end)
+        eq(a, q)
+        if hv > 0:
+            q += hv
+        if q > body_end:
+            raise CorruptRecordError("header overruns the record")
+    if q != body_end:
+        raise CorruptRecordError(f"record body length {length} does not match its fields")
+    return _Layout(body_end - p, tuple(checks), ts_at - p, tw, od_at - p, ow, td, od)
+
+
+def _column(data: Buffer, start: int, n: int, step: int) -> bytes:
+    """Bytes data[start], data[start+step], ... (n of them), copied in C."""
+    col = data[start : start + (n - 1) * step + 1 : step]
+    return col.tobytes() if isinstance(col, memoryview) else bytes(col)
+
+
+def _run_length(data: Buffer, p: int, lay: _Layout, kmax: int) -> int:
+    """How many records from p (at most kmax, record 0 included) share ``lay``."""
+    size = lay.size
+    done = 1
+    window = _MIN_RUN
+    while done < kmax:
+        want = min(kmax - done, window)
+        n = want
+        base = p + done * size
+        for off, kind, byte in lay.checks:
+            col = _column(data, base + off, n, size)
+            if kind == _EQ:
+                rest = col.lstrip(byte)
+            elif kind == _CONT:
+                rest = col.translate(_HIGHBIT).lstrip(b"\x01")
+            else:
+                rest = col.translate(_HIGHBIT).lstrip(b"\x00")
+            if rest:
+                n -= len(rest)
+                if n == 0:
+                    return done
+        done += n
+        if n < want:
+            return done
+        window *= 4
+    return done
+
+
+def _lane_ones(k: int, lane: int) -> int:
+    return int.from_bytes((b"\x01" + bytes(lane - 1)) * k, "little")
+
+
+def _lane_max(x: int, n: int, lane_bits: int, ones: int) -> int:
+    """Largest lane of x (n lanes, each value below 2**(lane_bits - 1)).
+
+    A tournament: the low half of the lanes against the high half, lane-wise,
+    until one lane is left. (A | top) - B keeps each lane's top bit iff A >= B,
+    and no borrow crosses lanes because every value is below the top bit.
+    """
+    full = (1 << lane_bits) - 1
+    top_shift = lane_bits - 1
+    while n > 1:
+        h = n >> 1
+        hb = h * lane_bits
+        mask = (1 << hb) - 1
+        a = x & mask
+        b = (x >> hb) & mask
+        extra = x >> (2 * hb)
+        high = (ones & mask) << top_shift
+        ge = (((a | high) - b) & high) >> top_shift
+        m = ge * full
+        x = (a & m) | (b & (mask ^ m)) | (extra << hb)
+        n -= h
+    return x
+
+
+def _run_timestamps(data: Buffer, p: int, lay: _Layout, k: int) -> tuple[int, int, int]:
+    """(min delta, max delta, index of first max) over the run's timestamp varints."""
+    tw = lay.ts_width
+    lane = _LANE_BYTES[tw]
+    lane_bits = 8 * lane
+    size = lay.size
+    start = p + lay.ts_off
+    if lane == 1:
+        v = int.from_bytes(_column(data, start, k, size), "little")
+        ones = _lane_ones(k, 1)
+    else:
+        lanes = bytearray(k * lane)
+        for j in range(tw):
+            lanes[j::lane] = _column(data, start + j, k, size)
+        x = int.from_bytes(lanes, "little")
+        ones = _lane_ones(k, lane)
+        # Merge the 7-bit groups: byte j (at bit 8j of its lane) lands at bit 7j.
+        v = 0
+        for j in range(tw):
+            v |= (x >> j) & (ones * (0x7F << (7 * j)))
+    width = 7 * tw
+    half_range = 1 << (width - 1)
+    sign = v & ones
+    half = (v >> 1) & (ones * (half_range - 1))
+    # Zig-zag decode shifted by half_range, so unsigned lane order = signed order.
+    key = (half ^ (sign * (half_range - 1))) | ((ones ^ sign) * half_range)
+    mx = _lane_max(key, k, lane_bits, ones)
+    top = (1 << width) - 1
+    mn = top - _lane_max(ones * top - key, k, lane_bits, ones)
+    # First lane equal to mx: zero lanes of key ^ mx stay below the top bit after -1.
+    high = ones << (lane_bits - 1)
+    z = key ^ (ones * mx)
+    equal = high ^ (((z | high) - ones) & high)
+    first = ((equal & -equal).bit_length() - 1) // lane_bits
+    return mn - half_range, mx - half_range, first
+
+
+_OFFSET_WIDTH_START = (0, 0, 64, 8192, 1 << 20, 1 << 27)  # first delta needing w bytes
+_OFFSET_WIDTH_END = (0, 64, 8192, 1 << 20, 1 << 27, 1 << 31)
+_offset_columns: dict[int, list[bytes]] = {}
+
+
+def _expected_offset_columns(width: int, upto: int) -> list[bytes]:
+    """Canonical varint bytes of offset deltas [start(width), upto), one column per byte."""
+    cols = _offset_columns.get(width)
+    start = _OFFSET_WIDTH_START[width]
+    if cols is None or start + len(cols[0]) < upto:
+        stop = min(_OFFSET_WIDTH_END[width], max(upto, 2 * (start + (len(cols[0]) if cols else 0)), 64))
+        zz = [2 * i for i in range(start, stop)]
+        cols = [
+            bytes(((z >> (7 * j)) & 0x7F) | (0x80 if j < width - 1 else 0) for z in zz)
+            for j in range(width)
+        ]
+        _offset_columns[width] = cols
+    return cols
+
+
+def _run_offsets_ok(data: Buffer, p: int, lay: _Layout, k: int, i0: int) -> bool:
+    """True when the run's offset deltas are exactly i0..i0+k-1, canonically encoded."""
+    w = lay.od_width
+    if w > 5 or i0 < _OFFSET_WIDTH_START[w] or i0 + k > _OFFSET_WIDTH_END[w]:
+        return False
+    cols = _expected_offset_columns(w, i0 + k)
+    a = i0 - _OFFSET_WIDTH_START[w]
+    start = p + lay.od_off
+    for j in range(w):
+        if _column(data, start + j, k, lay.size) != cols[j][a : a + k]:
+            return False
+    return True
+
+
+def _scan_scalar(
+    data: Buffer, p: int, end: int, i0: int, n: int, check_offsets: bool
+) -> tuple[int, int, int, int]:
+    """Walk records i0..i0+n-1 from p; return (p after, min delta, max delta, first max index).
 
     Validates the whole structure (as _parse_records) without making objects.
     With ``check_offsets``, offset delta i must equal i (InvalidRecordError).
+    One- and two-byte varints are decoded inline (the common case); reads may
+    run past a record's end, which the ``p != body_end`` check then rejects, and
+    past the buffer, which the IndexError handler turns into CorruptRecordError.
+    """
+    read_varint = _read_varint
+    read_varlong = _read_varlong
+    mn = _INT64_MAX
+    mx = _INT64_MIN
+    imx = i0
+    i = i0
+    try:
+        for i in range(i0, i0 + n):
+            b = data[p]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                c = data[p + 1]
+                if c < 0x80:
+                    u = (b & 0x7F) | (c << 7)
+                    length = (u >> 1) ^ -(u & 1)
+                    p += 2
+                else:
+                    length, p = read_varint(data, p, end)
+            body_end = p + length
+            if length < 1 or body_end > end:
+                raise CorruptRecordError(f"record {i} length {length} does not fit the batch")
+            b = data[p + 1]
+            if b < 0x80:
+                td = (b >> 1) ^ -(b & 1)
+                p += 2
+            else:
+                c = data[p + 2]
+                if c < 0x80:
+                    u = (b & 0x7F) | (c << 7)
+                    td = (u >> 1) ^ -(u & 1)
+                    p += 3
+                else:
+                    td, p = read_varlong(data, p + 1, body_end)
+            if td < mn:
+                mn = td
+            if td > mx:
+                mx = td
+                imx = i
+            b = data[p]
+            if b < 0x80:
+                od = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                c = data[p + 1]
+                if c < 0x80:
+                    u = (b & 0x7F) | (c << 7)
+                    od = (u >> 1) ^ -(u & 1)
+                    p += 2
+                else:
+                    od, p = read_varint(data, p, body_end)
+            if check_offsets and od != i:
+                raise InvalidRecordError(f"record {i} has offset delta {od}, expected {i}")
+            for _kv in (0, 1):  # key, then value: negative lengths mean null
+                b = data[p]
+                if b < 0x80:
+                    p += 1 if b & 1 else 1 + (b >> 1)
+                else:
+                    c = data[p + 1]
+                    if c < 0x80:
+                        p += 2 if b & 1 else 2 + (((b & 0x7F) | (c << 7)) >> 1)
+                    else:
+                        klen, p = read_varint(data, p, body_end)
+                        if klen > 0:
+                            p += klen
+            if data[p] == 0:
+                p += 1
+            else:
+                nh, p = read_varint(data, p, body_end)
+                if nh < 0:
+                    raise CorruptRecordError(f"record {i} has a negative header count {nh}")
+                for _h in range(nh):
+                    hk, p = read_varint(data, p, body_end)
+                    if hk < 0:
+                        raise CorruptRecordError(f"record {i} header key length {hk} is negative")
+                    p += hk
+                    hv, p = read_varint(data, p, body_end)
+                    if hv > 0:
+                        p += hv
+                    if p > body_end:
+                        raise CorruptRecordError(f"record {i} header overruns the record")
+            if p != body_end:
+                raise CorruptRecordError(
+                    f"record {i} body length {length} does not match its fields"
+                )
+    except IndexError:
+        raise CorruptRecordError(f"record {i} runs past the end of the records") from None
+    return p, mn, mx, imx
+
+
+def _scan(
+    data: Buffer, p: int, end: int, count: int, check_offsets: bool, fast: bool = True
+) -> tuple[int, int, int]:
+    """Walk ``count`` records; return (min ts delta, max ts delta, index of first max).
+
+    Every record is validated structurally and the records must end exactly at
+    ``end``. ``fast=False`` forces the scalar walk (the tests compare the two).
     """
     if count == 0:
         if p != end:
             raise CorruptRecordError(f"{end - p} bytes remain after the batch's 0 records")
         return 0, 0, 0
-    read_varint = _read_varint
-    read_varlong = _read_varlong
     mn = _INT64_MAX
     mx = _INT64_MIN
     imx = 0
-    for i in range(count):
-        if p >= end:
-            raise CorruptRecordError(f"records end after {i} of {count}")
-        b = data[p]
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
-            p += 1
+    i = 0
+    stretch = 32
+    while i < count:
+        left = count - i
+        if fast and left >= _MIN_RUN:
+            lay = _layout(data, p, end)
+            kmax = min(left, (end - p) // lay.size)
+            k = _run_length(data, p, lay, kmax) if kmax >= _MIN_RUN else 1
+            if k >= _MIN_RUN and lay.ts_width <= 8 and (
+                not check_offsets or _run_offsets_ok(data, p, lay, k, i)
+            ):
+                rmn, rmx, ridx = _run_timestamps(data, p, lay, k)
+                if rmn < mn:
+                    mn = rmn
+                if rmx > mx:
+                    mx = rmx
+                    imx = i + ridx
+                p += k * lay.size
+                i += k
+                stretch = 32
+                continue
+            n = min(left, max(k, stretch))
+            stretch = min(stretch * 2, 4096)
         else:
-            length, p = read_varint(data, p, end)
-        body_end = p + length
-        if length < 1 or body_end > end:
-            raise CorruptRecordError(f"record length {length} does not fit the batch")
-        p += 1
-        b = data[p] if p < body_end else 0x80
-        if b < 0x80:
-            td = (b >> 1) ^ -(b & 1)
-            p += 1
-        else:
-            td, p = read_varlong(data, p, body_end)
-        if td < mn:
-            mn = td
-        if td > mx:
-            mx = td
-            imx = i
-        od, p = read_varint(data, p, body_end)
-        if check_offsets and od != i:
-            raise InvalidRecordError(f"record {i} has offset delta {od}, expected {i}")
-        klen, p = read_varint(data, p, body_end)
-        if klen > 0:
-            p += klen
-        vlen, p = read_varint(data, p, body_end)
-        if vlen > 0:
-            p += vlen
-        if p > body_end:
-            raise CorruptRecordError("record key or value overruns the record")
-        nh, p = read_varint(data, p, body_end)
-        if nh < 0:
-            raise CorruptRecordError(f"record has a negative header count {nh}")
-        for _h in range(nh):
-            hk, p = read_varint(data, p, body_end)
-            if hk < 0:
-                raise CorruptRecordError(f"header key length {hk} is negative")
-            p += hk
-            hv, p = read_varint(data, p, body_end)
-            if hv > 0:
-                p += hv
-            if p > body_end:
-                raise CorruptRecordError("header overruns the record")
-        if p != body_end:
-            raise CorruptRecordError(f"record {i} body length {length} does not match its fields")
+            n = left
+        p, smn, smx, simx = _scan_scalar(data, p, end, i, n, check_offsets)
+        if smn < mn:
+            mn = smn
+        if smx > mx:
+            mx = smx
+            imx = simx
+        i += n
     if p != end:
         raise CorruptRecordError(f"{end - p} bytes remain after the batch's {count} records")
     return mn, mx, imx

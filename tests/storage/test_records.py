@@ -354,3 +354,208 @@ def test_timestamp_errors_name_every_offending_record() -> None:
     errs = R.timestamp_errors(buf, 0, now_ms=10_000, before_max_ms=4_000, after_max_ms=5_000)
     assert [i for i, _ in errs] == [0, 1, 3]
     assert "Timestamp 1000 of message with offset 0 is out of range" in errs[0][1]
+
+
+# ---------------------------------------------------------------- fast walk == scalar walk
+#
+# The append path decodes runs of same-layout records column-wise (see the
+# comment above ``_scan`` in storage/records.py). These tests hand-encode
+# batches, including non-canonical (padded) varints that Kafka's reader accepts,
+# and require the column walk, the plain per-record walk and kafka-python's
+# reader to agree on every batch.
+
+
+def _uvarint(u: int, pad: int = 0) -> bytes:
+    """LEB128 of u, with ``pad`` redundant zero groups (a valid, non-canonical encoding)."""
+    out = bytearray()
+    while True:
+        out.append(u & 0x7F)
+        u >>= 7
+        if not u:
+            break
+        out[-1] |= 0x80
+    if pad:
+        out[-1] |= 0x80
+        out += b"\x80" * (pad - 1) + b"\x00"
+    return bytes(out)
+
+
+def _zz(n: int) -> int:
+    return ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
+
+
+def _raw_record(td: int, od: int, key: bytes | None, value: bytes | None,
+                headers: list[tuple[bytes, bytes | None]], pads: dict[str, int]) -> bytes:
+    def v(n: int, field: str) -> bytes:
+        # Padding stays within Kafka's limits: 10 bytes for the varlong, 5 for varints.
+        canonical = len(_uvarint(_zz(n)))
+        return _uvarint(_zz(n), min(pads.get(field, 0), (10 if field == "ts" else 5) - canonical))
+
+    body = b"\x00" + v(td, "ts") + v(od, "od")
+    body += v(-1, "k") if key is None else v(len(key), "k") + key
+    body += v(-1, "v") if value is None else v(len(value), "v") + value
+    body += v(len(headers), "h")
+    for hk, hv in headers:
+        body += v(len(hk), "hk") + hk + (v(-1, "hv") if hv is None else v(len(hv), "hv") + hv)
+    return v(len(body), "len") + body
+
+
+def _raw_batch(records: list[bytes], base_ts: int, last_delta: int | None = None) -> bytearray:
+    n = len(records)
+    payload = b"".join(records)
+    buf = bytearray(61 + len(payload))
+    struct.pack_into(">qiibIhiqqqhii", buf, 0, 0, len(buf) - 12, -1, 2, 0, 0,
+                     n - 1 if last_delta is None else last_delta, base_ts, base_ts, -1, -1, -1, n)
+    buf[61:] = payload
+    struct.pack_into(">I", buf, 17, R.compute_crc(buf, 0, len(buf)))
+    return buf
+
+
+def _width_class(w: int) -> st.SearchStrategy[int]:
+    """Deltas whose zig-zag varint is (almost always) exactly w bytes long."""
+    lo = 0 if w == 1 else 1 << (7 * (w - 1) - 1)
+    hi = min((1 << (7 * w - 1)) - 1, (1 << 62))
+    return st.builds(lambda m, neg: -m if neg else m, st.integers(lo, hi), st.booleans())
+
+
+TS_REGIMES = {
+    "same_ms": st.just(0),
+    "ms_spread": st.integers(0, 100_000),
+    **{f"width_{w}": _width_class(w) for w in range(1, 10)},
+}
+
+
+RawFields = tuple[int, int, bytes | None, bytes | None, list[tuple[bytes, bytes | None]]]
+
+
+@st.composite
+def run_heavy_batches(draw: st.DrawFn) -> tuple[list[RawFields], list[bytes]]:
+    """Records mostly sharing one layout, with some perturbed ones; returns (fields, encoded)."""
+    n = draw(st.integers(0, 260))
+    regime = TS_REGIMES[draw(st.sampled_from(sorted(TS_REGIMES)))]
+    key = draw(st.one_of(st.none(), st.binary(max_size=12)))
+    vlen = draw(st.sampled_from([0, 5, 60, 100, 200]))
+    headers: list[tuple[bytes, bytes | None]] = draw(
+        st.lists(st.tuples(st.text(max_size=3).map(str.encode), st.one_of(st.none(), st.binary(max_size=4))),
+                 max_size=2))
+    p_odd = draw(st.sampled_from([0.0, 0.02, 0.2]))
+    pad_field = draw(st.sampled_from(["", "ts", "od", "len", "k", "v", "h"]))
+    uniform = draw(st.booleans())
+    fields: list[RawFields] = []
+    encoded: list[bytes] = []
+    for i in range(n):
+        td = draw(regime) if uniform or draw(st.booleans()) else i // 7
+        k, hs, pads = key, headers, {}
+        val: bytes | None = bytes(vlen)
+        if p_odd and draw(st.floats(0, 1)) < p_odd:
+            which = draw(st.sampled_from(["value", "header", "pad", "null"]))
+            if which == "value":
+                val = bytes(draw(st.integers(0, 300)))
+            elif which == "header":
+                hs = headers + [(b"x", b"y")]
+            elif which == "pad" and pad_field:
+                pads = {pad_field: draw(st.integers(1, 3))}
+            else:
+                val = None
+        fields.append((td, i, k, val, hs))
+        encoded.append(_raw_record(td, i, k, val, hs, pads))
+    return fields, encoded
+
+
+def _outcome(fn: object, *args: object) -> object:
+    try:
+        return fn(*args)  # type: ignore[operator]
+    except (CorruptRecordError, InvalidRecordError) as exc:
+        return type(exc)
+
+
+@given(batch=run_heavy_batches(), base_ts=st.integers(-(1 << 40), 1 << 40))
+def test_column_walk_agrees_with_record_walk_and_kafka_python(
+        batch: tuple[list[RawFields], list[bytes]],
+        base_ts: int) -> None:
+    fields, encoded = batch
+    buf = _raw_batch(encoded, base_ts)
+    n, end = len(encoded), len(buf)
+    for check in (False, True):
+        fast = R._scan(buf, 61, end, n, check, True)
+        assert fast == R._scan(buf, 61, end, n, check, False)
+    if not fields:
+        return
+    ts = [base_ts + f[0] for f in fields]
+    scan = R.validate_client_batch(buf)
+    assert (scan.min_timestamp, scan.max_timestamp, scan.offset_delta_of_max) == (
+        min(ts), max(ts), ts.index(max(ts)))
+    theirs = list(KpBatch(bytes(buf)))
+    assert [r.timestamp for r in theirs] == ts
+    ours = R.decode_batch(buf)
+    assert [(r.timestamp, r.key, r.value) for r in ours] == [(r.timestamp, r.key, r.value) for r in theirs]
+
+
+@given(batch=run_heavy_batches(), data=st.data())
+def test_column_walk_agrees_with_record_walk_on_damaged_batches(
+        batch: tuple[list[RawFields], list[bytes]], data: st.DataObject) -> None:
+    """Any byte changed, any offset delta wrong, any count: both walks accept or both reject."""
+    _fields, encoded = batch
+    if not encoded:
+        return
+    buf = _raw_batch(encoded, 1000)
+    mode = data.draw(st.sampled_from(["byte", "offset", "count"]))
+    count = len(encoded)
+    if mode == "byte":
+        i = data.draw(st.integers(61, len(buf) - 1))
+        buf[i] = data.draw(st.integers(0, 255))
+    elif mode == "offset":
+        j = data.draw(st.integers(0, len(encoded) - 1))
+        td, _od, key, value, headers = _fields[j]
+        wrong = data.draw(st.integers(-2, len(encoded) + 70).filter(lambda x: x != j))
+        encoded = list(encoded)
+        encoded[j] = _raw_record(td, wrong, key, value, headers, {})
+        buf = _raw_batch(encoded, 1000)
+    else:
+        count = data.draw(st.integers(0, len(encoded) + 3))
+    for check in (False, True):
+        fast = _outcome(R._scan, buf, 61, len(buf), count, check, True)
+        slow = _outcome(R._scan, buf, 61, len(buf), count, check, False)
+        if isinstance(fast, type) or isinstance(slow, type):
+            # Both reject; which of the two errors comes first may differ within one record.
+            assert isinstance(fast, type) and isinstance(slow, type), (fast, slow)
+        else:
+            assert fast == slow
+    try:
+        R.validate_client_batch(buf)
+    except (CorruptRecordError, InvalidRecordError):
+        pass
+
+
+def test_column_walk_handles_a_large_regular_batch_exactly() -> None:
+    """10,000 same-size records crossing every varint width boundary of offsets and deltas."""
+    n = 10_000
+    tds = [(i * 37) % 20_000 - 9_000 for i in range(n)]
+    tds[7_777] = 1 << 45
+    tds[8_888] = 1 << 45
+    tds[3] = -(1 << 45)
+    rs = [Record(0, 5_000_000 + td, b"key", bytes(100), []) for td in tds]
+    buf = build(rs, compression=4)
+    scan = R.validate_client_batch(buf)
+    assert (scan.min_timestamp, scan.max_timestamp, scan.offset_delta_of_max) == (
+        5_000_000 - (1 << 45), 5_000_000 + (1 << 45), 7_777)
+    data = R.codecs.decompress(4, buf[61:])
+    assert R._scan(data, 0, len(data), n, True, True) == R._scan(data, 0, len(data), n, True, False)
+
+
+@pytest.mark.parametrize("width", range(1, 11))
+@given(data=st.data())
+def test_column_walk_decodes_every_timestamp_varint_width(width: int, data: st.DataObject) -> None:
+    """Runs whose timestamp deltas all take ``width`` bytes: min, max, first max are exact."""
+    n = data.draw(st.integers(16, 90))
+    lo = 0 if width == 1 else 1 << (7 * (width - 1) - 1)
+    hi = (1 << min(7 * width - 1, 63)) - 1
+    mags = data.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n))
+    tds = [m if m == 0 or m > (1 << 62) or data.draw(st.booleans()) else -m for m in mags]
+    tds = [max(-(1 << 63), min((1 << 63) - 1, t)) for t in tds]
+    dup = data.draw(st.integers(0, n - 1))
+    tds[dup] = max(tds)  # a repeated max: the first one must be reported
+    buf = _raw_batch([_raw_record(td, i, b"k", b"v" * 20, [], {}) for i, td in enumerate(tds)], 0)
+    got = R._scan(buf, 61, len(buf), n, True, True)
+    assert got == (min(tds), max(tds), tds.index(max(tds)))
+    assert got == R._scan(buf, 61, len(buf), n, True, False)

@@ -1,0 +1,130 @@
+"""Where the time goes in the record-batch codec (storage/records.py).
+
+The append target (issue 2) is >= 500 MB/s of 1 MiB batches of 100-byte records
+with CreateTime validation on. Validation of a client batch needs the records'
+true max timestamp, so it walks every record; this module measures that walk
+beside its parts (header parse, CRC, decompression, build) in one run, so the
+ratios are comparable on a shared machine.
+
+Batch shape: 100-byte values, 8-byte keys, no headers, ~9,000 records per MiB.
+Timestamps advance 1 ms every 10 records (deltas 0..~900 ms, 1- and 2-byte
+varints), a realistic producer batch; a second, "irregular" shape has random
+value sizes 50..150 B and out-of-order timestamps, the worst case for the
+column fast path.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+
+import crc32c
+
+from bench.report import Report
+from storage import codecs
+from storage import records as R
+
+MiB = 1 << 20
+SECTION = "records"
+
+
+def _records(total_bytes: int, irregular: bool) -> list[R.Record]:
+    rng = random.Random(7)
+    base = 1_700_000_000_000
+    out: list[R.Record] = []
+    size = 0
+    i = 0
+    while size < total_bytes - 200:
+        vlen = rng.randint(50, 150) if irregular else 100
+        ts = base + i // 10 + (rng.randint(-500, 500) if irregular else 0)
+        out.append(R.Record(0, ts, b"key%05d" % (i % 100_000), bytes(vlen), []))
+        size += vlen + 8 + 8
+        i += 1
+    return out
+
+
+def _batch(records: list[R.Record], codec: int) -> bytes:
+    """A batch of about 1 MiB on the wire (uncompressed size ~1 MiB)."""
+    return R.build_batch(records, compression=codec, producer_id=1, producer_epoch=0,
+                         base_sequence=0)
+
+
+def _best_us(fn: Callable[[], object], min_seconds: float = 0.3, repeat: int = 5) -> float:
+    """Best-of-``repeat`` mean microseconds per call (each sample runs >= min_seconds/repeat)."""
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        dt = time.perf_counter() - t0
+        if dt >= min_seconds / repeat:
+            break
+        n *= 2
+    best = dt / n
+    for _ in range(repeat - 1):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best * 1e6
+
+
+def run(report: Report, scratch: str) -> None:
+    regular = _records(MiB, irregular=False)
+    irregular = _records(MiB, irregular=True)
+    plain = _batch(regular, 0)
+    n = len(regular)
+    size_mb = len(plain) / 1e6
+    report.add(SECTION, "records per 1 MiB batch (100 B values)", n, "records")
+
+    hdr_us = _best_us(lambda: R.parse_header(plain))
+    report.add(SECTION, "parse_header", hdr_us, "µs")
+    view = memoryview(plain)[21:]
+    crc_us = _best_us(lambda: crc32c.crc32c(view))
+    report.add(SECTION, "crc32c over 1 MiB", crc_us, "µs", note=f"{size_mb / crc_us * 1e6 / 1e3:.1f} GB/s")
+
+    scan_us = _best_us(lambda: R.scan_timestamps(plain))
+    report.add(SECTION, "timestamp scan, 1 MiB uncompressed", size_mb / scan_us * 1e6, "MB/s",
+               target=">= 500", note=f"{scan_us:,.0f} µs/batch, {scan_us * 1000 / n:.0f} ns/record")
+    val_us = _best_us(lambda: R.validate_client_batch(plain))
+    report.add(SECTION, "validate_client_batch, 1 MiB uncompressed", size_mb / val_us * 1e6, "MB/s",
+               target=">= 500", note=f"{val_us:,.0f} µs/batch, {val_us * 1000 / n:.0f} ns/record")
+
+    irr = _batch(irregular, 0)
+    irr_us = _best_us(lambda: R.validate_client_batch(irr))
+    report.add(SECTION, "validate_client_batch, 1 MiB irregular records", len(irr) / irr_us, "MB/s",
+               note=f"{irr_us:,.0f} µs/batch, {irr_us * 1000 / len(irregular):.0f} ns/record")
+
+    for codec in (1, 2, 3, 4):
+        name = codecs.CODEC_NAMES[codec]
+        batch = _batch(regular, codec)
+        blob = memoryview(batch)[R.HEADER_SIZE:]
+        dec_us = _best_us(lambda c=codec, b=blob: codecs.decompress(c, b), repeat=3)  # type: ignore[misc]
+        v_us = _best_us(lambda b=batch: R.validate_client_batch(b), repeat=3)  # type: ignore[misc]
+        report.add(SECTION, f"validate_client_batch, {name}", size_mb / v_us * 1e6, "MB/s",
+                   note=f"uncompressed MB/s; {v_us:,.0f} µs/batch of which decompress "
+                        f"{dec_us:,.0f} µs; wire {len(batch) / 1e3:.0f} kB")
+
+    dec_all = _best_us(lambda: R.decode_batch(plain), repeat=3)
+    report.add(SECTION, "decode_batch (Record objects), 1 MiB", size_mb / dec_all * 1e6, "MB/s",
+               note=f"{dec_all * 1000 / n:.0f} ns/record")
+    build_us = _best_us(lambda: R.build_batch(regular), repeat=3)
+    report.add(SECTION, "build_batch, 1 MiB uncompressed", size_mb / build_us * 1e6, "MB/s",
+               note=f"{build_us * 1000 / n:.0f} ns/record")
+    mutable = bytearray(plain)
+
+    def rewrite_same() -> None:
+        R.set_base_offset(mutable, 0, 5)
+        R.set_max_timestamp(mutable, 0, 1, 0)
+
+    set_us = _best_us(rewrite_same)
+    report.add(SECTION, "set_base_offset + set_max_timestamp (no change)", set_us, "µs")
+    flip = [0]
+
+    def rewrite() -> None:
+        flip[0] ^= 1
+        R.set_max_timestamp(mutable, 0, 1 + flip[0], 1)
+
+    rw_us = _best_us(rewrite)
+    report.add(SECTION, "set_max_timestamp with CRC recompute, 1 MiB", rw_us, "µs")
