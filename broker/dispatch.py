@@ -1,0 +1,109 @@
+"""The one table from Kafka API key to the handler that serves it.
+
+Invariants:
+- Every handler is a module in ``broker/handlers/`` exposing
+  ``async def handle(request, ctx) -> body | None``; ``None`` means "send no
+  response" (only acks=0 Produce uses it).
+- A handler module may also expose ``error_body(request, code) -> body``: the
+  response the API carries when the handler itself failed unexpectedly
+  (UNKNOWN_SERVER_ERROR in every partition/topic). Without it, a failed request
+  closes its connection, as Kafka does when it cannot answer.
+- Only keys whose handler module imports are routed, and ApiVersions advertises
+  exactly the routed keys, so a client is never told about an API we cannot serve.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from protocol.api import API_VERSIONS
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.partitions import PartitionManager
+    from broker.server import Broker
+
+log = logging.getLogger("chronolog.broker")
+
+Handler = Callable[[Any, "RequestContext"], Awaitable[Any]]
+ErrorBody = Callable[[Any, int], Any]
+
+# API key -> handler module name under broker.handlers.
+HANDLER_MODULES: dict[int, str] = {
+    0: "produce",
+    1: "fetch",
+    2: "list_offsets",
+    3: "metadata",
+    8: "offset_commit",
+    9: "offset_fetch",
+    10: "find_coordinator",
+    18: "api_versions",
+    19: "create_topics",
+    20: "delete_topics",
+    22: "init_producer_id",
+}
+
+
+@dataclass
+class RequestContext:
+    """What a handler may use: the broker, its config and partitions, and who is asking."""
+
+    broker: Broker
+    config: BrokerConfig
+    partitions: PartitionManager
+    peer: str
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    # Set by a handler that must close its connection after answering (or, with no
+    # answer, at its turn): acks=0 Produce with an error, as Kafka does.
+    close_after: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    handle: Handler
+    error_body: ErrorBody | None
+
+
+def _load(name: str) -> ModuleType | None:
+    full = f"broker.handlers.{name}"
+    try:
+        return importlib.import_module(full)
+    except ModuleNotFoundError as exc:
+        if exc.name == full:
+            return None
+        raise
+
+
+def build_table() -> dict[int, Route]:
+    """Import every handler module that exists; missing ones are simply not routed."""
+    table: dict[int, Route] = {}
+    for key, name in HANDLER_MODULES.items():
+        module = _load(name)
+        if module is None:
+            log.debug("no handler module broker.handlers.%s; API key %d not served", name, key)
+            continue
+        entry = API_VERSIONS.get(key)  # type: ignore[call-overload]
+        api_name = entry.name if entry is not None else name
+        table[key] = Route(api_name, module.handle, getattr(module, "error_body", None))
+    return table
+
+
+_TABLE: dict[int, Route] | None = None
+
+
+def table() -> dict[int, Route]:
+    """The routing table, built once per process."""
+    global _TABLE
+    if _TABLE is None:
+        _TABLE = build_table()
+    return _TABLE

@@ -1,0 +1,35 @@
+"""ApiVersions (18): which APIs and versions this broker serves.
+
+Invariants: the list is exactly the routed APIs (``Broker.advertised_versions``),
+Produce advertised from v0 (KAFKA-18659); a v3+ request whose client software
+name or version breaks Kafka's pattern is answered INVALID_REQUEST (42) with an
+empty list, as Kafka's ``ApiVersionsRequest.getErrorResponse`` does. Versions we do not
+serve never reach this handler: the server answers them with error 35 in a v0 body.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from broker.dispatch import RequestContext
+from protocol.errors import ErrorCode
+
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    if request.api_version >= 3:
+        body = request.body
+        for value in (body.client_software_name, body.client_software_version):
+            if not _SOFTWARE.match(value or ""):
+                return error_body(request, int(ErrorCode.INVALID_REQUEST))
+    return {
+        "error_code": int(ErrorCode.NONE),
+        "api_keys": ctx.broker.advertised_versions(),
+        "throttle_time_ms": 0,
+    }
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"error_code": code, "api_keys": [], "throttle_time_ms": 0}

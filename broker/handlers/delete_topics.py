@@ -1,0 +1,53 @@
+"""DeleteTopics (20), v1-6: remove topics, their logs and their producer state.
+
+Invariants: each topic is answered on its own — UNKNOWN_TOPIC_OR_PARTITION (3)
+for a name we do not have, UNKNOWN_TOPIC_ID (100) for an id-only entry (every
+topic id here is zero), TOPIC_DELETION_DISABLED (73) when ``delete.topic.enable``
+is false. A deleted topic's files are gone when the answer is sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.dispatch import RequestContext
+from protocol.errors import ErrorCode, KafkaError
+
+ZERO_UUID = bytes(16)
+
+
+def _answer(name: str | None, topic_id: bytes, code: int, message: str | None) -> dict[str, Any]:
+    return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
+
+
+def _entries(request: Any) -> list[tuple[str | None, bytes]]:
+    body = request.body
+    if request.api_version >= 6:
+        return [(t.name, bytes(t.topic_id or ZERO_UUID)) for t in body.topics]
+    return [(name, ZERO_UUID) for name in body.topic_names]
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    pm = ctx.partitions
+    out = []
+    for name, topic_id in _entries(request):
+        if name is None:
+            out.append(_answer(None, topic_id, int(ErrorCode.UNKNOWN_TOPIC_ID),
+                               "topic ids are not used by this broker; delete by name"))
+            continue
+        if not ctx.config.delete_topic_enable:
+            out.append(_answer(name, topic_id, int(ErrorCode.TOPIC_DELETION_DISABLED),
+                               "delete.topic.enable is false"))
+            continue
+        try:
+            pm.delete_topic(name)
+        except KafkaError as exc:
+            out.append(_answer(name, topic_id, int(exc.code), exc.message or None))
+            continue
+        out.append(_answer(name, topic_id, 0, None))
+    return {"throttle_time_ms": 0, "responses": out}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0,
+            "responses": [_answer(n, i, code, "unexpected server error") for n, i in _entries(request)]}

@@ -1,0 +1,121 @@
+"""Fetch (1), v4-12: record batches from each partition, with long polling.
+
+Invariants:
+- Records start at the batch containing FetchOffset and never go past the high
+  watermark (= LastStableOffset: there are no transactions). A FetchOffset
+  outside [log start, log end] is OFFSET_OUT_OF_RANGE (1) for that partition.
+- Size limits follow KIP-74: the first partition with data returns at least one
+  whole batch even if it exceeds the limits; later partitions are cut at
+  min(PartitionMaxBytes, what is left of MaxBytes), a trailing partial batch
+  allowed (clients drop it), as Kafka does.
+- Long poll: if fewer than MinBytes are available, no partition has an error and
+  MaxWaitMs has not passed, wait until an append to one of the partitions (or
+  shutdown), then read again. The answer never waits longer than MaxWaitMs.
+- Fetch sessions (KIP-227) are not kept: SessionId 0 is answered (the client
+  then sends full fetches); an incremental fetch naming a session is
+  FETCH_SESSION_ID_NOT_FOUND (70).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from broker.dispatch import RequestContext
+from broker.errors import partition_error
+from protocol.errors import ErrorCode, KafkaError
+
+READ_COMMITTED = 1
+
+
+def _partition(index: int, error: int, hw: int, log_start: int, records: bytes,
+               aborted: list[Any] | None) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "error_code": error,
+        "high_watermark": hw,
+        "last_stable_offset": hw,
+        "log_start_offset": log_start,
+        "aborted_transactions": aborted,
+        "preferred_read_replica": -1,
+        "records": records,
+    }
+
+
+def read_partitions(body: Any, ctx: RequestContext) -> tuple[list[dict[str, Any]], int, bool]:
+    """One pass over the requested partitions: (responses, bytes of records, any error)."""
+    pm = ctx.partitions
+    aborted: list[Any] | None = [] if body.isolation_level == READ_COMMITTED else None
+    remaining = body.max_bytes if body.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    errors = False
+    first_data = True
+    responses = []
+    for topic in body.topics:
+        name = topic.topic
+        parts = []
+        for p in topic.partitions:
+            index = p.partition
+            try:
+                plog = pm.get_log(name, index)
+            except KafkaError as exc:
+                parts.append(_partition(index, int(exc.code), -1, -1, b"", aborted))
+                errors = True
+                continue
+            hw = plog.high_watermark
+            start = plog.log_start_offset
+            offset = p.fetch_offset
+            if offset < start or offset > plog.log_end_offset:
+                parts.append(_partition(index, int(ErrorCode.OFFSET_OUT_OF_RANGE), hw, start, b"",
+                                        aborted))
+                errors = True
+                continue
+            records = b""
+            limit = min(p.partition_max_bytes, remaining)
+            if offset < hw and (limit > 0 or first_data):
+                try:
+                    records = plog.read(offset, max(limit, 1), max_offset=hw)
+                except Exception as exc:
+                    err = partition_error(exc, f"fetch from {name}-{index}")
+                    parts.append(_partition(index, int(err.code), hw, start, b"", aborted))
+                    errors = True
+                    continue
+                if records:
+                    if not first_data and len(records) > limit:
+                        records = records[:limit]
+                    first_data = False
+                    remaining -= len(records)
+                    total += len(records)
+            parts.append(_partition(index, 0, hw, start, records, aborted))
+        responses.append({"topic": name, "partitions": parts})
+    return responses, total, errors
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    body = request.body
+    if request.api_version >= 7 and body.session_id != 0:
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+                "session_id": 0, "responses": []}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(body.max_wait_ms, 0) / 1000.0
+    keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    while True:
+        responses, total, errors = read_partitions(body, ctx)
+        remaining = deadline - loop.time()
+        if total >= body.min_bytes or errors or remaining <= 0 or ctx.broker.stopping or not keys:
+            break
+        await ctx.partitions.wait_for_append(keys, remaining)
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code if request.api_version >= 7 else 0,
+        "session_id": 0,
+        "responses": [
+            {"topic": t.topic,
+             "partitions": [_partition(p.partition, code, -1, -1, b"", None) for p in t.partitions]}
+            for t in request.body.topics
+        ],
+    }

@@ -1,0 +1,168 @@
+"""ListOffsets (2), v0-10: offsets by timestamp, exactly as Kafka answers them.
+
+Invariants (kafka-facts §4 and §6):
+- T >= 0: the smallest offset in [log start, high watermark) whose record
+  timestamp >= T, with that record's timestamp and its batch's leader epoch;
+  no such record: error NONE with timestamp -1, offset -1 (leader epoch -1).
+- Special timestamps are gated by version as Kafka gates them: -1 LATEST and
+  -2 EARLIEST from v0 (v0 uses the legacy "offsets before" answer), -3
+  MAX_TIMESTAMP from v7, -4 EARLIEST_LOCAL from v8, -5 LATEST_TIERED from v9,
+  -6 EARLIEST_PENDING_UPLOAD from v11; below its version a partition gets
+  UNSUPPORTED_VERSION (35). Other negative timestamps are INVALID_REQUEST.
+- read_committed and read_uncommitted agree: with no transactions the last
+  stable offset is the high watermark.
+- A partition named twice in one request is INVALID_REQUEST (42) each time (v1+).
+- CurrentLeaderEpoch (v4+) other than -1: above ours is UNKNOWN_LEADER_EPOCH (75),
+  below is FENCED_LEADER_EPOCH (74). This broker's leader epoch is always 0.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+from broker.dispatch import RequestContext
+from broker.errors import partition_error
+from protocol.errors import ErrorCode, KafkaError
+from storage.log import Log
+
+LEADER_EPOCH = 0
+LATEST = -1
+EARLIEST = -2
+# Special timestamp -> first ListOffsets version that may use it.
+MIN_VERSION = {-1: 0, -2: 0, -3: 7, -4: 8, -5: 9, -6: 11}
+_perf = time.perf_counter
+
+
+def _metrics() -> Any:
+    try:
+        from broker.metrics import METRICS
+    except ImportError:
+        return None
+    return METRICS
+
+
+METRICS = _metrics()
+
+
+def _answer(index: int, error: int, timestamp: int = -1, offset: int = -1,
+            leader_epoch: int = -1) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "error_code": error,
+        "old_style_offsets": [],
+        "timestamp": timestamp,
+        "offset": offset,
+        "leader_epoch": leader_epoch,
+    }
+
+
+def legacy_offsets(plog: Log, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
+    """ListOffsets v0's answer (Kafka's old ``fetchOffsetsBefore``): segment base offsets
+    (and the log end, if the active segment holds data) whose file was last modified at
+    or before ``timestamp``, newest first, at most ``max_num_offsets`` of them; LATEST
+    starts at the log end, EARLIEST answers the log start alone."""
+    start_offset = plog.log_start_offset
+    points = [(max(seg.base_offset, start_offset), seg.mtime_ms()) for seg in plog.segments]
+    if plog.segments and plog.segments[-1].size > 0:
+        points.append((plog.log_end_offset, now_ms))
+    if timestamp == LATEST:
+        i = len(points) - 1
+    elif timestamp == EARLIEST:
+        i = 0
+    else:
+        i = len(points) - 1
+        while i >= 0 and points[i][1] > timestamp:
+            i -= 1
+    out: list[int] = []
+    while i >= 0 and len(out) < max_num_offsets:
+        out.append(points[i][0])
+        i -= 1
+    if timestamp == EARLIEST:
+        out = out[:1]
+    hw = plog.high_watermark
+    if any(o > hw for o in out):
+        out = [hw] + [o for o in out if o <= hw]
+    return out
+
+
+def _lookup(plog: Log, timestamp: int) -> tuple[int, int, int]:
+    """(timestamp, offset, leader epoch) of one partition, for v1+."""
+    metrics = METRICS
+    if timestamp >= 0:
+        t0 = _perf()
+        hit = plog.offset_for_timestamp(timestamp)
+        if metrics is not None:
+            metrics.lookup(_perf() - t0)
+        if hit is None:
+            return -1, -1, -1
+        return hit.timestamp, hit.offset, hit.leader_epoch
+    hit = plog.offset_for_timestamp(timestamp)
+    if hit is None:
+        return -1, -1, -1
+    epoch = hit.leader_epoch
+    if epoch < 0 and hit.offset >= 0 and timestamp in (LATEST, EARLIEST, -4):
+        epoch = LEADER_EPOCH  # the epoch this broker leads in, as Kafka's epoch cache says
+    return hit.timestamp, hit.offset, epoch
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    body = request.body
+    version = request.api_version
+    pm = ctx.partitions
+    duplicates: set[tuple[str, int]] = set()
+    if version >= 1:
+        seen = Counter((t.name, p.partition_index) for t in body.topics for p in t.partitions)
+        duplicates = {k for k, n in seen.items() if n > 1}
+    now_ms = int(time.time() * 1000)
+    topics = []
+    for topic in body.topics:
+        name = topic.name
+        parts = []
+        for p in topic.partitions:
+            index = p.partition_index
+            parts.append(_partition(pm, name, index, p, version, duplicates, now_ms))
+        topics.append({"name": name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _partition(pm: Any, name: str, index: int, p: Any, version: int,
+               duplicates: set[tuple[str, int]], now_ms: int) -> dict[str, Any]:
+    if duplicates and (name, index) in duplicates:
+        return _answer(index, int(ErrorCode.INVALID_REQUEST))
+    timestamp = p.timestamp
+    if timestamp < 0:
+        min_version = MIN_VERSION.get(timestamp)
+        if min_version is None:
+            return _answer(index, int(ErrorCode.INVALID_REQUEST))
+        if version < min_version:
+            return _answer(index, int(ErrorCode.UNSUPPORTED_VERSION))
+    try:
+        plog = pm.get_log(name, index)
+    except KafkaError as exc:
+        return _answer(index, int(exc.code))
+    epoch = p.current_leader_epoch
+    if version >= 4 and epoch != -1 and epoch != LEADER_EPOCH:
+        code = ErrorCode.UNKNOWN_LEADER_EPOCH if epoch > LEADER_EPOCH else ErrorCode.FENCED_LEADER_EPOCH
+        return _answer(index, int(code))
+    try:
+        if version == 0:
+            answer = _answer(index, 0)
+            answer["old_style_offsets"] = legacy_offsets(plog, timestamp, p.max_num_offsets, now_ms)
+            return answer
+        ts, offset, leader_epoch = _lookup(plog, timestamp)
+    except Exception as exc:
+        err = partition_error(exc, f"list offsets of {name}-{index}")
+        return _answer(index, int(err.code))
+    return _answer(index, 0, ts, offset, leader_epoch)
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {"name": t.name, "partitions": [_answer(p.partition_index, code) for p in t.partitions]}
+            for t in request.body.topics
+        ],
+    }

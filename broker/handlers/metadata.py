@@ -1,0 +1,105 @@
+"""Metadata (3): this broker, the cluster id, and the topics asked for.
+
+Invariants:
+- One broker (``node.id``, the advertised host and port) leads every partition,
+  is its only replica and its whole ISR; it is also the controller, because
+  admin clients send CreateTopics to ControllerId.
+- Topic ids are all zero (clients then keep using names; see kafka-facts §8).
+- v0: an empty topic list means every topic. v1+: null means every topic, an
+  empty list none. An unknown topic is created when ``auto.create.topics.enable``
+  and (from v4) the request's AllowAutoTopicCreation allow it, and is answered
+  at once with its partitions; otherwise UNKNOWN_TOPIC_OR_PARTITION (3). An
+  illegal name is INVALID_TOPIC_EXCEPTION (17); a lookup by id alone, UNKNOWN_TOPIC_ID.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.dispatch import RequestContext
+from protocol.errors import ErrorCode, KafkaError
+
+ZERO_UUID = bytes(16)
+NO_OPERATIONS = -2147483648
+
+
+def _topic_entry(name: str | None, error: int, partitions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "error_code": error,
+        "name": name,
+        "topic_id": ZERO_UUID,
+        "is_internal": False,
+        "partitions": partitions,
+        "topic_authorized_operations": NO_OPERATIONS,
+    }
+
+
+def _partitions(node: int, count: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "error_code": 0,
+            "partition_index": p,
+            "leader_id": node,
+            "leader_epoch": 0,
+            "replica_nodes": [node],
+            "isr_nodes": [node],
+            "offline_replicas": [],
+        }
+        for p in range(count)
+    ]
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    body = request.body
+    version = request.api_version
+    pm = ctx.partitions
+    node = ctx.config.node_id
+    requested = body.topics
+    if requested is None or (version == 0 and len(requested) == 0):
+        names: list[str | None] = list(pm.topic_names())
+        allow_create = False
+    else:
+        names = [t.name for t in requested]
+        allow_create = bool(body.allow_auto_topic_creation) if version >= 4 else True
+    topics = []
+    seen: set[str | None] = set()
+    for name in names:
+        if name in seen:
+            continue
+        seen.add(name)
+        if name is None:
+            topics.append(_topic_entry(None, int(ErrorCode.UNKNOWN_TOPIC_ID), []))
+            continue
+        count = pm.partition_count(name)
+        if count == 0 and allow_create:
+            try:
+                topic = pm.auto_create(name)
+            except KafkaError as exc:
+                topics.append(_topic_entry(name, int(exc.code), []))
+                continue
+            count = topic.partitions if topic is not None else 0
+        if count == 0:
+            topics.append(_topic_entry(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), []))
+            continue
+        topics.append(_topic_entry(name, 0, _partitions(node, count)))
+    host, port = ctx.config.advertised_host_port(ctx.broker.port)
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": node, "host": host, "port": port, "rack": None}],
+        "cluster_id": pm.cluster_id,
+        "controller_id": node,
+        "topics": topics,
+        "cluster_authorized_operations": NO_OPERATIONS,
+    }
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    topics = request.body.topics or []
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [],
+        "cluster_id": None,
+        "controller_id": -1,
+        "topics": [_topic_entry(t.name, code, []) for t in topics],
+        "cluster_authorized_operations": NO_OPERATIONS,
+    }

@@ -1,0 +1,110 @@
+"""Produce (0), served v3-11: one record batch per partition, appended in request order.
+
+Invariants:
+- Each partition is answered on its own: an error in one (unknown partition,
+  corrupt batch, INVALID_TIMESTAMP, idempotence) never affects the others, and a
+  partition that errs had nothing appended (BaseOffset -1).
+- acks must be -1, 0 or 1, else every partition gets INVALID_REQUIRED_ACKS (21)
+  and nothing is appended. acks=0 gets no response; if any partition failed the
+  connection is closed after its turn, as Kafka does, so the producer notices.
+- An unknown topic is created first when ``auto.create.topics.enable`` is on,
+  else its partitions get UNKNOWN_TOPIC_OR_PARTITION (3).
+- INVALID_TIMESTAMP carries RecordErrors (v8+) listing every offending record.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from broker.dispatch import RequestContext
+from broker.errors import PartitionError, partition_error
+from protocol.errors import ErrorCode, KafkaError
+
+
+def _ok(index: int, base_offset: int, log_append_time_ms: int, log_start_offset: int) -> dict[str, Any]:
+    return {
+        "index": index,
+        "error_code": 0,
+        "base_offset": base_offset,
+        "log_append_time_ms": log_append_time_ms,
+        "log_start_offset": log_start_offset,
+        "record_errors": [],
+        "error_message": None,
+    }
+
+
+def _failed(index: int, err: PartitionError) -> dict[str, Any]:
+    return {
+        "index": index,
+        "error_code": int(err.code),
+        "base_offset": -1,
+        "log_append_time_ms": -1,
+        "log_start_offset": -1,
+        "record_errors": [
+            {"batch_index": i, "batch_index_error_message": msg} for i, msg in err.record_errors
+        ],
+        "error_message": err.message,
+    }
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
+    body = request.body
+    acks = body.acks
+    if acks not in (-1, 0, 1):
+        return _all_failed(body, PartitionError(ErrorCode.INVALID_REQUIRED_ACKS,
+                                                f"acks must be -1, 0 or 1, got {acks}"))
+    pm = ctx.partitions
+    now_ms = int(time.time() * 1000)
+    failures = 0
+    responses = []
+    for topic in body.topic_data:
+        name = topic.name
+        parts = []
+        topic_error: PartitionError | None = None
+        if pm.partition_count(name) == 0:
+            try:
+                if pm.auto_create(name) is None:
+                    topic_error = PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                 f"topic {name!r} does not exist")
+            except KafkaError as exc:
+                topic_error = PartitionError(exc.code, exc.message)
+        for pdata in topic.partition_data:
+            index = pdata.index
+            if topic_error is not None:
+                parts.append(_failed(index, topic_error))
+                failures += 1
+                continue
+            try:
+                if pdata.records is None:
+                    raise KafkaError(ErrorCode.INVALID_RECORD, "a produce request needs records")
+                result = pm.append(name, index, pdata.records, now_ms)
+            except Exception as exc:
+                parts.append(_failed(index, partition_error(exc, f"produce to {name}-{index}")))
+                failures += 1
+                continue
+            parts.append(_ok(index, result.base_offset, result.log_append_time_ms,
+                             result.log_start_offset))
+        responses.append({"name": name, "partition_responses": parts})
+    if acks == 0:
+        if failures:
+            ctx.close_after = f"acks=0 produce failed for {failures} partition(s)"
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _all_failed(body: Any, err: PartitionError) -> dict[str, Any]:
+    return {
+        "responses": [
+            {"name": t.name, "partition_responses": [_failed(p.index, err) for p in t.partition_data]}
+            for t in body.topic_data
+        ],
+        "throttle_time_ms": 0,
+    }
+
+
+def error_body(request: Any, code: int) -> dict[str, Any] | None:
+    """UNKNOWN_SERVER_ERROR in every partition; acks=0 gets nothing (the connection closes)."""
+    if request.body.acks == 0:
+        return None
+    return _all_failed(request.body, PartitionError(ErrorCode(code), "unexpected server error"))

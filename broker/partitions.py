@@ -1,0 +1,494 @@
+"""Topics and partitions over one ``storage.logdir.LogDir``.
+
+Invariants:
+- A topic exists when it is in the registry (``<data>/__chronolog/topics.json``,
+  rewritten atomically on every change): its partition count and its config
+  overrides (Kafka topic config names). Partition logs found on disk without a
+  registry entry (a data dir written by Kafka or by an older Chronolog) are
+  adopted as topics with broker defaults, so nothing on disk is ever hidden.
+- A topic's ``LogConfig`` is always ``BrokerConfig.topic_config(overrides)``;
+  the logs are given it when opened and when it changes.
+- ``append`` is synchronous from the idempotence check to the producer-state
+  update, so no other batch of the partition can slip in between (the event
+  loop is single-threaded): a retried idempotent batch is appended once.
+- Every append wakes the Fetch long-polls waiting on that partition; nothing
+  else does, except shutdown (``wake_all``), which lets long-polls answer early.
+- The high watermark is the log end offset (one replica); nothing beyond it is
+  ever returned to a consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import json
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.config import BrokerConfig, ConfigError
+from broker.producers import ProducerStateManager
+from protocol.errors import ErrorCode, KafkaError
+from storage.config import LogConfig
+from storage.errors import CorruptRecordError
+from storage.log import AppendResult, Log
+from storage.logdir import LogDir
+from storage.records import crc_ok, parse_header
+
+log = logging.getLogger("chronolog.broker")
+
+STATE_DIR = "__chronolog"
+TOPICS_FILE = "topics.json"
+META_FILE = "meta.properties"
+MAX_TOPIC_NAME = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_PARTITIONS = 10_000
+
+
+def _metrics() -> Any:
+    try:
+        from broker.metrics import METRICS
+    except ImportError:
+        return None
+    return METRICS
+
+
+def validate_topic_name(name: str | None) -> str:
+    """Kafka's ``Topic.validate``: 1..249 chars of [a-zA-Z0-9._-], not "." or ".."."""
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME:
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters",
+        )
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name {name!r} is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'",
+        )
+    return name
+
+
+@dataclass
+class Topic:
+    """A topic as the registry records it."""
+
+    name: str
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    log_config: LogConfig | None = None
+
+
+class PartitionManager:
+    """Owns the data directory while the broker runs; see the module docstring."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.data_dir = Path(config.log_dirs)
+        self.state_dir = self.data_dir / STATE_DIR
+        self.topics: dict[str, Topic] = {}
+        self.logdir: LogDir | None = None
+        self.producers: ProducerStateManager | None = None
+        self._waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
+        self._unflushed: dict[tuple[str, int], int] = {}
+        self._last_flush_ms: dict[tuple[str, int], int] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._default_log_config = config.topic_config()
+        self._metrics = _metrics()
+        self.cluster_id = ""
+
+    # ------------------------------------------------------------ lifecycle
+
+    def open(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Load the registry, open every log (recovering after a crash), restore producer state."""
+        self._loop = loop
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = self._read_or_create_meta()
+        self.topics = self._read_registry()
+        started = time.monotonic()
+        self.logdir = LogDir(self.data_dir, self._default_log_config, config_for=self._config_for)
+        adopted = False
+        for (topic, partition) in sorted(self.logdir.logs()):
+            t = self.topics.get(topic)
+            if t is None:
+                log.warning("adopting topic %r found on disk without a registry entry", topic)
+                t = self.topics[topic] = Topic(topic, 0, {}, self._default_log_config)
+                adopted = True
+            if partition >= t.partitions:
+                t.partitions = partition + 1
+                adopted = True
+        for t in self.topics.values():
+            for p in range(t.partitions):
+                self.logdir.get_or_create(t.name, p, self.log_config(t.name))
+        if adopted:
+            self._write_registry()
+        self.producers = ProducerStateManager(self.state_dir)
+        for (topic, partition), plog in self.logdir.logs().items():
+            self.producers.restore_partition(
+                topic, partition, plog.log_start_offset, plog.log_end_offset,
+                functools.partial(_headers_from, plog),
+            )
+        now = int(time.time() * 1000)
+        for key in self.logdir.logs():
+            self._last_flush_ms[key] = now
+        log.info(
+            "opened %d topics, %d partitions in %s in %.2f s%s",
+            len(self.topics), len(self.logdir.logs()), self.data_dir, time.monotonic() - started,
+            "" if self.logdir.clean_shutdown or not self.logdir.logs()
+            else " (no clean-shutdown marker: logs were recovered)",
+        )
+
+    def close(self) -> None:
+        """Snapshot producer state, then seal every log and write the clean-shutdown marker."""
+        self.wake_all()
+        if self.logdir is None:
+            return
+        if self.producers is not None:
+            ends = {k: plog.log_end_offset for k, plog in self.logdir.logs().items()}
+            try:
+                self.producers.write_snapshot(ends)
+            except OSError:
+                log.exception("producer state snapshot not written; it will be rebuilt from the logs")
+        self.logdir.close()
+        self.logdir = None
+
+    # ------------------------------------------------------------ registry
+
+    def _registry_path(self) -> Path:
+        return self.state_dir / TOPICS_FILE
+
+    def _read_registry(self) -> dict[str, Topic]:
+        path = self._registry_path()
+        if not path.exists():
+            return {}
+        try:
+            doc = json.loads(path.read_text())
+            out: dict[str, Topic] = {}
+            for entry in doc["topics"]:
+                name = str(entry["name"])
+                configs = {str(k): str(v) for k, v in entry.get("configs", {}).items()}
+                out[name] = Topic(name, int(entry["partitions"]), configs,
+                                  self.config.topic_config(configs))
+            return out
+        except (ValueError, KeyError, TypeError, ConfigError) as exc:
+            raise RuntimeError(f"topic registry {path} is unreadable: {exc}") from exc
+
+    def _write_registry(self) -> None:
+        doc = {
+            "version": 1,
+            "topics": [
+                {"name": t.name, "partitions": t.partitions, "configs": t.configs}
+                for t in sorted(self.topics.values(), key=lambda t: t.name)
+            ],
+        }
+        path = self._registry_path()
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w") as fh:
+            json.dump(doc, fh, indent=1, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        dfd = os.open(self.state_dir, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def _read_or_create_meta(self) -> str:
+        """The cluster id from ``meta.properties`` (Kafka's file), written on first start."""
+        path = self.data_dir / META_FILE
+        if path.exists():
+            for line in path.read_text().splitlines():
+                key, sep, value = line.partition("=")
+                if sep and key.strip() == "cluster.id" and value.strip():
+                    return value.strip()
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        text = (
+            "#Written by Chronolog\n"
+            f"cluster.id={cluster_id}\nnode.id={self.config.node_id}\nversion=1\n"
+        )
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return cluster_id
+
+    def _config_for(self, topic: str) -> LogConfig | None:
+        t = self.topics.get(topic)
+        return t.log_config if t is not None else None
+
+    # ------------------------------------------------------------ topics
+
+    def log_config(self, topic: str) -> LogConfig:
+        t = self.topics.get(topic)
+        if t is None or t.log_config is None:
+            return self._default_log_config
+        return t.log_config
+
+    def partition_count(self, topic: str) -> int:
+        """Partitions of ``topic``; 0 when it does not exist."""
+        t = self.topics.get(topic)
+        return t.partitions if t is not None else 0
+
+    def has_partition(self, topic: str, partition: int) -> bool:
+        return 0 <= partition < self.partition_count(topic)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.topics)
+
+    def resolve_create(
+        self, name: str, num_partitions: int, replication_factor: int,
+        configs: dict[str, str | None],
+    ) -> tuple[int, LogConfig, dict[str, str]]:
+        """Validate a CreateTopics entry; returns (partitions, log config, overrides).
+
+        Raises KafkaError with Kafka's code (17, 36, 37, 38, 40) and a message.
+        """
+        validate_topic_name(name)
+        if name in self.topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        partitions = self.config.num_partitions if num_partitions == -1 else num_partitions
+        if partitions <= 0 or partitions > MAX_PARTITIONS:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Number of partitions must be between 1 and {MAX_PARTITIONS}, got {num_partitions}.",
+            )
+        rf = self.config.default_replication_factor if replication_factor == -1 else replication_factor
+        if rf <= 0:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "Replication factor must be larger than 0, or -1 to use the default.")
+        if rf > 1:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {rf} time(s): The target replication factor "
+                f"of {rf} cannot be reached because only 1 broker(s) are registered.",
+            )
+        overrides: dict[str, str] = {}
+        for key, value in configs.items():
+            if value is None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Null value not supported for topic configs: {key}")
+            overrides[key] = value
+        try:
+            log_config = self.config.topic_config(overrides)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return partitions, log_config, overrides
+
+    def create_topic(
+        self, name: str, num_partitions: int = -1, configs: dict[str, str | None] | None = None,
+        replication_factor: int = -1,
+    ) -> Topic:
+        """Create a topic and its partition logs; raises KafkaError if it cannot be created."""
+        assert self.logdir is not None, "partition manager is not open"
+        partitions, log_config, overrides = self.resolve_create(
+            name, num_partitions, replication_factor, configs or {}
+        )
+        t = Topic(name, partitions, overrides, log_config)
+        self.topics[name] = t
+        try:
+            for p in range(partitions):
+                self.logdir.get_or_create(name, p, log_config)
+                self._last_flush_ms[(name, p)] = int(time.time() * 1000)
+            self._write_registry()
+        except BaseException:
+            self.topics.pop(name, None)
+            for p in range(partitions):
+                self.logdir.delete(name, p)
+            raise
+        log.info("created topic %r with %d partitions%s", name, partitions,
+                 f" and configs {overrides}" if overrides else "")
+        return t
+
+    def ensure_topic(self, name: str, num_partitions: int | None = None) -> Topic:
+        """The topic, created with defaults if missing (auto-create and UDP ingest)."""
+        t = self.topics.get(name)
+        if t is not None:
+            return t
+        return self.create_topic(name, -1 if num_partitions is None else num_partitions)
+
+    def auto_create(self, name: str) -> Topic | None:
+        """Create ``name`` if auto.create.topics.enable allows; None when it does not."""
+        if not self.config.auto_create_topics_enable:
+            return None
+        return self.ensure_topic(name)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic, its logs and its producer state; raises KafkaError(3) if unknown."""
+        assert self.logdir is not None, "partition manager is not open"
+        t = self.topics.get(name)
+        if t is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.")
+        del self.topics[name]
+        self._write_registry()
+        metrics = self._metrics
+        for p in range(t.partitions):
+            key = (name, p)
+            self.logdir.delete(name, p)
+            if self.producers is not None:
+                self.producers.drop_partition(name, p)
+            self._unflushed.pop(key, None)
+            self._last_flush_ms.pop(key, None)
+            for fut in self._waiters.pop(key, ()):
+                if not fut.done():
+                    fut.set_result(None)
+            if metrics is not None:
+                metrics.forget_partition(name, p)
+        log.info("deleted topic %r (%d partitions)", name, t.partitions)
+
+    # ------------------------------------------------------------ partitions
+
+    def logs(self) -> dict[tuple[str, int], Log]:
+        """Every partition's log (the metrics collector reads this at scrape time)."""
+        return self.logdir.logs() if self.logdir is not None else {}
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        """The log of an existing partition, else KafkaError UNKNOWN_TOPIC_OR_PARTITION."""
+        plog = self.logdir.get(topic, partition) if self.logdir is not None else None
+        if plog is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.")
+        return plog
+
+    def append(
+        self, topic: str, partition: int, batch: bytes | bytearray | memoryview,
+        now_ms: int | None = None,
+    ) -> AppendResult:
+        """Append one client batch: idempotence check, validate + write, producer state, wake fetches.
+
+        Raises KafkaError or a storage exception (mapped by broker.errors); on any
+        error nothing was appended. A retried idempotent batch already in the log is
+        answered with the original offsets and not appended again.
+        """
+        plog = self.get_log(topic, partition)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        header = parse_header(batch, 0, require_body=False)
+        producers = self.producers
+        if producers is not None and header.producer_id >= 0:
+            dup = producers.check_batch(topic, partition, header)
+            if dup is not None:
+                if not crc_ok(batch, 0, header):
+                    raise CorruptRecordError("batch CRC-32C does not match its contents")
+                return AppendResult(dup.base_offset, dup.last_offset, -1,
+                                    dup.log_append_time_ms, plog.log_start_offset)
+        elif header.attributes & 0x10 and producers is not None:
+            producers.check_batch(topic, partition, header)  # refuses transactions
+        result = plog.append(batch, now_ms=now)
+        if producers is not None and header.producer_id >= 0:
+            producers.record_batch(topic, partition, header, result.base_offset,
+                                   result.log_append_time_ms, now_ms=now)
+        key = (topic, partition)
+        count = result.last_offset - result.base_offset + 1
+        unflushed = self._unflushed.get(key, 0) + count
+        if unflushed >= plog.config.flush_messages:
+            plog.flush()
+            unflushed = 0
+            self._last_flush_ms[key] = now
+        self._unflushed[key] = unflushed
+        if self._metrics is not None:
+            self._metrics.records_appended(topic, partition, count)
+        waiters = self._waiters.pop(key, None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+        return result
+
+    # ------------------------------------------------------------ fetch waiters
+
+    async def wait_for_append(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> None:
+        """Return after an append to any of ``keys``, after ``timeout_s``, or on shutdown."""
+        if timeout_s <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        keys = list(keys)
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(fut)
+        handle = loop.call_later(timeout_s, _resolve, fut)
+        try:
+            await fut
+        finally:
+            handle.cancel()
+            for key in keys:
+                waiting = self._waiters.get(key)
+                if waiting is not None:
+                    waiting.discard(fut)
+                    if not waiting:
+                        del self._waiters[key]
+
+    def wake_all(self) -> None:
+        """Wake every waiting long-poll (shutdown: they answer with what they have)."""
+        waiters, self._waiters = self._waiters, {}
+        for futs in waiters.values():
+            for fut in futs:
+                _resolve(fut)
+
+    # ------------------------------------------------------------ background jobs
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """One retention pass over every partition; returns segments deleted."""
+        deleted = 0
+        for (topic, partition), plog in self.logs().items():
+            try:
+                n = plog.delete_old_segments(now_ms)
+            except OSError:
+                log.exception("retention failed for %s-%d", topic, partition)
+                continue
+            if n:
+                log.info("retention deleted %d segment(s) of %s-%d; log start is now %d",
+                         n, topic, partition, plog.log_start_offset)
+            deleted += n
+        return deleted
+
+    def flush_due(self, now_ms: int) -> int:
+        """fsync partitions whose flush.ms elapsed since their last flush; returns how many."""
+        flushed = 0
+        for key, plog in self.logs().items():
+            if self._unflushed.get(key, 0) == 0:
+                continue
+            if now_ms - self._last_flush_ms.get(key, 0) >= plog.config.flush_ms:
+                plog.flush()
+                self._unflushed[key] = 0
+                self._last_flush_ms[key] = now_ms
+                flushed += 1
+        return flushed
+
+    def checkpoint(self, now_ms: int | None = None) -> None:
+        """Write the recovery-point and log-start-offset checkpoint files."""
+        if self.logdir is not None:
+            self.logdir.checkpoint()
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _headers_from(plog: Log, offset: int) -> Iterator[Any]:
+    """Batch headers of ``plog`` in offset order, from the batch containing ``offset``."""
+    for seg in plog.segments:
+        if seg.next_offset <= offset:
+            continue
+        start = 0
+        if seg.base_offset < offset:
+            info = seg.find_batch(offset)
+            if info is None:
+                continue
+            start = info.position
+        for info in seg.iter_batches(start):
+            yield info.header
