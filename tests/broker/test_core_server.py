@@ -1,0 +1,280 @@
+"""The broker's connection handling, over raw sockets to the real broker subprocess.
+
+Frames are built with the project's protocol encoder, so each test controls
+exactly what is on the wire: pipelining, long polls, bad sizes, unknown APIs.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import struct
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from protocol import api
+from storage.records import Record, build_batch
+
+TIMEOUT = 10.0
+
+
+class Raw:
+    """A blocking Kafka-protocol socket: send frames, read frames."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.next_id = 0
+        self.sent: dict[int, tuple[int, int]] = {}
+
+    def frame(self, key: int, version: int, body: dict[str, Any]) -> tuple[int, bytes]:
+        self.next_id += 1
+        cid = self.next_id
+        self.sent[cid] = (key, version)
+        return cid, api.encode_request(key, version, cid, "core-test", body)
+
+    def send(self, *frames: bytes) -> None:
+        self.sock.sendall(b"".join(frames))
+
+    def read_frame(self) -> bytes:
+        head = self._exact(4)
+        (size,) = struct.unpack(">i", head)
+        return self._exact(size)
+
+    def read(self) -> tuple[int, Any]:
+        frame = self.read_frame()
+        (cid,) = struct.unpack_from(">i", frame)
+        key, version = self.sent[cid]
+        return api.decode_response(key, version, frame)
+
+    def call(self, key: int, version: int, body: dict[str, Any]) -> Any:
+        cid, data = self.frame(key, version, body)
+        self.send(data)
+        got, resp = self.read()
+        assert got == cid
+        return resp
+
+    def closed_by_peer(self, timeout: float = TIMEOUT) -> bool:
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def _exact(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed by broker")
+            out += chunk
+        return bytes(out)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def api_versions(raw: Raw) -> Any:
+    return raw.call(18, 3, {"client_software_name": "core-test", "client_software_version": "1.0"})
+
+
+def create_topic(raw: Raw, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> Any:
+    resp = raw.call(19, 7, {
+        "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+        "timeout_ms": 5000, "validate_only": False,
+    })
+    assert resp.topics[0].error_code == 0, resp
+    return resp
+
+
+def produce_frame(raw: Raw, topic: str, values: list[bytes], acks: int = 1, ts: int | None = None) -> tuple[int, bytes]:
+    now = int(time.time() * 1000) if ts is None else ts
+    batch = build_batch([Record(0, now + i, None, v, []) for i, v in enumerate(values)])
+    return raw.frame(0, 9, {
+        "transactional_id": None, "acks": acks, "timeout_ms": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+    })
+
+
+def fetch_body(topic: str, offset: int, max_wait_ms: int, min_bytes: int = 1) -> dict[str, Any]:
+    return {
+        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
+        "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+            "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    }
+
+
+def test_pipelined_requests_are_answered_in_order_behind_a_long_poll(broker: Any) -> None:
+    raw = Raw(broker.port)
+    create_topic(raw, "pipe")
+    fetch_cid, fetch = raw.frame(1, 12, fetch_body("pipe", 0, max_wait_ms=700))
+    av_cid, av = raw.frame(18, 3, {"client_software_name": "x", "client_software_version": "1"})
+    md_cid, md = raw.frame(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                   "include_topic_authorized_operations": False})
+    started = time.monotonic()
+    raw.send(fetch, av, md)
+    order = []
+    for _ in range(3):
+        cid, _body = raw.read()
+        order.append((cid, time.monotonic() - started))
+    assert [c for c, _ in order] == [fetch_cid, av_cid, md_cid]
+    # The fetch had no data, so it waited out MaxWaitMs; the later answers waited behind it.
+    assert order[0][1] >= 0.6
+    raw.close()
+
+
+def test_long_poll_wakes_on_append_from_another_connection(broker: Any) -> None:
+    consumer = Raw(broker.port)
+    producer = Raw(broker.port)
+    create_topic(consumer, "wake")
+    cid, fetch = consumer.frame(1, 12, fetch_body("wake", 0, max_wait_ms=8000))
+    started = time.monotonic()
+    consumer.send(fetch)
+
+    def produce_later() -> None:
+        time.sleep(0.3)
+        pcid, frame = produce_frame(producer, "wake", [b"hello", b"world"])
+        producer.send(frame)
+
+    t = threading.Thread(target=produce_later)
+    t.start()
+    got, body = consumer.read()
+    elapsed = time.monotonic() - started
+    t.join()
+    assert got == cid
+    part = body.responses[0].partitions[0]
+    assert part.error_code == 0 and part.high_watermark == 2
+    assert len(part.records) > 0
+    assert 0.25 <= elapsed < 4.0, elapsed
+
+
+def test_acks_zero_produce_gets_no_response_and_order_is_kept(broker: Any) -> None:
+    raw = Raw(broker.port)
+    create_topic(raw, "acks0")
+    _, p0 = produce_frame(raw, "acks0", [b"a"], acks=0)
+    _, p1 = produce_frame(raw, "acks0", [b"b"], acks=0)
+    av_cid, av = raw.frame(18, 0, {})
+    raw.send(p0, p1, av)
+    cid, _ = raw.read()
+    assert cid == av_cid
+    lo = raw.call(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": "acks0", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                          "timestamp": -1}]}], "timeout_ms": 0})
+    assert lo.topics[0].partitions[0].offset == 2
+
+
+@pytest.mark.parametrize("size", [2000, -5])
+def test_bad_frame_size_closes_only_that_connection(broker_factory: Any, size: int) -> None:
+    b = broker_factory(overrides={"socket.request.max.bytes": "1000"})
+    good = Raw(b.port)
+    bad = Raw(b.port)
+    bad.send(struct.pack(">i", size) + b"\x00" * 16)
+    assert bad.closed_by_peer()
+    assert api_versions(good).error_code == 0
+    deadline = time.monotonic() + 5
+    while "socket.request.max.bytes" not in b.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert f"request size {size}" in b.log()
+
+
+def test_unknown_api_key_and_version_close_the_connection_and_log_why(broker: Any) -> None:
+    good = Raw(broker.port)
+    for header in (struct.pack(">hhih", 999, 0, 7, -1), struct.pack(">hhih", 2, 77, 8, -1)):
+        bad = Raw(broker.port)
+        bad.send(struct.pack(">i", len(header)) + header)
+        assert bad.closed_by_peer()
+    assert api_versions(good).error_code == 0
+    log = broker.log()
+    assert "unsupported API key 999" in log
+    assert "unsupported version 77 of API ListOffsets" in log
+
+
+def test_newer_api_versions_version_gets_error_35_in_a_v0_body(broker: Any) -> None:
+    raw = Raw(broker.port)
+    header = struct.pack(">hhih", 18, 42, 5, -1) + b"\x00\x01\x02"
+    raw.send(struct.pack(">i", len(header)) + header)
+    frame = raw.read_frame()
+    cid, body = api.decode_response(18, 0, frame)
+    assert cid == 5
+    assert body.error_code == 35
+    assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 4)]
+    # The connection stays usable: the client retries at a version we serve.
+    assert api_versions(raw).error_code == 0
+
+
+def test_api_versions_advertises_produce_from_zero_and_every_routed_api(broker: Any) -> None:
+    raw = Raw(broker.port)
+    keys = {k.api_key: (k.min_version, k.max_version) for k in api_versions(raw).api_keys}
+    assert keys[0] == (0, 11)
+    assert keys[1] == (4, 12)
+    assert keys[2] == (0, 10)
+    assert keys[3] == (0, 12)
+    assert keys[18] == (0, 4)
+    assert keys[19] == (2, 7)
+    assert {20, 22, 10, 8, 9} <= set(keys)
+
+
+def test_undecodable_body_closes_that_connection_only(broker: Any) -> None:
+    good = Raw(broker.port)
+    bad = Raw(broker.port)
+    header = struct.pack(">hhih", 3, 1, 9, -1) + b"\x00\x00\x00\x05\x00"  # 5 topics, then nothing
+    bad.send(struct.pack(">i", len(header)) + header)
+    assert bad.closed_by_peer()
+    assert api_versions(good).error_code == 0
+    assert "cannot decode Metadata v1 request" in broker.log()
+
+
+def test_truncated_frame_then_disconnect_leaves_the_server_serving(broker: Any) -> None:
+    bad = Raw(broker.port)
+    bad.send(struct.pack(">i", 500) + b"\x00" * 100)
+    bad.close()
+    good = Raw(broker.port)
+    assert api_versions(good).error_code == 0
+
+
+def test_max_connections_closes_the_extra_connection(broker_factory: Any) -> None:
+    b = broker_factory(overrides={"max.connections": "2"})
+    first, second = Raw(b.port), Raw(b.port)
+    assert api_versions(first).error_code == 0
+    assert api_versions(second).error_code == 0
+    third = Raw(b.port)
+    assert third.closed_by_peer()
+    second.close()
+    time.sleep(0.2)
+    fourth = Raw(b.port)
+    assert api_versions(fourth).error_code == 0
+
+
+def test_idle_connections_are_closed(broker_factory: Any) -> None:
+    b = broker_factory(overrides={"connections.max.idle.ms": "300"})
+    raw = Raw(b.port)
+    assert api_versions(raw).error_code == 0
+    assert raw.closed_by_peer(timeout=5)
+    assert "connections.max.idle.ms" in b.log()
+
+
+def test_graceful_shutdown_finishes_in_flight_requests_and_marks_a_clean_shutdown(broker: Any) -> None:
+    raw = Raw(broker.port)
+    create_topic(raw, "bye")
+    cid, frame = produce_frame(raw, "bye", [b"x"] * 10)
+    raw.send(frame)
+    assert raw.read()[0] == cid
+    fcid, fetch = raw.frame(1, 12, fetch_body("bye", 10, max_wait_ms=20000))
+    raw.send(fetch)
+    time.sleep(0.2)
+    started = time.monotonic()
+    code = broker.stop(signal.SIGTERM)
+    assert code == 0
+    assert time.monotonic() - started < 10  # the long poll was woken, not waited out
+    got, body = raw.read()  # the in-flight fetch was answered before the socket closed
+    assert got == fcid and body.responses[0].partitions[0].high_watermark == 10
+    assert (broker.data_dir / ".kafka_cleanshutdown").exists()
+    assert "broker stopped cleanly" in broker.log()
