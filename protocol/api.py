@@ -190,20 +190,12 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     if rng is None or not (rng.min_version <= version <= rng.max_version):
         raise UnsupportedVersionError(key, version, correlation_id)
     api_key = ApiKey(key)
-    fast = fastpath.REQUEST_DECODERS.get((key, version))
+    fast = FAST_REQUEST_DECODERS.get((key, version))
     try:
         if fast is not None:
             client_id, body = fast(frame)
-            return Request(api_key, version, correlation_id, client_id, body)
-        view = frame if isinstance(frame, memoryview) else memoryview(frame)
-        stream = BytesIO(frame)
-        stream.seek(8)
-        client_id = read_string(stream, False, True)
-        if version >= rng.first_flexible:
-            for _ in range(read_uvarint(stream)):
-                read_uvarint(stream)
-                skip_tag(stream)
-        body = codec(key, version, False)._parse(stream, {"frame": view}, "(request)")
+        else:
+            client_id, body = _decode_declarative(frame, key, version, rng.first_flexible)
     except _DECODE_ERRORS as exc:
         raise MalformedRequestError(
             f"{rng.name} v{version} request does not parse: {type(exc).__name__}: {exc}",
@@ -212,24 +204,49 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     return Request(api_key, version, correlation_id, client_id, body)
 
 
+def _decode_declarative(
+    frame: bytes | bytearray | memoryview, key: int, version: int, first_flexible: int
+) -> tuple[str | None, Container]:
+    view = frame if isinstance(frame, memoryview) else memoryview(frame)
+    stream = BytesIO(frame)
+    stream.seek(8)
+    client_id = read_string(stream, False, True)
+    if version >= first_flexible:
+        for _ in range(read_uvarint(stream)):
+            read_uvarint(stream)
+            skip_tag(stream)
+    return client_id, codec(key, version, False)._parse(stream, {"frame": view}, "(request)")
+
+
+def decode_request_declarative(frame: bytes | bytearray | memoryview) -> Request:
+    """:func:`decode_request` without the fast paths: the reference they are tested against."""
+    key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
+    rng = API_VERSIONS[ApiKey(key)]
+    client_id, body = _decode_declarative(frame, key, version, rng.first_flexible)
+    return Request(ApiKey(key), version, correlation_id, client_id, body)
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
     """One response frame, size prefix included; header v0, or v1 when flexible (not ApiVersions)."""
-    fast = fastpath.RESPONSE_ENCODERS.get((api_key, api_version))
+    fast = FAST_RESPONSE_ENCODERS.get((api_key, api_version))
     try:
         if fast is not None:
             return fast(correlation_id, body)
-        c = codec(api_key, api_version, True)
-        stream = BytesIO()
-        stream.write(_SIZE_CORR.pack(0, correlation_id))
-        if api_key != ApiKey.API_VERSIONS and is_flexible(api_key, api_version):
-            stream.write(b"\x00")
-        c._build(body, stream, {}, "(response)")
-    except UnsupportedVersionError:
-        raise
+        return encode_response_declarative(api_key, api_version, correlation_id, body)
     except _ENCODE_ERRORS as exc:
         raise EncodeError(
             f"cannot encode api {api_key} v{api_version} response: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def encode_response_declarative(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
+    """:func:`encode_response` without the fast paths: the reference they are tested against."""
+    c = codec(api_key, api_version, True)
+    stream = BytesIO()
+    stream.write(_SIZE_CORR.pack(0, correlation_id))
+    if api_key != ApiKey.API_VERSIONS and is_flexible(api_key, api_version):
+        stream.write(b"\x00")
+    c._build(body, stream, {}, "(response)")
     return _finish(stream)
 
 
@@ -302,6 +319,31 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
                       "max_version": rng.max_version}],
     }
     return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
+
+
+def _fallback(api_key: int, version: int) -> fastpath.Encoder:
+    def encode(correlation_id: int, body: Any) -> bytes:
+        return encode_response_declarative(api_key, version, correlation_id, body)
+
+    return encode
+
+
+def _versions(key: ApiKey) -> range:
+    return range(API_VERSIONS[key].min_version, API_VERSIONS[key].max_version + 1)
+
+
+# The hot messages' hand-written codecs (see protocol/fastpath.py), every served version.
+FAST_REQUEST_DECODERS: dict[tuple[int, int], fastpath.Decoder] = {
+    **{(ApiKey.API_VERSIONS, v): fastpath.api_versions_request(v) for v in _versions(ApiKey.API_VERSIONS)},
+    **{(ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_request(v) for v in _versions(ApiKey.LIST_OFFSETS)},
+    **{(ApiKey.PRODUCE, v): fastpath.produce_request(v) for v in _versions(ApiKey.PRODUCE)},
+}
+FAST_RESPONSE_ENCODERS: dict[tuple[int, int], fastpath.Encoder] = {
+    **{(ApiKey.API_VERSIONS, v): fastpath.api_versions_response(v, _fallback(ApiKey.API_VERSIONS, v))
+       for v in _versions(ApiKey.API_VERSIONS)},
+    **{(ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_response(v) for v in _versions(ApiKey.LIST_OFFSETS)},
+    **{(ApiKey.FETCH, v): fastpath.fetch_response(v, _fallback(ApiKey.FETCH, v)) for v in _versions(ApiKey.FETCH)},
+}
 
 
 def _finish(stream: BytesIO) -> bytes:
