@@ -577,6 +577,8 @@ def build_batch(
 
 _MIN_RUN = 16
 _HIGHBIT = bytes(1 if b >= 0x80 else 0 for b in range(256))
+_FLIP_HIGHBIT = bytes(b ^ 0x80 for b in range(256))
+_NOT_EQUAL = [bytes(0 if b == v else 1 for b in range(256)) for v in range(256)]
 _EQ = 0
 _CONT = 1
 _TERM = 2
@@ -671,16 +673,23 @@ def _run_length(data: Buffer, p: int, lay: _Layout, kmax: int) -> int:
         base = p + done * size
         for off, kind, byte in lay.checks:
             col = _column(data, base + off, n, size)
+            # Fast whole-column checks first; the prefix search runs only at a run's end.
             if kind == _EQ:
-                rest = col.lstrip(byte)
+                if col == byte * n:
+                    continue
+                bad = col.translate(_NOT_EQUAL[byte[0]]).find(1)
             elif kind == _CONT:
-                rest = col.translate(_HIGHBIT).lstrip(b"\x01")
+                flipped = col.translate(_FLIP_HIGHBIT)
+                if flipped.isascii():
+                    continue
+                bad = flipped.translate(_HIGHBIT).find(1)
             else:
-                rest = col.translate(_HIGHBIT).lstrip(b"\x00")
-            if rest:
-                n -= len(rest)
-                if n == 0:
-                    return done
+                if col.isascii():
+                    continue
+                bad = col.translate(_HIGHBIT).find(1)
+            n = bad
+            if n == 0:
+                return done
         done += n
         if n < want:
             return done
