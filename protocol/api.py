@@ -153,6 +153,8 @@ _DECODE_ERRORS = (
 _ENCODE_ERRORS = (ConstructError, struct.error, TypeError, KeyError, ValueError, OverflowError)
 
 _REQ_HEADER = struct.Struct(">hhih")
+_KEY_VERSION_CORR = struct.Struct(">hhi").unpack_from
+_API_KEYS = {int(k): k for k in ApiKey}
 _SIZE = struct.Struct(">i")
 _SIZE_CORR = struct.Struct(">ii")
 _CODECS: dict[tuple[int, int, bool], Construct] = {}
@@ -185,11 +187,11 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     """Parse one request frame (without its size prefix)."""
     if len(frame) < 8:
         raise MalformedRequestError(f"request of {len(frame)} bytes is shorter than a header")
-    key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
+    key, version, correlation_id = _KEY_VERSION_CORR(frame, 0)
     rng = API_VERSIONS.get(key)  # type: ignore[call-overload]
     if rng is None or not (rng.min_version <= version <= rng.max_version):
         raise UnsupportedVersionError(key, version, correlation_id)
-    api_key = ApiKey(key)
+    api_key = _API_KEYS[key]
     fast = FAST_REQUEST_DECODERS.get((key, version))
     try:
         if fast is not None:

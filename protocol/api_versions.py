@@ -6,6 +6,8 @@ must read it before they know which version the broker speaks).
 
 from __future__ import annotations
 
+import re
+
 from protocol.schema import F, arr, message
 
 REQUEST = message(
@@ -36,3 +38,11 @@ RESPONSE = message(
     ), "3+", tag=2),
     F("zk_migration_ready", "bool", "3+", tag=3),
 )
+
+# KIP-511: v3+ clients name their software; anything else is INVALID_REQUEST (42).
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def valid_client_software(name: str, version: str) -> bool:
+    """Whether a v3+ request's ClientSoftwareName/Version pass Kafka's validation."""
+    return _SOFTWARE.fullmatch(name) is not None and _SOFTWARE.fullmatch(version) is not None

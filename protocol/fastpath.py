@@ -175,6 +175,7 @@ _API_VERSIONS_TAGGED: tuple[tuple[str, Any], ...] = (
 
 def api_versions_response(version: int, fallback: Encoder) -> Encoder:
     flexible = version >= 3
+    entry = "hhhx" if flexible else "hhh"
 
     def encode(correlation_id: int, body: Mapping[str, Any]) -> bytes:
         if flexible:
@@ -186,8 +187,11 @@ def api_versions_response(version: int, fallback: Encoder) -> Encoder:
         parts.append(_p16(body.get("error_code", 0)))
         parts.append(_wlen(len(keys), flexible, 4))
         tail = b"\x00" if flexible else b""
-        for k in keys:
-            parts.append(struct.pack(">hhh", k.get("api_key", 0), k.get("min_version", 0), k.get("max_version", 0)) + tail)
+        # one pack for the whole table; "x" is a zero byte: each entry's empty tag section
+        parts.append(struct.pack(
+            ">" + entry * len(keys),
+            *[v for k in keys for v in (k.get("api_key", 0), k.get("min_version", 0), k.get("max_version", 0))],
+        ))
         if version >= 1:
             parts.append(_p32(body.get("throttle_time_ms", 0)))
         parts.append(tail)
@@ -201,6 +205,10 @@ def api_versions_response(version: int, fallback: Encoder) -> Encoder:
 
 def list_offsets_request(version: int) -> Decoder:
     flexible = version >= 6
+    # one unpack per partition: index, [current leader epoch,] timestamp, [max num offsets]
+    part = struct.Struct(">iq" if version < 4 else ">iiq") if version else struct.Struct(">iqi")
+    part_unpack = part.unpack_from
+    part_size = part.size
 
     def decode(frame: Any) -> tuple[str | None, Container]:
         client_id, pos = _header(frame, flexible)
@@ -217,18 +225,17 @@ def list_offsets_request(version: int) -> Decoder:
             m, pos = _count(frame, pos, flexible)
             partitions = []
             for _ in range(m):
-                index = _i32(frame, pos)[0]
-                pos += 4
-                epoch = -1
-                if version >= 4:
-                    epoch = _i32(frame, pos)[0]
-                    pos += 4
-                timestamp = _i64(frame, pos)[0]
-                pos += 8
-                max_num = 1
+                fields = part_unpack(frame, pos)
+                pos += part_size
                 if version == 0:
-                    max_num = _i32(frame, pos)[0]
-                    pos += 4
+                    index, timestamp, max_num = fields
+                    epoch = -1
+                elif version < 4:
+                    index, timestamp = fields
+                    epoch, max_num = -1, 1
+                else:
+                    index, epoch, timestamp = fields
+                    max_num = 1
                 if flexible:
                     pos = _skip_tags(frame, pos)
                 partitions.append(Container(partition_index=index, current_leader_epoch=epoch,

@@ -21,6 +21,7 @@ from protocol.api import (
     encode_response,
     unsupported_api_versions_response,
 )
+from protocol.api_versions import valid_client_software
 from protocol.wire import uvarint_bytes
 
 
@@ -217,3 +218,15 @@ def test_advertised_table_lists_produce_from_zero_and_serves_from_three() -> Non
     assert keys[0] == {"api_key": 0, "min_version": 0, "max_version": 11}
     assert API_VERSIONS[ApiKey.PRODUCE].min_version == 3
     assert keys[2]["max_version"] == 10 and keys[18]["max_version"] == 4
+
+
+@pytest.mark.parametrize(("name", "version", "ok"), [
+    ("confluent-kafka-python", "2.16.1-rdkafka-2.16.0", True),
+    ("kafka-python", "3.0.12", True),
+    ("", "1.0", False),
+    ("bad name", "1", False),
+    ("x-", "1", False),
+    ("a", "1.0.", False),
+])
+def test_client_software_validation_follows_kip_511(name: str, version: str, ok: bool) -> None:
+    assert valid_client_software(name, version) is ok
