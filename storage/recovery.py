@@ -28,11 +28,13 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CHUNK = 16 * 1024 * 1024
 
 
-def recover_segment(seg: LogSegment, *, min_offset: int | None = None) -> int:
+def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool = True) -> int:
     """Validate ``seg`` and rebuild its indexes; returns the number of bytes cut.
 
     ``min_offset`` is the first offset the segment may hold (the previous segment's
-    end); batches below it are treated as corruption.
+    end); batches below it are treated as corruption. With ``cut=False`` (an index
+    found damaged during normal operation) the .log is never shortened: indexes
+    cover the valid prefix only.
     """
     fd = seg.fd()
     size = os.fstat(fd).st_size
@@ -94,8 +96,8 @@ def recover_segment(seg: LogSegment, *, min_offset: int | None = None) -> int:
         expected = last + 1
         next_offset = last + 1
         pos += bsize
-    cut = size - pos
-    if cut:
+    removed = size - pos if cut else 0
+    if removed:
         os.ftruncate(fd, pos)
         seg.size = pos
     if max_ts >= 0:
@@ -111,4 +113,5 @@ def recover_segment(seg: LogSegment, *, min_offset: int | None = None) -> int:
     os.fsync(fd)
     off_index.flush()
     time_index.flush()
-    return cut
+    seg.mark_indexes_checked()
+    return removed

@@ -186,6 +186,7 @@ class LogSegment:
         self._next_offset: int | None = None
         self._rolling_base_ts: int | None = None
         self._rolling_loaded = False
+        self._indexes_checked = False
         self.dirty = False
 
     # -- files -----------------------------------------------------------------
@@ -197,6 +198,7 @@ class LogSegment:
         seg._max_ts = -1
         seg._next_offset = base_offset
         seg._rolling_loaded = True
+        seg._indexes_checked = True
         return seg
 
     def fd(self) -> int:
@@ -210,6 +212,44 @@ class LogSegment:
 
     def mtime_ms(self) -> int:
         return int(self.log_path.stat().st_mtime * 1000)
+
+    # -- index sanity (lazy) -----------------------------------------------------
+    def mark_indexes_checked(self) -> None:
+        self._indexes_checked = True
+
+    def check_indexes(self) -> None:
+        """On first use, Kafka's sanity checks on both indexes (first/last entries, file
+        length a multiple of the entry size); a failing index is rebuilt from the .log
+        without shortening it."""
+        if self._indexes_checked:
+            return
+        self._indexes_checked = True
+        if not self._indexes_sane():
+            from storage.recovery import recover_segment
+
+            recover_segment(self, cut=False)
+
+    def _indexes_sane(self) -> bool:
+        oi, ti = self.offset_index, self.time_index
+        if oi.file_length() % oi.ENTRY or ti.file_length() % ti.ENTRY:
+            return False
+        base = self.base_offset
+        log_size = max(self.size, 0)
+        n = oi.entries
+        if n:
+            first_off, first_pos = oi.entry(0)
+            last_off, last_pos = oi.entry(n - 1)
+            if first_off < base or last_off < first_off or last_pos >= max(log_size, 1):
+                return False
+            if first_pos > last_pos or (n > 1 and first_off == last_off):
+                return False
+        m = ti.entries
+        if m:
+            ts0, o0 = ti.entry(0)
+            tsl, ol = ti.entry(m - 1)
+            if o0 < base or ol < o0 or tsl < ts0 or (m > 1 and ts0 == tsl):
+                return False
+        return True
 
     # -- batch walking ---------------------------------------------------------
     def iter_batches(self, start: int = 0, end: int | None = None) -> Iterator[BatchInfo]:
@@ -245,6 +285,7 @@ class LogSegment:
 
     def find_batch(self, offset: int) -> BatchInfo | None:
         """The first batch whose last offset >= ``offset`` (None past the end)."""
+        self.check_indexes()
         _, pos = self.offset_index.lookup(offset)
         for info in self.iter_batches(pos):
             if info.header.base_offset + info.header.last_offset_delta >= offset:
@@ -253,6 +294,7 @@ class LogSegment:
 
     # -- lazily known state ----------------------------------------------------
     def _load_max(self) -> None:
+        self.check_indexes()
         ts, off = self.time_index.last_entry()
         self._max_ts, self._offset_of_max = ts, off
 
@@ -278,6 +320,7 @@ class LogSegment:
     def next_offset(self) -> int:
         """One past the last offset in this segment (base offset when empty)."""
         if self._next_offset is None:
+            self.check_indexes()
             last_off, pos = self.offset_index.lookup(1 << 62)
             nxt = self.base_offset
             for info in self.iter_batches(pos):
@@ -319,6 +362,7 @@ class LogSegment:
 
     def prepare_active(self) -> None:
         """Open the files for appending: preallocate indexes (Kafka's resizeIndexes)."""
+        self.check_indexes()
         self.fd()
         self.offset_index.make_appendable()
         self.time_index.make_appendable()
@@ -380,6 +424,7 @@ class LogSegment:
         every record is below its ts, hence below target; every batch from there is
         checked by header max and then record by record.
         """
+        self.check_indexes()
         _, entry_off = self.time_index.lookup(target_ts)
         start_off = max(entry_off, min_offset)
         _, pos = self.offset_index.lookup(start_off)
@@ -419,6 +464,7 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose last offset >= ``offset`` (batch granularity, as
         Kafka); returns the bytes removed."""
+        self.check_indexes()
         info = self.find_batch(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
