@@ -1,9 +1,12 @@
 """A tiny Kafka-speaking listener on 127.0.0.1 that records what real clients send.
 
-It answers ApiVersions and Metadata with our own encoders (so clients go on to
-send their next request) and records every frame, byte for byte. Anything else
-is recorded and the connection is closed, as a broker closes on what it does
-not serve.
+It answers with our own encoders, just enough for clients to go on to their
+next request: ApiVersions, Metadata (one topic, ``golden``, one partition led by
+this listener), Produce (appends nothing, answers increasing base offsets),
+ListOffsets (offset 0), Fetch (no records), FindCoordinator, OffsetFetch (no
+committed offset) and InitProducerId. Every frame is recorded byte for byte.
+Anything else is recorded and the connection is closed, as a broker closes on
+what it does not serve.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import socket
 import struct
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from protocol.api import (
     ApiKey,
@@ -22,11 +26,14 @@ from protocol.api import (
     unsupported_api_versions_response,
 )
 
+TOPIC = "golden"
+
 
 @dataclass
 class CaptureServer:
     frames: list[bytes] = field(default_factory=list)
     port: int = 0
+    produced: int = 0
 
     def __post_init__(self) -> None:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -96,14 +103,54 @@ class CaptureServer:
         if req.api_key == ApiKey.API_VERSIONS:
             return encode_response(req.api_key, req.api_version, req.correlation_id,
                                    {"api_keys": advertised_api_keys()})
-        if req.api_key == ApiKey.METADATA:
-            body = {
-                "brokers": [{"node_id": 1, "host": "127.0.0.1", "port": self.port}],
+        body = self._body(req.api_key, req.api_version, req.body)
+        if body is None:
+            return None
+        return encode_response(req.api_key, req.api_version, req.correlation_id, body)
+
+    def _body(self, key: ApiKey, version: int, req: Any) -> dict[str, Any] | None:
+        me = {"node_id": 1, "host": "127.0.0.1", "port": self.port}
+        if key == ApiKey.METADATA:
+            return {
+                "brokers": [me],
                 "cluster_id": "capture",
                 "controller_id": 1,
-                "topics": [],
+                "topics": [{"name": TOPIC, "partitions": [
+                    {"partition_index": 0, "leader_id": 1, "leader_epoch": 0,
+                     "replica_nodes": [1], "isr_nodes": [1]}]}],
             }
-            return encode_response(req.api_key, req.api_version, req.correlation_id, body)
+        if key == ApiKey.PRODUCE:
+            self.produced += 1
+            return {"responses": [
+                {"name": t.name, "partition_responses": [
+                    {"index": p.index, "base_offset": self.produced - 1} for p in t.partition_data]}
+                for t in req.topic_data]}
+        if key == ApiKey.LIST_OFFSETS:
+            return {"topics": [
+                {"name": t.name, "partitions": [
+                    {"partition_index": p.partition_index, "timestamp": -1, "offset": 0,
+                     "old_style_offsets": [0]} for p in t.partitions]}
+                for t in req.topics]}
+        if key == ApiKey.FETCH:
+            return {"responses": [
+                {"topic": t.topic, "partitions": [
+                    {"partition_index": p.partition, "high_watermark": 0, "last_stable_offset": 0,
+                     "log_start_offset": 0, "records": b""} for p in t.partitions]}
+                for t in req.topics]}
+        if key == ApiKey.FIND_COORDINATOR:
+            if version >= 4:
+                return {"coordinators": [{"key": k, **me} for k in req.coordinator_keys]}
+            return dict(me)
+        if key == ApiKey.OFFSET_FETCH:
+            def partitions(topics: Any) -> list[dict[str, Any]]:
+                return [{"name": t.name, "partitions": [
+                    {"partition_index": i, "committed_offset": -1, "metadata": ""}
+                    for i in t.partition_indexes]} for t in topics or []]
+            if version >= 8:
+                return {"groups": [{"group_id": g.group_id, "topics": partitions(g.topics)} for g in req.groups]}
+            return {"topics": partitions(req.topics)}
+        if key == ApiKey.INIT_PRODUCER_ID:
+            return {"producer_id": 1000, "producer_epoch": 0}
         return None
 
     def close(self) -> None:

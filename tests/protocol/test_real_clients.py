@@ -1,20 +1,22 @@
 """Golden bytes: what confluent-kafka (librdkafka), kafka-python and aiokafka really send.
 
 Each live test points a real client at :class:`CaptureServer` (127.0.0.1, answers
-ApiVersions and Metadata with our encoders) and checks that every captured frame
-decodes and re-encodes to the same bytes. The pinned frames below were captured
+with our encoders) while it bootstraps, produces (kafka-python idempotently),
+looks up an offset by time and fetches, and checks that every captured frame
+decodes — through the fast paths where they exist — and re-encodes through the
+declarative schema to the same bytes, and that the produced values are in the
+decoded records. The pinned frames below were captured
 the same way and keep the check even where a client's first bytes never change.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from protocol.api import ApiKey, decode_request, encode_request
-from tests.protocol.capture import CaptureServer
+from tests.protocol.capture import TOPIC, CaptureServer
 
 # (hex frame without size prefix, client, expected api, version, body fields)
 PINNED = [
@@ -71,53 +73,95 @@ def _check(frames: list[bytes], client_id: str, exact: bool = True) -> set[ApiKe
     return seen
 
 
-def _wait_for(capture: CaptureServer, keys: set[ApiKey], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = {decode_request(f).api_key for f in capture.snapshot()}
-        if keys <= got:
-            return
-        time.sleep(0.05)
+def _produced_values(frames: list[bytes]) -> bytes:
+    blobs = b""
+    for frame in frames:
+        req = decode_request(frame)
+        if req.api_key == ApiKey.PRODUCE:
+            for t in req.body.topic_data:
+                assert t.name == TOPIC
+                for p in t.partition_data:
+                    blobs += bytes(p.records)
+    return blobs
 
 
-def test_librdkafka_bootstrap_frames_decode_and_reencode(capture: CaptureServer) -> None:
-    import confluent_kafka
+VALUES = [f"golden-value-{i}".encode() for i in range(3)]
 
-    producer = confluent_kafka.Producer({
-        "bootstrap.servers": f"127.0.0.1:{capture.port}",
-        "client.id": "golden-rdkafka",
-        "log_level": 0,
-    })
+
+def test_librdkafka_frames_decode_and_reencode_byte_for_byte(capture: CaptureServer) -> None:
+    import confluent_kafka as ck
+
+    bootstrap = f"127.0.0.1:{capture.port}"
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "client.id": "golden-rdkafka",
+                            "linger.ms": 0, "acks": 1, "log_level": 0})
     md = producer.list_topics(timeout=10)
     assert md.cluster_id == "capture" and md.controller_id == 1
-    _wait_for(capture, {ApiKey.API_VERSIONS, ApiKey.METADATA})
+    for value in VALUES:
+        producer.produce(TOPIC, key=b"k", value=value)
+    assert producer.flush(10) == 0
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "client.id": "golden-rdkafka",
+                            "group.id": "golden", "enable.auto.commit": False, "log_level": 0})
+    try:
+        found = consumer.offsets_for_times([ck.TopicPartition(TOPIC, 0, 1_700_000_000_000)], timeout=10)
+        assert found[0].offset == 0
+    finally:
+        consumer.close()
+    frames = capture.snapshot()
     # librdkafka 2.16's "all topics" Metadata v12 request carries 3 bytes after
     # the body's tag section (01 00 00); decoding ignores trailing bytes, so
     # for librdkafka the re-encoded frame must be a prefix of what was sent.
-    seen = _check(capture.snapshot(), "golden-rdkafka", exact=False)
-    assert {ApiKey.API_VERSIONS, ApiKey.METADATA} <= seen
-    del producer
+    seen = _check(frames, "golden-rdkafka", exact=False)
+    assert {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.LIST_OFFSETS} <= seen
+    assert all(v in _produced_values(frames) for v in VALUES)
 
 
-def test_kafka_python_bootstrap_frames_decode_and_reencode(capture: CaptureServer) -> None:
+def test_kafka_python_frames_decode_and_reencode_byte_for_byte(capture: CaptureServer) -> None:
     import kafka
 
-    consumer = kafka.KafkaConsumer(
-        bootstrap_servers=f"127.0.0.1:{capture.port}", client_id="golden-kp", request_timeout_ms=5000
-    )
+    bootstrap = f"127.0.0.1:{capture.port}"
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, client_id="golden-kp")  # idempotent
+    for value in VALUES:
+        producer.send(TOPIC, key=b"k", value=value)
+    producer.flush(10)
+    producer.close()
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, client_id="golden-kp")
     try:
-        assert consumer.topics() == set()
+        tp = kafka.TopicPartition(TOPIC, 0)
+        assert consumer.offsets_for_times({tp: 1_700_000_000_000})[tp].offset == 0
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        assert consumer.poll(100) == {}
     finally:
         consumer.close()
-    seen = _check(capture.snapshot(), "golden-kp")
-    assert {ApiKey.API_VERSIONS, ApiKey.METADATA} <= seen
+    frames = capture.snapshot()
+    seen = _check(frames, "golden-kp")
+    assert {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.INIT_PRODUCER_ID, ApiKey.PRODUCE,
+            ApiKey.LIST_OFFSETS, ApiKey.FETCH} <= seen
+    assert all(v in _produced_values(frames) for v in VALUES)
 
 
-async def test_aiokafka_bootstrap_frames_decode_and_reencode(capture: CaptureServer) -> None:
-    from aiokafka.client import AIOKafkaClient
+async def test_aiokafka_frames_decode_and_reencode_byte_for_byte(capture: CaptureServer) -> None:
+    import aiokafka
 
-    client = AIOKafkaClient(bootstrap_servers=f"127.0.0.1:{capture.port}", client_id="golden-aio")
-    await client.bootstrap()
-    await client.close()
-    seen = _check(capture.snapshot(), "golden-aio")
-    assert {ApiKey.API_VERSIONS, ApiKey.METADATA} <= seen
+    bootstrap = f"127.0.0.1:{capture.port}"
+    producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="golden-aio")
+    await producer.start()
+    try:
+        for value in VALUES:
+            await producer.send_and_wait(TOPIC, key=b"k", value=value)
+    finally:
+        await producer.stop()
+    consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, client_id="golden-aio")
+    await consumer.start()
+    try:
+        tp = aiokafka.TopicPartition(TOPIC, 0)
+        assert (await consumer.offsets_for_times({tp: 1_700_000_000_000}))[tp].offset == 0
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        assert await consumer.getmany(timeout_ms=100) == {}
+    finally:
+        await consumer.stop()
+    frames = capture.snapshot()
+    seen = _check(frames, "golden-aio")
+    assert {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.LIST_OFFSETS, ApiKey.FETCH} <= seen
+    assert all(v in _produced_values(frames) for v in VALUES)
