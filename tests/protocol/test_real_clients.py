@@ -85,7 +85,20 @@ def _produced_values(frames: list[bytes]) -> bytes:
     return blobs
 
 
+def _lookups(frames: list[bytes]) -> set[tuple[int, str, int, int]]:
+    """(isolation level, topic, partition, timestamp) of every ListOffsets partition sent."""
+    out = set()
+    for frame in frames:
+        req = decode_request(frame)
+        if req.api_key == ApiKey.LIST_OFFSETS:
+            for t in req.body.topics:
+                for p in t.partitions:
+                    out.add((req.body.isolation_level, t.name, p.partition_index, p.timestamp))
+    return out
+
+
 VALUES = [f"golden-value-{i}".encode() for i in range(3)]
+T = 1_700_000_000_000
 
 
 def test_librdkafka_frames_decode_and_reencode_byte_for_byte(capture: CaptureServer) -> None:
@@ -102,7 +115,7 @@ def test_librdkafka_frames_decode_and_reencode_byte_for_byte(capture: CaptureSer
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, "client.id": "golden-rdkafka",
                             "group.id": "golden", "enable.auto.commit": False, "log_level": 0})
     try:
-        found = consumer.offsets_for_times([ck.TopicPartition(TOPIC, 0, 1_700_000_000_000)], timeout=10)
+        found = consumer.offsets_for_times([ck.TopicPartition(TOPIC, 0, T)], timeout=10)
         assert found[0].offset == 0
     finally:
         consumer.close()
@@ -112,6 +125,7 @@ def test_librdkafka_frames_decode_and_reencode_byte_for_byte(capture: CaptureSer
     # for librdkafka the re-encoded frame must be a prefix of what was sent.
     seen = _check(frames, "golden-rdkafka", exact=False)
     assert {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.LIST_OFFSETS} <= seen
+    assert (1, TOPIC, 0, T) in _lookups(frames)  # librdkafka defaults to read_committed
     assert all(v in _produced_values(frames) for v in VALUES)
 
 
@@ -127,7 +141,7 @@ def test_kafka_python_frames_decode_and_reencode_byte_for_byte(capture: CaptureS
     consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, client_id="golden-kp")
     try:
         tp = kafka.TopicPartition(TOPIC, 0)
-        assert consumer.offsets_for_times({tp: 1_700_000_000_000})[tp].offset == 0
+        assert consumer.offsets_for_times({tp: T})[tp].offset == 0
         consumer.assign([tp])
         consumer.seek(tp, 0)
         assert consumer.poll(100) == {}
@@ -137,6 +151,7 @@ def test_kafka_python_frames_decode_and_reencode_byte_for_byte(capture: CaptureS
     seen = _check(frames, "golden-kp")
     assert {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.INIT_PRODUCER_ID, ApiKey.PRODUCE,
             ApiKey.LIST_OFFSETS, ApiKey.FETCH} <= seen
+    assert (0, TOPIC, 0, T) in _lookups(frames)
     assert all(v in _produced_values(frames) for v in VALUES)
 
 
@@ -155,7 +170,7 @@ async def test_aiokafka_frames_decode_and_reencode_byte_for_byte(capture: Captur
     await consumer.start()
     try:
         tp = aiokafka.TopicPartition(TOPIC, 0)
-        assert (await consumer.offsets_for_times({tp: 1_700_000_000_000}))[tp].offset == 0
+        assert (await consumer.offsets_for_times({tp: T}))[tp].offset == 0
         consumer.assign([tp])
         consumer.seek(tp, 0)
         assert await consumer.getmany(timeout_ms=100) == {}
@@ -164,4 +179,5 @@ async def test_aiokafka_frames_decode_and_reencode_byte_for_byte(capture: Captur
     frames = capture.snapshot()
     seen = _check(frames, "golden-aio")
     assert {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.LIST_OFFSETS, ApiKey.FETCH} <= seen
+    assert (0, TOPIC, 0, T) in _lookups(frames)
     assert all(v in _produced_values(frames) for v in VALUES)
