@@ -1,1 +1,13 @@
-"""protocol."""
+"""Kafka's wire protocol, sans I/O: frames in, messages out (and back).
+
+- ``protocol.api``: the API/version table and the four entry points
+  (``decode_request``, ``encode_response``, ``encode_request``, ``decode_response``).
+- ``protocol.schema`` + one module per API (``produce``, ``fetch``, ``list_offsets``, …):
+  every message declared once, with Kafka's version ranges; codecs are derived.
+- ``protocol.wire``: Kafka's wire types as compilable construct Constructs.
+- ``protocol.fastpath``: struct codecs for hot messages, tested against the schema.
+- ``protocol.errors``: Kafka's error codes.
+
+Invariant: nothing here touches sockets, files or our other packages; records
+travel through as opaque bytes.
+"""
