@@ -9,6 +9,7 @@ issue's "lookup p50 within 20 µs of the no-op floor" target.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from bench.report import Report, median, time_calls
 from protocol.api import (
@@ -50,22 +51,22 @@ def run(report: Report, scratch: str) -> None:
     for version in (1, 7, 10):
         frame = encode_request(ApiKey.LIST_OFFSETS, version, 1, "rdkafka", lo_body)[4:]
         dec = _pair(report, f"ListOffsets v{version} request decode",
-                    lambda frame=frame: decode_request_declarative(frame),
-                    lambda frame=frame: decode_request(frame))
+                    partial(decode_request_declarative, frame),
+                    partial(decode_request, frame))
         enc = _pair(report, f"ListOffsets v{version} response encode",
-                    lambda v=version: encode_response_declarative(ApiKey.LIST_OFFSETS, v, 1, lo_resp),
-                    lambda v=version: encode_response(ApiKey.LIST_OFFSETS, v, 1, lo_resp))
+                    partial(encode_response_declarative, ApiKey.LIST_OFFSETS, version, 1, lo_resp),
+                    partial(encode_response, ApiKey.LIST_OFFSETS, version, 1, lo_resp))
         if version == 7:
             lookup_total = dec + enc
     for version in (0, 3):
         frame = encode_request(ApiKey.API_VERSIONS, version, 1, "rdkafka",
                                {"client_software_name": "librdkafka", "client_software_version": "2.16.0"})[4:]
         dec = _pair(report, f"ApiVersions v{version} request decode",
-                    lambda frame=frame: decode_request_declarative(frame),
-                    lambda frame=frame: decode_request(frame))
+                    partial(decode_request_declarative, frame),
+                    partial(decode_request, frame))
         enc = _pair(report, f"ApiVersions v{version} response encode",
-                    lambda v=version: encode_response_declarative(ApiKey.API_VERSIONS, v, 1, av_keys),
-                    lambda v=version: encode_response(ApiKey.API_VERSIONS, v, 1, av_keys))
+                    partial(encode_response_declarative, ApiKey.API_VERSIONS, version, 1, av_keys),
+                    partial(encode_response, ApiKey.API_VERSIONS, version, 1, av_keys))
         if version == 3:
             floor_total = dec + enc
     report.add(SECTION, "ListOffsets v7 round trip minus ApiVersions v3 round trip",
@@ -77,8 +78,8 @@ def run(report: Report, scratch: str) -> None:
         frame = encode_request(ApiKey.PRODUCE, version, 1, "rdkafka", {"acks": -1, "timeout_ms": 30_000, "topic_data": [
             {"name": "events", "partition_data": [{"index": p, "records": batch} for p in range(4)]}]})[4:]
         _pair(report, f"Produce v{version} request decode (4 x 16 KiB)",
-              lambda frame=frame: decode_request_declarative(frame),
-              lambda frame=frame: decode_request(frame))
+              partial(decode_request_declarative, frame),
+              partial(decode_request, frame))
 
     blob = b"f" * (1 << 20)
     fetch_body = {"responses": [{"topic": "events", "partitions": [
@@ -86,5 +87,5 @@ def run(report: Report, scratch: str) -> None:
          "aborted_transactions": None, "records": memoryview(blob)}]}]}
     for version in (4, 11, 12):
         _pair(report, f"Fetch v{version} response encode (1 MiB records)",
-              lambda v=version: encode_response_declarative(ApiKey.FETCH, v, 1, fetch_body),
-              lambda v=version: encode_response(ApiKey.FETCH, v, 1, fetch_body), n=500)
+              partial(encode_response_declarative, ApiKey.FETCH, version, 1, fetch_body),
+              partial(encode_response, ApiKey.FETCH, version, 1, fetch_body), n=500)

@@ -49,7 +49,7 @@ def test_null_array_is_minus_one_int32_and_zero_uvarint() -> None:
 def test_null_and_empty_strings_stay_distinct_in_both_encodings() -> None:
     for version in (3, 8, 9, 11):
         for tid in (None, "", "tx"):
-            body = {"transactional_id": tid, "acks": 1, "timeout_ms": 5, "topic_data": []}
+            body: dict[str, object] = {"transactional_id": tid, "acks": 1, "timeout_ms": 5, "topic_data": []}
             req = decode_request(encode_request(ApiKey.PRODUCE, version, 1, "c", body)[4:])
             assert req.body.transactional_id == tid
     nonflex = encode_request(ApiKey.PRODUCE, 3, 1, "", {"transactional_id": None, "acks": 1, "timeout_ms": 0, "topic_data": []})
@@ -61,7 +61,7 @@ def test_null_and_empty_strings_stay_distinct_in_both_encodings() -> None:
 def test_null_and_empty_records_stay_distinct() -> None:
     for version in (3, 9, 11):
         for records in (None, b"", b"\x01\x02"):
-            body = {"acks": -1, "timeout_ms": 1, "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}]}
+            body: dict[str, object] = {"acks": -1, "timeout_ms": 1, "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}]}
             req = decode_request(encode_request(ApiKey.PRODUCE, version, 1, "c", body)[4:])
             got = req.body.topic_data[0].partition_data[0].records
             assert (None if got is None else bytes(got)) == records
