@@ -230,3 +230,35 @@ def test_advertised_table_lists_produce_from_zero_and_serves_from_three() -> Non
 ])
 def test_client_software_validation_follows_kip_511(name: str, version: str, ok: bool) -> None:
     assert valid_client_software(name, version) is ok
+
+
+def test_every_field_name_is_reachable_as_an_attribute() -> None:
+    """Container methods shadow attribute access; no Kafka field may be named like one."""
+    from construct import Container
+
+    from protocol.api import MESSAGES
+    from protocol.schema import Field, StructType
+
+    def names(fields: tuple[Field, ...]) -> set[str]:
+        out = set()
+        for f in fields:
+            out.add(f.name)
+            if isinstance(f.type, StructType):
+                out |= names(f.type.fields)
+        return out
+
+    shadowed = {n for n in dir(Container) if not n.startswith("_")}
+    for request, response in MESSAGES.values():
+        assert not (names(request.fields) | names(response.fields)) & shadowed
+
+
+def test_decode_request_accepts_bytes_bytearray_and_memoryview_alike() -> None:
+    for key, version, body in [
+        (ApiKey.LIST_OFFSETS, 7, {"topics": [{"name": "t", "partitions": [{"timestamp": 5}]}]}),
+        (ApiKey.METADATA, 12, {"topics": None}),
+        (ApiKey.PRODUCE, 11, {"acks": 1, "topic_data": [{"name": "t", "partition_data": [{"records": b"abc"}]}]}),
+    ]:
+        frame = encode_request(key, version, 1, "c", body)[4:]
+        ref = decode_request(frame).body
+        assert decode_request(bytearray(frame)).body == ref
+        assert decode_request(memoryview(frame)).body == ref
