@@ -37,6 +37,7 @@ def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool
     cover the valid prefix only.
     """
     fd = seg.fd()
+    seg._unmap()
     size = os.fstat(fd).st_size
     seg.size = size
     seg.offset_index.reset()

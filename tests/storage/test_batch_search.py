@@ -1,0 +1,58 @@
+"""Searching inside one batch (the record-level step of every time lookup) against a
+brute-force decode: large batches with runs of equal-layout records, timestamp
+deltas of every varint width, negative deltas, duplicates, all codecs, and a log
+start inside the batch."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from storage.records import Record, build_batch, decode_batch, parse_header
+from storage.segment import first_record_at_or_after, offset_of_first_max
+
+T0 = 1_700_000_000_000
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> tuple[bytes, list[Record]]:
+    n = draw(st.integers(1, 400))
+    step = draw(st.sampled_from([0, 1, 3, 50, 200, 5000, 300_000]))
+    jitter = draw(st.sampled_from([0, 0, 2, 100, 70_000]))
+    value_sizes = draw(st.sampled_from([[20], [20, 21], [0, 5, 120], [100]]))
+    base = T0 + draw(st.integers(-1000, 1000))
+    seed = draw(st.integers(0, 2**16))
+    import random
+
+    rng = random.Random(seed)
+    recs = []
+    for i in range(n):
+        ts = base + i * step + (rng.randint(-jitter, jitter) if jitter and rng.random() < 0.1 else 0)
+        recs.append(Record(0, ts, None, b"v" * rng.choice(value_sizes), []))
+    codec = draw(st.sampled_from([0, 0, 0, 1, 3, 4]))
+    raw = build_batch(recs, compression=codec)
+    return raw, decode_batch(raw)
+
+
+@given(batch=batches(), data=st.data())
+def test_first_record_at_or_after_matches_a_scan(batch: tuple[bytes, list[Record]],
+                                                 data: st.DataObject) -> None:
+    raw, recs = batch
+    h = parse_header(raw)
+    lo = min(r.timestamp for r in recs) - 2
+    hi = max(r.timestamp for r in recs) + 2
+    for _ in range(20):
+        target = data.draw(st.one_of(st.integers(lo, hi), st.sampled_from([r.timestamp for r in recs])))
+        min_offset = data.draw(st.sampled_from([0, 0, 0, len(recs) // 2, len(recs) - 1]))
+        want = next(((r.timestamp, r.offset) for r in recs
+                     if r.timestamp >= target and r.offset >= min_offset), None)
+        assert first_record_at_or_after(raw, 0, h, target, min_offset) == want
+
+
+@given(batch=batches())
+def test_offset_of_first_max_is_the_first_record_carrying_the_max(
+        batch: tuple[bytes, list[Record]]) -> None:
+    raw, recs = batch
+    mx = max(r.timestamp for r in recs)
+    assert offset_of_first_max(raw, 0, parse_header(raw)) == next(
+        r.offset for r in recs if r.timestamp == mx)
