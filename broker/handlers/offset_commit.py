@@ -34,10 +34,10 @@ log = logging.getLogger("chronolog.broker")
 
 
 def offset_store(ctx: Any) -> GroupOffsetStore:
-    """The data directory's committed-offset store (opened on first use)."""
+    """The committed-offset store, beside the broker's other state files (opened on first use)."""
     minutes = getattr(ctx.config, "offsets_retention_minutes", None)
     retention = minutes * 60_000 if minutes is not None else DEFAULT_OFFSETS_RETENTION_MS
-    return store_for(ctx.config.data_dir, offsets_retention_ms=retention)
+    return store_for(ctx.partitions.state_dir, offsets_retention_ms=retention)
 
 
 def partition_exists(ctx: Any, topic: str, partition: int) -> bool:

@@ -23,6 +23,16 @@ from broker.producers import (
     last_sequence,
 )
 from protocol.errors import ErrorCode, KafkaError
+from storage.records import Record, build_batch
+from tests.broker.test_clients_common import (
+    BASE_TS,
+    RawConnection,
+    fetch_all,
+    list_offset,
+    partition_errors,
+    produce_body,
+)
+from tests.conftest import BrokerProcess
 
 
 class Header(NamedTuple):
@@ -245,3 +255,82 @@ def test_duplicate_reports_the_original_log_append_time(tmp_path: Path) -> None:
     mgr = ProducerStateManager(tmp_path)
     mgr.record("t", 0, 1, 0, 0, 4, 10, 14, 123456, now_ms=1)
     assert mgr.check("t", 0, 1, 0, 0, 4) == Duplicate(10, 14, 123456)
+
+
+# ---- end to end: retried batches over a real socket against the broker subprocess ----
+
+
+def init_producer_id(conn: RawConnection, version: int = 4, txn: str | None = None) -> tuple[int, int, int]:
+    r = conn.request(22, version, {"transactional_id": txn, "transaction_timeout_ms": 60000})
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+def idem_batch(pid: int, epoch: int, seq: int, n: int, tag: str = "") -> bytes:
+    recs = [Record(0, BASE_TS + seq + i, f"{seq + i}".encode(), f"v{seq + i}{tag}".encode(), [])
+            for i in range(n)]
+    return build_batch(recs, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def send(conn: RawConnection, topic: str, batch: bytes, partition: int = 0) -> tuple[int, int]:
+    return partition_errors(conn.request(0, 9, produce_body(topic, {partition: batch})))[(topic, partition)]
+
+
+def test_broker_appends_a_retried_batch_once_and_enforces_sequences(
+    broker: BrokerProcess,
+) -> None:
+    with RawConnection(broker) as c:
+        c.request(19, 5, {"topics": [{"name": "idem", "num_partitions": 1, "replication_factor": 1,
+                                      "assignments": [], "configs": []}], "timeout_ms": 5000})
+        err, pid, epoch = init_producer_id(c)
+        assert (err, epoch) == (0, 0) and pid >= 0
+        assert send(c, "idem", idem_batch(pid, 0, 0, 5)) == (0, 0)
+        assert send(c, "idem", idem_batch(pid, 0, 5, 3)) == (0, 5)
+        # The retry of either recent batch is answered with its original offset...
+        assert send(c, "idem", idem_batch(pid, 0, 0, 5)) == (0, 0)
+        assert send(c, "idem", idem_batch(pid, 0, 5, 3)) == (0, 5)
+        # ...and nothing was appended twice.
+        assert list_offset(c, "idem", 0, -1)[0] == 8
+        assert send(c, "idem", idem_batch(pid, 0, 20, 1))[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert send(c, "idem", idem_batch(pid, 1, 0, 2)) == (0, 8)  # epoch bump restarts at 0
+        assert send(c, "idem", idem_batch(pid, 0, 8, 1))[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+        # A producer id the broker never saw is accepted, as Kafka does since KIP-360.
+        assert send(c, "idem", idem_batch(pid + 10_000, 0, 17, 1)) == (0, 10)
+        assert list_offset(c, "idem", 0, -1)[0] == 11
+        values = [r.value for r in fetch_all(c, "idem")]
+        assert values == [f"v{i}".encode() for i in range(8)] + [b"v0", b"v1", b"v17"]
+
+
+@pytest.mark.parametrize("how", ["graceful", "crash"])
+def test_duplicates_are_still_recognised_after_a_restart(broker: BrokerProcess, how: str) -> None:
+    with RawConnection(broker) as c:
+        c.request(19, 5, {"topics": [{"name": "idem-rs", "num_partitions": 1, "replication_factor": 1,
+                                      "assignments": [], "configs": []}], "timeout_ms": 5000})
+        _, pid, _ = init_producer_id(c)
+        for seq in range(0, 12, 2):
+            send(c, "idem-rs", idem_batch(pid, 0, seq, 2))
+    if how == "crash":
+        broker.kill()
+        broker.start()
+    else:
+        broker.restart()
+    with RawConnection(broker) as c:
+        assert send(c, "idem-rs", idem_batch(pid, 0, 10, 2)) == (0, 10)
+        assert send(c, "idem-rs", idem_batch(pid, 0, 4, 2)) == (0, 4)
+        assert send(c, "idem-rs", idem_batch(pid, 0, 12, 2)) == (0, 12)
+        assert list_offset(c, "idem-rs", 0, -1)[0] == 14
+        _, pid2, _ = init_producer_id(c)
+        assert pid2 > pid  # ids are never reused across restarts
+
+
+def test_transactional_init_is_refused_with_a_fatal_error_and_idempotent_init_at_every_version(
+    broker: BrokerProcess,
+) -> None:
+    with RawConnection(broker) as c:
+        pids = []
+        for v in range(5):
+            err, pid, epoch = init_producer_id(c, v)
+            assert (err, epoch) == (0, 0)
+            pids.append(pid)
+        assert len(set(pids)) == 5
+        assert init_producer_id(c, 4, "tx")[0] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert init_producer_id(c, 1, "")[0] == ErrorCode.INVALID_REQUEST

@@ -1,0 +1,314 @@
+"""confluent-kafka (librdkafka) against the real broker, with no special settings.
+
+librdkafka is the strictest of the three clients: it negotiates every API version,
+defaults to ``isolation.level=read_committed`` (LATEST = last stable offset), always
+sends FindCoordinator because ``group.id`` is mandatory, and enables compression only
+when Produce v0 is advertised.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import (
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.broker.test_clients_common import (
+    CODEC_IDS,
+    CODECS,
+    Rec,
+    first_at_or_after,
+    fixed_records,
+    probe_times,
+    records,
+    running_broker,
+    stored_codecs,
+    timestamp_lists,
+    topic_name,
+)
+from tests.conftest import BrokerProcess
+
+TIMEOUT = 15.0
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(tmp_path_factory, "confluent") as b:
+        yield b
+
+
+def create_topic(b: BrokerProcess, name: str, partitions: int = 1, **config: str) -> None:
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)],
+        operation_timeout=10,
+    )
+    futures[name].result(TIMEOUT)
+
+
+def produce(b: BrokerProcess, topic: str, recs: list[Rec], partition: int = 0, **conf: object) -> list[int]:
+    """Produce in order (one batch when it fits); returns the delivered offsets."""
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 20, **conf})
+    delivered: list[tuple[int, int]] = []
+    errors: list[object] = []
+
+    def on_delivery(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            delivered.append((msg.offset(), msg.timestamp()[1]))  # type: ignore[attr-defined]
+
+    for r in recs:
+        p.produce(
+            topic, value=r.value, key=r.key, partition=partition,
+            headers=list(r.headers) or None, timestamp=r.timestamp, on_delivery=on_delivery,
+        )
+    assert p.flush(TIMEOUT) == 0
+    assert errors == []
+    assert len(delivered) == len(recs)
+    return [off for off, _ in delivered]
+
+
+def consumer(b: BrokerProcess, group: str = "chronolog-tests", **conf: object) -> Consumer:
+    return Consumer({
+        "bootstrap.servers": b.bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "fetch.wait.max.ms": 50,
+        **conf,
+    })
+
+
+def consume(b: BrokerProcess, topic: str, start: int, n: int, partition: int = 0) -> list[object]:
+    """Read n messages from an absolute offset (assign + seek, no group membership)."""
+    c = consumer(b)
+    try:
+        c.assign([TopicPartition(topic, partition, start)])
+        got: list[object] = []
+        deadline = time.monotonic() + TIMEOUT
+        while len(got) < n and time.monotonic() < deadline:
+            for m in c.consume(num_messages=n - len(got), timeout=0.5):
+                assert m.error() is None, m.error()
+                got.append(m)
+        assert len(got) == n
+        return got
+    finally:
+        c.close()
+
+
+def assert_same(msgs: list[object], recs: list[Rec], first_offset: int, log_append: bool = False) -> None:
+    for i, (m, r) in enumerate(zip(msgs, recs, strict=True)):
+        assert m.offset() == first_offset + i  # type: ignore[attr-defined]
+        assert m.key() == r.key  # type: ignore[attr-defined]
+        assert m.value() == r.value  # type: ignore[attr-defined]
+        assert tuple(m.headers() or ()) == r.headers  # type: ignore[attr-defined]
+        ts_type, ts = m.timestamp()  # type: ignore[attr-defined]
+        if not log_append:
+            assert (ts_type, ts) == (TIMESTAMP_CREATE_TIME, r.timestamp)
+        else:
+            assert ts_type == TIMESTAMP_LOG_APPEND_TIME
+
+
+def lookups(b: BrokerProcess, topic: str, times: list[int], partition: int = 0) -> dict[int, int]:
+    """One offsets_for_times call per time: a partition may appear once per ListOffsets."""
+    c = consumer(b)
+    try:
+        out = {}
+        for t in times:
+            (tp,) = c.offsets_for_times([TopicPartition(topic, partition, t)], timeout=TIMEOUT)
+            assert tp.error is None, tp.error
+            out[t] = tp.offset
+        return out
+    finally:
+        c.close()
+
+
+def check_lookups(b: BrokerProcess, topic: str, stamped: list[tuple[int, int]]) -> None:
+    times = probe_times([ts for _, ts in stamped])
+    got = lookups(b, topic, times)
+    for t in times:
+        expect = first_at_or_after(stamped, t)
+        # librdkafka reports "no record at or after T" as OFFSET_END (-1).
+        assert got[t] == (expect if expect is not None else -1), (t, stamped)
+
+
+def test_admin_creates_topics_and_metadata_lists_them(kb: BrokerProcess) -> None:
+    name = topic_name("adm")
+    create_topic(kb, name, partitions=3, **{"message.timestamp.type": "LogAppendTime"})
+    md = AdminClient({"bootstrap.servers": kb.bootstrap}).list_topics(timeout=TIMEOUT)
+    assert sorted(md.topics[name].partitions) == [0, 1, 2]
+    admin = AdminClient({"bootstrap.servers": kb.bootstrap})
+    again = admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])
+    with pytest.raises(KafkaException) as exc:
+        again[name].result(TIMEOUT)
+    assert exc.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+
+
+@pytest.mark.parametrize("compression", ("none", *CODECS))
+def test_every_acks_setting_and_codec_round_trips_byte_exact(kb: BrokerProcess, compression: str) -> None:
+    topic = topic_name(f"rt-{compression}")
+    create_topic(kb, topic)
+    sent: list[Rec] = []
+    for seed, conf in enumerate([
+        {"acks": 0}, {"acks": 1}, {"acks": "all"}, {"enable.idempotence": True},
+    ]):
+        recs = fixed_records(40, compression, seed * 40)
+        offsets = produce(kb, topic, recs, **{"compression.type": compression, **conf})
+        if conf.get("acks") != 0:
+            assert offsets == list(range(len(sent), len(sent) + len(recs)))
+        sent += recs
+    assert_same(consume(kb, topic, 0, len(sent)), sent, 0)
+    assert stored_codecs(kb, topic) == {CODEC_IDS[compression]}
+
+
+@settings(max_examples=6)
+@given(timestamps=timestamp_lists)
+def test_offsets_for_times_matches_the_oracle_with_unordered_and_equal_create_times(
+    kb: BrokerProcess, timestamps: list[int]
+) -> None:
+    topic = topic_name("oft")
+    create_topic(kb, topic)
+    recs = [Rec(None, f"{i}".encode(), (), ts) for i, ts in enumerate(timestamps)]
+    offsets = produce(kb, topic, recs)
+    check_lookups(kb, topic, list(zip(offsets, timestamps, strict=True)))
+
+
+@settings(max_examples=4)
+@given(recs=st.lists(records, min_size=1, max_size=30))
+def test_arbitrary_records_read_back_exactly_and_lookups_match(
+    kb: BrokerProcess, recs: list[Rec]
+) -> None:
+    topic = topic_name("arb")
+    create_topic(kb, topic)
+    offsets = produce(kb, topic, recs)
+    assert_same(consume(kb, topic, 0, len(recs)), recs, 0)
+    check_lookups(kb, topic, [(o, r.timestamp) for o, r in zip(offsets, recs, strict=True)])
+
+
+def test_log_append_time_topic_stamps_monotonic_broker_time_and_lookups_match(kb: BrokerProcess) -> None:
+    topic = topic_name("lat")
+    create_topic(kb, topic, **{"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    recs = fixed_records(30, "lat")
+    produce(kb, topic, recs[:15])
+    produce(kb, topic, recs[15:])
+    after = int(time.time() * 1000)
+    msgs = consume(kb, topic, 0, len(recs))
+    assert_same(msgs, recs, 0, log_append=True)
+    stamped = [(m.offset(), m.timestamp()[1]) for m in msgs]  # type: ignore[attr-defined]
+    stamps = [ts for _, ts in stamped]
+    assert stamps == sorted(stamps)
+    assert before - 1000 <= stamps[0] and stamps[-1] <= after + 1000
+    check_lookups(kb, topic, stamped)
+
+
+def test_lookups_and_data_survive_a_restart(kb: BrokerProcess) -> None:
+    topic = topic_name("rs")
+    create_topic(kb, topic, partitions=2)
+    recs = fixed_records(60, "restart")
+    stamped = {}
+    for part in (0, 1):
+        offs = produce(kb, topic, recs, partition=part, **{"compression.type": "lz4"})
+        stamped[part] = [(o, r.timestamp) for o, r in zip(offs, recs, strict=True)]
+    kb.restart()
+    for part in (0, 1):
+        assert_same(consume(kb, topic, 0, len(recs), partition=part), recs, 0)
+        times = probe_times([ts for _, ts in stamped[part]])
+        got = lookups(kb, topic, times, partition=part)
+        for t in times:
+            e = first_at_or_after(stamped[part], t)
+            assert got[t] == (e if e is not None else -1)
+    more = fixed_records(5, "after")
+    assert produce(kb, topic, more) == list(range(60, 65))
+
+
+def test_watermarks_under_default_read_committed(kb: BrokerProcess) -> None:
+    topic = topic_name("wm")
+    create_topic(kb, topic)
+    c = consumer(kb)  # librdkafka's default isolation.level is read_committed
+    try:
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT, cached=False) == (0, 0)
+        produce(kb, topic, fixed_records(17, "wm"))
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT, cached=False) == (0, 17)
+        # BEGINNING / END logical offsets resolve through ListOffsets -2 / -1.
+        c.assign([TopicPartition(topic, 0, -1)])  # OFFSET_END
+        assert c.consume(num_messages=1, timeout=1.0) == []
+        produce(kb, topic, fixed_records(1, "late"))
+        got = []
+        deadline = time.monotonic() + TIMEOUT
+        while not got and time.monotonic() < deadline:
+            got = c.consume(num_messages=1, timeout=0.5)
+        assert [m.offset() for m in got] == [17]
+    finally:
+        c.close()
+
+
+def test_committed_offsets_round_trip_and_resume_position(kb: BrokerProcess) -> None:
+    topic = topic_name("co")
+    create_topic(kb, topic, partitions=2)
+    produce(kb, topic, fixed_records(10, "co"))
+    group = topic_name("group")
+    c = consumer(kb, group)
+    try:
+        assert [tp.offset for tp in c.committed([TopicPartition(topic, 0)], timeout=TIMEOUT)] == [-1001]
+        c.commit(offsets=[TopicPartition(topic, 0, 7), TopicPartition(topic, 1, 0)], asynchronous=False)
+        got = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=TIMEOUT)
+        assert [(tp.partition, tp.offset, tp.error) for tp in got] == [(0, 7, None), (1, 0, None)]
+    finally:
+        c.close()
+    # A new consumer of the group, assigned without an offset, starts at the commit
+    # (librdkafka: FindCoordinator + OffsetFetch).
+    c = consumer(kb, group)
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        msgs = []
+        deadline = time.monotonic() + TIMEOUT
+        while len(msgs) < 3 and time.monotonic() < deadline:
+            msgs += c.consume(num_messages=3 - len(msgs), timeout=0.5)
+        assert [m.offset() for m in msgs] == [7, 8, 9]
+    finally:
+        c.close()
+
+
+def test_auto_commit_stores_the_position_durably(kb: BrokerProcess) -> None:
+    topic = topic_name("ac")
+    create_topic(kb, topic)
+    produce(kb, topic, fixed_records(12, "ac"))
+    group = topic_name("auto")
+    c = consumer(kb, group, **{"enable.auto.commit": True, "auto.commit.interval.ms": 100,
+                               "auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        n = 0
+        deadline = time.monotonic() + TIMEOUT
+        while n < 12 and time.monotonic() < deadline:
+            n += len(c.consume(num_messages=12, timeout=0.5))
+        assert n == 12
+    finally:
+        c.close()  # commits the final position
+    kb.restart()
+    c = consumer(kb, group)
+    try:
+        assert [tp.offset for tp in c.committed([TopicPartition(topic, 0)], timeout=TIMEOUT)] == [12]
+    finally:
+        c.close()
+
+
+def test_transactional_producer_fails_fast_with_a_clear_fatal_error(kb: BrokerProcess) -> None:
+    p = Producer({"bootstrap.servers": kb.bootstrap, "transactional.id": "tx-1"})
+    with pytest.raises(KafkaException) as exc:
+        p.init_transactions(TIMEOUT)
+    err = exc.value.args[0]
+    assert err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
