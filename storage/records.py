@@ -349,62 +349,98 @@ def _records_data(buf: Buffer, pos: int, h: BatchHeader) -> tuple[Buffer, int, i
     return data, 0, len(data)
 
 
-def _parse_records(
-    data: Buffer, p: int, end: int, count: int
-) -> list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
-    """Fully parse ``count`` records; returns (ts_delta, offset_delta, key, value, headers).
+def _decode_records(
+    data: Buffer, p: int, end: int, count: int, base_offset: int, base_ts: int, lat: int | None
+) -> list[Record]:
+    """Fully parse ``count`` records into Record objects.
 
+    ``lat`` is the LogAppendTime every record reports, or None for CreateTime.
     Raises CorruptRecordError on any structural error, including bytes left over
     after the last record, or a record whose body length does not match its fields.
+    One- and two-byte varints are decoded inline, as in _scan_scalar.
     """
-    out = []
+    if not isinstance(data, bytes):
+        # One copy of the region makes every key/value slice a bytes object.
+        data = bytes(data[p:end])
+        end -= p
+        p = 0
+    out: list[Record] = []
+    append = out.append
     read_varint = _read_varint
-    for _ in range(count):
-        length, p = read_varint(data, p, end)
-        body_start = p
-        body_end = p + length
-        if length < 1 or body_end > end:
-            raise CorruptRecordError(f"record length {length} does not fit the batch")
-        p += 1  # attributes, unused
-        ts_delta, p = _read_varlong(data, p, body_end)
-        off_delta, p = read_varint(data, p, body_end)
-        klen, p = read_varint(data, p, body_end)
-        key: bytes | None = None
-        if klen >= 0:
-            if p + klen > body_end:
-                raise CorruptRecordError("record key overruns the record")
-            key = bytes(data[p : p + klen])
-            p += klen
-        vlen, p = read_varint(data, p, body_end)
-        value: bytes | None = None
-        if vlen >= 0:
-            if p + vlen > body_end:
-                raise CorruptRecordError("record value overruns the record")
-            value = bytes(data[p : p + vlen])
-            p += vlen
-        nh, p = read_varint(data, p, body_end)
-        if nh < 0:
-            raise CorruptRecordError(f"record has a negative header count {nh}")
-        headers: list[tuple[str, bytes | None]] = []
-        for _h in range(nh):
-            hk, p = read_varint(data, p, body_end)
-            if hk < 0 or p + hk > body_end:
-                raise CorruptRecordError(f"header key length {hk} does not fit the record")
-            hkey = bytes(data[p : p + hk]).decode("utf-8", errors="replace")
-            p += hk
-            hv, p = read_varint(data, p, body_end)
-            hval: bytes | None = None
-            if hv >= 0:
-                if p + hv > body_end:
-                    raise CorruptRecordError("header value overruns the record")
-                hval = bytes(data[p : p + hv])
-                p += hv
-            headers.append((hkey, hval))
-        if p != body_end:
-            raise CorruptRecordError(
-                f"record body is {length} bytes but its fields use {p - body_start}"
-            )
-        out.append((ts_delta, off_delta, key, value, headers))
+    i = 0
+    try:
+        for i in range(count):
+            b = data[p]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                length, p = read_varint(data, p, end)
+            body_end = p + length
+            if length < 1 or body_end > end:
+                raise CorruptRecordError(f"record {i} length {length} does not fit the batch")
+            b = data[p + 1]
+            if b < 0x80:
+                td = (b >> 1) ^ -(b & 1)
+                p += 2
+            else:
+                td, p = _read_varlong(data, p + 1, body_end)
+            b = data[p]
+            if b < 0x80:
+                od = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                od, p = read_varint(data, p, body_end)
+            b = data[p]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                klen, p = read_varint(data, p, body_end)
+            key: bytes | None = None
+            if klen >= 0:
+                key = data[p : p + klen]
+                p += klen
+            b = data[p]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                vlen, p = read_varint(data, p, body_end)
+            value: bytes | None = None
+            if vlen >= 0:
+                value = data[p : p + vlen]
+                p += vlen
+            headers: list[tuple[str, bytes | None]] = []
+            if data[p] == 0:
+                p += 1
+            else:
+                nh, p = read_varint(data, p, body_end)
+                if nh < 0:
+                    raise CorruptRecordError(f"record {i} has a negative header count {nh}")
+                for _h in range(nh):
+                    hk, p = read_varint(data, p, body_end)
+                    if hk < 0 or p + hk > body_end:
+                        raise CorruptRecordError(
+                            f"record {i} header key length {hk} does not fit the record")
+                    hkey = data[p : p + hk].decode("utf-8", errors="replace")
+                    p += hk
+                    hv, p = read_varint(data, p, body_end)
+                    hval: bytes | None = None
+                    if hv >= 0:
+                        hval = data[p : p + hv]
+                        p += hv
+                    if p > body_end:
+                        raise CorruptRecordError(f"record {i} header overruns the record")
+                    headers.append((hkey, hval))
+            if p != body_end:
+                raise CorruptRecordError(
+                    f"record {i} body is {length} bytes but its fields end at {p - body_end:+d}"
+                )
+            append(Record(base_offset + od, base_ts + td if lat is None else lat, key, value,
+                          headers))
+    except IndexError:
+        raise CorruptRecordError(f"record {i} runs past the end of the records") from None
     if p != end:
         raise CorruptRecordError(f"{end - p} bytes remain after the batch's {count} records")
     return out
@@ -420,13 +456,8 @@ def decode_batch(buf: Buffer, pos: int = 0) -> list[Record]:
     if h.records_count < 0:
         raise CorruptRecordError(f"batch at {pos} has a negative record count")
     data, start, end = _records_data(buf, pos, h)
-    parsed = _parse_records(data, start, end, h.records_count)
-    base = h.base_offset
-    if h.attributes & TIMESTAMP_TYPE_MASK:
-        mts = h.max_timestamp
-        return [Record(base + od, mts, k, v, hs) for _td, od, k, v, hs in parsed]
-    bts = h.base_timestamp
-    return [Record(base + od, bts + td, k, v, hs) for td, od, k, v, hs in parsed]
+    lat = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
+    return _decode_records(data, start, end, h.records_count, h.base_offset, h.base_timestamp, lat)
 
 
 def record_timestamps(buf: Buffer, pos: int = 0) -> list[int]:
@@ -437,40 +468,90 @@ def record_timestamps(buf: Buffer, pos: int = 0) -> list[int]:
 # ---------------------------------------------------------------- building
 
 
-def _encode_record(
-    out: bytearray,
-    ts_delta: int,
-    off_delta: int,
-    key: bytes | bytearray | memoryview | None,
-    value: bytes | bytearray | memoryview | None,
-    headers: Iterable[tuple[str, bytes | None]],
-) -> None:
-    body = bytearray(b"\x00")
-    _encode_uvarint(_zigzag(ts_delta), body)
-    _encode_uvarint(_zigzag(off_delta), body)
-    if key is None:
-        body.append(1)
-    else:
-        _encode_uvarint(_zigzag(len(key)), body)
-        body += key
-    if value is None:
-        body.append(1)
-    else:
-        _encode_uvarint(_zigzag(len(value)), body)
-        body += value
-    hs = list(headers)
-    _encode_uvarint(_zigzag(len(hs)), body)
-    for hkey, hval in hs:
-        kb = hkey.encode("utf-8")
-        _encode_uvarint(_zigzag(len(kb)), body)
-        body += kb
-        if hval is None:
-            body.append(1)
+_SMALL_UVARINTS: list[bytes] = []
+
+
+def _uvarint_bytes(v: int) -> bytes:
+    out = bytearray()
+    _encode_uvarint(v, out)
+    return bytes(out)
+
+
+def _small_uvarints() -> list[bytes]:
+    """Encodings of 0..16383 (every one- and two-byte varint), built on first use."""
+    if not _SMALL_UVARINTS:
+        _SMALL_UVARINTS.extend(_uvarint_bytes(v) for v in range(1 << 14))
+    return _SMALL_UVARINTS
+
+
+def _encode_records(
+    records: Iterable[RecordLike],
+) -> tuple[list[bytes | bytearray | memoryview], int, int, int]:
+    """Encode records as byte pieces; returns (pieces, count, base timestamp, max timestamp).
+
+    Varints below 16384 come from a table; everything is joined once by the caller.
+    """
+    small = _small_uvarints()
+    big = _uvarint_bytes
+    null = b"\x01"
+    zero = b"\x00"
+    pieces: list[bytes | bytearray | memoryview] = []
+    extend = pieces.extend
+    count = 0
+    base_ts = NO_TIMESTAMP
+    max_ts = NO_TIMESTAMP
+    for i, r in enumerate(records):
+        ts = r.timestamp
+        if count == 0:
+            base_ts = max_ts = ts
+        elif ts > max_ts:
+            max_ts = ts
+        delta = ts - base_ts
+        if not _INT64_MIN <= delta <= _INT64_MAX or not _INT64_MIN <= ts <= _INT64_MAX:
+            raise InvalidRecordError(f"record {i} timestamp {ts} is out of the int64 delta range")
+        zz = ((delta << 1) ^ (delta >> 63)) & 0xFFFFFFFFFFFFFFFF
+        tsv = small[zz] if zz < 16384 else big(zz)
+        odv = small[2 * i] if i < 8192 else big(2 * i)
+        key = r.key
+        value = r.value
+        size = 1 + len(tsv) + len(odv)
+        if key is None:
+            kv = null
+            size += 1
+            key = b""
         else:
-            _encode_uvarint(_zigzag(len(hval)), body)
-            body += hval
-    _encode_uvarint(_zigzag(len(body)), out)
-    out += body
+            k = 2 * len(key)
+            kv = small[k] if k < 16384 else big(k)
+            size += len(kv) + len(key)
+        if value is None:
+            vv = null
+            size += 1
+            value = b""
+        else:
+            v = 2 * len(value)
+            vv = small[v] if v < 16384 else big(v)
+            size += len(vv) + len(value)
+        headers = r.headers
+        if headers:
+            hparts = bytearray()
+            _encode_uvarint(2 * len(headers), hparts)
+            for hkey, hval in headers:
+                kb = hkey.encode("utf-8")
+                _encode_uvarint(2 * len(kb), hparts)
+                hparts += kb
+                if hval is None:
+                    hparts.append(1)
+                else:
+                    _encode_uvarint(2 * len(hval), hparts)
+                    hparts += hval
+            hv: bytes | bytearray = hparts
+        else:
+            hv = zero
+        size += len(hv)
+        lv = small[2 * size] if size < 8192 else big(2 * size)
+        extend((lv, zero, tsv, odv, kv, key, vv, value, hv))
+        count += 1
+    return pieces, count, base_ts, max_ts
 
 
 def build_batch(
@@ -496,25 +577,11 @@ def build_batch(
         raise UnsupportedCompressionError(f"compression codec {compression} is not one of 0..4")
     if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
         raise ValueError(f"timestamp type {timestamp_type} is neither 0 nor 1")
-    body = bytearray()
-    count = 0
-    base_ts = NO_TIMESTAMP
-    max_ts = NO_TIMESTAMP
-    for i, r in enumerate(records):
-        ts = r.timestamp
-        if count == 0:
-            base_ts = ts
-            max_ts = ts
-        elif ts > max_ts:
-            max_ts = ts
-        delta = ts - base_ts
-        if not _INT64_MIN <= delta <= _INT64_MAX or not _INT64_MIN <= ts <= _INT64_MAX:
-            raise InvalidRecordError(f"record {i} timestamp {ts} is out of the int64 delta range")
-        _encode_record(body, delta, i, r.key, r.value, r.headers)
-        count += 1
+    pieces, count, base_ts, max_ts = _encode_records(records)
     if count > _INT32_MAX:
         raise InvalidRecordError("too many records for one batch")
-    payload: bytes | bytearray = body
+    body = b"".join(pieces)
+    payload = body
     if compression:
         payload = codecs.compress(compression, body, compression_level)
     attributes = compression
@@ -525,9 +592,9 @@ def build_batch(
     size = HEADER_SIZE + len(payload)
     if size - LOG_OVERHEAD > _INT32_MAX:
         raise InvalidRecordError("batch larger than 2 GiB")
-    out = bytearray(size)
+    header = bytearray(HEADER_SIZE)
     _HEADER.pack_into(
-        out,
+        header,
         0,
         base_offset,
         size - LOG_OVERHEAD,
@@ -543,9 +610,9 @@ def build_batch(
         base_sequence,
         count,
     )
-    out[HEADER_SIZE:] = payload
-    _U32.pack_into(out, CRC_OFFSET, compute_crc(out, 0, size))
-    return bytes(out)
+    crc = _crc32c.crc32c(payload, _crc32c.crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    _U32.pack_into(header, CRC_OFFSET, crc)
+    return b"".join((header, payload))
 
 
 # ---------------------------------------------------------------- append path
@@ -801,7 +868,7 @@ def _scan_scalar(
 ) -> tuple[int, int, int, int]:
     """Walk records i0..i0+n-1 from p; return (p after, min delta, max delta, first max index).
 
-    Validates the whole structure (as _parse_records) without making objects.
+    Validates the whole structure (as _decode_records) without making objects.
     With ``check_offsets``, offset delta i must equal i (InvalidRecordError).
     One- and two-byte varints are decoded inline (the common case); reads may
     run past a record's end, which the ``p != body_end`` check then rejects, and
