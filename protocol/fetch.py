@@ -32,6 +32,7 @@ REQUEST = message(
             F("last_fetched_epoch", "int32", "12+", default=-1),
             F("log_start_offset", "int64", "5+", default=-1),
             F("partition_max_bytes", "int32"),
+            F("replica_directory_id", "uuid", "17+", tag=0),
         )),
     )),
     F("forgotten_topics_data", arr(
@@ -76,4 +77,10 @@ RESPONSE = message(
             F("records", "records", nullable="0+"),
         )),
     )),
+    F("node_endpoints", arr(
+        F("node_id", "int32"),
+        F("host", "string"),
+        F("port", "int32"),
+        F("rack", "string", nullable="16+", default=None),
+    ), "16+", tag=0),
 )
