@@ -41,6 +41,9 @@ def test_compose_file_validates_with_docker_compose() -> None:
     assert "CHRONOLOG_BOOTSTRAP: broker:9092" in out
     assert "CHRONOLOG_CFG_ADVERTISED_LISTENERS: PLAINTEXT://broker:9092" in out
     assert "condition: service_healthy" in out
+    # tests/ops/test_integration.py sends tsv datagrams to the broker service.
+    assert "CHRONOLOG_CFG_UDP_FORMAT: tsv" in out
+    assert "tests/ops/test_integration.py" in out
     assert "target: test" in out and "target: broker" in out
 
 
