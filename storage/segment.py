@@ -108,15 +108,22 @@ def _column(data: Buf, start: int, n: int, step: int) -> bytes:
     return col.tobytes() if isinstance(col, memoryview) else bytes(col)
 
 
-def _uniform_run(data: Buf, p: int, size: int, lw: int, ts_off: int, tw: int,
-                 kmax: int) -> int:
-    """How many records from p (record 0 included, at most kmax) have the same length
-    varint bytes as record 0, a timestamp varint of the same width, and a
-    non-negative timestamp delta. Records of one such run sit every ``size`` bytes.
+def _search_run(data: Buf, p: int, size: int, lw: int, tw: int, kmax: int,
+                u_min: int) -> tuple[int, int]:
+    """Search the records after record 0 at p that share its layout.
 
-    Probes windows growing 4x, so a short run costs a short probe."""
+    A record shares the layout when its length varint bytes equal record 0's and its
+    timestamp varint has the same width with a non-negative delta (even zig-zag);
+    such records sit every ``size`` bytes, so each byte of their timestamp varints
+    is one strided column. Windows grow 4x so a hit near the start stays cheap.
+    Returns (k, n): k = index (from record 0) of the first record with zig-zag
+    timestamp >= u_min, or -1; n = how many records (record 0 included) were
+    covered, so the caller resumes at p + n * size.
+    """
     firsts = [data[p + j: p + j + 1] for j in range(lw)]
-    firsts = [bytes(f) for f in firsts]
+    ts_off = lw + 1
+    groups = [(u_min >> (7 * j)) & 0x7F for j in range(tw)]
+    too_big = u_min >= 1 << (7 * tw)
     done = 1
     window = 64
     while done < kmax:
@@ -124,44 +131,34 @@ def _uniform_run(data: Buf, p: int, size: int, lw: int, ts_off: int, tw: int,
         q = p + done * size
         n = want
         for j in range(lw):
-            rest = _column(data, q + j, n, size).lstrip(firsts[j])
-            n -= len(rest)
+            n -= len(_column(data, q + j, n, size).lstrip(firsts[j]))
             if n == 0:
-                return done
+                return -1, done
+        cols = []
         for j in range(tw):
-            col = _column(data, q + ts_off + j, n, size).translate(_HIGH)
-            rest = col.lstrip(b"\x01" if j < tw - 1 else b"\x00")
-            n -= len(rest)
+            col = _column(data, q + ts_off + j, n, size)
+            n -= len(col.translate(_HIGH).lstrip(b"\x01" if j < tw - 1 else b"\x00"))
             if n == 0:
-                return done
-        neg = _column(data, q + ts_off, n, size).translate(_LOW).find(b"\x01")
+                return -1, done
+            cols.append(col)
+        neg = cols[0][:n].translate(_LOW).find(b"\x01")
         if neg >= 0:
             n = neg
+        if n and not too_big:
+            # acc lanes: records whose groups j..0 are >= u_min's groups j..0
+            acc = int.from_bytes(cols[0][:n].translate(_group_table(2, groups[0])), "little")
+            for j in range(1, tw):
+                c = cols[j][:n]
+                gt = int.from_bytes(c.translate(_group_table(0, groups[j])), "little")
+                eq = int.from_bytes(c.translate(_group_table(1, groups[j])), "little")
+                acc = gt | (eq & acc)
+            if acc:
+                return done + (((acc & -acc).bit_length() - 1) >> 3), done + n
         done += n
         if n < want:
-            return done
+            return -1, done
         window *= 4
-    return done
-
-
-def _first_at_least(data: Buf, p: int, size: int, ts_off: int, tw: int, n: int,
-                    u_min: int) -> int:
-    """Index of the first of n uniform records whose zig-zag timestamp varint (all
-    even: non-negative deltas) is >= u_min, or -1. Lexicographic over the 7-bit
-    groups, most significant first, evaluated for all records at once in C."""
-    if u_min >= 1 << (7 * tw):
-        return -1
-    groups = [(u_min >> (7 * j)) & 0x7F for j in range(tw)]
-    cols = [_column(data, p + ts_off + j, n, size) for j in range(tw)]
-    # acc = records whose groups j..0 are >= u_min's groups j..0
-    acc = int.from_bytes(cols[0].translate(_group_table(2, groups[0])), "little")
-    for j in range(1, tw):
-        gt = int.from_bytes(cols[j].translate(_group_table(0, groups[j])), "little")
-        eq = int.from_bytes(cols[j].translate(_group_table(1, groups[j])), "little")
-        acc = gt | (eq & acc)
-    if not acc:
-        return -1
-    return ((acc & -acc).bit_length() - 1) >> 3
+    return -1, done
 
 
 def first_record_at_or_after(
@@ -211,10 +208,8 @@ def first_record_at_or_after(
                 return ts, off
         kmax = min(count - i, (end - p) // size) if size > 0 else 1
         if columns and kmax >= _MIN_RUN and not tu & 1 and u_min > 0:
-            tw = r - ts_at
-            n = _uniform_run(data, p, size, lw, lw + 1, tw, kmax)
+            k, n = _search_run(data, p, size, lw, r - ts_at, kmax, u_min)
             if n > 1:
-                k = _first_at_least(data, p, size, lw + 1, tw, n, u_min)
                 if k > 0:
                     rp = p + k * size
                     u, q = _uvarint(data, rp)
