@@ -23,7 +23,7 @@ import concurrent.futures
 import functools
 import os
 import threading
-from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Coroutine, Generator, Iterable, Mapping
 from typing import Any, TypeVar
 
 from client.aio import Client, FetchResult, ProducerRecord, Record, TopicPartition
@@ -222,19 +222,19 @@ class SyncClient:
         end_offset: int | None = None,
         *,
         follow: bool = False,
-    ) -> Iterator[Record]:
+    ) -> Generator[Record, None, None]:
         chunks = self._client.consume_chunks(topic, partition, start_offset, end_offset, follow=follow)
         return self._iterate(chunks)
 
     def read_time_range(
         self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None
-    ) -> Iterator[Record]:
+    ) -> Generator[Record, None, None]:
         ranges = self.time_range_offsets(topic, start_ms, end_ms, partitions)
         for p, (s, e) in sorted(ranges.items()):
             if s < e:
                 yield from self.consume(topic, p, s, e)
 
-    def _iterate(self, chunks: Any) -> Iterator[Record]:
+    def _iterate(self, chunks: Any) -> Generator[Record, None, None]:
         try:
             while True:
                 try:

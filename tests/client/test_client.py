@@ -1,0 +1,221 @@
+"""client.Client against the real broker: negotiation, admin, produce options, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+from client_oracle import unique_topic
+
+from client import Client, KafkaError, ProducerRecord, TopicPartition
+from client.aio import CLIENT_VERSIONS, LIST_OFFSETS, PRODUCE, decode_records
+from client.partitioner import partition_for_key
+from client.producer import Producer
+from protocol import api
+from protocol.errors import ErrorCode
+from storage import records as rec
+
+
+async def test_connect_uses_the_highest_version_both_sides_support(broker) -> None:  # type: ignore[no-untyped-def]
+    async with await Client.connect(broker.bootstrap) as c:
+        for key in (PRODUCE, LIST_OFFSETS):
+            lo, hi = CLIENT_VERSIONS[key]
+            ours = api.API_VERSIONS[key]  # type: ignore[index]
+            broker_lo, broker_hi = c._broker_ranges[key]
+            assert c.api_version(key) == min(hi, ours.max_version, broker_hi)
+
+
+async def test_connect_to_a_closed_port_is_a_clear_network_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(KafkaError) as ei:
+        await Client.connect(f"127.0.0.1:{port}", request_timeout=2)
+    assert ei.value.code == ErrorCode.NETWORK_EXCEPTION
+    assert str(port) in str(ei.value)
+
+
+async def test_topics_create_list_delete_and_their_errors(broker) -> None:  # type: ignore[no-untyped-def]
+    async with await Client.connect(broker.bootstrap) as c:
+        name = unique_topic("admin")
+        await c.create_topic(name, partitions=4, configs={"retention.ms": "3600000"})
+        assert (await c.list_topics())[name] == [0, 1, 2, 3]
+        with pytest.raises(KafkaError) as ei:
+            await c.create_topic(name)
+        assert ei.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
+        with pytest.raises(KafkaError) as ei:
+            await c.create_topic(unique_topic("badcfg"), configs={"no.such.config": "1"})
+        assert ei.value.code == ErrorCode.INVALID_CONFIG
+        await c.delete_topic(name)
+        assert name not in await c.list_topics()
+        with pytest.raises(KafkaError) as ei:
+            await c.delete_topic(name)
+        assert ei.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_produce_to_unknown_topic_raises_with_the_code(broker) -> None:  # type: ignore[no-untyped-def]
+    async with await Client.connect(broker.bootstrap) as c:
+        with pytest.raises(KafkaError) as ei:
+            await c.produce("no-such-topic", [ProducerRecord(value=b"x")], partition=0)
+        assert ei.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+@pytest.mark.parametrize("compression", [None, "gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("acks", [-1, 1])
+async def test_every_codec_round_trips_byte_exact(broker, compression, acks) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("codec")
+    records = [
+        ProducerRecord(key=None, value=None, timestamp=1_700_000_000_000),
+        ProducerRecord(key=b"", value=b"", timestamp=1_700_000_000_005, headers=[("a", None)]),
+        ProducerRecord(key="k\u00e9", value=bytes(range(256)) * 4, timestamp=1_700_000_000_001,
+                       headers=[("x", b"1"), ("x", b"2"), ("\u00fc", b"")]),
+    ]
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic)
+        offsets = await c.produce(topic, records, partition=0, acks=acks, compression=compression)
+        assert offsets == [0, 1, 2]
+        got = [r async for r in c.consume(topic, 0, 0)]
+        want = [
+            (0, 1_700_000_000_000, None, None, []),
+            (1, 1_700_000_000_005, b"", b"", [("a", None)]),
+            (2, 1_700_000_000_001, "k\u00e9".encode(), bytes(range(256)) * 4,
+             [("x", b"1"), ("x", b"2"), ("\u00fc", b"")]),
+        ]
+        assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in got] == want
+        assert all(r.topic == topic and r.partition == 0 for r in got)
+        # The stored batch kept the codec we asked for.
+        raw = await c.fetch_raw(topic, 0, 0)
+        (_, h), = list(rec.iter_batches(raw.records_bytes))
+        assert h.compression == {None: 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}[compression]
+
+
+async def test_acks_zero_returns_minus_one_and_data_arrives(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("acks0")
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic)
+        offs = await c.produce(topic, [ProducerRecord(value=b"%d" % i) for i in range(5)],
+                               partition=0, acks=0)
+        assert offs == [-1] * 5
+        # A request after it on the same connection is answered after the broker appended.
+        for _ in range(50):
+            if (await c.latest(topic))[0] == 5:
+                break
+            await asyncio.sleep(0.05)
+        assert [r.value async for r in c.consume(topic, 0, 0)] == [b"%d" % i for i in range(5)]
+
+
+async def test_default_partitioner_places_keys_like_kafka(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("keys")
+    keys = [f"user-{i}".encode() for i in range(60)]
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic, partitions=5)
+        await c.produce(topic, [ProducerRecord(key=k, value=k) for k in keys])
+        for p in range(5):
+            got = [r.key async for r in c.consume(topic, p, 0)]
+            assert got == [k for k in keys if partition_for_key(k, 5) == p]
+
+
+async def test_produce_batch_appends_a_prebuilt_batch(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("prebuilt")
+    rs = [rec.Record(i, 1_700_000_000_000 + i, None, b"v%d" % i) for i in range(10)]
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic, partitions=2)
+        assert await c.produce_batch(topic, 1, rec.build_batch(rs)) == 0
+        assert await c.produce_batch(topic, 1, rec.build_batch(rs)) == 10
+        records, hw = await c.fetch(topic, 1, 12)
+        assert hw == 20
+        assert [(r.offset, r.value) for r in records] == [(o, b"v%d" % (o - 10)) for o in range(12, 20)]
+
+
+async def test_producer_batches_by_linger_and_keeps_order(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("producer")
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic, partitions=3)
+        async with Producer(c, linger_ms=20, batch_bytes=2000) as p:
+            futs = [
+                await p.send(topic, ProducerRecord(key=b"k%d" % (i % 7), value=b"%d" % i,
+                                                   timestamp=1_700_000_000_000 + i))
+                for i in range(500)
+            ]
+        metas = [f.result() for f in futs]
+        # Each partition's offsets are 0..n-1 in send order, and keys land by murmur2.
+        for part in range(3):
+            mine = [m.offset for m in metas if m.partition == part]
+            assert mine == list(range(len(mine)))
+        for i, m in enumerate(metas):
+            assert m.partition == partition_for_key(b"k%d" % (i % 7), 3)
+        # batch_bytes=2000 forced several batches per partition.
+        raw = await c.fetch_raw(topic, metas[0].partition, 0)
+        assert len(list(rec.iter_batches(raw.records_bytes))) > 1
+        by_value = {}
+        for part in range(3):
+            async for r in c.consume(topic, part, 0):
+                by_value[r.value] = (part, r.offset)
+        assert by_value == {b"%d" % i: (m.partition, m.offset) for i, m in enumerate(metas)}
+
+
+async def test_producer_fails_every_future_of_a_rejected_batch(broker) -> None:  # type: ignore[no-untyped-def]
+    async with await Client.connect(broker.bootstrap) as c:
+        p = Producer(c, linger_ms=1)
+        fut = await p.send("missing-topic", ProducerRecord(value=b"x"), partition=0)
+        with pytest.raises(KafkaError) as ei:
+            await p.flush()
+        assert ei.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert isinstance(fut.exception(), KafkaError)
+
+
+async def test_pipelined_requests_on_one_connection_get_their_own_answers(broker) -> None:  # type: ignore[no-untyped-def]
+    topics = [unique_topic("pipe") for _ in range(5)]
+    async with await Client.connect(broker.bootstrap) as c:
+        for i, t in enumerate(topics):
+            await c.create_topic(t)
+            await c.produce(t, [ProducerRecord(value=b"x", timestamp=1_700_000_000_000 + i)] * (i + 1),
+                            partition=0)
+        answers = await asyncio.gather(*(c.latest(t) for t in topics for _ in range(4)))
+        assert answers == [{0: i + 1} for i in range(5) for _ in range(4)]
+        assert len(c._conns) <= 1
+
+
+async def test_broker_death_fails_pending_requests_instead_of_hanging(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("death")
+    c = await Client.connect(broker.bootstrap, request_timeout=10)
+    try:
+        await c.create_topic(topic)
+        follow = asyncio.ensure_future(
+            c.fetch_raw(topic, 0, 0, max_wait_ms=5000)  # long poll, parked on the broker
+        )
+        await asyncio.sleep(0.3)
+        broker.kill()
+        with pytest.raises(KafkaError) as ei:
+            await asyncio.wait_for(follow, 5)
+        assert ei.value.code == ErrorCode.NETWORK_EXCEPTION
+    finally:
+        await c.close()
+
+
+def test_decode_records_skips_control_batches_and_earlier_offsets() -> None:
+    data = rec.build_batch([rec.Record(0, 5, None, b"a"), rec.Record(1, 6, None, b"b")], base_offset=10)
+    data += rec.build_batch([rec.Record(0, 7, None, b"c")], base_offset=12)
+    out, nxt = decode_records(data, "t", 0, 11, None)
+    assert [(r.offset, r.value) for r in out] == [(11, b"b"), (12, b"c")]
+    assert nxt == 13
+    out, nxt = decode_records(data, "t", 0, 10, 12)
+    assert [r.offset for r in out] == [10, 11] and nxt == 12
+    # A torn trailing batch is left for the next fetch.
+    out, nxt = decode_records(data[:-3], "t", 0, 10, None)
+    assert [r.offset for r in out] == [10, 11] and nxt == 12
+    # A control batch (transaction marker) is not data, but the next offset moves past it.
+    control = bytearray(rec.build_batch([rec.Record(0, 8, b"\x00\x00\x00\x01", b"")], base_offset=13))
+    control[rec.ATTRIBUTES_OFFSET + 1] |= rec.CONTROL_MASK
+    out, nxt = decode_records(data + bytes(control), "t", 0, 12, None)
+    assert [r.offset for r in out] == [12] and nxt == 14
+
+
+async def test_list_offsets_for_unknown_partition_raises(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("lo")
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic)
+        with pytest.raises(KafkaError) as ei:
+            await c.list_offsets({TopicPartition(topic, 7): 0})
+        assert ei.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -1,0 +1,90 @@
+"""SyncClient: the blocking wrapper works from threads, after fork, and with a batching producer."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+
+import pytest
+from client_oracle import unique_topic
+
+from client import KafkaError, ProducerRecord, SyncClient
+from protocol.errors import ErrorCode
+
+
+def test_many_threads_share_one_client(sync_client: SyncClient) -> None:
+    topic = unique_topic("threads")
+    sync_client.create_topic(topic, partitions=4)
+    errors: list[BaseException] = []
+
+    def work(p: int) -> None:
+        try:
+            for i in range(20):
+                sync_client.produce(topic, [ProducerRecord(value=b"%d-%d" % (p, i))], partition=p)
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for p in range(4):
+        assert [r.value for r in sync_client.consume(topic, p, 0)] == [
+            b"%d-%d" % (p, i) for i in range(20)
+        ]
+
+
+def _child(bootstrap: str, topic: str, parent: SyncClient, q: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    try:
+        parent.latest(topic)
+        q.put("parent client worked in the child")
+        return
+    except RuntimeError as e:
+        assert "another process" in str(e)
+    with SyncClient(bootstrap) as c:
+        q.put(c.latest(topic))
+
+
+def test_a_forked_child_gets_its_own_loop(broker, sync_client: SyncClient) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("fork")
+    sync_client.create_topic(topic)
+    sync_client.produce(topic, [ProducerRecord(value=b"a")] * 3, partition=0)
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(broker.bootstrap, topic, sync_client, q))
+    proc.start()
+    result = q.get(timeout=30)
+    proc.join(30)
+    assert result == {0: 3}
+    assert sync_client.latest(topic) == {0: 3}  # the parent is unaffected
+
+
+def test_sync_producer_preserves_send_order_and_reports_offsets(sync_client: SyncClient) -> None:
+    topic = unique_topic("syncprod")
+    sync_client.create_topic(topic, partitions=2)
+    with sync_client.producer(linger_ms=2, batch_bytes=500) as p:
+        futs = [p.send(topic, ProducerRecord(value=b"%d" % i), partition=i % 2) for i in range(300)]
+        p.flush()
+        metas = [f.result(timeout=10) for f in futs]
+    assert [m.offset for m in metas if m.partition == 0] == list(range(150))
+    assert [r.value for r in sync_client.consume(topic, 1, 0)] == [
+        b"%d" % i for i in range(1, 300, 2)
+    ]
+
+
+def test_sync_errors_are_the_same_kafka_errors(sync_client: SyncClient) -> None:
+    with pytest.raises(KafkaError) as ei:
+        sync_client.offsets_for_times("does-not-exist", 0)
+    assert ei.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_abandoned_iterator_leaves_the_client_usable(sync_client: SyncClient) -> None:
+    topic = unique_topic("abandon")
+    sync_client.create_topic(topic)
+    sync_client.produce(topic, [ProducerRecord(value=b"%d" % i) for i in range(100)], partition=0)
+    it = sync_client.consume(topic, 0, 0)
+    assert next(it).offset == 0
+    it.close()
+    assert len(list(sync_client.consume(topic, 0, 50))) == 50
