@@ -4,7 +4,7 @@ It answers with our own encoders, just enough for clients to go on to their
 next request: ApiVersions, Metadata (one topic, ``golden``, one partition led by
 this listener), Produce (appends nothing, answers increasing base offsets),
 ListOffsets (offset 0), Fetch (no records), FindCoordinator, OffsetFetch (no
-committed offset) and InitProducerId. Every frame is recorded byte for byte.
+committed offset), OffsetCommit, CreateTopics, DeleteTopics and InitProducerId. Every frame is recorded byte for byte.
 Anything else is recorded and the connection is closed, as a broker closes on
 what it does not serve.
 """
@@ -149,6 +149,15 @@ class CaptureServer:
             if version >= 8:
                 return {"groups": [{"group_id": g.group_id, "topics": partitions(g.topics)} for g in req.groups]}
             return {"topics": partitions(req.topics)}
+        if key == ApiKey.CREATE_TOPICS:
+            return {"topics": [{"name": t.name, "num_partitions": max(t.num_partitions, 1),
+                                "replication_factor": 1, "configs": []} for t in req.topics]}
+        if key == ApiKey.DELETE_TOPICS:
+            names = req.topic_names if version < 6 else [t.name for t in req.topics]
+            return {"responses": [{"name": n} for n in names]}
+        if key == ApiKey.OFFSET_COMMIT:
+            return {"topics": [{"name": t.name, "partitions": [
+                {"partition_index": p.partition_index} for p in t.partitions]} for t in req.topics]}
         if key == ApiKey.INIT_PRODUCER_ID:
             return {"producer_id": 1000, "producer_epoch": 0}
         return None

@@ -181,3 +181,89 @@ async def test_aiokafka_frames_decode_and_reencode_byte_for_byte(capture: Captur
     assert {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.LIST_OFFSETS, ApiKey.FETCH} <= seen
     assert (0, TOPIC, 0, T) in _lookups(frames)
     assert all(v in _produced_values(frames) for v in VALUES)
+
+
+def _admin_facts(frames: list[bytes]) -> dict[str, object]:
+    """What the admin/commit requests asked for, read through our decoder."""
+    facts: dict[str, object] = {}
+    for frame in frames:
+        req = decode_request(frame)
+        body = req.body
+        if req.api_key == ApiKey.CREATE_TOPICS:
+            t = body.topics[0]
+            facts["create"] = (t.name, t.num_partitions, {c.name: c.value for c in t.configs})
+        elif req.api_key == ApiKey.DELETE_TOPICS:
+            facts["delete"] = list(body.topic_names) if req.api_version < 6 else [t.name for t in body.topics]
+        elif req.api_key == ApiKey.OFFSET_COMMIT:
+            p = body.topics[0].partitions[0]
+            facts["commit"] = (body.group_id, body.topics[0].name, p.partition_index, p.committed_offset)
+    return facts
+
+
+CREATED = ("newt", 3, {"message.timestamp.type": "LogAppendTime"})
+
+
+def test_librdkafka_admin_and_commit_frames_decode_and_reencode(capture: CaptureServer) -> None:
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = f"127.0.0.1:{capture.port}"
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "golden-rdkafka", "log_level": 0})
+    for f in admin.create_topics([NewTopic("newt", 3, 1, config={"message.timestamp.type": "LogAppendTime"})]).values():
+        f.result(10)
+    for f in admin.delete_topics(["newt"]).values():
+        f.result(10)
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "client.id": "golden-rdkafka", "group.id": "g",
+                            "enable.auto.commit": False, "log_level": 0})
+    try:
+        consumer.commit(offsets=[ck.TopicPartition(TOPIC, 0, 5)], asynchronous=False)
+        assert consumer.committed([ck.TopicPartition(TOPIC, 0)], timeout=10)[0].offset < 0
+    finally:
+        consumer.close()
+    frames = capture.snapshot()
+    seen = _check(frames, "golden-rdkafka", exact=False)
+    assert {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.FIND_COORDINATOR, ApiKey.OFFSET_COMMIT,
+            ApiKey.OFFSET_FETCH} <= seen
+    assert _admin_facts(frames) == {"create": CREATED, "delete": ["newt"], "commit": ("g", TOPIC, 0, 5)}
+
+
+def test_kafka_python_admin_and_commit_frames_decode_and_reencode(capture: CaptureServer) -> None:
+    import kafka
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    bootstrap = f"127.0.0.1:{capture.port}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="golden-kp")
+    try:
+        admin.create_topics([NewTopic("newt", 3, 1, topic_configs={"message.timestamp.type": "LogAppendTime"})])
+        admin.delete_topics(["newt"])
+    finally:
+        admin.close()
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, client_id="golden-kp", group_id="g",
+                                   enable_auto_commit=False)
+    try:
+        tp = kafka.TopicPartition(TOPIC, 0)
+        consumer.commit({tp: kafka.OffsetAndMetadata(5, "", -1)})
+        assert consumer.committed(tp) is None
+    finally:
+        consumer.close()
+    frames = capture.snapshot()
+    seen = _check(frames, "golden-kp")
+    assert {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.FIND_COORDINATOR, ApiKey.OFFSET_COMMIT,
+            ApiKey.OFFSET_FETCH} <= seen
+    assert _admin_facts(frames) == {"create": CREATED, "delete": ["newt"], "commit": ("g", TOPIC, 0, 5)}
+
+
+async def test_aiokafka_admin_frames_decode_and_reencode(capture: CaptureServer) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=f"127.0.0.1:{capture.port}", client_id="golden-aio")
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic("newt", 3, 1, topic_configs={"message.timestamp.type": "LogAppendTime"})])
+        await admin.delete_topics(["newt"])
+    finally:
+        await admin.close()
+    frames = capture.snapshot()
+    seen = _check(frames, "golden-aio")
+    assert {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS} <= seen
+    assert _admin_facts(frames) == {"create": CREATED, "delete": ["newt"]}
