@@ -4,14 +4,21 @@ APIs answered by the real broker to real clients.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.group_offsets import OFFSETS_FILE, CommittedOffset, GroupOffsetStore
+from broker.group_offsets import (
+    COMPACT_MIN_ENTRIES,
+    OFFSETS_FILE,
+    CommittedOffset,
+    GroupOffsetStore,
+)
+from tests.broker.test_clients_common import RawConnection
+from tests.conftest import BrokerProcess
 
 NOW = 1_700_000_000_000
 
@@ -38,6 +45,7 @@ def apply(store: GroupOffsetStore, history: list, oracle: dict) -> None:  # type
             oracle[(group, t, p)] = off
 
 
+@settings(max_examples=25)
 @given(commits, commits)
 def test_store_matches_a_dict_across_reopen_and_compaction(
     tmp_path_factory: pytest.TempPathFactory, first: list, second: list  # type: ignore[type-arg]
@@ -76,14 +84,17 @@ def test_torn_last_line_is_dropped_and_earlier_commits_survive(tmp_path: Path) -
     store.close()
 
 
-def test_file_stays_proportional_to_live_offsets(tmp_path: Path) -> None:
+def test_file_is_compacted_to_the_live_offsets(tmp_path: Path) -> None:
     store = GroupOffsetStore(tmp_path, now_ms=NOW)
-    for i in range(2500):
-        store.commit("g", [("t", 0, CommittedOffset(i, -1, "", NOW))])
-    size = os.path.getsize(tmp_path / OFFSETS_FILE)
-    assert size < 200 * 1000  # at most ~2000 lines of ~40 bytes
+    n = COMPACT_MIN_ENTRIES + 50
+    for i in range(n):
+        store.commit("g", [("t", i % 2, CommittedOffset(i, -1, "", NOW))])
+    lines = (tmp_path / OFFSETS_FILE).read_bytes().count(b"\n")
+    assert lines <= 60  # one compaction happened: 1 line of live offsets + the later commits
     store.close()
-    assert GroupOffsetStore(tmp_path, now_ms=NOW).fetch("g", "t", 0).offset == 2499  # type: ignore[union-attr]
+    reopened = GroupOffsetStore(tmp_path, now_ms=NOW)
+    assert reopened.fetch_group("g") == {("t", 0): CommittedOffset(n - 2, -1, "", NOW),
+                                         ("t", 1): CommittedOffset(n - 1, -1, "", NOW)}
 
 
 def test_offsets_expire_after_retention_and_with_deleted_topics(tmp_path: Path) -> None:
@@ -100,3 +111,140 @@ def test_offsets_expire_after_retention_and_with_deleted_topics(tmp_path: Path) 
     assert store.fetch("g", "new", 0) == CommittedOffset(2, -1, "", NOW)
     assert store.fetch("h", "gone", 0) is None
     store.close()
+
+
+# ---- the APIs, every served version, over a real socket against the broker -----------
+
+UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, ILLEGAL_GENERATION = 3, 12, 22
+UNKNOWN_MEMBER_ID, INVALID_REQUEST = 25, 42
+
+
+def create(conn: RawConnection, name: str, partitions: int) -> None:
+    resp = conn.request(19, 5, {"topics": [{"name": name, "num_partitions": partitions,
+                                            "replication_factor": 1, "assignments": [],
+                                            "configs": []}], "timeout_ms": 5000})
+    assert resp.topics[0].error_code == 0
+
+
+def commit(conn: RawConnection, version: int, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]],
+           generation: int = -1, member: str = "") -> dict[tuple[str, int], int]:
+    by_topic: dict[str, list[dict[str, object]]] = {}
+    for (t, p), (o, m) in offsets.items():
+        by_topic.setdefault(t, []).append(
+            {"partition_index": p, "committed_offset": o, "committed_leader_epoch": 3,
+             "committed_metadata": m})
+    resp = conn.request(8, version, {
+        "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member,
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    })
+    return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+
+
+def fetch(conn: RawConnection, version: int, group: str,
+          wanted: dict[str, list[int]] | None) -> dict[tuple[str, int], tuple[int, int, str | None]]:
+    topics = None if wanted is None else [{"name": t, "partition_indexes": ps} for t, ps in wanted.items()]
+    if version >= 8:
+        resp = conn.request(9, version, {"groups": [{"group_id": group, "topics": topics}]})
+        (g,) = resp.groups
+        assert (g.group_id, g.error_code) == (group, 0)
+        result_topics = g.topics
+    else:
+        resp = conn.request(9, version, {"group_id": group, "topics": topics})
+        assert resp.error_code == 0
+        result_topics = resp.topics
+    out = {}
+    for t in result_topics:
+        for p in t.partitions:
+            assert p.error_code == 0
+            out[(t.name, p.partition_index)] = (p.committed_offset, p.committed_leader_epoch, p.metadata)
+    return out
+
+
+@pytest.fixture
+def conn(broker: BrokerProcess) -> Iterator[RawConnection]:
+    with RawConnection(broker) as c:
+        create(c, "co", 3)
+        yield c
+
+
+def test_every_offset_commit_version_is_read_back_by_every_offset_fetch_version(
+    conn: RawConnection,
+) -> None:
+    for commit_version in range(2, 9):
+        group = f"g{commit_version}"
+        errs = commit(conn, commit_version, group, {("co", 0): (11, "meta"), ("co", 2): (7, None)})
+        assert errs == {("co", 0): 0, ("co", 2): 0}
+        epoch = 3 if commit_version >= 6 else -1  # CommittedLeaderEpoch exists from v6
+        for v in range(1, 9):
+            got = fetch(conn, v, group, {"co": [0, 1, 2]})
+            read_epoch = epoch if v >= 5 else -1
+            assert got == {("co", 0): (11, read_epoch, "meta"), ("co", 1): (-1, -1, ""),
+                           ("co", 2): (7, read_epoch, "")}
+            if v >= 2:  # null topics: everything the group committed
+                assert fetch(conn, v, group, None) == {("co", 0): (11, read_epoch, "meta"),
+                                                       ("co", 2): (7, read_epoch, "")}
+
+
+def test_offset_commit_errors_are_per_partition_as_in_kafka(conn: RawConnection) -> None:
+    errs = commit(conn, 8, "ge", {("co", 0): (1, "x" * 4097), ("co", 9): (1, None),
+                                  ("nope", 0): (1, None), ("co", 1): (5, "ok")})
+    assert errs == {("co", 0): OFFSET_METADATA_TOO_LARGE, ("co", 9): UNKNOWN_TOPIC_OR_PARTITION,
+                    ("nope", 0): UNKNOWN_TOPIC_OR_PARTITION, ("co", 1): 0}
+    assert fetch(conn, 8, "ge", None) == {("co", 1): (5, 3, "ok")}
+    # A generation claims group membership, which does not exist here.
+    assert commit(conn, 8, "ge", {("co", 1): (6, None)}, generation=1, member="m") == {
+        ("co", 1): UNKNOWN_MEMBER_ID}
+    assert commit(conn, 8, "fresh", {("co", 1): (6, None)}, generation=1, member="m") == {
+        ("co", 1): ILLEGAL_GENERATION}
+    # A member id with generation -1 is a simple commit, accepted as Kafka does.
+    assert commit(conn, 3, "ge", {("co", 1): (8, None)}, member="whoever") == {("co", 1): 0}
+    assert fetch(conn, 3, "ge", {"co": [1]}) == {("co", 1): (8, -1, "")}
+
+
+def test_offset_fetch_v8_answers_several_groups_at_once(conn: RawConnection) -> None:
+    commit(conn, 8, "a", {("co", 0): (1, "a")})
+    commit(conn, 8, "b", {("co", 0): (2, "b")})
+    resp = conn.request(9, 8, {"groups": [
+        {"group_id": "a", "topics": [{"name": "co", "partition_indexes": [0]}]},
+        {"group_id": "b", "topics": None},
+        {"group_id": "none", "topics": None},
+    ]})
+    got = {g.group_id: [(t.name, p.partition_index, p.committed_offset, p.metadata)
+                        for t in g.topics for p in t.partitions] for g in resp.groups}
+    assert got == {"a": [("co", 0, 1, "a")], "b": [("co", 0, 2, "b")], "none": []}
+
+
+@pytest.mark.parametrize("how", ["graceful", "crash"])
+def test_committed_offsets_survive_restarts(broker: BrokerProcess, how: str) -> None:
+    with RawConnection(broker) as c:
+        create(c, "co", 2)
+        for i in range(20):
+            assert commit(c, 8, "durable", {("co", i % 2): (i, f"m{i}")}) == {("co", i % 2): 0}
+    if how == "crash":
+        broker.kill()
+        broker.start()
+    else:
+        broker.restart()
+    with RawConnection(broker) as c:
+        assert fetch(c, 8, "durable", None) == {("co", 0): (18, 3, "m18"), ("co", 1): (19, 3, "m19")}
+
+
+def test_find_coordinator_names_this_broker_at_every_version(broker: BrokerProcess) -> None:
+    for version in range(5):
+        check_find_coordinator(broker, version)
+
+
+def check_find_coordinator(broker: BrokerProcess, version: int) -> None:
+    with RawConnection(broker) as c:
+        if version >= 4:
+            resp = c.request(10, version, {"key_type": 0, "coordinator_keys": ["g1", "g2"]})
+            assert [(x.key, x.node_id, x.host, x.port, x.error_code) for x in resp.coordinators] == [
+                ("g1", 0, "127.0.0.1", broker.port, 0), ("g2", 0, "127.0.0.1", broker.port, 0)]
+            bad = c.request(10, version, {"key_type": 7, "coordinator_keys": ["g"]})
+            assert bad.coordinators[0].error_code == INVALID_REQUEST
+        else:
+            resp = c.request(10, version, {"key": "g", "key_type": 1 if version >= 1 else 0})
+            assert (resp.error_code, resp.node_id, resp.host, resp.port) == (0, 0, "127.0.0.1", broker.port)
+            if version >= 1:
+                bad = c.request(10, version, {"key": "g", "key_type": 2})
+                assert bad.error_code == INVALID_REQUEST
