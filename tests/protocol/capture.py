@@ -2,8 +2,8 @@
 
 It answers with our own encoders, just enough for clients to go on to their
 next request: ApiVersions, Metadata (one topic, ``golden``, one partition led by
-this listener), Produce (appends nothing, answers increasing base offsets),
-ListOffsets (offset 0), Fetch (no records), FindCoordinator, OffsetFetch (no
+this listener), Produce (keeps the batches in memory, assigning offsets),
+ListOffsets (offset 0), Fetch (everything produced so far), FindCoordinator, OffsetFetch (no
 committed offset), OffsetCommit, CreateTopics, DeleteTopics and InitProducerId. Every frame is recorded byte for byte.
 Anything else is recorded and the connection is closed, as a broker closes on
 what it does not serve.
@@ -33,7 +33,8 @@ TOPIC = "golden"
 class CaptureServer:
     frames: list[bytes] = field(default_factory=list)
     port: int = 0
-    produced: int = 0
+    next_offset: int = 0
+    log: bytearray = field(default_factory=bytearray)
 
     def __post_init__(self) -> None:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -120,10 +121,9 @@ class CaptureServer:
                      "replica_nodes": [1], "isr_nodes": [1]}]}],
             }
         if key == ApiKey.PRODUCE:
-            self.produced += 1
             return {"responses": [
                 {"name": t.name, "partition_responses": [
-                    {"index": p.index, "base_offset": self.produced - 1} for p in t.partition_data]}
+                    {"index": p.index, "base_offset": self._append(p.records)} for p in t.partition_data]}
                 for t in req.topic_data]}
         if key == ApiKey.LIST_OFFSETS:
             return {"topics": [
@@ -134,8 +134,10 @@ class CaptureServer:
         if key == ApiKey.FETCH:
             return {"responses": [
                 {"topic": t.topic, "partitions": [
-                    {"partition_index": p.partition, "high_watermark": 0, "last_stable_offset": 0,
-                     "log_start_offset": 0, "records": b""} for p in t.partitions]}
+                    {"partition_index": p.partition, "high_watermark": self.next_offset,
+                     "last_stable_offset": self.next_offset, "log_start_offset": 0,
+                     "records": memoryview(self.log) if p.fetch_offset < self.next_offset else b""}
+                    for p in t.partitions]}
                 for t in req.topics]}
         if key == ApiKey.FIND_COORDINATOR:
             if version >= 4:
@@ -161,6 +163,20 @@ class CaptureServer:
         if key == ApiKey.INIT_PRODUCER_ID:
             return {"producer_id": 1000, "producer_epoch": 0}
         return None
+
+    def _append(self, records: Any) -> int:
+        """Keep a produced batch (magic 2) with its base offset assigned, as a log would."""
+        base = self.next_offset
+        batch = bytearray(records)
+        pos = 0
+        while pos + 61 <= len(batch):
+            length = struct.unpack_from(">i", batch, pos + 8)[0]
+            last_delta = struct.unpack_from(">i", batch, pos + 23)[0]
+            struct.pack_into(">q", batch, pos, self.next_offset)
+            self.next_offset += last_delta + 1
+            pos += length + 12
+        self.log += batch
+        return base
 
     def close(self) -> None:
         self._stop.set()

@@ -2,7 +2,8 @@
 
 Each live test points a real client at :class:`CaptureServer` (127.0.0.1, answers
 with our encoders) while it bootstraps, produces (kafka-python idempotently),
-looks up an offset by time and fetches, and checks that every captured frame
+looks up an offset by time and consumes back what it produced (served by our
+Fetch encoder), and checks that every captured frame
 decodes — through the fast paths where they exist — and re-encodes through the
 declarative schema to the same bytes, and that the produced values are in the
 decoded records. The pinned frames below were captured
@@ -11,6 +12,7 @@ the same way and keep the check even where a client's first bytes never change.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -117,6 +119,14 @@ def test_librdkafka_frames_decode_and_reencode_byte_for_byte(capture: CaptureSer
     try:
         found = consumer.offsets_for_times([ck.TopicPartition(TOPIC, 0, T)], timeout=10)
         assert found[0].offset == 0
+        consumer.assign([ck.TopicPartition(TOPIC, 0, 0)])
+        got: list[tuple[int | None, bytes | None]] = []
+        deadline = time.monotonic() + 10
+        while len(got) < len(VALUES) and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append((msg.offset(), msg.value()))
+        assert got == list(enumerate(VALUES))  # read back through our Fetch encoder
     finally:
         consumer.close()
     frames = capture.snapshot()
@@ -144,7 +154,8 @@ def test_kafka_python_frames_decode_and_reencode_byte_for_byte(capture: CaptureS
         assert consumer.offsets_for_times({tp: T})[tp].offset == 0
         consumer.assign([tp])
         consumer.seek(tp, 0)
-        assert consumer.poll(100) == {}
+        records = [r for rs in consumer.poll(5000).values() for r in rs]
+        assert [(r.offset, r.value) for r in records] == list(enumerate(VALUES))
     finally:
         consumer.close()
     frames = capture.snapshot()
@@ -173,7 +184,8 @@ async def test_aiokafka_frames_decode_and_reencode_byte_for_byte(capture: Captur
         assert (await consumer.offsets_for_times({tp: T}))[tp].offset == 0
         consumer.assign([tp])
         consumer.seek(tp, 0)
-        assert await consumer.getmany(timeout_ms=100) == {}
+        records = [r for rs in (await consumer.getmany(timeout_ms=5000)).values() for r in rs]
+        assert [(r.offset, r.value) for r in records] == list(enumerate(VALUES))
     finally:
         await consumer.stop()
     frames = capture.snapshot()
