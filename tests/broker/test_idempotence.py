@@ -334,3 +334,16 @@ def test_transactional_init_is_refused_with_a_fatal_error_and_idempotent_init_at
         assert len(set(pids)) == 5
         assert init_producer_id(c, 4, "tx")[0] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert init_producer_id(c, 1, "")[0] == ErrorCode.INVALID_REQUEST
+
+
+def test_transactional_batch_is_refused_and_not_appended(broker: BrokerProcess) -> None:
+    with RawConnection(broker) as c:
+        c.request(19, 5, {"topics": [{"name": "txn", "num_partitions": 1, "replication_factor": 1,
+                                      "assignments": [], "configs": []}], "timeout_ms": 5000})
+        _, pid, _ = init_producer_id(c)
+        recs = [Record(0, BASE_TS, None, b"t", [])]
+        batch = build_batch(recs, producer_id=pid, producer_epoch=0, base_sequence=0,
+                            is_transactional=True)
+        assert send(c, "txn", batch)[0] == ErrorCode.INVALID_TXN_STATE
+        assert list_offset(c, "txn", 0, -1)[0] == 0
+        assert send(c, "txn", idem_batch(pid, 0, 0, 1)) == (0, 0)
