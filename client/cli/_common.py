@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
@@ -35,6 +36,19 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="give up on a request after this long (default 30)",
     )
+
+
+_RELATIVE_OR_NUMBER = re.compile(r"^-\d+(?:ms|s|m|h|d|w)?$|^-\d*\.\d+$", re.IGNORECASE)
+
+
+def allow_relative_times(parser: argparse.ArgumentParser) -> None:
+    """Let ``--from-time -15m`` parse as a value, not as an unknown option ``-1``.
+
+    argparse only treats ``-<digits>`` as a value; widening its negative-number
+    pattern to our relative forms is safe because no option of ours starts
+    with a dash followed by a digit.
+    """
+    parser._negative_number_matcher = _RELATIVE_OR_NUMBER  # type: ignore[attr-defined]
 
 
 def time_arg(text: str) -> int:

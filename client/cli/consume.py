@@ -23,7 +23,7 @@ import sys
 from typing import Any
 
 from client.aio import Client, Record
-from client.cli._common import add_bootstrap, progress, run, time_arg
+from client.cli._common import add_bootstrap, allow_relative_times, progress, run, time_arg
 from client.timeparse import format_time
 from protocol.errors import ErrorCode, KafkaError
 
@@ -50,6 +50,7 @@ def register(subparsers: Any) -> None:
                    help="keep waiting for new records (until --until or Ctrl-C)")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     add_bootstrap(p)
+    allow_relative_times(p)
     p.set_defaults(func=lambda a: run(lambda: _consume(a)))
 
 

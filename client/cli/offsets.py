@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from client.aio import EARLIEST, LATEST, MAX_TIMESTAMP, Client, TopicPartition
-from client.cli._common import add_bootstrap, print_table, run, time_arg
+from client.cli._common import add_bootstrap, allow_relative_times, print_table, run, time_arg
 from client.timeparse import format_time
 
 _SPECIAL = {"earliest": EARLIEST, "latest": LATEST, "max-timestamp": MAX_TIMESTAMP}
@@ -41,6 +41,7 @@ def register(subparsers: Any) -> None:
                    help="only this partition (repeatable)")
     p.add_argument("--format", choices=["table", "json"], default="table")
     add_bootstrap(p)
+    allow_relative_times(p)
     p.set_defaults(func=lambda a: run(lambda: _offsets(a)))
 
 

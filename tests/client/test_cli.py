@@ -166,3 +166,19 @@ def test_errors_are_clear_and_exit_nonzero(broker, tmp_path: Path) -> None:  # t
     assert exists.returncode == 1 and b"TOPIC_ALREADY_EXISTS" in exists.stderr
     assert cli("topics", "create", topic, "--if-not-exists",
                "--bootstrap-server", broker.bootstrap).returncode == 0
+
+
+def test_relative_times_parse_as_values_not_options(broker, dataset) -> None:  # type: ignore[no-untyped-def]
+    topic, log = dataset  # every record is from 2023, so nothing is at or after "a day ago"
+    out = cli("offsets", topic, "--time", "-1d", "--format", "json",
+              "--bootstrap-server", broker.bootstrap)
+    assert [r["offset"] for r in json.loads(out.stdout)["partitions"]] == [-1, -1, -1]
+    out = cli("consume", topic, "--from-time", "-15m", "--bootstrap-server", broker.bootstrap)
+    assert out.stdout == b""
+    out = cli("consume", topic, "--from-time", "1700000000000", "--until", "-1h", "--max", "5",
+              "--format", "json", "--bootstrap-server", broker.bootstrap)
+    parts = by_partition(log)
+    want = [r for p in sorted(parts) for r in time_range(parts[p], BASE, 2**62)][:5]
+    assert [(g["partition"], g["offset"]) for g in map(json.loads, out.stdout.splitlines())] == [
+        (r.partition, r.offset) for r in want
+    ]
