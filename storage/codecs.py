@@ -76,19 +76,29 @@ def compress(codec: int, data: Buffer, level: int | None = None) -> bytes:
     raise UnsupportedCompressionError(f"compression codec {codec} is not one of 0..4")
 
 
-def decompress(codec: int, data: Buffer) -> bytes:
-    """Decompress a batch's records blob; any malformed input is CorruptRecordError."""
+def decompress(codec: int, data: Buffer, max_size: int | None = None) -> bytes:
+    """Decompress a batch's records blob; any malformed input is CorruptRecordError.
+
+    With ``max_size``, output larger than that is refused *before* it is produced
+    (CorruptRecordError), so a small "decompression bomb" cannot exhaust memory:
+    gzip is inflated with a length cap, snappy declares each block's length, and
+    lz4/zstd frames are walked block by block to bound their output first.
+    """
     if codec == NONE:
         return bytes(data)
     if codec not in CODEC_NAMES:
         raise UnsupportedCompressionError(f"compression codec {codec} is not one of 0..4")
     try:
         if codec == GZIP:
-            return _gzip_decode(data)
+            return _gzip_decode(data, max_size)
         if codec == SNAPPY:
-            return _snappy_decode(data)
+            return _snappy_decode(data, max_size)
         if codec == LZ4:
+            if max_size is not None:
+                _check_bound(lz4_output_bound(data), max_size, codec)
             return bytes(cramjam.lz4.decompress(data))
+        if max_size is not None:
+            _check_bound(zstd_output_bound(data), max_size, codec)
         return bytes(cramjam.zstd.decompress(data))
     except CorruptRecordError:
         raise
@@ -98,18 +108,150 @@ def decompress(codec: int, data: Buffer) -> bytes:
         ) from exc
 
 
-def _gzip_decode(data: Buffer) -> bytes:
+def _check_bound(bound: int, max_size: int, codec: int) -> None:
+    if bound > max_size:
+        raise CorruptRecordError(
+            f"{CODEC_NAMES[codec]} records would decompress to up to {bound} bytes, "
+            f"more than the {max_size} allowed"
+        )
+
+
+def _too_large(max_size: int, codec: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"{CODEC_NAMES[codec]} records decompress to more than the {max_size} bytes allowed"
+    )
+
+
+def _gzip_decode(data: Buffer, max_size: int | None = None) -> bytes:
     """Decode gzip (possibly several members, as Java's GZIPInputStream reads) or zlib."""
     out: list[bytes] = []
+    total = 0
     rest = bytes(data)
     while True:
         d = zlib.decompressobj(47)  # 32 + 15: auto-detect gzip or zlib header
-        out.append(d.decompress(rest))
+        if max_size is None:
+            chunk = d.decompress(rest)
+        else:
+            chunk = d.decompress(rest, max_size - total + 1)
+            if total + len(chunk) > max_size:
+                raise _too_large(max_size, GZIP)
+        total += len(chunk)
+        out.append(chunk)
         if not d.eof:
             raise CorruptRecordError("gzip records end before the end of the stream")
         rest = d.unused_data
         if not rest:
             return b"".join(out)
+
+
+_LE32 = struct.Struct("<I")
+_ZSTD_MAGIC = 0xFD2FB528
+_LZ4_MAGIC = 0x184D2204
+_SKIPPABLE_MASK = 0xFFFFFFF0
+_SKIPPABLE = 0x184D2A50  # both formats: magic 0x184D2A5?, int32 LE size, data
+_ZSTD_BLOCK_MAX = 128 * 1024
+_LZ4_BLOCK_MAX = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+
+
+def zstd_output_bound(data: Buffer) -> int:
+    """An upper bound of what the zstd frames in ``data`` decompress to (RFC 8878).
+
+    Walks frame and block headers only: raw and RLE blocks regenerate exactly
+    their Block_Size, a compressed block at most 128 KiB. Malformed framing is
+    CorruptRecordError.
+    """
+    view = memoryview(data)
+    end = len(view)
+    pos = 0
+    bound = 0
+    while pos < end:
+        if pos + 4 > end:
+            raise CorruptRecordError("zstd frame magic is truncated")
+        (magic,) = _LE32.unpack_from(view, pos)
+        if magic & _SKIPPABLE_MASK == _SKIPPABLE:
+            if pos + 8 > end:
+                raise CorruptRecordError("zstd skippable frame is truncated")
+            pos += 8 + _LE32.unpack_from(view, pos + 4)[0]
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise CorruptRecordError(f"not a zstd frame (magic {magic:#010x})")
+        if pos + 5 > end:
+            raise CorruptRecordError("zstd frame header is truncated")
+        fhd = view[pos + 4]
+        single_segment = fhd & 0x20
+        fcs_size = (0, 2, 4, 8)[fhd >> 6] or (1 if single_segment else 0)
+        pos += 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[fhd & 3] + fcs_size
+        while True:
+            if pos + 3 > end:
+                raise CorruptRecordError("zstd block header is truncated")
+            bh = view[pos] | (view[pos + 1] << 8) | (view[pos + 2] << 16)
+            pos += 3
+            kind = (bh >> 1) & 3
+            size = bh >> 3
+            if kind == 0:
+                bound += size
+                pos += size
+            elif kind == 1:
+                bound += size
+                pos += 1
+            elif kind == 2:
+                bound += _ZSTD_BLOCK_MAX
+                pos += size
+            else:
+                raise CorruptRecordError("zstd block uses the reserved block type")
+            if bh & 1:
+                break
+        if fhd & 0x04:
+            pos += 4
+    if pos != end:
+        raise CorruptRecordError("zstd frame is truncated")
+    return bound
+
+
+def lz4_output_bound(data: Buffer) -> int:
+    """An upper bound of what the LZ4 frames in ``data`` decompress to.
+
+    Walks frame and block headers only: an uncompressed block regenerates its
+    size, a compressed one at most the frame's block maximum size.
+    """
+    view = memoryview(data)
+    end = len(view)
+    pos = 0
+    bound = 0
+    while pos < end:
+        if pos + 4 > end:
+            raise CorruptRecordError("lz4 frame magic is truncated")
+        (magic,) = _LE32.unpack_from(view, pos)
+        if magic & _SKIPPABLE_MASK == _SKIPPABLE:
+            if pos + 8 > end:
+                raise CorruptRecordError("lz4 skippable frame is truncated")
+            pos += 8 + _LE32.unpack_from(view, pos + 4)[0]
+            continue
+        if magic != _LZ4_MAGIC:
+            raise CorruptRecordError(f"not an lz4 frame (magic {magic:#010x})")
+        if pos + 7 > end:
+            raise CorruptRecordError("lz4 frame header is truncated")
+        flg = view[pos + 4]
+        block_max = _LZ4_BLOCK_MAX.get((view[pos + 5] >> 4) & 7)
+        if block_max is None:
+            raise CorruptRecordError("lz4 frame declares an invalid block size")
+        pos += 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1
+        block_checksum = 4 if flg & 0x10 else 0
+        while True:
+            if pos + 4 > end:
+                raise CorruptRecordError("lz4 block header is truncated")
+            (bh,) = _LE32.unpack_from(view, pos)
+            pos += 4
+            if bh == 0:
+                break
+            size = bh & 0x7FFFFFFF
+            bound += size if bh & 0x80000000 else block_max
+            pos += size + block_checksum
+        if flg & 0x04:
+            pos += 4
+    if pos != end:
+        raise CorruptRecordError("lz4 frame is truncated")
+    return bound
 
 
 def _xerial_encode(data: Buffer) -> bytes:
@@ -126,15 +268,18 @@ def _xerial_encode(data: Buffer) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decode(data: Buffer) -> bytes:
+def _snappy_decode(data: Buffer, max_size: int | None = None) -> bytes:
     view = memoryview(data)
     if bytes(view[:8]) != XERIAL_MAGIC or len(view) < 16:
+        if max_size is not None and cramjam.snappy.decompress_raw_len(view) > max_size:
+            raise _too_large(max_size, SNAPPY)
         return bytes(cramjam.snappy.decompress_raw(view))
     # Xerial framing; versions are not checked, as xerial's reader only checks the magic.
     pos = 16
     end = len(view)
-    out: list[bytes] = []
-    decompress_raw = cramjam.snappy.decompress_raw
+    blocks: list[memoryview] = []
+    total = 0
+    raw_len = cramjam.snappy.decompress_raw_len
     unpack_from = _INT32.unpack_from
     while pos < end:
         if pos + 4 > end:
@@ -143,6 +288,12 @@ def _snappy_decode(data: Buffer) -> bytes:
         pos += 4
         if n < 0 or pos + n > end:
             raise CorruptRecordError(f"xerial snappy block of {n} bytes overruns the data")
-        out.append(bytes(decompress_raw(view[pos : pos + n])))
+        block = view[pos : pos + n]
+        if max_size is not None:
+            total += raw_len(block)  # each raw block starts with its uncompressed length
+            if total > max_size:
+                raise _too_large(max_size, SNAPPY)
+        blocks.append(block)
         pos += n
-    return b"".join(out)
+    decompress_raw = cramjam.snappy.decompress_raw
+    return b"".join([bytes(decompress_raw(b)) for b in blocks])

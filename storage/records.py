@@ -83,6 +83,15 @@ DELETE_HORIZON_MASK = 0x40
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
+MAX_UNCOMPRESSED_BYTES = 256 * 1024 * 1024
+"""The most a compressed batch may inflate to; beyond it the batch is corrupt.
+
+Kafka streams records out of a compressed batch; this codec inflates the whole
+blob, so a few kilobytes of zstd that claim gigabytes must be refused before
+they are inflated (see codecs.decompress). Legitimate batches are far smaller:
+Kafka's max.message.bytes (about 1 MiB) compressed at even 100:1.
+"""
+
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
@@ -336,7 +345,9 @@ def _read_varlong(data: Buffer, p: int, end: int) -> tuple[int, int]:
 # ---------------------------------------------------------------- records
 
 
-def _records_data(buf: Buffer, pos: int, h: BatchHeader) -> tuple[Buffer, int, int]:
+def _records_data(
+    buf: Buffer, pos: int, h: BatchHeader, max_size: int = MAX_UNCOMPRESSED_BYTES
+) -> tuple[Buffer, int, int]:
     """The records region of the batch: (data, start, end), decompressed if needed."""
     start = pos + HEADER_SIZE
     end = pos + h.batch_length + LOG_OVERHEAD
@@ -345,7 +356,7 @@ def _records_data(buf: Buffer, pos: int, h: BatchHeader) -> tuple[Buffer, int, i
         return buf, start, end
     if codec > 4:
         raise UnsupportedCompressionError(f"batch at {pos} uses compression codec {codec}")
-    data = codecs.decompress(codec, memoryview(buf)[start:end])
+    data = codecs.decompress(codec, memoryview(buf)[start:end], max_size)
     return data, 0, len(data)
 
 
@@ -1035,7 +1046,10 @@ def scan_timestamps(buf: Buffer, pos: int = 0, header: BatchHeader | None = None
     return BatchScan(h, bts + mn, bts + mx, imx)
 
 
-def validate_client_batch(buf: Buffer, pos: int = 0, end: int | None = None) -> BatchScan:
+def validate_client_batch(
+    buf: Buffer, pos: int = 0, end: int | None = None, *,
+    max_uncompressed_bytes: int = MAX_UNCOMPRESSED_BYTES,
+) -> BatchScan:
     """Validate a Produce'd partition payload as Kafka's LogValidator does for a client.
 
     ``buf[pos:end]`` must hold exactly one v2 batch. Raises CorruptRecordError for
@@ -1043,7 +1057,9 @@ def validate_client_batch(buf: Buffer, pos: int = 0, end: int | None = None) -> 
     append rules (INVALID_RECORD): more or fewer than one batch, baseOffset != 0,
     count != lastOffsetDelta + 1 or count <= 0, a control batch, an idempotent
     batch without a sequence, offset deltas not 0..n-1, or records that do not
-    parse exactly to the batch end. Returns the timestamp scan (see scan_timestamps).
+    parse exactly to the batch end. A compressed batch that would inflate beyond
+    ``max_uncompressed_bytes`` is CorruptRecordError, refused before inflating.
+    Returns the timestamp scan (see scan_timestamps).
     """
     stop = len(buf) if end is None else end
     if stop - pos < HEADER_SIZE:
@@ -1069,7 +1085,7 @@ def validate_client_batch(buf: Buffer, pos: int = 0, end: int | None = None) -> 
         raise InvalidRecordError("idempotent batch has no base sequence")
     if h.attributes & COMPRESSION_MASK > 4:
         raise UnsupportedCompressionError(f"batch uses compression codec {h.compression}")
-    data, start, rend = _records_data(buf, pos, h)
+    data, start, rend = _records_data(buf, pos, h, max_uncompressed_bytes)
     try:
         mn, mx, imx = _scan(data, start, rend, h.records_count, True)
     except CorruptRecordError as exc:

@@ -122,3 +122,68 @@ def test_codec_names_are_kafkas() -> None:
         0, 1, 2, 3, 4, 4]
     with pytest.raises(UnsupportedCompressionError):
         codecs.codec_id("brotli")
+
+
+# ---------------------------------------------------------------- bounded output
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+@given(data=payloads)
+def test_bounded_decompress_accepts_output_within_the_bound(codec: int, data: bytes) -> None:
+    blob = codecs.compress(codec, data)
+    if codec == 3:
+        assert codecs.lz4_output_bound(blob) >= len(data)
+    if codec == 4:
+        assert codecs.zstd_output_bound(blob) >= len(data)
+    generous = max(len(data), 4 * 1024 * 1024)
+    assert codecs.decompress(codec, blob, max_size=generous) == data
+    if codec in (1, 2):  # exact checks: the limit may equal the output
+        assert codecs.decompress(codec, blob, max_size=len(data)) == data
+        if data:
+            with pytest.raises(CorruptRecordError):
+                codecs.decompress(codec, blob, max_size=len(data) - 1)
+
+
+@given(data=payloads)
+def test_output_bounds_walk_frames_other_writers_produce(data: bytes) -> None:
+    """aiokafka's framings, concatenated and streamed frames, skippable frames."""
+    assert codecs.lz4_output_bound(aio.lz4_encode(data)) >= len(data)
+    assert codecs.lz4_output_bound(bytes(cramjam.lz4.compress(data))) >= len(data)
+    assert codecs.zstd_output_bound(aio.zstd_encode(data)) >= len(data)
+    stream = cramjam.zstd.Compressor()
+    stream.compress(data)
+    streamed = bytes(stream.finish())
+    skippable = struct.pack("<II", 0x184D2A53, 3) + b"abc"
+    two = streamed + skippable + bytes(cramjam.zstd.compress(data))
+    assert codecs.zstd_output_bound(two) >= 2 * len(data)
+    assert codecs.decompress(4, two, max_size=max(1, 2 * len(data)) + (1 << 20)) == data + data
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_a_decompression_bomb_is_refused_before_it_inflates(codec: int) -> None:
+    """64 MiB of zeros compresses to a few kB; with a 1 MiB limit it is corrupt, fast."""
+    zeros = bytes(16 * 1024 * 1024)
+    if codec == 4:
+        z = cramjam.zstd.Compressor()
+        for _ in range(4):
+            z.compress(zeros)
+        blob = bytes(z.finish())
+    elif codec == 3:
+        lz = cramjam.lz4.Compressor(level=1, content_checksum=False, block_linked=False)
+        for _ in range(4):
+            lz.compress(zeros)
+        blob = bytes(lz.finish())
+    else:
+        blob = codecs.compress(codec, zeros * 4)
+    assert len(blob) < 4 * 1024 * 1024
+    with pytest.raises(CorruptRecordError, match="more than"):
+        codecs.decompress(codec, blob, max_size=1024 * 1024)
+
+
+@pytest.mark.parametrize("codec", [3, 4])
+@given(data=st.binary(min_size=1, max_size=500), cut=st.integers(1, 40))
+def test_output_bound_rejects_truncated_frames(codec: int, data: bytes, cut: int) -> None:
+    blob = codecs.compress(codec, data)
+    bound = codecs.lz4_output_bound if codec == 3 else codecs.zstd_output_bound
+    with pytest.raises(CorruptRecordError):
+        bound(blob[: max(0, len(blob) - cut)] or b"\x00")

@@ -559,3 +559,12 @@ def test_column_walk_decodes_every_timestamp_varint_width(width: int, data: st.D
     got = R._scan(buf, 61, len(buf), n, True, True)
     assert got == (min(tds), max(tds), tds.index(max(tds)))
     assert got == R._scan(buf, 61, len(buf), n, True, False)
+
+
+def test_validate_refuses_a_batch_that_would_inflate_beyond_the_limit() -> None:
+    rs = [Record(0, 1, None, bytes(1000), []) for _ in range(3000)]  # ~3 MB of zeros
+    buf = build(rs, compression=4)
+    assert len(buf) < 10_000
+    assert R.validate_client_batch(buf).max_timestamp == 1
+    with pytest.raises(CorruptRecordError):
+        R.validate_client_batch(buf, max_uncompressed_bytes=1_000_000)
