@@ -42,6 +42,7 @@ import json
 import logging
 import socket
 import struct
+import sys
 import time
 import zlib
 from collections.abc import Callable
@@ -352,7 +353,7 @@ class UdpIngest:
                                  socket.SOCK_DGRAM)
             try:
                 if self.rcvbuf > 0:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.rcvbuf)
+                    _raise_rcvbuf(sock, self.rcvbuf)
                 sock.bind((host, port))
                 sock.setblocking(False)
                 stream = await asyncio_dgram.from_socket(sock)
@@ -539,6 +540,19 @@ class UdpIngest:
             except (asyncio.CancelledError, Exception):
                 pass
         await self.flush()
+
+
+def _raise_rcvbuf(sock: socket.socket, size: int) -> None:
+    """Ask for ``size`` bytes of receive buffer; past net.core.rmem_max only a privileged
+    process gets it (SO_RCVBUFFORCE), others get the cap and a warning at start-up."""
+    force = getattr(socket, "SO_RCVBUFFORCE", 33 if sys.platform.startswith("linux") else None)
+    if force is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, force, size)
+            return
+        except OSError:
+            pass
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
 
 
 async def start_udp_ingest(broker: object) -> UdpIngest:

@@ -1,0 +1,162 @@
+"""UDP ingest: datagrams/s that land in the log, and the loss rate, at 50k/s and 100k/s.
+
+Setup: one broker subprocess with ``udp.listeners`` set (format raw, one
+partition), and ``chronolog udp-send`` in another process sending numbered
+200-byte datagrams at a fixed rate. What landed is counted through the broker
+itself: ListOffsets LATEST of the ``udp`` topic before and after (so a datagram
+counts only once it is in the log and readable), cross-checked with the
+broker's own ``chronolog_udp_datagrams_received_total`` from /metrics (so
+kernel drops — socket buffer overflow — are told apart from drops inside the
+broker). Target (issue 5): >= 100k/s with < 1% loss, and 0% loss at 50k/s.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from bench.report import Report
+
+RATES = (50_000, 100_000)
+SECONDS = float(os.environ.get("CHRONOLOG_BENCH_UDP_SECONDS", "3"))
+SIZE = 200
+
+
+def _free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _scrape(url: str) -> dict[str, float]:
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = re.match(r"^(chronolog_udp_\w+_total)(\{[^}]*\})? ([0-9.e+]+)$", line)
+        if m:
+            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return out
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), to state a per-datagram cost
+    that does not depend on how busy the shared machine is."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _dropped(metrics: dict[str, float]) -> float:
+    return sum(v for k, v in metrics.items() if k.startswith("chronolog_udp_datagrams_dropped"))
+
+
+def _latest(bootstrap: str) -> int:
+    from client import SyncClient
+
+    with SyncClient(bootstrap) as c:
+        return sum(c.latest("udp").values())
+
+
+def _settle(bootstrap: str, previous: int) -> int:
+    """LATEST once it stopped moving (linger and the last flush are over)."""
+    last = previous
+    stable = 0
+    while stable < 3:
+        time.sleep(0.2)
+        now = _latest(bootstrap)
+        stable = stable + 1 if now == last else 0
+        last = now
+    return last
+
+
+def run(report: Report, scratch: str) -> None:
+    # The default receive buffer first (what a user gets), then 16 MiB at the top rate:
+    # on a busy machine a bigger buffer absorbs the broker's scheduling stalls.
+    _run_broker(report, Path(scratch) / "default", RATES, {}, "")
+    _run_broker(report, Path(scratch) / "rcvbuf16m", RATES[-1:],
+                {"udp.socket.receive.buffer.bytes": str(16 << 20)}, ", 16 MiB rcvbuf")
+
+
+def _run_broker(report: Report, scratch: Path, rates: tuple[int, ...],
+                overrides: dict[str, str], label: str) -> None:
+    port, udp_port, metrics_port = _free_port(), _free_port(socket.SOCK_DGRAM), _free_port()
+    data = scratch / "data"
+    data.mkdir(parents=True)
+    log_path = scratch / "broker.log"
+    args = [sys.executable, "-m", "broker", "--data-dir", str(data), "--host", "127.0.0.1",
+            "--port", str(port),
+            "--override", f"udp.listeners=127.0.0.1:{udp_port}",
+            "--override", f"metrics.listener=127.0.0.1:{metrics_port}",
+            "--override", "udp.format=raw", "--override", "num.partitions=1"]
+    for name, value in overrides.items():
+        args += ["--override", f"{name}={value}"]
+    with open(log_path, "ab") as log_fh:
+        broker = subprocess.Popen(args, stdout=log_fh, stderr=subprocess.STDOUT)
+    bootstrap = f"127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                _scrape(url)
+                _latest(bootstrap)
+                break
+            except Exception:
+                if broker.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("broker did not start:\n" + log_path.read_text()) from None
+                time.sleep(0.1)
+        sender = str(Path(sys.executable).with_name("chronolog"))
+        for rate in rates:
+            count = int(rate * SECONDS)
+            before = _latest(bootstrap)
+            m_before = _scrape(url)
+            cpu_before = _cpu_seconds(broker.pid)
+            res = subprocess.run(
+                [sender, "udp-send", f"127.0.0.1:{udp_port}", "--rate", str(rate),
+                 "--count", str(count), "--size", str(SIZE), "--format", "raw"],
+                capture_output=True, text=True, timeout=SECONDS * 10 + 60)
+            m = re.search(r"sent (\d+) datagrams in ([0-9.]+) s", res.stdout)
+            if m is None:
+                raise RuntimeError(f"udp-send failed: {res.stdout}{res.stderr}")
+            sent, seconds = int(m.group(1)), float(m.group(2))
+            after = _settle(bootstrap, before)
+            cpu = _cpu_seconds(broker.pid) - cpu_before
+            m_after = _scrape(url)
+            landed = after - before
+            received = (m_after.get("chronolog_udp_datagrams_received_total", 0)
+                        - m_before.get("chronolog_udp_datagrams_received_total", 0))
+            dropped = _dropped(m_after) - _dropped(m_before)
+            loss = 100.0 * (sent - landed) / sent if sent else 0.0
+            target_loss = "0%" if rate <= 50_000 else "< 1%"
+            section = f"udp {rate // 1000}k/s x {SIZE} B{label}"
+            report.add(section, "datagrams landed per second", landed / seconds, "datagrams/s",
+                       target=">= 100k/s" if rate >= 100_000 else "",
+                       note=f"{landed}/{sent} in the log after {seconds:.2f} s of sending")
+            report.add(section, "loss", loss, "%", target=target_loss,
+                       note=f"kernel/socket drops {sent - received:.0f}, broker drops "
+                       f"{dropped:.0f}")
+            report.add(section, "sender achieved rate", sent / seconds, "datagrams/s",
+                       note="below the asked rate = the sender was starved of CPU")
+            report.add(section, "broker CPU per datagram", 1e6 * cpu / max(1, landed), "µs",
+                       note=f"incl. ~1 s idle polling; load average "
+                       f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    finally:
+        broker.terminate()
+        try:
+            broker.wait(30)
+        except subprocess.TimeoutExpired:
+            broker.kill()
+            broker.wait()
+
+if __name__ == "__main__":
+    import tempfile
+
+    r = Report()
+    with tempfile.TemporaryDirectory() as tmp:
+        run(r, tmp)
+    print(r.table())
