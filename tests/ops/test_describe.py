@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from client import ProducerRecord, SyncClient
 from client.cli import main as cli_main
 from client.cli.describe import describe_offline
 from storage.config import LogConfig
@@ -73,3 +75,27 @@ def test_describe_cli_prints_json_for_scripts(
     assert cli_main(["describe", "--topic", "t", "--data-dir", str(tmp_path)]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0] == "Topic: t  partitions: 2" and len(table) == 4
+
+
+def test_describe_online_agrees_with_offline_on_the_same_data(
+    broker: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stamps = [NOW + d for d in (500, -200, 900, 100, 900, -700, 50)]
+    with SyncClient(broker.bootstrap) as c:
+        c.create_topic("both", 2)
+        for i, ts in enumerate(stamps):
+            c.produce("both", [ProducerRecord(key=f"k{i}", value=b"v", timestamp=ts)],
+                      partition=i % 2)
+    assert cli_main(["describe", "--topic", "both", "--bootstrap-server", broker.bootstrap,
+                     "--json"]) == 0
+    online = json.loads(capsys.readouterr().out)["partitions"]
+    broker.stop()
+    offline = [asdict(p) for p in describe_offline(broker.data_dir, "both")]
+    for p in (0, 1):
+        mine = stamps[p::2]
+        want = {"partition": p, "log_start_offset": 0, "log_end_offset": len(mine),
+                "first_timestamp": mine[0], "last_timestamp": mine[-1],
+                "max_timestamp": max(mine)}
+        assert {k: online[p][k] for k in want} == want
+        assert {k: offline[p][k] for k in want} == want
+        assert online[p]["segments"] is None and offline[p]["segments"] == 1
