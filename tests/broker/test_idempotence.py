@@ -7,6 +7,10 @@ socket against the broker subprocess.
 
 from __future__ import annotations
 
+import socket
+import struct
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -32,7 +36,7 @@ from tests.broker.test_clients_common import (
     partition_errors,
     produce_body,
 )
-from tests.conftest import BrokerProcess
+from tests.conftest import BrokerProcess, free_port_number
 
 
 class Header(NamedTuple):
@@ -347,3 +351,156 @@ def test_transactional_batch_is_refused_and_not_appended(broker: BrokerProcess) 
         assert send(c, "txn", batch)[0] == ErrorCode.INVALID_TXN_STATE
         assert list_offset(c, "txn", 0, -1)[0] == 0
         assert send(c, "txn", idem_batch(pid, 0, 0, 1)) == (0, 0)
+
+
+class LossyProxy:
+    """A TCP proxy that loses the broker's answer to every ``every``-th Produce request.
+
+    The broker has appended the batch, the client never hears so and retries it on a new
+    connection: exactly the failure idempotence exists for. Real sockets, real broker.
+    """
+
+    def __init__(self, target_port: int, every: int) -> None:
+        self.target_port = target_port
+        self.every = every
+        self.produces = 0
+        self.dropped = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.lock = threading.Lock()
+        self.stopped = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self.stopped = True
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while not self.stopped:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            produce_ids: set[int] = set()
+            threading.Thread(target=self._requests, args=(client, upstream, produce_ids), daemon=True).start()
+            threading.Thread(target=self._responses, args=(upstream, client, produce_ids), daemon=True).start()
+
+    @staticmethod
+    def _frames(src: socket.socket) -> Iterator[bytes]:
+        buf = b""
+        while True:
+            try:
+                chunk = src.recv(65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            buf += chunk
+            while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
+                n = 4 + struct.unpack_from(">i", buf)[0]
+                yield buf[:n]
+                buf = buf[n:]
+
+    @staticmethod
+    def _shut(*socks: socket.socket) -> None:
+        """shutdown() wakes the other pump's blocked recv and sends the FIN; close() alone does not."""
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def _requests(self, src: socket.socket, dst: socket.socket, produce_ids: set[int]) -> None:
+        for f in self._frames(src):
+            api_key, _v, cid = struct.unpack_from(">hhi", f, 4)
+            if api_key == 0:
+                produce_ids.add(cid)
+            try:
+                dst.sendall(f)
+            except OSError:
+                break
+        self._shut(src, dst)
+
+    def _responses(self, src: socket.socket, dst: socket.socket, produce_ids: set[int]) -> None:
+        for f in self._frames(src):
+            (cid,) = struct.unpack_from(">i", f, 4)
+            if cid in produce_ids:
+                with self.lock:
+                    self.produces += 1
+                    drop = self.produces % self.every == 0
+                    self.dropped += drop
+                if drop:
+                    break  # appended by the broker, never acknowledged to the client
+            try:
+                dst.sendall(f)
+            except OSError:
+                break
+        self._shut(src, dst)
+
+
+@pytest.fixture
+def lossy(broker_factory) -> Iterator[tuple[BrokerProcess, LossyProxy]]:  # type: ignore[no-untyped-def]
+    """A broker that tells clients to connect through a proxy losing some produce acks."""
+    port = free_port_number()
+    b = broker_factory(overrides={"advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}"})
+    b.stop()
+    proxy = LossyProxy(b.port, every=7)
+    b.overrides["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{proxy.port}"
+    b.start()
+    yield b, proxy
+    proxy.close()
+
+
+def read_values(b: BrokerProcess, topic: str) -> list[int]:
+    with RawConnection(b) as c:
+        return [int(r.value or b"") for r in fetch_all(c, topic)]
+
+
+def test_librdkafka_retries_after_lost_acks_are_appended_once(
+    lossy: tuple[BrokerProcess, LossyProxy],
+) -> None:
+    from confluent_kafka import Producer
+
+    b, proxy = lossy
+    n = 3000
+    p = Producer({
+        "bootstrap.servers": f"127.0.0.1:{proxy.port}", "enable.idempotence": True,
+        "linger.ms": 1, "batch.num.messages": 50, "retry.backoff.ms": 20,
+        "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 50,
+    })
+    errors: list[object] = []
+    for i in range(n):
+        p.produce("lossy", value=str(i).encode(), partition=0,
+                  on_delivery=lambda err, msg: errors.append(err) if err else None)
+        if i % 100 == 0:
+            p.poll(0.01)  # let batches go out one by one so some of their acks get lost
+    assert p.flush(60) == 0
+    assert errors == []
+    assert proxy.dropped >= 3  # retries really happened
+    assert read_values(b, "lossy") == list(range(n))
+
+
+def test_kafka_python_default_producer_retries_after_lost_acks_are_appended_once(
+    lossy: tuple[BrokerProcess, LossyProxy],
+) -> None:
+    from kafka import KafkaProducer
+
+    b, proxy = lossy
+    n = 1500
+    p = KafkaProducer(bootstrap_servers=f"127.0.0.1:{proxy.port}", linger_ms=1, batch_size=400,
+                      retry_backoff_ms=20, reconnect_backoff_ms=10, request_timeout_ms=10_000)
+    try:
+        futures = []
+        for i in range(n):
+            futures.append(p.send("lossy-kp", value=str(i).encode(), partition=0))
+            if i % 50 == 0:
+                p.flush(30)
+        p.flush(60)
+        offsets = [f.get(30).offset for f in futures]
+    finally:
+        p.close(timeout=10)
+    assert offsets == list(range(n))
+    assert proxy.dropped >= 3
+    assert read_values(b, "lossy-kp") == list(range(n))
