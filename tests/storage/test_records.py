@@ -568,3 +568,38 @@ def test_validate_refuses_a_batch_that_would_inflate_beyond_the_limit() -> None:
     assert R.validate_client_batch(buf).max_timestamp == 1
     with pytest.raises(CorruptRecordError):
         R.validate_client_batch(buf, max_uncompressed_bytes=1_000_000)
+
+
+@pytest.mark.parametrize("codec", [0, 3])
+@given(rs=record_lists(max_size=40), pad=st.binary(max_size=5))
+def test_memoryview_and_bytearray_inputs_read_like_bytes(codec: int, rs: list[Record], pad: bytes) -> None:
+    """The broker hands slices of request frames (memoryview) and the log bytearrays."""
+    raw = build(rs, compression=codec)
+    framed = pad + raw + pad
+    start, stop = len(pad), len(pad) + len(raw)
+    want = view(R.decode_batch(raw))
+    for buf in (memoryview(framed)[start:stop], bytearray(raw), memoryview(bytearray(framed))[start:stop]):
+        assert view(R.decode_batch(buf)) == want
+        assert R.scan_timestamps(buf) == R.scan_timestamps(raw)
+        if rs:
+            assert R.validate_client_batch(buf) == R.validate_client_batch(raw)
+    # Positions inside a larger buffer work without slicing.
+    assert view(R.decode_batch(framed, start)) == want
+    if rs:
+        assert R.validate_client_batch(framed, start, stop) == R.validate_client_batch(raw)
+    assert [p for p, _ in R.iter_batches(framed, start, stop)] == [start]
+
+
+def test_column_walk_reads_memoryview_and_bytearray_runs() -> None:
+    # Deltas after the first all take two bytes, so records 1.. form long runs.
+    rs = [Record(0, 7_000 + (i and 100 + (i * 13) % 500), b"k", b"v" * 90, [("h", b"1")])
+          for i in range(3_000)]
+    raw = build(rs)
+    want = R.validate_client_batch(raw)
+    ts = [r.timestamp for r in rs]
+    assert (want.min_timestamp, want.max_timestamp, want.offset_delta_of_max) == (
+        min(ts), max(ts), ts.index(max(ts)))
+    framed = b"\xff" * 3 + raw
+    assert R.validate_client_batch(memoryview(framed)[3:]) == want
+    assert R.validate_client_batch(bytearray(raw)) == want
+    assert R.validate_client_batch(memoryview(bytearray(framed)), 3) == want
