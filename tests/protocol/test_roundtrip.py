@@ -11,7 +11,7 @@ from io import BytesIO
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.api import (
@@ -70,6 +70,7 @@ def test_response_round_trips_through_client_decoder(key: ApiKey, version: int, 
 
 @pytest.mark.parametrize(("key", "version"), VERSIONS, ids=IDS)
 @given(data=st.data())
+@settings(max_examples=20)
 def test_compiled_codec_matches_interpreted_construct(key: ApiKey, version: int, data: st.DataObject) -> None:
     flexible = is_flexible(key, version)
     for msg, strategy in zip(MESSAGES[key], (request_body, response_body), strict=True):
