@@ -114,3 +114,19 @@ def request_body(key: ApiKey, version: int) -> st.SearchStrategy[dict[str, Any]]
 
 def response_body(key: ApiKey, version: int) -> st.SearchStrategy[dict[str, Any]]:
     return body_fields(MESSAGES[key][1].fields, version, is_flexible(key, version))
+
+
+_RICH = {"int8": 7, "int16": 300, "int32": 70_000, "int64": 1 << 40, "bool": True, "string": "ab",
+         "bytes": b"xyz", "records": b"\x00" * 70, "uuid": bytes(range(16)), "float64": 1.5}
+
+
+def rich_body(fields: tuple[Field, ...], version: int, flexible: bool) -> dict[str, Any]:
+    """A deterministic body with every field of the version set (arrays of two, no nulls)."""
+    out: dict[str, Any] = {}
+    for f in fields:
+        if not on_wire(f, version, flexible):
+            continue
+        t = f.element
+        one = rich_body(t.fields, version, flexible) if isinstance(t, StructType) else _RICH[t]
+        out[f.name] = [one, one] if f.is_array else one
+    return out

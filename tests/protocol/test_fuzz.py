@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from protocol.api import (
     API_VERSIONS,
+    MESSAGES,
     ApiKey,
     MalformedRequestError,
     MalformedResponseError,
@@ -19,7 +20,13 @@ from protocol.api import (
     encode_request,
     encode_response,
 )
-from tests.protocol.strategies import all_versions, request_body, response_body
+from tests.protocol.strategies import (
+    all_versions,
+    is_flexible,
+    request_body,
+    response_body,
+    rich_body,
+)
 
 VERSIONS = all_versions()
 
@@ -86,3 +93,25 @@ class _maybe:
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
         return exc is None or isinstance(exc, MalformedRequestError | UnsupportedVersionError)
+
+
+def test_many_seeded_mutations_of_every_version_raise_only_documented_errors() -> None:
+    """Breadth on top of hypothesis: 200 damaged copies of a rich frame of every version."""
+    import random
+
+    rng = random.Random(20260521)
+    for key, version in VERSIONS:
+        body = rich_body(MESSAGES[key][0].fields, version, is_flexible(key, version))
+        frame = encode_request(key, version, 9, "fuzz", body)[4:]
+        for _ in range(200):
+            damaged = bytearray(frame)
+            for _ in range(rng.randint(1, 4)):
+                op = rng.random()
+                pos = rng.randrange(8, len(damaged)) if len(damaged) > 8 else 8
+                if op < 0.5 and pos < len(damaged):
+                    damaged[pos] = rng.randrange(256)
+                elif op < 0.75:
+                    del damaged[pos:]
+                else:
+                    damaged[pos:pos] = rng.randbytes(rng.randint(1, 8))
+            _decode_or_documented_error(bytes(damaged))
