@@ -142,3 +142,36 @@ def _leo(partition_dir: Path) -> int:
     from client.cli.dump_log import scan_log
 
     return scan_log(segments_in(partition_dir)[-1].log).next_offset
+
+
+def _produce_mixed(bootstrap: str, topic: str, batches: int) -> None:
+    from client import ProducerRecord, SyncClient
+
+    rnd = random.Random(9)
+    with SyncClient(bootstrap) as c:
+        c.create_topic(topic, 2)
+        for i in range(batches):
+            recs = [ProducerRecord(key=b"k", value=b"x" * rnd.randint(1, 200),
+                                   timestamp=NOW + rnd.randint(-10_000, 10_000))
+                    for _ in range(rnd.randint(1, 4))]
+            c.produce(topic, recs, partition=i % 2, compression=rnd.choice([None, "gzip", "zstd"]))
+
+
+def test_a_real_broker_data_dir_is_clean_after_shutdown_and_after_crash_recovery(
+    broker_factory: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = broker_factory(overrides={"log.segment.bytes": "5000",  # type: ignore[operator]
+                                  "log.index.interval.bytes": "300"})
+    _produce_mixed(b.bootstrap, "live", 150)
+    b.stop()
+    code, lines = doctor(b.data_dir, capsys)
+    assert code == 0, lines
+    assert not [ln for ln in lines if ln.startswith(("PROBLEM", "WARNING"))], lines
+    # A crash, then the broker's own recovery: the directory must be clean again.
+    b.start()
+    _produce_mixed(b.bootstrap, "crash", 60)
+    b.kill()
+    b.start()
+    b.stop()
+    code, lines = doctor(b.data_dir, capsys)
+    assert code == 0, lines
