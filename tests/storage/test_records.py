@@ -603,3 +603,31 @@ def test_column_walk_reads_memoryview_and_bytearray_runs() -> None:
     assert R.validate_client_batch(memoryview(framed)[3:]) == want
     assert R.validate_client_batch(bytearray(raw)) == want
     assert R.validate_client_batch(memoryview(bytearray(framed)), 3) == want
+
+
+@given(rs=record_lists(max_size=6), codec=st.sampled_from(CODECS), data=st.data())
+def test_mangled_headers_and_arbitrary_bytes_raise_only_storage_errors(
+        rs: list[Record], codec: int, data: st.DataObject) -> None:
+    """Any header field rewritten (CRC fixed up or not), or pure noise: named errors only."""
+    buf = bytearray(build(rs, compression=codec))
+    choice = data.draw(st.sampled_from(["field", "noise"]))
+    if choice == "field":
+        offset, fmt = data.draw(st.sampled_from(
+            [(8, ">i"), (16, ">b"), (21, ">h"), (23, ">i"), (57, ">i"), (27, ">q"), (35, ">q")]))
+        bits = struct.calcsize(fmt) * 8
+        struct.pack_into(fmt, buf, offset, data.draw(st.integers(-(1 << (bits - 1)), (1 << (bits - 1)) - 1)))
+        if data.draw(st.booleans()) and len(buf) >= 61:
+            struct.pack_into(">I", buf, 17, R.compute_crc(buf, 0, len(buf)))
+    else:
+        buf = bytearray(data.draw(st.binary(max_size=200)))
+    for fn in (R.decode_batch, R.scan_timestamps, R.validate_client_batch, R.record_timestamps,
+               R.parse_header, lambda b: list(R.iter_batches(b))):
+        try:
+            fn(buf)
+        except (CorruptRecordError, InvalidRecordError, UnsupportedCompressionError):
+            pass
+    try:
+        h = R.parse_header(buf, require_body=False)
+    except CorruptRecordError:
+        return
+    assert R.crc_ok(buf, 0, h) in (True, False)
