@@ -36,6 +36,13 @@ The append path (one call per Produce'd batch, no ``Record`` objects made):
   is only called once min/max showed that some record is out of range.
 - :func:`set_base_offset`, :func:`set_partition_leader_epoch`,
   :func:`set_max_timestamp` rewrite a batch in place.
+
+Speed: a per-record Python loop validates ~150 MB/s of 100-byte records at best
+(~0.8 µs per record); runs of records sharing one layout are instead walked
+column-wise in C (see the comment above :func:`_scan`), ~2 GB/s for regular
+batches. The per-record loop remains the reference and handles everything else.
+A compressed batch is inflated whole, refused first if it would exceed
+:data:`MAX_UNCOMPRESSED_BYTES`.
 """
 
 from __future__ import annotations
