@@ -87,6 +87,9 @@ _API_NAMES = {
 COMPRESSION_CODECS: dict[str, int] = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 _DEFAULT_FETCH_BYTES = 4 * 1024 * 1024
+#: Batches are kept under Kafka's default max.message.bytes (1048588) with room for overhead.
+DEFAULT_MAX_BATCH_BYTES = 1_000_000
+_RECORD_OVERHEAD = 24  # varints and attributes of one record, an upper-side estimate
 _MAX_FETCH_BYTES = 256 * 1024 * 1024
 
 
@@ -141,10 +144,18 @@ def _b(v: bytes | bytearray | memoryview | str | None) -> bytes | None:
 
 def to_wire(r: ProducerRecord, now_ms: int) -> _Wire:
     """Normalise a ProducerRecord (encode strings, fill a missing timestamp with now)."""
-    ts = now_ms if r.timestamp is None else int(r.timestamp)
+    ts = now_ms if r.timestamp is None else r.timestamp
+    if ts.__class__ is not int:
+        ts = int(ts)
     if ts < 0:
         raise ValueError(f"record timestamp {ts} is negative; Kafka timestamps are epoch ms >= 0")
-    return _Wire(ts, _b(r.key), _b(r.value), [(str(k), _b(v)) for k, v in r.headers])
+    key, value = r.key, r.value
+    if key is not None and key.__class__ is not bytes:
+        key = _b(key)
+    if value is not None and value.__class__ is not bytes:
+        value = _b(value)
+    headers = [(str(k), _b(v)) for k, v in r.headers] if r.headers else []
+    return _Wire(ts, key, value, headers)  # type: ignore[arg-type]
 
 
 def compression_codec(compression: str | int | None) -> int:
@@ -161,6 +172,33 @@ def compression_codec(compression: str | int | None) -> int:
         raise ValueError(
             f"unknown compression {compression!r}; use one of {', '.join(COMPRESSION_CODECS)}"
         ) from None
+
+
+def record_size(w: _Wire) -> int:
+    """Estimated encoded size of one record (slightly above the true size)."""
+    key, value = w.key, w.value
+    n = _RECORD_OVERHEAD
+    if key is not None:
+        n += len(key)
+    if value is not None:
+        n += len(value)
+    if w.headers:
+        n += sum(len(k) + len(v or b"") + 10 for k, v in w.headers)
+    return n
+
+
+def _split_by_size(idx: list[int], items: list[_Wire], limit: int) -> list[list[int]]:
+    """Split record indexes into consecutive runs whose estimated batch stays under ``limit``."""
+    out: list[list[int]] = [[]]
+    size = rec.HEADER_SIZE
+    for i in idx:
+        n = record_size(items[i])
+        if out[-1] and size + n > limit:
+            out.append([])
+            size = rec.HEADER_SIZE
+        out[-1].append(i)
+        size += n
+    return out
 
 
 def _raise_for(code: int, what: str, message: str | None = None) -> None:
@@ -442,12 +480,15 @@ class Client:
         partition: int | None = None,
         acks: int = 1,
         compression: str | int | None = None,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     ) -> list[int]:
         """Produce ``records`` and return each one's offset, in input order.
 
         ``partition=None`` places records as Kafka's default partitioner does
         (murmur2 of the key; null keys stick to one partition per call, rotating).
-        One batch per partition, all partitions in one Produce request per leader.
+        One batch per partition, all partitions in one Produce request per leader;
+        a partition's records beyond ``max_batch_bytes`` (uncompressed estimate,
+        below Kafka's default max.message.bytes) go in following requests.
         With ``acks=0`` the broker sends no answer and the offsets are all -1.
         """
         now = _now_ms()
@@ -465,17 +506,23 @@ class Client:
         for i, p in enumerate(parts):
             by_part.setdefault(p, []).append(i)
         codec = compression_codec(compression)
-        batches = {
-            p: rec.build_batch([items[i] for i in idx], compression=codec)
-            for p, idx in by_part.items()
-        }
-        bases = await self._produce_batches(topic, batches, acks=acks)
+        # Kafka takes one batch per partition per Produce, and a batch must fit
+        # max.message.bytes: split large inputs into rounds of bounded batches,
+        # sent one round after the other so a failed round stops the rest.
+        chunks = {p: _split_by_size(idx, items, max_batch_bytes) for p, idx in by_part.items()}
         offsets = [-1] * len(items)
-        for p, idx in by_part.items():
-            base = bases[p]
-            if base >= 0:
-                for j, i in enumerate(idx):
-                    offsets[i] = base + j
+        for rnd in range(max(len(c) for c in chunks.values())):
+            batches = {
+                p: rec.build_batch([items[i] for i in c[rnd]], compression=codec)
+                for p, c in chunks.items()
+                if rnd < len(c)
+            }
+            bases = await self._produce_batches(topic, batches, acks=acks)
+            for p in batches:
+                base = bases[p]
+                if base >= 0:
+                    for j, i in enumerate(chunks[p][rnd]):
+                        offsets[i] = base + j
         return offsets
 
     async def produce_batch(
@@ -642,11 +689,13 @@ class Client:
         max_wait_ms: int = 0,
         min_bytes: int = 1,
         isolation_level: int = 0,
+        timeout: float | None = None,
     ) -> FetchResult:
         """One Fetch for one partition: the raw batches from the one holding ``offset``.
 
         The bytes may start before ``offset`` and end with a torn batch (both are
         Kafka's Fetch semantics); :func:`storage.records.iter_batches` handles both.
+        ``timeout`` defaults to ``request_timeout`` plus the long-poll wait.
         """
         version = self.api_version(FETCH)
         body = {
@@ -678,7 +727,8 @@ class Client:
         }
         leader = await self._leader(topic, partition)
         conn = await self._conn_for(leader)
-        timeout = self.request_timeout + max_wait_ms / 1000
+        if timeout is None:
+            timeout = self.request_timeout + max_wait_ms / 1000
         fut = conn.send(FETCH, version, body)
         await conn.drain()
         resp = await conn.wait(fut, timeout)

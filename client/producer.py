@@ -18,7 +18,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from client.aio import Client, ProducerRecord, _now_ms, compression_codec, to_wire
+from client.aio import Client, ProducerRecord, _now_ms, compression_codec, record_size, to_wire
 from client.partitioner import StickyPartitioner, choose_partition
 from protocol.errors import KafkaError
 from storage import records as rec
@@ -33,7 +33,6 @@ class RecordMetadata(NamedTuple):
     partition: int
     offset: int
 
-_RECORD_OVERHEAD = 24  # rough varint + attribute bytes per record, for the size estimate
 
 
 @dataclass
@@ -75,7 +74,7 @@ class Producer:
         self._inflight: set[asyncio.Task[None]] = set()
         self.max_in_flight_batches = max_in_flight_batches
         self._nparts: dict[str, int] = {}
-        self._unresolved: set[asyncio.Future[RecordMetadata]] = set()
+        self._errors: list[BaseException] = []
 
     async def __aenter__(self) -> Producer:
         return self
@@ -98,6 +97,10 @@ class Producer:
             partition = choose_partition(wire.key, topic, n, self._sticky)
         key = (topic, partition)
         pend = self._pending.get(key)
+        n = record_size(wire)
+        if pend is not None and pend.items and pend.size + n > self.batch_bytes:
+            self._close_batch(key)  # this record would overflow the open batch
+            pend = None
         if pend is None:
             pend = self._pending[key] = _Pending()
             loop = asyncio.get_running_loop()
@@ -105,14 +108,7 @@ class Producer:
         fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         pend.items.append(wire)
         pend.futures.append(fut)
-        self._unresolved.add(fut)
-        fut.add_done_callback(self._unresolved.discard)
-        pend.size += (
-            _RECORD_OVERHEAD
-            + len(wire.key or b"")
-            + len(wire.value or b"")
-            + sum(len(k) + len(v or b"") + 4 for k, v in wire.headers)
-        )
+        pend.size += n
         if pend.size >= self.batch_bytes:
             self._close_batch(key)
         while len(self._inflight) >= self.max_in_flight_batches:
@@ -153,9 +149,11 @@ class Producer:
                 if not f.done():
                     f.set_result(RecordMetadata(topic, partition, -1 if base < 0 else base + i))
         except Exception as e:  # every send future must resolve, whatever failed
+            self._errors.append(e)
             for f in pend.futures:
                 if not f.done():
                     f.set_exception(e)
+                    f.exception()  # flush() reports it; don't also log "never retrieved"
         finally:
             done.set_result(None)
             if self._chains.get(key) is done:
@@ -165,16 +163,11 @@ class Producer:
         """Send every open batch now and wait for all outstanding records; raise the first error."""
         for key in list(self._pending):
             self._close_batch(key)
-        waiting = list(self._unresolved)
         if self._inflight:
             await asyncio.gather(*list(self._inflight), return_exceptions=True)
-        first: BaseException | None = None
-        for f in waiting:
-            if f.done() and not f.cancelled():
-                e = f.exception()
-                if e is not None and first is None:
-                    first = e
-        if first is not None:
+        if self._errors:
+            first = self._errors[0]
+            self._errors.clear()
             raise first
 
     async def close(self) -> None:

@@ -219,3 +219,32 @@ async def test_list_offsets_for_unknown_partition_raises(broker) -> None:  # typ
         with pytest.raises(KafkaError) as ei:
             await c.list_offsets({TopicPartition(topic, 7): 0})
         assert ei.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_produce_splits_inputs_larger_than_one_batch(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("big")
+    values = [bytes([i % 251]) * 1000 for i in range(2500)]  # ~2.5 MB for one partition
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic, partitions=2)
+        offsets = await c.produce(topic, [ProducerRecord(key=b"k", value=v) for v in values])
+        part = partition_for_key(b"k", 2)
+        assert offsets == list(range(2500))
+        got = [r async for r in c.consume(topic, part, 0)]
+        assert [r.value for r in got] == values
+        raw = await c.fetch_raw(topic, part, 0, max_bytes=8 << 20)
+        sizes = [h.size for _, h in rec.iter_batches(raw.records_bytes)]
+        assert len(sizes) >= 3 and max(sizes) <= 1_048_588
+
+
+async def test_timed_out_request_fails_alone_and_its_late_answer_is_dropped(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("timeout")
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic)
+        with pytest.raises(KafkaError) as ei:
+            # The broker parks an empty long poll for 1.5 s; we give up after 0.3 s.
+            await c.fetch_raw(topic, 0, 0, max_wait_ms=1500, timeout=0.3)
+        assert ei.value.code == ErrorCode.REQUEST_TIMED_OUT
+        await c.produce(topic, [ProducerRecord(value=b"after")], partition=0)
+        await asyncio.sleep(1.5)  # the late Fetch answer arrives meanwhile and is discarded
+        assert await c.latest(topic) == {0: 1}
+        assert [r.value async for r in c.consume(topic, 0, 0)] == [b"after"]
