@@ -21,6 +21,7 @@ import mmap
 import os
 import struct
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -225,6 +226,116 @@ def first_record_at_or_after(
     return None
 
 
+_MASK7 = bytes(i & 0x7F for i in range(256))
+BLOCK = 128  # records per block of a batch summary
+SUMMARY_MIN_RECORDS = 512  # smaller batches are searched directly
+_NO_HIT = 1 << 80
+
+
+def _run_values(data: Buf, ts_at: int, size: int, tw: int, n: int) -> list[int]:
+    """The zig-zag timestamp varints of n uniform records as ints, computed with
+    whole-column integer arithmetic (no per-record Python work)."""
+    lane = 4 if tw <= 4 else 16
+    lanes = bytearray(n * lane)
+    for j in range(tw):
+        lanes[j::lane] = _column(data, ts_at + j, n, size).translate(_MASK7)
+    x = int.from_bytes(lanes, "little")
+    ones = int.from_bytes((b"\x01" + bytes(lane - 1)) * n, "little")
+    v = 0
+    for j in range(tw):  # byte j of each lane holds group j: move it to bit 7j
+        v |= (x >> j) & (ones * (0x7F << (7 * j)))
+    if lane == 4:
+        return memoryview(v.to_bytes(n * 4, "little")).cast("I").tolist()
+    raw = v.to_bytes(n * lane, "little")
+    return [int.from_bytes(raw[k * lane:(k + 1) * lane], "little") for k in range(n)]
+
+
+class BatchSummary(NamedTuple):
+    """Per block of BLOCK records of one uncompressed CreateTime batch: the position of
+    the block's first record and the running max timestamp up to the block's end.
+    The first record with ts >= T lies in block bisect_left(prefix_max, T)."""
+
+    positions: list[int]
+    first_index: list[int]
+    prefix_max: list[int]
+
+
+def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
+    """One pass over the batch, column-wise over uniform runs (see _search_run)."""
+    start = pos + HEADER_SIZE
+    end = pos + h.batch_length + LOG_OVERHEAD
+    base_ts = h.base_timestamp
+    count = h.records_count
+    nblocks = (count + BLOCK - 1) // BLOCK
+    block_max = [-(1 << 63)] * nblocks
+    positions = [0] * nblocks
+    p = start
+    i = 0
+    while i < count and p < end:
+        u, q = _uvarint(data, p)
+        length = (u >> 1) ^ -(u & 1)
+        lw = q - p
+        size = lw + length
+        tu, r = _uvarint(data, q + 1)
+        tw = r - q - 1
+        kmax = min(count - i, (end - p) // size) if size > 0 else 1
+        n = 1
+        if kmax >= _MIN_RUN and not tu & 1:
+            n = _search_run(data, p, size, lw, tw, kmax, _NO_HIT)[1]
+        if n > 1:
+            us = _run_values(data, q + 1, size, tw, n)
+            k = 0
+            while k < n:
+                b = (i + k) // BLOCK
+                stop = min(n, (b + 1) * BLOCK - i)
+                if (i + k) % BLOCK == 0:
+                    positions[b] = p + k * size
+                m = base_ts + (max(us[k:stop]) >> 1)
+                if m > block_max[b]:
+                    block_max[b] = m
+                k = stop
+        else:
+            b = i // BLOCK
+            if i % BLOCK == 0:
+                positions[b] = p
+            ts = base_ts + ((tu >> 1) ^ -(tu & 1))
+            if ts > block_max[b]:
+                block_max[b] = ts
+        p += n * size
+        i += n
+    prefix = []
+    run = -(1 << 63)
+    for m in block_max:
+        run = max(run, m)
+        prefix.append(run)
+    return BatchSummary([x - pos for x in positions], [b * BLOCK for b in range(nblocks)], prefix)
+
+
+def search_with_summary(data: Buf, pos: int, h: BatchHeader, summary: BatchSummary,
+                        target_ts: int) -> tuple[int, int] | None:
+    """first_record_at_or_after for min_offset <= base offset, via the summary: only
+    the one block that must hold the answer is walked."""
+    b = bisect_left(summary.prefix_max, target_ts)
+    if b >= len(summary.prefix_max):
+        return None
+    p = pos + summary.positions[b]
+    end = pos + h.batch_length + LOG_OVERHEAD
+    base_ts = h.base_timestamp
+    stop = min(h.records_count - summary.first_index[b], BLOCK)
+    for _ in range(stop):
+        u, q = _uvarint(data, p)
+        length = (u >> 1) ^ -(u & 1)
+        tu, r = _uvarint(data, q + 1)
+        ts = base_ts + ((tu >> 1) ^ -(tu & 1))
+        if ts >= target_ts:
+            u, _ = _uvarint(data, r)
+            return ts, h.base_offset + ((u >> 1) ^ -(u & 1))
+        p = q + length
+        if p >= end:
+            break
+    return None
+
+
 def offset_of_first_max(buf: Buf, pos: int, h: BatchHeader) -> int:
     """Offset of the first record whose timestamp equals the batch max (Kafka's
     offsetOfMaxTimestamp; the base offset under LogAppendTime)."""
@@ -255,6 +366,8 @@ class LogSegment:
         self.time_index = TimeIndex(f"{stem}.timeindex", base_offset, config.segment_index_bytes)
         self._fd: int | None = None
         self._mm: mmap.mmap | None = None
+        self._summaries: dict[int, BatchSummary] = {}
+        self._touched: set[int] = set()
         try:
             self.size = self.log_path.stat().st_size
         except FileNotFoundError:
@@ -522,13 +635,35 @@ class LogSegment:
             if pos + bsize > size or h.base_offset >= max_offset:
                 return None
             if h.base_offset + h.last_offset_delta >= start_off and h.max_timestamp >= target_ts:
-                hit = first_record_at_or_after(mm, pos, h, target_ts, min_offset)
+                summary = None
+                if (h.records_count >= SUMMARY_MIN_RECORDS and min_offset <= h.base_offset
+                        and not h.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK)):
+                    summary = self._summary_for(mm, pos, h)
+                if summary is not None:
+                    hit = search_with_summary(mm, pos, h, summary, target_ts)
+                else:
+                    hit = first_record_at_or_after(mm, pos, h, target_ts, min_offset)
                 if hit is not None:
                     if hit[1] >= max_offset:
                         return None
                     return TimestampHit(hit[0], hit[1], h.partition_leader_epoch)
             pos += bsize
         return None
+
+    def _summary_for(self, mm: mmap.mmap, pos: int, h: BatchHeader) -> BatchSummary | None:
+        """The batch's block summary, built on its second search (a one-off lookup
+        is cheaper with the direct column search than with a summary build)."""
+        summary = self._summaries.get(pos)
+        if summary is None:
+            if pos not in self._touched:
+                if len(self._touched) >= 65536:
+                    self._touched.clear()
+                self._touched.add(pos)
+                return None
+            if len(self._summaries) >= 4096:
+                self._summaries.clear()
+            summary = self._summaries[pos] = build_summary(mm, pos, h)
+        return summary
 
     def log_map(self) -> mmap.mmap | None:
         """A read-only mapping of the .log covering its current size (remapped as the
@@ -546,6 +681,8 @@ class LogSegment:
         return mm
 
     def _unmap(self) -> None:
+        self._summaries.clear()
+        self._touched.clear()
         if self._mm is not None:
             self._mm.close()
             self._mm = None
