@@ -278,14 +278,13 @@ def send_and_observe(state: State, data: bytes) -> str:
     elif outcome == "pending":
         api_key = struct.unpack_from(">h", data, 4)[0]
         assert api_key in (0, 1), f"API {api_key} left a complete request unanswered"
-    event(outcome)
     return outcome
 
 
 @settings(max_examples=40)
 @given(payload=st.binary(min_size=0, max_size=300))
 def test_random_frames_are_answered_or_dropped(state: State, payload: bytes) -> None:
-    send_and_observe(state, frame(payload))
+    event(send_and_observe(state, frame(payload)))
 
 
 @settings(max_examples=60)
@@ -303,7 +302,7 @@ def test_corrupted_and_truncated_valid_frames_are_answered_or_dropped(
         body[4 + pos % (len(body) - 4)] ^= x
     if cut is not None:
         body = body[: 8 + cut % (len(body) - 7)]
-    send_and_observe(state, frame(bytes(body)))
+    event(send_and_observe(state, frame(bytes(body))))
 
 
 def test_every_closed_connection_was_logged_with_a_reason(state: State) -> None:
