@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from client import ProducerRecord, SyncClient
+from client import KafkaError, ProducerRecord, SyncClient
 
 CHRONOLOG = str(Path(sys.executable).with_name("chronolog"))
 BASE_TS = 1_700_000_000_000
@@ -187,3 +187,46 @@ def test_mirror_refuses_a_target_written_by_someone_else(
     assert res.returncode == 1
     assert "something else writes to the target partition" in res.stderr or \
         "could be matched" in res.stderr
+
+
+def test_mirror_follow_copies_new_records_and_stops_cleanly_on_sigterm(
+    broker_factory: Callable[..., Any], tmp_path: Path
+) -> None:
+    src, dst = broker_factory(name="src"), broker_factory(name="dst")
+    fill(src.bootstrap, "live", 2, 20, seed=6)
+    state = tmp_path / "state.json"
+    proc = subprocess.Popen(
+        [CHRONOLOG, "mirror", "--source", src.bootstrap, "--target", dst.bootstrap,
+         "--topics", "live", "--state", str(state), "--follow", "--checkpoint-interval", "0.05"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def caught_up() -> bool:
+            with SyncClient(src.bootstrap) as s, SyncClient(dst.bootstrap) as d:
+                try:
+                    return s.latest("live") == d.latest("live")
+                except KafkaError:  # the mirror has not created the target topic yet
+                    return False
+
+        for round_ in range(3):
+            with SyncClient(src.bootstrap) as c:
+                c.produce("live", [ProducerRecord(key=f"r{round_}", value=b"new",
+                                                  timestamp=BASE_TS + 500_000 + round_)],
+                          partition=round_ % 2)
+            deadline = time.monotonic() + 30
+            while not caught_up():
+                assert time.monotonic() < deadline, "the following mirror did not catch up"
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out + err
+    assert "stopped by signal" in out
+    want = read_partitions(src.bootstrap, "live")
+    assert read_partitions(dst.bootstrap, "live") == want
+    saved = json.loads(state.read_text())["partitions"]
+    assert {k: v["source_next"] for k, v in saved.items()} == {
+        f"live/{p}": len(rows) for p, rows in want.items()}
