@@ -49,7 +49,7 @@ HANDLER_MODULES: dict[int, str] = {
 }
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestContext:
     """What a handler may use: the broker, its config and partitions, and who is asking."""
 

@@ -28,6 +28,8 @@ import socket
 import struct
 import sys
 import time
+import types
+from collections.abc import Generator
 from typing import Any
 
 from broker import dispatch
@@ -232,8 +234,18 @@ class Connection(asyncio.Protocol):
             return
         slot = _Slot()
         self._pending.append(slot)
+        # Run the handler eagerly: most requests (ListOffsets, ApiVersions, Produce,
+        # Metadata) never suspend, and answering them inline saves a task per request
+        # on the lookup path. Only a handler that really waits (a Fetch long-poll)
+        # becomes a task, resumed exactly where it suspended.
+        coro = self._serve(slot, route, request)
+        try:
+            waiting = coro.send(None)
+        except StopIteration:
+            self._update_reading()
+            return
         task = broker.loop.create_task(
-            self._serve(slot, route, request), name="fetch" if api_key == FETCH_KEY else route.name
+            _resume(coro, waiting), name="fetch" if api_key == FETCH_KEY else route.name
         )
         self._tasks.add(task)
         broker.inflight.add(task)
@@ -331,6 +343,28 @@ class Connection(asyncio.Protocol):
         elif not want_pause and self._reading_paused and len(self._pending) <= MAX_IN_FLIGHT // 2:
             self._reading_paused = False
             transport.resume_reading()
+
+
+@types.coroutine
+def _resume(coro: Any, waiting: Any) -> Generator[Any, Any, Any]:
+    """Continue a coroutine that already ran up to its first suspension, inside a Task.
+
+    Yields the future it is waiting on back to the Task (as ``await`` would), then
+    forwards every value and exception (cancellation included) to it until it returns.
+    """
+    while True:
+        try:
+            sent = yield waiting
+        except BaseException as exc:
+            try:
+                waiting = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                waiting = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
 
 
 class Broker:

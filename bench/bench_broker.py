@@ -1,0 +1,291 @@
+"""The broker end to end: a real ``python -m broker`` subprocess and real clients.
+
+Side by side in one run, on one broker:
+- produce: confluent-kafka producer, 1M x 100 B, acks=1, linger.ms=5 (records/s);
+- consume: confluent-kafka consumer reading those records back (records/s);
+- lookups: ListOffsets "first offset with timestamp >= T" from one raw-socket
+  client (blocking, one request in flight, the project's protocol encoder and
+  decoder) against a 1M- and a 10M-record topic, next to the floor: ApiVersions
+  through exactly the same client code. p50/p99 and lookups/s;
+- the same lookups through librdkafka's ``offsets_for_times`` for reference;
+- broker RSS after the 10M-record lookups.
+
+The 10M-record topic is written straight into the data directory with the
+storage layer before the broker starts (setup, not measured): producing it
+through the wire would take most of the run. ``CHRONOLOG_BENCH_SCALE`` (< 1)
+shrinks every size for a quick dry run.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import crc32c
+
+from bench.report import Report, percentile
+from protocol import api
+from storage.config import LogConfig
+from storage.log import Log
+from storage.records import Record, build_batch
+
+SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
+N_PRODUCE = int(1_000_000 * SCALE)
+N_BIG = int(10_000_000 * SCALE)
+N_CALLS = max(2000, int(20_000 * min(SCALE, 1)))
+T0 = 1_700_000_000_000
+VALUE = b"x" * 100
+SECTION = "broker"
+
+
+# --------------------------------------------------------------------------- setup
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_broker(scratch: Path, data: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = _free_port()
+    log = open(scratch / "broker.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker", "--data-dir", str(data), "--host", "127.0.0.1",
+         "--port", str(port), "--override", "log.retention.ms=-1"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError((scratch / "broker.log").read_text())
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("broker did not start")
+
+
+def write_big_topic(data: Path, topic: str, records: int, per_batch: int = 1000) -> None:
+    """``records`` 100-byte-value records, timestamps T0 + offset, written with storage directly."""
+    tpl = bytearray(build_batch([Record(0, T0 + i, None, VALUE, []) for i in range(per_batch)]))
+    log = Log(data / f"{topic}-0", LogConfig(retention_ms=-1))
+    off = 0
+    group = max(1, (4 << 20) // len(tpl))
+    while off < records:
+        chunk = []
+        for _ in range(group):
+            if off >= records:
+                break
+            b = tpl
+            struct.pack_into(">q", b, 0, off)
+            struct.pack_into(">qq", b, 27, T0 + off, T0 + off + per_batch - 1)
+            struct.pack_into(">I", b, 17, crc32c.crc32c(memoryview(b)[21:]))
+            chunk.append(bytes(b))
+            off += per_batch
+        log.append_as_is(b"".join(chunk), now_ms=T0 + records)
+    log.close()
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+# --------------------------------------------------------------------------- raw client
+
+
+class RawClient:
+    """One blocking connection, one request in flight: the same path for every API."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.cid = 0
+
+    def call(self, key: int, version: int, body: dict[str, Any]) -> Any:
+        self.cid += 1
+        self.sock.sendall(api.encode_request(key, version, self.cid, "bench", body))
+        (size,) = struct.unpack(">i", self._exact(4))
+        cid, resp = api.decode_response(key, version, self._exact(size))
+        assert cid == self.cid
+        return resp
+
+    def _exact(self, n: int) -> bytes:
+        buf = self.sock.recv(n)
+        if len(buf) == n:
+            return buf
+        out = bytearray(buf)
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            out += chunk
+        return bytes(out)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+API_VERSIONS_BODY = {"client_software_name": "bench", "client_software_version": "1"}
+
+
+def _list_offsets_body(topic: str, ts: int) -> dict[str, Any]:
+    return {"replica_id": -1, "isolation_level": 0, "timeout_ms": 0, "topics": [
+        {"name": topic, "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}]}]}
+
+
+def _time_calls(fn: Any, args: list[Any]) -> tuple[list[float], float]:
+    out = []
+    clock = time.perf_counter_ns
+    start = time.perf_counter()
+    for a in args:
+        t0 = clock()
+        fn(a)
+        out.append((clock() - t0) / 1000.0)
+    return out, time.perf_counter() - start
+
+
+def bench_lookups(report: Report, port: int, topics: list[tuple[str, int]]) -> None:
+    c = RawClient(port)
+    rng = random.Random(7)
+    for _ in range(500):  # warm up the connection, the codecs and the indexes
+        c.call(18, 3, API_VERSIONS_BODY)
+    floor, _ = _time_calls(lambda _: c.call(18, 3, API_VERSIONS_BODY), list(range(N_CALLS)))
+    floor_p50 = percentile(floor, 50)
+    report.add(SECTION, "ApiVersions round trip p50 (floor)", floor_p50, "µs")
+    for topic, n in topics:
+        targets = [T0 + rng.randrange(n) for _ in range(N_CALLS)]
+        for t in targets[:500]:
+            c.call(2, 7, _list_offsets_body(topic, t))
+        # Exactness spot check: timestamps are T0 + offset, so T -> T - T0.
+        for t in targets[:50]:
+            got = c.call(2, 7, _list_offsets_body(topic, t)).topics[0].partitions[0]
+            assert got.offset == t - T0 and got.timestamp == t, (t, got)
+        lat, total = _time_calls(
+            lambda t, topic=topic: c.call(2, 7, _list_offsets_body(topic, t)), targets)
+        label = f"{n / 1e6:g}M"
+        p50 = percentile(lat, 50)
+        report.add(SECTION, f"ListOffsets by time p50, {label} records", p50, "µs",
+                   note=f"{p50 - floor_p50:+.1f} µs vs floor (target <= +20)")
+        report.add(SECTION, f"ListOffsets by time p99, {label} records", percentile(lat, 99), "µs",
+                   "<= 250")
+        report.add(SECTION, f"lookups/s one client, {label} records", len(lat) / total, "1/s",
+                   ">= 15,000")
+    c.close()
+
+
+# --------------------------------------------------------------------------- librdkafka
+
+
+def bench_produce(report: Report, bootstrap: str, topic: str) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
+                  "queue.buffering.max.messages": 2_000_000,
+                  "queue.buffering.max.kbytes": 2_000_000})
+    p.produce(topic + "-warm", value=b"warm", timestamp=T0)  # connection and metadata warm
+    p.flush(30)
+    produce = p.produce
+    poll = p.poll
+    started = time.perf_counter()
+    for i in range(N_PRODUCE):
+        try:
+            produce(topic, VALUE, timestamp=T0 + i)
+        except BufferError:
+            poll(0.001)
+            produce(topic, VALUE, timestamp=T0 + i)
+        if i & 0xFFFF == 0:
+            poll(0)
+    left = p.flush(120)
+    elapsed = time.perf_counter() - started
+    assert left == 0, f"{left} records not delivered"
+    report.add(SECTION, "produce 1M x 100 B, confluent-kafka acks=1 linger 5 ms",
+               N_PRODUCE / elapsed, "rec/s", ">= 1,000,000")
+    # Python's own produce() loop is part of that figure: measure it alone for the ratio.
+    p2 = Producer({"bootstrap.servers": "127.0.0.1:1", "queue.buffering.max.messages": 2_000_000,
+                   "queue.buffering.max.kbytes": 2_000_000, "message.timeout.ms": 1})
+    n = min(N_PRODUCE, 500_000)
+    started = time.perf_counter()
+    for i in range(n):
+        p2.produce(topic, VALUE, timestamp=T0 + i)
+    client_only = n / (time.perf_counter() - started)
+    p2.purge()
+    report.add(SECTION, "confluent-kafka produce() calls alone (no broker)", client_only, "rec/s",
+               note="client-side ceiling on this machine")
+
+
+def bench_consume(report: Report, bootstrap: str, topic: str, expected: int) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                  "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760,
+                  "queued.max.messages.kbytes": 1048576})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    started = time.perf_counter()
+    deadline = started + 120
+    while got < expected and time.perf_counter() < deadline:
+        msgs = c.consume(10_000, timeout=1.0)
+        got += sum(1 for m in msgs if m.error() is None)
+    elapsed = time.perf_counter() - started
+    c.close()
+    report.add(SECTION, "consume, confluent-kafka consumer", got / elapsed, "rec/s", ">= 1,000,000",
+               note=f"{got:,} records")
+
+
+def bench_rdkafka_lookups(report: Report, bootstrap: str, topic: str, n: int) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-lookups"})
+    rng = random.Random(11)
+    targets = [T0 + rng.randrange(n) for _ in range(min(N_CALLS, 5000))]
+    for t in targets[:200]:
+        c.offsets_for_times([TopicPartition(topic, 0, t)], timeout=10)
+    lat, total = _time_calls(
+        lambda t: c.offsets_for_times([TopicPartition(topic, 0, t)], timeout=10), targets)
+    c.close()
+    report.add(SECTION, f"confluent-kafka offsets_for_times p50, {n / 1e6:g}M records",
+               percentile(lat, 50), "µs", note=f"{len(lat) / total:,.0f} lookups/s")
+
+
+# --------------------------------------------------------------------------- entry
+
+
+def run(report: Report, scratch: str) -> None:
+    root = Path(scratch)
+    data = root / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    write_big_topic(data, "bench-10m", N_BIG)
+    print(f"  (setup: wrote {N_BIG:,} records in {time.perf_counter() - started:.1f} s)", flush=True)
+    proc, port = _start_broker(root, data)
+    bootstrap = f"127.0.0.1:{port}"
+    try:
+        bench_produce(report, bootstrap, "bench-1m")
+        bench_consume(report, bootstrap, "bench-1m", N_PRODUCE)
+        # Both topics hold timestamps T0 + offset: the 1M one as the producer sent them,
+        # the 10M one as storage wrote them.
+        bench_lookups(report, port, [("bench-1m", N_PRODUCE), ("bench-10m", N_BIG)])
+        report.add(SECTION, "broker RSS after lookups, 10M records stored", _rss_mib(proc.pid),
+                   "MiB", "<= 150")
+        bench_rdkafka_lookups(report, bootstrap, "bench-10m", N_BIG)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
