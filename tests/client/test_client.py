@@ -248,3 +248,85 @@ async def test_timed_out_request_fails_alone_and_its_late_answer_is_dropped(brok
         await asyncio.sleep(1.5)  # the late Fetch answer arrives meanwhile and is discarded
         assert await c.latest(topic) == {0: 1}
         assert [r.value async for r in c.consume(topic, 0, 0)] == [b"after"]
+
+
+def test_keys_land_where_librdkafka_murmur2_random_puts_them(broker) -> None:  # type: ignore[no-untyped-def]
+    """confluent-kafka with partitioner=murmur2_random is the Java-compatible oracle."""
+    from confluent_kafka import Producer as CKProducer
+
+    from client import SyncClient
+
+    topic = unique_topic("ckkeys")
+    keys = [f"k{i}".encode() for i in range(40)] + [b"", bytes(range(7))]
+    with SyncClient(broker.bootstrap) as c:
+        c.create_topic(topic, partitions=7)
+        p = CKProducer({"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random",
+                        "linger.ms": 0})
+        placed: dict[bytes, int] = {}
+
+        def report(err, msg) -> None:  # type: ignore[no-untyped-def]
+            assert err is None, err
+            placed[msg.key()] = msg.partition()
+
+        for k in keys:
+            p.produce(topic, value=b"v", key=k, on_delivery=report)
+        assert p.flush(30) == 0
+        assert placed == {k: partition_for_key(k, 7) for k in keys}
+        # And our client put the same keys in the same partitions.
+        c.produce(topic, [ProducerRecord(key=k, value=b"ours") for k in keys])
+        ours = {
+            r.key: r.partition
+            for part in range(7)
+            for r in c.consume(topic, part, 0)
+            if r.value == b"ours"
+        }
+        assert ours == placed
+
+
+async def test_future_timestamp_is_rejected_with_invalid_timestamp(broker) -> None:  # type: ignore[no-untyped-def]
+    import time as _time
+
+    topic = unique_topic("future")
+    far = _time.time_ns() // 1_000_000 + 3 * 3_600_000  # beyond the default 1 h after.max
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic)
+        with pytest.raises(KafkaError) as ei:
+            await c.produce(topic, [ProducerRecord(value=b"ok", timestamp=1_700_000_000_000),
+                                    ProducerRecord(value=b"late", timestamp=far)], partition=0)
+        assert ei.value.code == ErrorCode.INVALID_TIMESTAMP
+        # The whole batch was rejected: nothing of it is in the log.
+        assert await c.latest(topic) == {0: 0}
+
+
+async def test_log_append_time_lookups_use_the_stored_timestamps(broker) -> None:  # type: ignore[no-untyped-def]
+    from client_oracle import Produced, first_at_or_after
+
+    topic = unique_topic("lat")
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic, configs={"message.timestamp.type": "LogAppendTime"})
+        for i in range(6):
+            await c.produce(topic, [ProducerRecord(value=b"%d" % i, timestamp=1_000 + i)] * 3,
+                            partition=0)
+            await asyncio.sleep(0.003)
+        stored = [r async for r in c.consume(topic, 0, 0)]
+        assert all(r.timestamp > 1_700_000_000_000 for r in stored)  # broker time, not ours
+        log = [Produced(0, r.offset, r.timestamp, r.key, r.value) for r in stored]
+        for t in sorted({r.timestamp for r in stored} | {stored[0].timestamp - 1,
+                                                          stored[-1].timestamp + 1}):
+            assert (await c.offsets_for_times(topic, t))[0] == first_at_or_after(log, t)
+
+
+def test_lookups_survive_a_broker_restart_on_the_same_client(broker) -> None:  # type: ignore[no-untyped-def]
+    from client import SyncClient
+
+    topic = unique_topic("restart")
+    with SyncClient(broker.bootstrap) as c:
+        c.create_topic(topic, partitions=2)
+        ts = [1_700_000_000_000 + (i * 37) % 100 for i in range(200)]
+        c.produce(topic, [ProducerRecord(value=b"%d" % i, timestamp=t) for i, t in enumerate(ts)],
+                  partition=1)
+        before = {t: c.offsets_for_times(topic, t) for t in range(min(ts) - 1, max(ts) + 2)}
+        broker.restart()
+        after = {t: c.offsets_for_times(topic, t) for t in before}
+        assert after == before
+        assert c.latest(topic) == {0: 0, 1: 200}
