@@ -14,9 +14,11 @@ that cannot exist, so it gets UNKNOWN_MEMBER_ID (25) if the group is known and
 ILLEGAL_GENERATION (22) if it is not.
 
 Invariants:
-- ``commit`` returns only after its line is written and fsynced, so an acknowledged
-  commit survives a crash; a line is one whole request, so a request is all-or-nothing
-  (a torn last line is dropped and cut off when the file is opened).
+- ``commit``/``commit_async`` return only after the line is written and fsynced (the
+  async form fsyncs in a worker thread, one commit at a time, so the event loop never
+  waits on the disk), so an acknowledged commit survives a crash; a line is one whole
+  request, so a request is all-or-nothing (a torn last line is dropped and cut off
+  when the file is opened). Readers see a commit once it is durable.
 - The file is compacted (rewritten to the live entries, then atomically renamed over
   the old one) when it holds more than twice as many entries as are live, so its size
   stays proportional to the number of live offsets.
@@ -26,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Iterable
@@ -65,6 +68,7 @@ class GroupOffsetStore:
         self._offsets: dict[Key, CommittedOffset] = {}
         self._by_group: dict[str, set[tuple[str, int]]] = {}
         self._entries_in_file = 0
+        self._lock: asyncio.Lock | None = None
         self._load()
         self.expire(now_ms if now_ms is not None else _now_ms())
         self._file = open(self.path, "ab")
@@ -91,16 +95,37 @@ class GroupOffsetStore:
     def commit(
         self, group: str, offsets: Iterable[tuple[str, int, CommittedOffset]]
     ) -> None:
-        """Durably store one request's offsets, all or nothing."""
+        """Durably store one request's offsets, all or nothing (blocks for the fsync)."""
+        items = list(offsets)
+        if items:
+            self._append_durably(self._encode(group, items))
+            self._apply(group, items)
+
+    async def commit_async(
+        self, group: str, offsets: Iterable[tuple[str, int, CommittedOffset]]
+    ) -> None:
+        """``commit`` with the write and fsync in a worker thread, so a slow disk stalls
+        only this request, not the event loop; commits are applied in arrival order."""
         items = list(offsets)
         if not items:
             return
-        line = json.dumps(
-            {"g": group, "c": [[t, p, *o] for t, p, o in items]}, separators=(",", ":")
-        ).encode() + b"\n"
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        line = self._encode(group, items)
+        async with self._lock:
+            await asyncio.to_thread(self._append_durably, line)
+            self._apply(group, items)
+
+    def _encode(self, group: str, items: list[tuple[str, int, CommittedOffset]]) -> bytes:
+        doc = {"g": group, "c": [[t, p, *o] for t, p, o in items]}
+        return json.dumps(doc, separators=(",", ":")).encode() + b"\n"
+
+    def _append_durably(self, line: bytes) -> None:
         self._file.write(line)
         self._file.flush()
         os.fsync(self._file.fileno())
+
+    def _apply(self, group: str, items: list[tuple[str, int, CommittedOffset]]) -> None:
         for topic, partition, off in items:
             self._put(group, topic, partition, off)
         self._entries_in_file += len(items)

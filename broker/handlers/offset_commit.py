@@ -11,7 +11,7 @@ generation -1), and the rules are Kafka's for such groups
 Per partition: an unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION (3);
 metadata longer than ``offset.metadata.max.bytes`` (4096) is OFFSET_METADATA_TOO_LARGE
 (12). The accepted partitions of one request are stored atomically and durably
-(fsync) before the response. A null metadata is stored as "" as Kafka does.
+(fsync, in a worker thread) before the response. A null metadata is stored as "" as Kafka does.
 RetentionTimeMs (v2-4) is not honoured per request; offsets.retention.minutes is.
 """
 
@@ -85,7 +85,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         topics_out.append({"name": topic.name, "partitions": parts_out})
     if accepted:
         try:
-            store.commit(group, accepted)
+            await store.commit_async(group, accepted)
         except OSError as exc:
             # Kafka maps a storage failure of the offsets log to NOT_COORDINATOR.
             log.error("OffsetCommit for group %r could not be stored: %s", group, exc)

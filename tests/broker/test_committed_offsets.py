@@ -4,6 +4,7 @@ APIs answered by the real broker to real clients.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -248,3 +249,15 @@ def check_find_coordinator(broker: BrokerProcess, version: int) -> None:
             if version >= 1:
                 bad = c.request(10, version, {"key": "g", "key_type": 2})
                 assert bad.error_code == INVALID_REQUEST
+
+
+async def test_async_commits_apply_in_arrival_order_and_are_durable(tmp_path: Path) -> None:
+    store = GroupOffsetStore(tmp_path, now_ms=NOW)
+    await asyncio.gather(*(
+        store.commit_async("g", [("t", i % 3, CommittedOffset(i, -1, f"m{i}", NOW))])
+        for i in range(60)
+    ))
+    expected = {("t", p): CommittedOffset(57 + p, -1, f"m{57 + p}", NOW) for p in range(3)}
+    assert store.fetch_group("g") == expected
+    store.close()
+    assert GroupOffsetStore(tmp_path, now_ms=NOW).fetch_group("g") == expected
