@@ -230,3 +230,41 @@ def test_mirror_follow_copies_new_records_and_stops_cleanly_on_sigterm(
     saved = json.loads(state.read_text())["partitions"]
     assert {k: v["source_next"] for k, v in saved.items()} == {
         f"live/{p}": len(rows) for p, rows in want.items()}
+
+
+def test_mirror_rebuilds_log_append_time_and_idempotent_batches_keeping_their_times(
+    broker_factory: Callable[..., Any],
+) -> None:
+    from kafka import KafkaProducer
+
+    src, dst = broker_factory(name="src"), broker_factory(name="dst")
+    with SyncClient(src.bootstrap) as c:
+        c.create_topic("lat", 1, {"message.timestamp.type": "LogAppendTime"})
+        c.create_topic("idem", 1)
+        for i in range(15):
+            c.produce("lat", [ProducerRecord(key=f"k{i}", value=b"v", timestamp=BASE_TS + i)],
+                      partition=0)
+            time.sleep(0.002)  # distinct append times
+    producer = KafkaProducer(bootstrap_servers=src.bootstrap, enable_idempotence=True, acks="all")
+    try:
+        for i in range(30):
+            producer.send("idem", key=f"k{i}".encode(), value=b"x" * i, partition=0,
+                          timestamp_ms=BASE_TS - i * 1000, headers=[("h", b"1")])
+        producer.flush(30)
+    finally:
+        producer.close(10)
+    with SyncClient(src.bootstrap) as c:
+        raw = c.fetch_raw("idem", 0, 0, 1 << 20).records_bytes
+    from storage.records import iter_batches
+
+    assert all(h.producer_id >= 0 for _, h in iter_batches(raw)), "kafka-python must be idempotent"
+    res = mirror(src.bootstrap, dst.bootstrap, "lat,idem")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "0 forwarded as is" in res.stdout  # every batch had to be rebuilt
+    for topic in ("lat", "idem"):
+        # Equal timestamps also show the target topic is CreateTime (LogAppendTime would
+        # have replaced them with the target's clock).
+        want = read_partitions(src.bootstrap, topic)
+        assert read_partitions(dst.bootstrap, topic) == want
+        times = interesting_times(want)
+        assert lookups(dst.bootstrap, topic, times) == lookups(src.bootstrap, topic, times)
