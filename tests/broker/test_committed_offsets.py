@@ -261,3 +261,12 @@ async def test_async_commits_apply_in_arrival_order_and_are_durable(tmp_path: Pa
     assert store.fetch_group("g") == expected
     store.close()
     assert GroupOffsetStore(tmp_path, now_ms=NOW).fetch_group("g") == expected
+
+
+def test_find_coordinator_answers_the_advertised_listener(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b = broker_factory(overrides={"advertised.listeners": "PLAINTEXT://localhost:19092"})
+    with RawConnection(b) as c:
+        resp = c.request(10, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+        assert [(x.host, x.port) for x in resp.coordinators] == [("localhost", 19092)]
+        md = c.request(3, 12, {"topics": None})
+        assert [(x.host, x.port) for x in md.brokers] == [("localhost", 19092)]

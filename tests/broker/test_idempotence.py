@@ -336,6 +336,11 @@ def test_transactional_init_is_refused_with_a_fatal_error_and_idempotent_init_at
             assert (err, epoch) == (0, 0)
             pids.append(pid)
         assert len(set(pids)) == 5
+        # KIP-360 fields are for transactional ids: an idempotent re-init gets a fresh id.
+        again = c.request(22, 3, {"transactional_id": None, "transaction_timeout_ms": 1,
+                                  "producer_id": pids[0], "producer_epoch": 0})
+        assert (again.error_code, again.producer_epoch) == (0, 0)
+        assert again.producer_id not in pids
         assert init_producer_id(c, 4, "tx")[0] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert init_producer_id(c, 1, "")[0] == ErrorCode.INVALID_REQUEST
 
