@@ -7,6 +7,9 @@ Range semantics (exact, per partition):
   watermark at start-up; with ``--follow`` and no ``--until`` it never ends.
 Partitions are printed one after the other in ascending order (``--partition``
 picks one), each in offset order; ``--max N`` stops after N records in total.
+With ``--follow`` all partitions are followed at once and records print as
+they arrive (each partition still in offset order); a partition that had no
+record at or after ``--until`` yet ends at the first one that arrives.
 
 Formats: ``text`` writes each value's raw bytes and a newline; ``json`` writes one
 object per line with topic, partition, offset, timestamp (epoch ms and ISO),
@@ -17,9 +20,11 @@ key, value and headers — as UTF-8 strings when they decode, otherwise under
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import json
 import sys
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from client.aio import Client, Record
@@ -123,6 +128,71 @@ async def plan(
     return {p: (starts[p], ends[p]) for p in partitions}
 
 
+async def _one_after_another(
+    client: Client, topic: str, ranges: dict[int, tuple[int, int | None]]
+) -> AsyncGenerator[list[Record], None]:
+    for p, (start, end) in sorted(ranges.items()):
+        if end is not None and start >= end:
+            continue
+        async for chunk in client.consume_chunks(topic, p, start, end, follow=False):
+            yield chunk
+
+
+async def _follow_all(
+    client: Client, topic: str, ranges: dict[int, tuple[int, int | None]], until: int | None
+) -> AsyncGenerator[list[Record], None]:
+    """Follow every partition at once, yielding chunks as they arrive.
+
+    A partition whose end was unknown at start-up (no record at or after
+    ``--until`` yet) ends at the first record that arrives with a timestamp
+    >= ``until``: that record's offset is by definition the range's end.
+    """
+    # Chunks wait for one of 64 slots (back-pressure); end markers and errors never
+    # wait, so a cancelled follower always finishes.
+    queue: asyncio.Queue[list[Record] | BaseException | None] = asyncio.Queue()
+    slots = asyncio.Semaphore(64)
+
+    async def put(chunk: list[Record]) -> None:
+        await slots.acquire()
+        queue.put_nowait(chunk)
+
+    async def follow(p: int, start: int, end: int | None) -> None:
+        try:
+            async for chunk in client.consume_chunks(topic, p, start, end, follow=True):
+                if until is not None and end is None:
+                    cut = next((i for i, r in enumerate(chunk) if r.timestamp >= until), None)
+                    if cut is not None:
+                        if cut:
+                            await put(chunk[:cut])
+                        return
+                await put(chunk)
+        except Exception as e:  # handed to the printer, which raises it
+            queue.put_nowait(e)
+        finally:
+            queue.put_nowait(None)
+
+    tasks = [
+        asyncio.ensure_future(follow(p, s, e))
+        for p, (s, e) in sorted(ranges.items())
+        if e is None or s < e
+    ]
+    running = len(tasks)
+    try:
+        while running:
+            item = await queue.get()
+            if item is None:
+                running -= 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                slots.release()
+                yield item
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def _consume(args: argparse.Namespace) -> int:
     if args.max is not None and args.max < 0:
         raise ValueError(f"--max must be >= 0, got {args.max}")
@@ -148,26 +218,27 @@ async def _consume(args: argparse.Namespace) -> int:
         if args.max is not None and total is not None:
             total = min(total, args.max)
         bar = progress(total, "rec", f"consume {args.topic}", not args.no_progress)
+        source = (
+            _follow_all(client, args.topic, ranges, args.until)
+            if args.follow
+            else _one_after_another(client, args.topic, ranges)
+        )
         try:
-            for p, (start, end) in sorted(ranges.items()):
-                if end is not None and start >= end:
-                    continue
+            async for chunk in source:
+                if args.max is not None:
+                    chunk = chunk[: args.max - count]
+                if as_json:
+                    out.write("".join(record_json(r) + "\n" for r in chunk).encode("utf-8"))
+                else:
+                    out.write(b"".join((r.value or b"") + b"\n" for r in chunk))
+                if args.follow:
+                    out.flush()
+                count += len(chunk)
+                bar.update(len(chunk))
                 if args.max is not None and count >= args.max:
                     break
-                async for chunk in client.consume_chunks(args.topic, p, start, end, follow=args.follow):
-                    if args.max is not None:
-                        chunk = chunk[: args.max - count]
-                    if as_json:
-                        out.write("".join(record_json(r) + "\n" for r in chunk).encode("utf-8"))
-                    else:
-                        out.write(b"".join((r.value or b"") + b"\n" for r in chunk))
-                    if args.follow:
-                        out.flush()
-                    count += len(chunk)
-                    bar.update(len(chunk))
-                    if args.max is not None and count >= args.max:
-                        break
         finally:
+            await source.aclose()
             bar.close()
             out.flush()
     print(f"Consumed {count} record(s) from {args.topic}.", file=sys.stderr)

@@ -182,3 +182,34 @@ def test_relative_times_parse_as_values_not_options(broker, dataset) -> None:  #
     assert [(g["partition"], g["offset"]) for g in map(json.loads, out.stdout.splitlines())] == [
         (r.partition, r.offset) for r in want
     ]
+
+
+def test_follow_prints_new_records_from_every_partition_and_stops_at_until(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("follow")
+    until = BASE + 1000
+    with SyncClient(broker.bootstrap) as c:
+        from client import ProducerRecord
+
+        c.create_topic(topic, partitions=2)
+        c.produce(topic, [ProducerRecord(value=b"old0", timestamp=BASE)], partition=0)
+        proc = subprocess.Popen(
+            [CHRONOLOG, "consume", topic, "--follow", "--from-time", str(BASE), "--until", str(until),
+             "--format", "json", "--bootstrap-server", broker.bootstrap],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        try:
+            first = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+            assert (first["partition"], first["value"]) == (0, "old0")
+            # New records on both partitions arrive while it follows; a record at or
+            # after --until ends each partition (later ones are not printed).
+            c.produce(topic, [ProducerRecord(value=b"new1", timestamp=BASE + 5),
+                              ProducerRecord(value=b"stop1", timestamp=until),
+                              ProducerRecord(value=b"after1", timestamp=BASE + 6)], partition=1)
+            c.produce(topic, [ProducerRecord(value=b"new0", timestamp=BASE + 7),
+                              ProducerRecord(value=b"stop0", timestamp=until + 1)], partition=0)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+    rows = [json.loads(line) for line in out.decode().splitlines()]
+    assert sorted((r["partition"], r["value"]) for r in rows) == [(0, "new0"), (1, "new1")]
+    assert proc.returncode == 0, err
