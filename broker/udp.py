@@ -116,13 +116,26 @@ class BatchBuilder:
                headers: list[tuple[str, bytes | None]] | None) -> bytes:
         """One record's bytes at the next offset delta (the builder is not changed)."""
         zz = _zz
-        base = ts if self.count == 0 else self.base_ts
+        count = self.count
+        dt = 0 if count == 0 else ts - self.base_ts
         if key is None and not headers and value is not None:
-            # The raw-format shape: no key, no headers.
-            rec = b"".join((b"\x00", zz(ts - base), zz(self.count), _NULL, zz(len(value)),
-                            value, b"\x00"))
-            return zz(len(rec)) + rec
-        body = [b"\x00", zz(ts - base), zz(self.count)]
+            # The raw-format shape (no key, no headers), with the varints of small
+            # non-negative numbers taken straight from the table: this runs per datagram.
+            n = len(value)
+            table = _UVARINT
+            rec = b"".join((
+                b"\x00",
+                table[dt << 1] if 0 <= dt < 8192 else zz(dt),
+                table[count << 1] if count < 8192 else zz(count),
+                _NULL,
+                table[n << 1] if n < 8192 else zz(n),
+                value,
+                b"\x00",
+            ))
+            m = len(rec)
+            return (table[m << 1] if m < 8192 else zz(m)) + rec
+        base = ts if count == 0 else self.base_ts
+        body = [b"\x00", zz(ts - base), zz(count)]
         if key is None:
             body.append(_NULL)
         else:
