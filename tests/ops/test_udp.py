@@ -196,3 +196,21 @@ def test_tsv_parsing_matches_the_documented_framing(
         else:
             assert r.timestamp == base + ts
 
+
+
+def test_udp_send_file_sends_each_line_as_one_datagram(
+    broker_factory: Callable[..., Any], tmp_path: Any, capsys: Any,
+) -> None:
+    from client.cli import main as cli_main
+
+    b, addr, _ = start_udp_broker(broker_factory, udp_format="tsv", udp_topic="lines")
+    now = int(time.time() * 1000)
+    lines = [f"dev-{i}\t{now - i}\treading {i}" for i in range(25)]
+    path = tmp_path / "readings.tsv"
+    path.write_text("\n".join(lines) + "\n\n")  # a blank line is skipped
+    assert cli_main(["udp-send", f"{addr[0]}:{addr[1]}", "--file", str(path),
+                     "--rate", "5k/s"]) == 0
+    assert "sent 25 datagrams" in capsys.readouterr().out
+    records = read_all(b.bootstrap, "lines", len(lines))
+    assert [(r.key, r.timestamp, r.value) for r in records] == [
+        (f"dev-{i}".encode(), now - i, f"reading {i}".encode()) for i in range(25)]
