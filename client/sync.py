@@ -150,6 +150,9 @@ class SyncClient:
     def api_version(self, api_key: int) -> int:
         return self._client.api_version(api_key)
 
+    def supports(self, api_key: int) -> bool:
+        return self._client.supports(api_key)
+
     # ------------------------------------------------------------ produce
 
     def produce(
@@ -226,6 +229,33 @@ class SyncClient:
         chunks = self._client.consume_chunks(topic, partition, start_offset, end_offset, follow=follow)
         return self._iterate(chunks)
 
+    def consume_chunks(
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        end_offset: int | None = None,
+        *,
+        follow: bool = False,
+    ) -> Generator[list[Record], None, None]:
+        """Like :meth:`consume`, one list per Fetch (one thread hop per list, not per record)."""
+        chunks = self._client.consume_chunks(
+            topic, partition, start_offset, end_offset, follow=follow
+        )
+        return self._iterate_chunks(chunks)
+
+    def _iterate_chunks(self, chunks: Any) -> Generator[list[Record], None, None]:
+        try:
+            while True:
+                try:
+                    chunk = self._call(chunks.__anext__())
+                except StopAsyncIteration:
+                    return
+                yield chunk
+        finally:
+            if os.getpid() == self._pid:
+                self._call(chunks.aclose())
+
     def read_time_range(
         self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None
     ) -> Generator[Record, None, None]:
@@ -235,16 +265,8 @@ class SyncClient:
                 yield from self.consume(topic, p, s, e)
 
     def _iterate(self, chunks: Any) -> Generator[Record, None, None]:
-        try:
-            while True:
-                try:
-                    chunk = self._call(chunks.__anext__())
-                except StopAsyncIteration:
-                    return
-                yield from chunk
-        finally:
-            if os.getpid() == self._pid:
-                self._call(chunks.aclose())
+        for chunk in self._iterate_chunks(chunks):
+            yield from chunk
 
 
 class SyncProducer:

@@ -88,3 +88,16 @@ def test_abandoned_iterator_leaves_the_client_usable(sync_client: SyncClient) ->
     assert next(it).offset == 0
     it.close()
     assert len(list(sync_client.consume(topic, 0, 50))) == 50
+
+
+def test_consume_chunks_cover_the_same_records_as_consume(sync_client: SyncClient) -> None:
+    topic = unique_topic("chunks")
+    sync_client.create_topic(topic)
+    for start in range(0, 3000, 500):
+        sync_client.produce(
+            topic, [ProducerRecord(value=b"%d" % i) for i in range(start, start + 500)], partition=0
+        )
+    chunks = list(sync_client.consume_chunks(topic, 0, 123, 2900))
+    assert len(chunks) >= 1
+    flat = [r.offset for ch in chunks for r in ch]
+    assert flat == list(range(123, 2900)) == [r.offset for r in sync_client.consume(topic, 0, 123, 2900)]
