@@ -312,3 +312,28 @@ def test_transactional_producer_fails_fast_with_a_clear_fatal_error(kb: BrokerPr
         p.init_transactions(TIMEOUT)
     err = exc.value.args[0]
     assert err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+@settings(max_examples=4)
+@given(batches=st.lists(timestamp_lists, min_size=2, max_size=6))
+def test_lookups_across_many_segments_and_index_entries_match_the_oracle(
+    kb: BrokerProcess, batches: list[list[int]]
+) -> None:
+    """Tiny segments and index intervals put the lookups through segment selection,
+    the time index and the offset index, not just one batch scan; checked again after
+    a restart, when the indexes come from disk."""
+    topic = topic_name("seg")
+    value = b"x" * 300
+    sizes = [61 + len(ts) * (len(value) + 30) for ts in batches]  # upper bounds per batch
+    # Every batch fits a segment (else RECORD_LIST_TOO_LARGE), yet the log rolls.
+    segment_bytes = max(max(sizes) + 100, sum(sizes) // 3)
+    create_topic(kb, topic, **{"segment.bytes": str(segment_bytes), "index.interval.bytes": "64"})
+    stamped: list[tuple[int, int]] = []
+    for n, timestamps in enumerate(batches):
+        recs = [Rec(None, b"%d-%d:" % (n, i) + value, (), ts) for i, ts in enumerate(timestamps)]
+        offsets = produce(kb, topic, recs)
+        stamped += list(zip(offsets, timestamps, strict=True))
+    assert len(list((kb.data_dir / f"{topic}-0").glob("*.log"))) >= 2
+    check_lookups(kb, topic, stamped)
+    kb.restart()
+    check_lookups(kb, topic, stamped)
