@@ -190,6 +190,27 @@ class _MmapIndex:
         except FileNotFoundError:
             pass
 
+    def peek_ends(self) -> tuple[int, bytes, bytes]:
+        """(entry count, first entry bytes, last entry bytes) without mapping the file
+        when it is not loaded yet; b"" entries when empty. Sanity checks and segment
+        maxima need only these, so thousands of sealed segments keep no mappings."""
+        e = self.ENTRY
+        if not self._loaded and self.path.exists():
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                n = os.fstat(fd).st_size // e
+                if n == 0:
+                    return 0, b"", b""
+                last = os.pread(fd, e, (n - 1) * e)
+                if last.strip(b"\0"):
+                    return n, os.pread(fd, e, 0), last
+            finally:
+                os.close(fd)
+        n = self.entries  # loads (and drops a zero suffix)
+        if n == 0 or self._mm is None:
+            return 0, b"", b""
+        return n, self._mm[0:e], self._mm[(n - 1) * e:n * e]
+
     # -- search ----------------------------------------------------------------------
     _K = struct.Struct(">i")
     _KEY_IS_OFFSET = True
@@ -304,6 +325,14 @@ class TimeIndex(_MmapIndex):
     def last_entry(self) -> tuple[int, int]:
         n = self.entries
         return self.entry(n - 1) if n else (-1, self.base_offset)
+
+    def peek_last_entry(self) -> tuple[int, int]:
+        """last_entry() without mapping an unloaded file."""
+        n, _, last = self.peek_ends()
+        if n == 0:
+            return -1, self.base_offset
+        ts, rel = self._S.unpack(last)
+        return ts, self.base_offset + rel
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """Largest entry with ts <= target, or (-1, base offset)."""

@@ -284,13 +284,14 @@ def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
             n = _search_run(data, p, size, lw, tw, kmax, _NO_HIT)[1]
         if n > 1:
             us = _run_values(data, q + 1, size, tw, n)
+            ordered = us == sorted(us)  # C-speed; then a block's max is its last value
             k = 0
             while k < n:
                 b = (i + k) // BLOCK
                 stop = min(n, (b + 1) * BLOCK - i)
                 if (i + k) % BLOCK == 0:
                     positions[b] = p + k * size
-                m = base_ts + (max(us[k:stop]) >> 1)
+                m = base_ts + ((us[stop - 1] if ordered else max(us[k:stop])) >> 1)
                 if m > block_max[b]:
                     block_max[b] = m
                 k = stop
@@ -427,21 +428,20 @@ class LogSegment:
         oi, ti = self.offset_index, self.time_index
         if oi.file_length() % oi.ENTRY or ti.file_length() % ti.ENTRY:
             return False
-        base = self.base_offset
         log_size = max(self.size, 0)
-        n = oi.entries
+        n, first, last = oi.peek_ends()
         if n:
-            first_off, first_pos = oi.entry(0)
-            last_off, last_pos = oi.entry(n - 1)
-            if first_off < base or last_off < first_off or last_pos >= max(log_size, 1):
+            first_rel, first_pos = struct.unpack(">ii", first)
+            last_rel, last_pos = struct.unpack(">ii", last)
+            if first_rel < 0 or last_rel < first_rel or last_pos >= max(log_size, 1):
                 return False
-            if first_pos > last_pos or (n > 1 and first_off == last_off):
+            if first_pos > last_pos or (n > 1 and first_rel == last_rel):
                 return False
-        m = ti.entries
+        m, first, last = ti.peek_ends()
         if m:
-            ts0, o0 = ti.entry(0)
-            tsl, ol = ti.entry(m - 1)
-            if o0 < base or ol < o0 or tsl < ts0 or (m > 1 and ts0 == tsl):
+            ts0, o0 = struct.unpack(">qi", first)
+            tsl, ol = struct.unpack(">qi", last)
+            if o0 < 0 or ol < o0 or tsl < ts0 or (m > 1 and ts0 == tsl):
                 return False
         return True
 
@@ -489,7 +489,7 @@ class LogSegment:
     # -- lazily known state ----------------------------------------------------
     def _load_max(self) -> None:
         self.check_indexes()
-        ts, off = self.time_index.last_entry()
+        ts, off = self.time_index.peek_last_entry()
         self._max_ts, self._offset_of_max = ts, off
 
     @property
