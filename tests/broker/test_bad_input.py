@@ -32,8 +32,10 @@ from tests.conftest import BrokerProcess
 
 LEDGER_TOPIC = "acknowledged-ledger"  # never the target of a fuzzed frame (see FUZZ_TOPIC)
 FUZZ_TOPIC = "fz"  # a byte flip or truncation cannot turn this name into LEDGER_TOPIC
+SMALL_TOPIC = "small-batches"  # max.message.bytes=2000
 REQUEST_MAX = 1 << 20
 CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TIMESTAMP, UNSUPPORTED_VERSION = 2, 3, 32, 35
+MESSAGE_TOO_LARGE, INVALID_REQUIRED_ACKS, INVALID_RECORD = 10, 21, 87
 
 
 def rec(i: int, ts: int) -> Record:
@@ -53,6 +55,9 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[State]:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         for name in (LEDGER_TOPIC, FUZZ_TOPIC):
             admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)])[name].result(15)
+        small = NewTopic(SMALL_TOPIC, num_partitions=1, replication_factor=1,
+                         config={"max.message.bytes": "2000"})
+        admin.create_topics([small])[SMALL_TOPIC].result(15)
         s = State()
         s.broker = b
         s.ledger = {0: [], 1: []}
@@ -213,6 +218,34 @@ def test_produce_to_unknown_topic_without_auto_create_is_error_3(state: State) -
         assert errs[(FUZZ_TOPIC, 7)][0] == UNKNOWN_TOPIC_OR_PARTITION
         md = c.request(3, 12, {"topics": [{"name": "no-such-topic"}], "allow_auto_topic_creation": True})
         assert md.topics[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_batch_over_max_message_bytes_is_message_too_large(state: State) -> None:
+    big = build_batch([Record(0, BASE_TS, None, b"x" * 3000, [])])
+    fits = build_batch([Record(0, BASE_TS, None, b"x" * 1000, [])])
+    with RawConnection(state.broker) as c:
+        assert partition_errors(c.request(0, 9, produce_body(SMALL_TOPIC, {0: big})))[
+            (SMALL_TOPIC, 0)][0] == MESSAGE_TOO_LARGE
+        assert partition_errors(c.request(0, 9, produce_body(SMALL_TOPIC, {0: fits})))[
+            (SMALL_TOPIC, 0)] == (0, 0)
+        assert list_offset(c, SMALL_TOPIC, 0, -1)[0] == 1
+
+
+def test_invalid_acks_and_malformed_record_sets_are_refused(state: State) -> None:
+    one = build_batch([rec(1, BASE_TS)])
+    with RawConnection(state.broker) as c:
+        before = list_offset(c, FUZZ_TOPIC, 0, -1)[0]
+        errs = partition_errors(c.request(0, 9, produce_body(FUZZ_TOPIC, {0: one}, acks=2)))
+        assert errs[(FUZZ_TOPIC, 0)][0] == INVALID_REQUIRED_ACKS
+        # Kafka takes exactly one batch per partition per request.
+        errs = partition_errors(c.request(0, 9, produce_body(FUZZ_TOPIC, {0: one + one})))
+        assert errs[(FUZZ_TOPIC, 0)][0] == INVALID_RECORD
+        # A client batch must start at offset 0.
+        shifted = bytearray(one)
+        shifted[0:8] = (5).to_bytes(8, "big")
+        errs = partition_errors(c.request(0, 9, produce_body(FUZZ_TOPIC, {0: bytes(shifted)})))
+        assert errs[(FUZZ_TOPIC, 0)][0] == INVALID_RECORD
+        assert list_offset(c, FUZZ_TOPIC, 0, -1)[0] == before
 
 
 # ---- fuzzing ------------------------------------------------------------------------
