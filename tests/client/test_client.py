@@ -330,3 +330,17 @@ def test_lookups_survive_a_broker_restart_on_the_same_client(broker) -> None:  #
         after = {t: c.offsets_for_times(topic, t) for t in before}
         assert after == before
         assert c.latest(topic) == {0: 0, 1: 200}
+
+
+async def test_null_keys_stick_per_batch_and_rotate_over_partitions(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("sticky")
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic, partitions=3)
+        for _ in range(3):
+            await c.produce(topic, [ProducerRecord(value=b"x")] * 10)
+        # Each call went to one partition, and three calls covered all three.
+        assert await c.latest(topic) == {0: 10, 1: 10, 2: 10}
+        async with Producer(c, linger_ms=50, batch_bytes=600) as p:
+            metas = [await p.send(topic, ProducerRecord(value=b"y" * 10)) for _ in range(300)]
+        counts = {part: sum(1 for m in metas if m.result().partition == part) for part in range(3)}
+        assert all(n > 0 for n in counts.values()), counts
