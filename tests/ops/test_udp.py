@@ -214,3 +214,35 @@ def test_udp_send_file_sends_each_line_as_one_datagram(
     records = read_all(b.bootstrap, "lines", len(lines))
     assert [(r.key, r.timestamp, r.value) for r in records] == [
         (f"dev-{i}".encode(), now - i, f"reading {i}".encode()) for i in range(25)]
+
+
+def _udp_totals(url: str) -> tuple[float, float, float]:
+    m = scrape(url)
+    dropped = sum(v for k, v in m.items() if k.startswith("chronolog_udp_datagrams_dropped_total"))
+    return (m.get("chronolog_udp_datagrams_received_total", 0.0),
+            m.get("chronolog_udp_records_appended_total", 0.0), dropped)
+
+
+@settings(max_examples=6)
+@given(st.lists(st.binary(max_size=2000), min_size=1, max_size=60))
+def test_arbitrary_bytes_never_stop_ingest_and_every_datagram_is_accounted_for(
+    tsv_broker: UdpBroker, junk: list[bytes]
+) -> None:
+    b, addr, url = tsv_broker
+    received0, appended0, dropped0 = _udp_totals(url)
+    send(addr, junk)
+    deadline = time.monotonic() + 10
+    while True:
+        received, appended, dropped = _udp_totals(url)
+        if received - received0 == len(junk) and \
+                (appended - appended0) + (dropped - dropped0) == len(junk):
+            break
+        assert time.monotonic() < deadline, (received - received0, appended - appended0,
+                                             dropped - dropped0, len(junk))
+        time.sleep(0.02)
+    # And ingest still works after the junk.
+    with SyncClient(b.bootstrap) as c:
+        start = c.latest("udp")[0]
+    send(addr, [b"after\t\tjunk"])
+    got = read_all(b.bootstrap, "udp", start + 1)
+    assert got[-1].key == b"after" and got[-1].value == b"junk"
