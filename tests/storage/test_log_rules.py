@@ -40,7 +40,7 @@ def test_rejected_batches_append_nothing(tmp_path: Path) -> None:
     b = bytearray(good)
     b[-1] ^= 1
     cases.append((bytes(b), CorruptRecordError))  # CRC
-    cases.append((good + good, InvalidRecordError))  # two batches
+    cases.append((bytes(good + good), InvalidRecordError))  # two batches
     cases.append((batch(T, size=450), RecordTooLargeError))
     cases.append((batch(T, size=380), RecordListTooLargeError))
     cases.append((batch(T, timestamp_type=1), InvalidTimestampError))
