@@ -268,3 +268,17 @@ def test_mirror_rebuilds_log_append_time_and_idempotent_batches_keeping_their_ti
         assert read_partitions(dst.bootstrap, topic) == want
         times = interesting_times(want)
         assert lookups(dst.bootstrap, topic, times) == lookups(src.bootstrap, topic, times)
+
+
+def test_mirror_refuses_a_target_topic_with_fewer_partitions(
+    broker_factory: Callable[..., Any],
+) -> None:
+    src, dst = broker_factory(name="src"), broker_factory(name="dst")
+    fill(src.bootstrap, "wide", 3, 6, seed=7)
+    with SyncClient(dst.bootstrap) as c:
+        c.create_topic("wide", 2)
+    res = mirror(src.bootstrap, dst.bootstrap, "wide")
+    assert res.returncode == 1
+    assert "target topic 'wide' lacks partitions [2]" in res.stderr
+    with SyncClient(dst.bootstrap) as c:
+        assert c.latest("wide") == {0: 0, 1: 0}  # nothing was copied
