@@ -944,20 +944,31 @@ def _scan_scalar(
                     p += 2
                 else:
                     od, p = read_varint(data, p, body_end)
-            if check_offsets and od != i:
+            if od != i and check_offsets:
                 raise InvalidRecordError(f"record {i} has offset delta {od}, expected {i}")
-            for _kv in (0, 1):  # key, then value: negative lengths mean null
-                b = data[p]
-                if b < 0x80:
-                    p += 1 if b & 1 else 1 + (b >> 1)
+            # Key, then value (unrolled): negative lengths mean null.
+            b = data[p]
+            if b < 0x80:
+                p += 1 if b & 1 else 1 + (b >> 1)
+            else:
+                c = data[p + 1]
+                if c < 0x80:
+                    p += 2 if b & 1 else 2 + (((b & 0x7F) | (c << 7)) >> 1)
                 else:
-                    c = data[p + 1]
-                    if c < 0x80:
-                        p += 2 if b & 1 else 2 + (((b & 0x7F) | (c << 7)) >> 1)
-                    else:
-                        klen, p = read_varint(data, p, body_end)
-                        if klen > 0:
-                            p += klen
+                    klen, p = read_varint(data, p, body_end)
+                    if klen > 0:
+                        p += klen
+            b = data[p]
+            if b < 0x80:
+                p += 1 if b & 1 else 1 + (b >> 1)
+            else:
+                c = data[p + 1]
+                if c < 0x80:
+                    p += 2 if b & 1 else 2 + (((b & 0x7F) | (c << 7)) >> 1)
+                else:
+                    vlen, p = read_varint(data, p, body_end)
+                    if vlen > 0:
+                        p += vlen
             if data[p] == 0:
                 p += 1
             else:
