@@ -220,8 +220,12 @@ def read_index(path: Path, time_index: bool) -> IndexRead:
     count = len(entries)
     while count > 1 and entries[count - 1] == zero:
         count -= 1
-    if count == 1 and entries[0] == zero and not time_index:
-        count = 0  # an offset index never holds (0, 0): the first batch is never indexed
+    if count == 1 and entries[0] == zero and (not time_index or len(entries) > 1):
+        # An offset index never holds (0, 0): the first batch is never indexed. A time
+        # index may (records at the epoch), but an all-zero file longer than one entry
+        # is a preallocated file with no entries yet (the active segment of a live or
+        # crashed broker).
+        count = 0
     return IndexRead(path, True, size, entries[:count], len(entries) - count)
 
 
