@@ -154,6 +154,7 @@ _ENCODE_ERRORS = (ConstructError, struct.error, TypeError, KeyError, ValueError,
 
 _REQ_HEADER = struct.Struct(">hhih")
 _KEY_VERSION_CORR = struct.Struct(">hhi").unpack_from
+_I16 = struct.Struct(">h").unpack_from
 _API_KEYS = {int(k): k for k in ApiKey}
 _SIZE = struct.Struct(">i")
 _SIZE_CORR = struct.Struct(">ii")
@@ -256,6 +257,21 @@ def encode_request(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
 ) -> bytes:
     """One request frame, size prefix included (header v1, or v2 when flexible)."""
+    fast = FAST_REQUEST_ENCODERS.get((api_key, api_version))
+    try:
+        if fast is not None:
+            return fast(correlation_id, client_id, body)
+        return encode_request_declarative(api_key, api_version, correlation_id, client_id, body)
+    except _ENCODE_ERRORS as exc:
+        raise EncodeError(
+            f"cannot encode api {api_key} v{api_version} request: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def encode_request_declarative(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
+) -> bytes:
+    """:func:`encode_request` without the fast paths: the reference they are tested against."""
     c = codec(api_key, api_version, False)
     stream = BytesIO()
     cid = None if client_id is None else client_id.encode("utf-8")
@@ -265,12 +281,7 @@ def encode_request(
         stream.write(cid)
     if is_flexible(api_key, api_version):
         stream.write(b"\x00")
-    try:
-        c._build(body, stream, {}, "(request)")
-    except _ENCODE_ERRORS as exc:
-        raise EncodeError(
-            f"cannot encode api {api_key} v{api_version} request: {type(exc).__name__}: {exc}"
-        ) from exc
+    c._build(body, stream, {}, "(request)")
     return _finish(stream)
 
 
@@ -283,23 +294,41 @@ def decode_response(
     the broker sends it (the client then retries at a version it advertised).
     """
     try:
-        (correlation_id,) = struct.unpack_from(">i", frame, 0)
-        stream = BytesIO(frame)
-        stream.seek(4)
         version = api_version
-        if api_key == ApiKey.API_VERSIONS:
-            if len(frame) >= 6 and struct.unpack_from(">h", frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION:
-                version = 0
-        elif is_flexible(api_key, api_version):
-            for _ in range(read_uvarint(stream)):
-                read_uvarint(stream)
-                skip_tag(stream)
-        view = frame if isinstance(frame, memoryview) else memoryview(frame)
-        body = codec(api_key, version, True)._parse(stream, {"frame": view}, "(response)")
+        if (api_key == ApiKey.API_VERSIONS and len(frame) >= 6
+                and _I16(frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION):
+            version = 0
+        fast = FAST_RESPONSE_DECODERS.get((api_key, version))
+        if fast is not None:
+            result = fast(frame)
+            if result is not None:
+                return result
+        return _decode_response_declarative(api_key, version, frame)
     except _DECODE_ERRORS as exc:
         raise MalformedResponseError(
             f"api {api_key} v{api_version} response does not parse: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def decode_response_declarative(
+    api_key: int, api_version: int, frame: bytes | bytearray | memoryview
+) -> tuple[int, Container]:
+    """:func:`decode_response` without the fast paths (or the ApiVersions v0 fallback)."""
+    return _decode_response_declarative(api_key, api_version, frame)
+
+
+def _decode_response_declarative(
+    api_key: int, version: int, frame: bytes | bytearray | memoryview
+) -> tuple[int, Container]:
+    (correlation_id,) = struct.unpack_from(">i", frame, 0)
+    stream = BytesIO(frame)
+    stream.seek(4)
+    if api_key != ApiKey.API_VERSIONS and is_flexible(api_key, version):
+        for _ in range(read_uvarint(stream)):
+            read_uvarint(stream)
+            skip_tag(stream)
+    view = frame if isinstance(frame, memoryview) else memoryview(frame)
+    body = codec(api_key, version, True)._parse(stream, {"frame": view}, "(response)")
     return correlation_id, body
 
 
@@ -345,6 +374,15 @@ FAST_RESPONSE_ENCODERS: dict[tuple[int, int], fastpath.Encoder] = {
        for v in _versions(ApiKey.API_VERSIONS)},
     **{(ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_response(v) for v in _versions(ApiKey.LIST_OFFSETS)},
     **{(ApiKey.FETCH, v): fastpath.fetch_response(v, _fallback(ApiKey.FETCH, v)) for v in _versions(ApiKey.FETCH)},
+}
+
+# Client side: what the bundled client pays per lookup and per connection.
+FAST_REQUEST_ENCODERS: dict[tuple[int, int], fastpath.RequestEncoder] = {
+    (ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_request_encoder(v) for v in _versions(ApiKey.LIST_OFFSETS)
+}
+FAST_RESPONSE_DECODERS: dict[tuple[int, int], fastpath.ResponseDecoder] = {
+    **{(ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_response_decoder(v) for v in _versions(ApiKey.LIST_OFFSETS)},
+    **{(ApiKey.API_VERSIONS, v): fastpath.api_versions_response_decoder(v) for v in _versions(ApiKey.API_VERSIONS)},
 }
 
 

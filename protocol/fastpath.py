@@ -382,3 +382,136 @@ def fetch_response(version: int, fallback: Encoder) -> Encoder:
         return _finish(parts)
 
     return encode
+
+
+# ----------------------------------------------------------------------------- client side
+# The bundled client (and the lookup benchmark) pays for ListOffsets request
+# encode and response decode on every lookup, and ApiVersions response decode
+# on every connection; same rules as above: byte/value identical to the schema.
+
+RequestEncoder = Callable[[int, str | None, Any], bytes]
+ResponseDecoder = Callable[[Any], tuple[int, Container] | None]
+
+
+def _request_header(api_key: int, version: int, correlation_id: int, client_id: str | None,
+                    flexible: bool) -> list[Any]:
+    if client_id is None:
+        cid = b"\xff\xff"
+    else:
+        data = client_id.encode("utf-8")
+        if len(data) > 0x7FFF:
+            raise ValueError(f"client id of {len(data)} bytes exceeds int16 length")
+        cid = _p16(len(data)) + data
+    head = struct.pack(">hhi", api_key, version, correlation_id) + cid
+    return [b"", head + b"\x00"] if flexible else [b"", head]
+
+
+def list_offsets_request_encoder(version: int) -> RequestEncoder:
+    flexible = version >= 6
+    tail = b"\x00" if flexible else b""
+
+    def encode(correlation_id: int, client_id: str | None, body: Mapping[str, Any]) -> bytes:
+        parts = _request_header(2, version, correlation_id, client_id, flexible)
+        head = _p32(body.get("replica_id", 0))
+        if version >= 2:
+            head += struct.pack(">b", body.get("isolation_level", 0))
+        topics = body.get("topics", [])
+        parts.append(head + _wlen(len(topics), flexible, 4))
+        for t in topics:
+            partitions = t.get("partitions", [])
+            parts.append(_wstring(t.get("name", ""), flexible) + _wlen(len(partitions), flexible, 4))
+            for p in partitions:
+                if version == 0:
+                    parts.append(struct.pack(">iqi", p.get("partition_index", 0), p.get("timestamp", 0),
+                                             p.get("max_num_offsets", 1)))
+                elif version < 4:
+                    parts.append(struct.pack(">iq", p.get("partition_index", 0), p.get("timestamp", 0)))
+                else:
+                    parts.append(struct.pack(">iiq", p.get("partition_index", 0),
+                                             p.get("current_leader_epoch", -1), p.get("timestamp", 0)) + tail)
+            parts.append(tail)
+        if version >= 10:
+            parts.append(_p32(body.get("timeout_ms", 0)))
+        parts.append(tail)
+        return _finish(parts)
+
+    return encode
+
+
+def list_offsets_response_decoder(version: int) -> ResponseDecoder:
+    flexible = version >= 6
+    part = struct.Struct(">ihqq" if version < 4 else ">ihqqi") if version else struct.Struct(">ih")
+    part_unpack = part.unpack_from
+    part_size = part.size
+
+    def decode(frame: Any) -> tuple[int, Container]:
+        correlation_id = _i32(frame, 0)[0]
+        pos = _skip_tags(frame, 4) if flexible else 4
+        throttle = 0
+        if version >= 2:
+            throttle = _i32(frame, pos)[0]
+            pos += 4
+        n, pos = _count(frame, pos, flexible)
+        topics = []
+        for _ in range(n):
+            name, pos = _string(frame, pos, flexible, False)
+            m, pos = _count(frame, pos, flexible)
+            partitions = []
+            for _ in range(m):
+                fields = part_unpack(frame, pos)
+                pos += part_size
+                olds: list[int] = []
+                timestamp = offset = epoch = -1
+                if version == 0:
+                    index, error = fields
+                    k, pos = _count(frame, pos, False)
+                    _take(frame, pos, 8 * k)
+                    olds = list(struct.unpack_from(f">{k}q", frame, pos))
+                    pos += 8 * k
+                elif version < 4:
+                    index, error, timestamp, offset = fields
+                else:
+                    index, error, timestamp, offset, epoch = fields
+                if flexible:
+                    pos = _skip_tags(frame, pos)
+                partitions.append(Container(partition_index=index, error_code=error, old_style_offsets=olds,
+                                            timestamp=timestamp, offset=offset, leader_epoch=epoch))
+            if flexible:
+                pos = _skip_tags(frame, pos)
+            topics.append(Container(name=name, partitions=partitions))
+        if flexible:
+            _skip_tags(frame, pos)
+        return correlation_id, Container(throttle_time_ms=throttle, topics=topics)
+
+    return decode
+
+
+def api_versions_response_decoder(version: int) -> ResponseDecoder:
+    """Header v0 always; returns None (use the schema) when the body carries tagged fields."""
+    flexible = version >= 3
+
+    def decode(frame: Any) -> tuple[int, Container] | None:
+        correlation_id, error = struct.unpack_from(">ih", frame, 0)
+        n, pos = _count(frame, 6, flexible)
+        entry = 7 if flexible else 6
+        _take(frame, pos, entry * n)
+        keys = []
+        for _ in range(n):
+            k, lo, hi = struct.unpack_from(">hhh", frame, pos)
+            pos += 6
+            if flexible:
+                if frame[pos] != 0:
+                    return None
+                pos += 1
+            keys.append(Container(api_key=k, min_version=lo, max_version=hi))
+        throttle = 0
+        if version >= 1:
+            throttle = _i32(frame, pos)[0]
+            pos += 4
+        if flexible and frame[pos] != 0:
+            return None
+        return correlation_id, Container(error_code=error, api_keys=keys, throttle_time_ms=throttle,
+                                         supported_features=[], finalized_features_epoch=-1,
+                                         finalized_features=[], zk_migration_ready=False)
+
+    return decode
