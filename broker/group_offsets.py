@@ -31,7 +31,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -69,6 +70,8 @@ class GroupOffsetStore:
         self._by_group: dict[str, set[tuple[str, int]]] = {}
         self._entries_in_file = 0
         self._lock: asyncio.Lock | None = None
+        self._io_lock = threading.Lock()
+        self._in_flight: list[tuple[str, list[tuple[str, int, CommittedOffset]]]] = []
         self._load()
         self.expire(now_ms if now_ms is not None else _now_ms())
         self._file = open(self.path, "ab")
@@ -113,17 +116,27 @@ class GroupOffsetStore:
             self._lock = asyncio.Lock()
         line = self._encode(group, items)
         async with self._lock:
-            await asyncio.to_thread(self._append_durably, line)
+            # Written but not yet applied: a compaction meanwhile must keep these too.
+            pending = (group, items)
+            self._in_flight.append(pending)
+            try:
+                await asyncio.to_thread(self._append_durably, line)
+            finally:
+                self._in_flight.remove(pending)
             self._apply(group, items)
 
     def _encode(self, group: str, items: list[tuple[str, int, CommittedOffset]]) -> bytes:
-        doc = {"g": group, "c": [[t, p, *o] for t, p, o in items]}
-        return json.dumps(doc, separators=(",", ":")).encode() + b"\n"
+        return self._encode_rows(group, [[t, p, *o] for t, p, o in items])
+
+    @staticmethod
+    def _encode_rows(group: str, rows: Sequence[Sequence[object]]) -> bytes:
+        return json.dumps({"g": group, "c": rows}, separators=(",", ":")).encode() + b"\n"
 
     def _append_durably(self, line: bytes) -> None:
-        self._file.write(line)
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        with self._io_lock:
+            self._file.write(line)
+            self._file.flush()
+            os.fsync(self._file.fileno())
 
     def _apply(self, group: str, items: list[tuple[str, int, CommittedOffset]]) -> None:
         for topic, partition, off in items:
@@ -155,23 +168,31 @@ class GroupOffsetStore:
         return len(stale)
 
     def compact(self) -> None:
-        """Rewrite the file to the live entries, one line per group, atomically."""
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            for group in sorted(self._by_group):
-                items = [[t, p, *self._offsets[(group, t, p)]] for t, p in sorted(self._by_group[group])]
-                if items:
-                    f.write(json.dumps({"g": group, "c": items}, separators=(",", ":")).encode())
-                    f.write(b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        old = getattr(self, "_file", None)
-        os.replace(tmp, self.path)
-        _fsync_dir(self.data_dir)
-        if old is not None:
-            old.close()
-            self._file = open(self.path, "ab")
-        self._entries_in_file = len(self._offsets)
+        """Rewrite the file to the live entries, one line per group, atomically.
+
+        Runs on the event loop; it waits for a worker-thread write in progress (the IO
+        lock) and keeps commits that are written but not yet applied (``_in_flight``),
+        so no durable commit is dropped from the file.
+        """
+        with self._io_lock:
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            with open(tmp, "wb") as f:
+                for group in sorted(self._by_group):
+                    items = [[t, p, *self._offsets[(group, t, p)]]
+                             for t, p in sorted(self._by_group[group])]
+                    if items:
+                        f.write(self._encode_rows(group, items))
+                for group, pending in self._in_flight:
+                    f.write(self._encode(group, pending))
+                f.flush()
+                os.fsync(f.fileno())
+            old = getattr(self, "_file", None)
+            os.replace(tmp, self.path)
+            _fsync_dir(self.data_dir)
+            if old is not None:
+                old.close()
+                self._file = open(self.path, "ab")
+            self._entries_in_file = len(self._offsets) + sum(len(i) for _, i in self._in_flight)
 
     def close(self) -> None:
         self._file.close()

@@ -270,3 +270,22 @@ def test_find_coordinator_answers_the_advertised_listener(broker_factory) -> Non
         assert [(x.host, x.port) for x in resp.coordinators] == [("localhost", 19092)]
         md = c.request(3, 12, {"topics": None})
         assert [(x.host, x.port) for x in md.brokers] == [("localhost", 19092)]
+
+
+async def test_compaction_during_in_flight_commits_keeps_every_durable_commit(tmp_path: Path) -> None:
+    """A topic deletion (which compacts) racing the worker-thread writes loses nothing else."""
+    store = GroupOffsetStore(tmp_path, now_ms=NOW)
+    store.commit("g", [("doomed", 0, CommittedOffset(1, -1, "", NOW))])
+
+    async def delete_soon() -> None:
+        await asyncio.sleep(0)
+        store.delete_topic("doomed")
+
+    await asyncio.gather(
+        *(store.commit_async("g", [("t", i, CommittedOffset(i, -1, "", NOW))]) for i in range(30)),
+        delete_soon(),
+    )
+    expected = {("t", i): CommittedOffset(i, -1, "", NOW) for i in range(30)}
+    assert store.fetch_group("g") == expected
+    store.close()
+    assert GroupOffsetStore(tmp_path, now_ms=NOW).fetch_group("g") == expected
