@@ -15,15 +15,18 @@ Invariants:
   ``[start, end)`` that exist (compaction gaps and control batches are skipped,
   records before ``start`` in the first batch are dropped), in offset order.
 - One TCP connection per broker, shared by all calls; requests pipeline on it.
+  A dead connection is replaced on next use; reads (Metadata, ListOffsets,
+  Fetch) are retried once on the new one, Produce never is (it could duplicate).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import protocol.api as api
 from client.connection import BrokerConnection, parse_bootstrap
@@ -42,6 +45,9 @@ __all__ = [
     "EARLIEST",
     "MAX_TIMESTAMP",
 ]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Kafka API keys used by the client.
 PRODUCE = 0
@@ -355,7 +361,25 @@ class Client:
 
     # ------------------------------------------------------------ metadata
 
+    async def _retry_read(self, make: Callable[[], Awaitable[T]]) -> T:
+        """Run a read-only request, once more on a fresh connection if the old one had died.
+
+        A broker restart leaves a socket that fails only when next used; reads
+        (Metadata, ListOffsets, Fetch) are safe to repeat, Produce is not, so only
+        reads go through here.
+        """
+        try:
+            return await make()
+        except KafkaError as e:
+            if e.code != ErrorCode.NETWORK_EXCEPTION or self._bootstrap_conn is None:
+                raise
+            log.info("retrying a read after: %s", e)
+            return await make()
+
     async def _metadata(self, topics: Sequence[str] | None) -> dict[str, Any]:
+        return await self._retry_read(lambda: self._metadata_once(topics))
+
+    async def _metadata_once(self, topics: Sequence[str] | None) -> dict[str, Any]:
         version = self.api_version(METADATA)
         body: dict[str, Any] = {
             "topics": None if topics is None else [{"name": t, "topic_id": bytes(16)} for t in topics],
@@ -591,6 +615,11 @@ class Client:
         ``timestamp`` may be epoch ms or LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3).
         No record at or after the time → ``(-1, -1)``. A partition error raises KafkaError.
         """
+        return await self._retry_read(lambda: self._list_offsets_once(query, isolation_level))
+
+    async def _list_offsets_once(
+        self, query: Mapping[TopicPartition, int], isolation_level: int
+    ) -> dict[TopicPartition, tuple[int, int]]:
         if not query:
             return {}
         version = self.api_version(LIST_OFFSETS)
@@ -697,6 +726,23 @@ class Client:
         Kafka's Fetch semantics); :func:`storage.records.iter_batches` handles both.
         ``timeout`` defaults to ``request_timeout`` plus the long-poll wait.
         """
+        return await self._retry_read(
+            lambda: self._fetch_raw_once(
+                topic, partition, offset, max_bytes, max_wait_ms, min_bytes, isolation_level, timeout
+            )
+        )
+
+    async def _fetch_raw_once(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        isolation_level: int,
+        timeout: float | None,
+    ) -> FetchResult:
         version = self.api_version(FETCH)
         body = {
             "replica_id": -1,

@@ -344,3 +344,16 @@ async def test_null_keys_stick_per_batch_and_rotate_over_partitions(broker) -> N
             metas = [await p.send(topic, ProducerRecord(value=b"y" * 10)) for _ in range(300)]
         counts = {part: sum(1 for m in metas if m.result().partition == part) for part in range(3)}
         assert all(n > 0 for n in counts.values()), counts
+
+
+async def test_reads_retry_once_on_a_connection_the_broker_dropped(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("stale")
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic)
+        await c.produce(topic, [ProducerRecord(value=b"a", timestamp=1_700_000_000_000)], partition=0)
+        broker.restart()  # blocks this loop: the client cannot notice the old socket died
+        assert await c.offsets_for_times(topic, 0) == {0: (0, 1_700_000_000_000)}
+        broker.restart()
+        assert [r.value for r in (await c.fetch(topic, 0, 0))[0]] == [b"a"]
+        broker.restart()
+        assert topic in await c.list_topics()
