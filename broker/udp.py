@@ -22,6 +22,8 @@ Invariants:
 - Pending data is bounded (4 x ``udp.batch.bytes``); beyond that datagrams are
   dropped with reason ``overflow`` rather than growing memory without limit.
 - ``close()`` stops receiving first, then appends everything still pending.
+- ``udp.topic`` exists while ingest runs: it is created at start-up and again
+  at the next flush if it was deleted (with ``num.partitions`` partitions).
 - Partitioning: ``hash`` sends every datagram from one source address (ip and
   port) to the same partition (CRC-32 of ``ip:port`` modulo the partition
   count); ``round-robin`` cycles through the partitions datagram by datagram.
@@ -515,6 +517,13 @@ class UdpIngest:
             batches = self._sealed + list(self._open.items())
             self._sealed, self._open = [], {}
             self._pending_bytes = 0
+            if batches and self._log.partition_count(self.topic) == 0:
+                # The topic was deleted under us: ingest keeps it, as auto-create would.
+                try:
+                    await self._log.ensure_topic(self.topic)
+                    log.warning("UDP topic was deleted; recreated it", extra={"topic": self.topic})
+                except Exception:
+                    log.exception("UDP ingest could not recreate its topic")
             for part, builder in batches:
                 if builder.count == 0:
                     continue

@@ -246,3 +246,22 @@ def test_arbitrary_bytes_never_stop_ingest_and_every_datagram_is_accounted_for(
     send(addr, [b"after\t\tjunk"])
     got = read_all(b.bootstrap, "udp", start + 1)
     assert got[-1].key == b"after" and got[-1].value == b"junk"
+
+
+def test_ingest_recreates_its_topic_after_it_was_deleted(
+    broker_factory: Callable[..., Any],
+) -> None:
+    b, addr, url = start_udp_broker(broker_factory, udp_format="tsv", udp_topic="ephemeral")
+    send(addr, [b"a\t\t1", b"b\t\t2"])
+    assert [r.key for r in read_all(b.bootstrap, "ephemeral", 2)] == [b"a", b"b"]
+    with SyncClient(b.bootstrap) as c:
+        c.delete_topic("ephemeral")
+    send(addr, [b"c\t\t3"])
+    deadline = time.monotonic() + 10
+    while True:
+        with SyncClient(b.bootstrap) as c:
+            if "ephemeral" in c.list_topics() and c.latest("ephemeral")[0] >= 1:
+                break
+        assert time.monotonic() < deadline, "the deleted UDP topic was not recreated"
+        time.sleep(0.05)
+    assert [r.key for r in read_all(b.bootstrap, "ephemeral", 1)] == [b"c"]
