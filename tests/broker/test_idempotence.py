@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -365,9 +365,12 @@ class LossyProxy:
     connection: exactly the failure idempotence exists for. Real sockets, real broker.
     """
 
-    def __init__(self, target_port: int, every: int) -> None:
+    def __init__(
+        self, target_port: int, every: int, on_drop: Callable[[], None] | None = None
+    ) -> None:
         self.target_port = target_port
         self.every = every
+        self.on_drop = on_drop
         self.produces = 0
         self.dropped = 0
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -437,6 +440,8 @@ class LossyProxy:
                     drop = self.produces % self.every == 0
                     self.dropped += drop
                 if drop:
+                    if self.on_drop is not None:
+                        self.on_drop()
                     break  # appended by the broker, never acknowledged to the client
             try:
                 dst.sendall(f)
@@ -509,3 +514,45 @@ def test_kafka_python_default_producer_retries_after_lost_acks_are_appended_once
     assert offsets == list(range(n))
     assert proxy.dropped >= 3
     assert read_values(b, "lossy-kp") == list(range(n))
+
+
+def test_retries_after_lost_acks_and_a_broker_crash_are_recognised_by_the_rebuilt_state(
+    broker_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    """The ack is lost and the broker is SIGKILLed before the client retries: only the
+    producer state rebuilt from the log on restart can tell the retry is a duplicate."""
+    from confluent_kafka import Producer
+
+    port = free_port_number()
+    b = broker_factory(overrides={"advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}"})
+    b.stop()
+    crashes = 0
+
+    def crash() -> None:
+        nonlocal crashes
+        crashes += 1
+        b.kill()
+        b.start()
+
+    proxy = LossyProxy(b.port, every=20, on_drop=crash)
+    b.overrides["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{proxy.port}"
+    b.start()
+    try:
+        n = 2000
+        p = Producer({
+            "bootstrap.servers": f"127.0.0.1:{proxy.port}", "enable.idempotence": True,
+            "linger.ms": 1, "batch.num.messages": 40, "retry.backoff.ms": 20,
+            "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 100,
+        })
+        errors: list[object] = []
+        for i in range(n):
+            p.produce("crashy", value=str(i).encode(), partition=0,
+                      on_delivery=lambda err, msg: errors.append(err) if err else None)
+            if i % 80 == 0:
+                p.poll(0.01)
+        assert p.flush(90) == 0
+        assert errors == []
+        assert crashes >= 1
+        assert read_values(b, "crashy") == list(range(n))
+    finally:
+        proxy.close()
