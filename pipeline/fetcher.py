@@ -7,10 +7,12 @@ decodes them with :mod:`pipeline.decode`.
 Invariants:
 - Exactly the records with offsets in ``[start, end)`` are yielded, in offset
   order, each once.
-- Fetch sizes follow the bytes-per-offset seen so far, so the last fetch asks
-  for about what is left instead of a fixed large amount: bytes fetched stay
-  close to the bytes of the batches that overlap the range (the broker always
-  answers whole batches, so the first and last batch may reach outside it).
+- Fetch sizes follow the bytes per offset of the whole batches seen so far, so
+  the last fetch asks for about what is left instead of a fixed large amount:
+  bytes fetched stay close to the bytes of the batches that overlap the range.
+  What is over: the first and last batch may reach outside the range, the
+  slack on each estimate, and the torn tail of a fetch cut at max_bytes
+  (Kafka's Fetch semantics), which the next fetch reads again whole.
 - While one answer is decoded the next fetch is already in flight (one
   prefetch), so broker I/O and decoding overlap.
 - A range that cannot be completed (the log now ends before ``end``, or starts
@@ -33,7 +35,7 @@ from storage.records import iter_batches
 
 __all__ = ["DataLossError", "FetchStats", "read_range"]
 
-_FIRST_FETCH_BYTES = 64 * 1024
+_FIRST_FETCH_BYTES = 32 * 1024
 _MIN_FETCH_BYTES = 4 * 1024
 _SLACK = 1.02
 """Ask for 2% more than the estimate, so a small underestimate does not cost a round trip."""
@@ -53,15 +55,21 @@ class FetchStats:
     batches: list[int] = field(default_factory=list)
 
 
-def _extent(buf: bytes) -> tuple[int, int] | None:
-    """(base offset of the first, one past the last offset of the last) whole batch in ``buf``."""
+def _extent(buf: bytes) -> tuple[int, int, int] | None:
+    """(first base offset, one past the last offset, bytes) of the whole batches in ``buf``.
+
+    A fetch may end in a torn batch (the broker cuts at max_bytes, as Kafka
+    does); those bytes are not counted, so estimates are per whole batch.
+    """
     first = -1
     nxt = -1
+    size = 0
     for _pos, h in iter_batches(buf):
         if first < 0:
             first = h.base_offset
         nxt = max(nxt, h.base_offset + h.last_offset_delta + 1)
-    return None if first < 0 else (first, nxt)
+        size += h.batch_length + 12
+    return None if first < 0 else (first, nxt, size)
 
 
 def read_range(
@@ -117,7 +125,7 @@ def read_range(
             extent = _extent(buf)
             nxt = offset if extent is None else min(max(extent[1], offset), end)
             if extent is not None and nxt > offset:
-                seen_bytes += len(buf)
+                seen_bytes += extent[2]
                 seen_offsets += max(1, extent[1] - extent[0])
                 bytes_per_offset = seen_bytes / seen_offsets
                 if nxt < end:

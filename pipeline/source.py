@@ -66,6 +66,9 @@ class OffsetRangePartition(InputPartition):
 
 
 def _read(opts: ReadOptions, part: InputPartition) -> Iterator[pa.RecordBatch]:
+    if not isinstance(part, OffsetRangePartition) and part.value is None:
+        # Spark plans one placeholder partition when partitions() is empty (nothing to read).
+        return iter(())
     if not isinstance(part, OffsetRangePartition):
         raise TypeError(f"chronolog got a foreign input partition {part!r}")
     return read_range(
