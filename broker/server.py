@@ -419,26 +419,34 @@ class Broker:
         self.loop = asyncio.get_running_loop()
         self.partitions.open(self.loop)
         host, port = self.config.host, self.config.port
+        # The listener is bound first (so port 0 resolves and a taken port fails early)
+        # but accepts only once UDP ingest and metrics run too: whoever waits for the
+        # port to open finds the whole broker up.
         try:
             self._server = await self.loop.create_server(
-                lambda: Connection(self), host or None, port, reuse_address=True, backlog=1024
+                lambda: Connection(self), host or None, port, reuse_address=True, backlog=1024,
+                start_serving=False,
             )
+            sock = self._server.sockets[0]
+            self.host, self.port = sock.getsockname()[:2]
+            if self.config.udp_listeners:
+                from broker.udp import start_udp_ingest
+
+                self._udp = await start_udp_ingest(self)
+            if self.config.metrics_listener:
+                from broker.config import parse_host_port
+                from broker.metrics import start_metrics_server
+
+                mhost, mport = parse_host_port(self.config.metrics_listener, "metrics.listener")
+                self._metrics_server = start_metrics_server(mhost, mport, self)
         except BaseException:
+            await self._stop_extras()
+            if self._server is not None:
+                self._server.close()
             self.partitions.close()
             raise
-        sock = self._server.sockets[0]
-        self.host, self.port = sock.getsockname()[:2]
         self._start_background()
-        if self.config.udp_listeners:
-            from broker.udp import start_udp_ingest
-
-            self._udp = await start_udp_ingest(self)
-        if self.config.metrics_listener:
-            from broker.config import parse_host_port
-            from broker.metrics import start_metrics_server
-
-            mhost, mport = parse_host_port(self.config.metrics_listener, "metrics.listener")
-            self._metrics_server = start_metrics_server(mhost, mport, self)
+        await self._server.start_serving()
         log.info("chronolog broker ready on %s:%d", self.host, self.port)
 
     def _start_background(self) -> None:
@@ -476,6 +484,21 @@ class Broker:
                 conn.close(f"idle for more than {self.config.connections_max_idle_ms} ms "
                            f"(connections.max.idle.ms)")
 
+    async def _stop_extras(self) -> None:
+        """Stop UDP ingest (appending what it holds) and the metrics endpoint, if running."""
+        if self._udp is not None:
+            try:
+                await self._udp.close()
+            except Exception:
+                log.exception("UDP ingest did not close cleanly")
+            self._udp = None
+        if self._metrics_server is not None:
+            try:
+                await asyncio.to_thread(self._metrics_server.close)
+            except Exception:
+                log.exception("metrics endpoint did not close cleanly")
+            self._metrics_server = None
+
     async def close(self, timeout: float = 30.0) -> None:
         """Graceful stop: no new connections or requests, finish in-flight ones, seal the logs."""
         if self.stopping:
@@ -492,6 +515,7 @@ class Broker:
                 await self._udp.close()
             except Exception:
                 log.exception("UDP ingest did not close cleanly")
+            self._udp = None
         self.partitions.wake_all()
         if self.inflight:
             done, pending = await asyncio.wait(set(self.inflight), timeout=timeout)
@@ -504,11 +528,7 @@ class Broker:
             if conn.transport is not None:
                 conn.transport.close()  # flushes what is buffered, then closes
         await asyncio.sleep(0)
-        if self._metrics_server is not None:
-            try:
-                await asyncio.to_thread(self._metrics_server.close)
-            except Exception:
-                log.exception("metrics endpoint did not close cleanly")
+        await self._stop_extras()
         self.partitions.close()
         log.info("broker stopped cleanly")
 

@@ -278,3 +278,29 @@ def test_graceful_shutdown_finishes_in_flight_requests_and_marks_a_clean_shutdow
     assert got == fcid and body.responses[0].partitions[0].high_watermark == 10
     assert (broker.data_dir / ".kafka_cleanshutdown").exists()
     assert "broker stopped cleanly" in broker.log()
+
+
+def test_port_opens_only_when_udp_ingest_and_metrics_are_up(broker_factory: Any) -> None:
+    """Whoever waits for the Kafka port (the fixture, scripts) finds the whole broker up."""
+    import urllib.request
+
+    from tests.conftest import free_port_number
+
+    udp_port, metrics_port = free_port_number(), free_port_number()
+    b = broker_factory(overrides={"udp.listeners": f"127.0.0.1:{udp_port}",
+                                  "metrics.listener": f"127.0.0.1:{metrics_port}"})
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+        for i in range(50):
+            u.sendto(b"datagram %d" % i, ("127.0.0.1", udp_port))
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read()
+    assert b"chronolog_requests" in text
+    raw = Raw(b.port)
+    deadline = time.monotonic() + 10
+    latest = -1
+    while time.monotonic() < deadline and latest < 50:
+        parts = raw.call(2, 7, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 0, "topics": [
+            {"name": "udp", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                            "timestamp": -1}]}]}).topics[0].partitions
+        latest = parts[0].offset
+        time.sleep(0.05)
+    assert latest == 50
