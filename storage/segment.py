@@ -21,6 +21,7 @@ import mmap
 import os
 import struct
 import time
+from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
 from pathlib import Path
@@ -227,7 +228,7 @@ def first_record_at_or_after(
 
 
 _MASK7 = bytes(i & 0x7F for i in range(256))
-BLOCK = 128  # records per block of a batch summary
+BLOCK = 32  # records per block of a batch summary
 SUMMARY_MIN_RECORDS = 512  # smaller batches are searched directly
 _NO_HIT = 1 << 80
 
@@ -252,12 +253,12 @@ def _run_values(data: Buf, ts_at: int, size: int, tw: int, n: int) -> list[int]:
 
 class BatchSummary(NamedTuple):
     """Per block of BLOCK records of one uncompressed CreateTime batch: the position of
-    the block's first record and the running max timestamp up to the block's end.
-    The first record with ts >= T lies in block bisect_left(prefix_max, T)."""
+    the block's first record (from the batch start) and the running max timestamp up
+    to the block's end. The first record with ts >= T lies in block
+    bisect_left(prefix_max, T). Arrays keep it at 16 bytes per block."""
 
-    positions: list[int]
-    first_index: list[int]
-    prefix_max: list[int]
+    positions: array
+    prefix_max: array
 
 
 def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
@@ -309,7 +310,7 @@ def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
     for m in block_max:
         run = max(run, m)
         prefix.append(run)
-    return BatchSummary([x - pos for x in positions], [b * BLOCK for b in range(nblocks)], prefix)
+    return BatchSummary(array("q", [x - pos for x in positions]), array("q", prefix))
 
 
 def search_with_summary(data: Buf, pos: int, h: BatchHeader, summary: BatchSummary,
@@ -322,7 +323,7 @@ def search_with_summary(data: Buf, pos: int, h: BatchHeader, summary: BatchSumma
     p = pos + summary.positions[b]
     end = pos + h.batch_length + LOG_OVERHEAD
     base_ts = h.base_timestamp
-    stop = min(h.records_count - summary.first_index[b], BLOCK)
+    stop = min(h.records_count - b * BLOCK, BLOCK)
     for _ in range(stop):
         u, q = _uvarint(data, p)
         length = (u >> 1) ^ -(u & 1)
