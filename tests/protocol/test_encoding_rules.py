@@ -262,3 +262,10 @@ def test_decode_request_accepts_bytes_bytearray_and_memoryview_alike() -> None:
         ref = decode_request(frame).body
         assert decode_request(bytearray(frame)).body == ref
         assert decode_request(memoryview(frame)).body == ref
+
+
+def test_compile_all_compiles_both_directions_of_every_served_version() -> None:
+    from protocol.api import compile_all
+
+    expected = 2 * sum(r.max_version - r.min_version + 1 for r in API_VERSIONS.values())
+    assert compile_all() == expected
