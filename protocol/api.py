@@ -352,14 +352,15 @@ def advertised_api_keys() -> list[dict[str, int]]:
     ]
 
 
-def unsupported_api_versions_response(correlation_id: int) -> bytes:
+def unsupported_api_versions_response(correlation_id: int, max_version: int | None = None) -> bytes:
     """Kafka's answer to an ApiVersions version it does not know: a v0 body, header v0,
-    error UNSUPPORTED_VERSION and our ApiVersions range (the body of the request is not parsed)."""
+    error UNSUPPORTED_VERSION and our ApiVersions range (the body of the request is not parsed).
+    ``max_version`` overrides the advertised max (tests use it to play an older broker)."""
     rng = API_VERSIONS[ApiKey.API_VERSIONS]
     body = {
         "error_code": int(ErrorCode.UNSUPPORTED_VERSION),
         "api_keys": [{"api_key": int(ApiKey.API_VERSIONS), "min_version": rng.min_version,
-                      "max_version": rng.max_version}],
+                      "max_version": rng.max_version if max_version is None else max_version}],
     }
     return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
 

@@ -34,6 +34,7 @@ class CaptureServer:
     frames: list[bytes] = field(default_factory=list)
     port: int = 0
     next_offset: int = 0
+    api_versions_max: int = 4  # play an older broker: newer ApiVersions get error 35
     log: bytearray = field(default_factory=bytearray)
 
     def __post_init__(self) -> None:
@@ -102,8 +103,11 @@ class CaptureServer:
                 return unsupported_api_versions_response(exc.correlation_id)
             return None
         if req.api_key == ApiKey.API_VERSIONS:
-            return encode_response(req.api_key, req.api_version, req.correlation_id,
-                                   {"api_keys": advertised_api_keys()})
+            if req.api_version > self.api_versions_max:
+                return unsupported_api_versions_response(req.correlation_id, self.api_versions_max)
+            keys = [k if k["api_key"] != ApiKey.API_VERSIONS else {**k, "max_version": self.api_versions_max}
+                    for k in advertised_api_keys()]
+            return encode_response(req.api_key, req.api_version, req.correlation_id, {"api_keys": keys})
         body = self._body(req.api_key, req.api_version, req.body)
         if body is None:
             return None

@@ -12,6 +12,7 @@ the same way and keep the check even where a client's first bytes never change.
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Iterator
 
@@ -279,3 +280,34 @@ async def test_aiokafka_admin_frames_decode_and_reencode(capture: CaptureServer)
     seen = _check(frames, "golden-aio")
     assert {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS} <= seen
     assert _admin_facts(frames) == {"create": CREATED, "delete": ["newt"]}
+
+
+@pytest.mark.parametrize("older_max", [0, 2])
+def test_real_clients_recover_from_our_unsupported_api_versions_answer(older_max: int) -> None:
+    """Playing a broker whose ApiVersions max is lower than what clients send: the error-35
+    v0 answer from ``unsupported_api_versions_response`` makes them retry lower and go on."""
+    import confluent_kafka as ck
+    import kafka
+
+    for client in ("librdkafka", "kafka-python"):
+        server = CaptureServer(api_versions_max=older_max)
+        try:
+            bootstrap = f"127.0.0.1:{server.port}"
+            if client == "librdkafka":
+                producer = ck.Producer({"bootstrap.servers": bootstrap, "log_level": 0})
+                assert TOPIC in producer.list_topics(timeout=10).topics
+                del producer
+            else:
+                consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap)
+                try:
+                    assert consumer.topics() == {TOPIC}
+                finally:
+                    consumer.close()
+            frames = server.snapshot()
+            assert any(struct.unpack_from(">h", f)[0] == ApiKey.METADATA for f in frames), client
+            versions = [struct.unpack_from(">hh", f)[1] for f in frames
+                        if struct.unpack_from(">h", f)[0] == ApiKey.API_VERSIONS]
+            assert versions[0] > older_max, client  # first try was too new ...
+            assert any(v <= older_max for v in versions[1:]), client  # ... then it retried lower
+        finally:
+            server.close()
