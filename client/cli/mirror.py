@@ -312,8 +312,10 @@ class Mirror:
                     st.source_next = max(st.source_next, until)
                     break
                 if not records:
-                    # A control batch (transaction marker): nothing a client may produce.
-                    self.stats.skipped_control += 1
+                    # A control batch (transaction marker; clients may not produce one) or
+                    # a compacted batch with no record left at or after source_next.
+                    if h.is_control:
+                        self.stats.skipped_control += 1
                     st.source_next = max(st.source_next, h.last_offset + 1)
                     self._dirty = True
                     continue
@@ -377,8 +379,11 @@ def _data_batches(buf: bytes, next_offset: int) -> list[tuple[bytes | None, Batc
         if not crc_ok(buf, pos, h):
             raise MirrorError(f"source batch at offset {h.base_offset} fails its CRC")
         records = [r for r in decode_batch(buf, pos) if r.offset >= next_offset]
+        # Forwardable as is only if a client could have produced it: CreateTime, no
+        # producer id, and offset deltas 0..n-1 (a compacted batch has gaps).
         plain = (h.base_offset >= next_offset and h.timestamp_type == 0
-                 and h.producer_id < 0 and not h.is_transactional)
+                 and h.producer_id < 0 and not h.is_transactional
+                 and h.records_count == h.last_offset_delta + 1 == len(records))
         raw: bytes | None = None
         if plain:
             copy = bytearray(buf[pos:pos + h.size])
