@@ -809,9 +809,9 @@ class Client:
         topic: str,
         partition: int,
         start_offset: int,
-        end_offset: int | None,
+        end_offset: int | None = None,
         *,
-        follow: bool,
+        follow: bool = False,
         max_bytes: int = _DEFAULT_FETCH_BYTES,
         poll_ms: int = 500,
     ) -> AsyncIterator[list[Record]]:
