@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -47,13 +48,13 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield b
 
 
-async def create_topic(b: BrokerProcess, name: str, partitions: int = 1, **config: str) -> int:
+async def create_topic(b: BrokerProcess, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> int:
     """Create a topic; returns the per-topic error code (aiokafka's admin does not raise)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=b.bootstrap)
     await admin.start()
     try:
         resp = await admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1, topic_configs=config)]
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, topic_configs=config or {})]
         )
     finally:
         await admin.close()
@@ -62,7 +63,7 @@ async def create_topic(b: BrokerProcess, name: str, partitions: int = 1, **confi
     return int(code)
 
 
-async def produce(b: BrokerProcess, topic: str, recs: list[Rec], partition: int = 0, **conf: object) -> list[int]:
+async def produce(b: BrokerProcess, topic: str, recs: list[Rec], partition: int = 0, **conf: Any) -> list[int]:
     p = AIOKafkaProducer(bootstrap_servers=b.bootstrap, linger_ms=20, **conf)
     await p.start()
     try:
@@ -78,7 +79,7 @@ async def produce(b: BrokerProcess, topic: str, recs: list[Rec], partition: int 
         await p.stop()
 
 
-def consumer(b: BrokerProcess, **conf: object) -> AIOKafkaConsumer:
+def consumer(b: BrokerProcess, **conf: Any) -> AIOKafkaConsumer:
     return AIOKafkaConsumer(
         bootstrap_servers=b.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50, **conf
     )
@@ -155,7 +156,7 @@ async def test_every_acks_setting_and_codec_round_trips_byte_exact(
     topic = topic_name(f"rt-{compression}")
     await create_topic(kb, topic)
     sent: list[Rec] = []
-    confs: list[dict[str, object]] = [{"acks": 0}, {"acks": 1}, {"acks": "all"},
+    confs: list[dict[str, Any]] = [{"acks": 0}, {"acks": 1}, {"acks": "all"},
                                       {"enable_idempotence": True}]
     for seed, conf in enumerate(confs):
         recs = aio_records(30, str(compression), seed * 30)
@@ -196,7 +197,7 @@ def test_arbitrary_records_read_back_exactly(kb: BrokerProcess, recs: list[Rec])
 
 async def test_log_append_time_topic_and_lookups_after_restart(kb: BrokerProcess) -> None:
     topic = topic_name("lat")
-    await create_topic(kb, topic, **{"message.timestamp.type": "LogAppendTime"})
+    await create_topic(kb, topic, config={"message.timestamp.type": "LogAppendTime"})
     recs = aio_records(20, "lat")
     await produce(kb, topic, recs[:10])
     await produce(kb, topic, recs[10:])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import (
@@ -49,16 +50,16 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield b
 
 
-def create_topic(b: BrokerProcess, name: str, partitions: int = 1, **config: str) -> None:
+def create_topic(b: BrokerProcess, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)],
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
         operation_timeout=10,
     )
     futures[name].result(TIMEOUT)
 
 
-def produce(b: BrokerProcess, topic: str, recs: list[Rec], partition: int = 0, **conf: object) -> list[int]:
+def produce(b: BrokerProcess, topic: str, recs: list[Rec], partition: int = 0, **conf: Any) -> list[int]:
     """Produce in order (one batch when it fits); returns the delivered offsets."""
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 20, **conf})
     delivered: list[tuple[int, int]] = []
@@ -81,7 +82,7 @@ def produce(b: BrokerProcess, topic: str, recs: list[Rec], partition: int = 0, *
     return [off for off, _ in delivered]
 
 
-def consumer(b: BrokerProcess, group: str = "chronolog-tests", **conf: object) -> Consumer:
+def consumer(b: BrokerProcess, group: str = "chronolog-tests", **conf: Any) -> Consumer:
     return Consumer({
         "bootstrap.servers": b.bootstrap,
         "group.id": group,
@@ -146,7 +147,7 @@ def check_lookups(b: BrokerProcess, topic: str, stamped: list[tuple[int, int]]) 
 
 def test_admin_creates_topics_and_metadata_lists_them(kb: BrokerProcess) -> None:
     name = topic_name("adm")
-    create_topic(kb, name, partitions=3, **{"message.timestamp.type": "LogAppendTime"})
+    create_topic(kb, name, partitions=3, config={"message.timestamp.type": "LogAppendTime"})
     md = AdminClient({"bootstrap.servers": kb.bootstrap}).list_topics(timeout=TIMEOUT)
     assert sorted(md.topics[name].partitions) == [0, 1, 2]
     admin = AdminClient({"bootstrap.servers": kb.bootstrap})
@@ -161,9 +162,10 @@ def test_every_acks_setting_and_codec_round_trips_byte_exact(kb: BrokerProcess, 
     topic = topic_name(f"rt-{compression}")
     create_topic(kb, topic)
     sent: list[Rec] = []
-    for seed, conf in enumerate([
+    confs: list[dict[str, Any]] = [
         {"acks": 0}, {"acks": 1}, {"acks": "all"}, {"enable.idempotence": True},
-    ]):
+    ]
+    for seed, conf in enumerate(confs):
         recs = fixed_records(40, compression, seed * 40)
         offsets = produce(kb, topic, recs, **{"compression.type": compression, **conf})
         if conf.get("acks") != 0:
@@ -199,7 +201,7 @@ def test_arbitrary_records_read_back_exactly_and_lookups_match(
 
 def test_log_append_time_topic_stamps_monotonic_broker_time_and_lookups_match(kb: BrokerProcess) -> None:
     topic = topic_name("lat")
-    create_topic(kb, topic, **{"message.timestamp.type": "LogAppendTime"})
+    create_topic(kb, topic, config={"message.timestamp.type": "LogAppendTime"})
     before = int(time.time() * 1000)
     recs = fixed_records(30, "lat")
     produce(kb, topic, recs[:15])
@@ -246,7 +248,7 @@ def test_watermarks_under_default_read_committed(kb: BrokerProcess) -> None:
         c.assign([TopicPartition(topic, 0, -1)])  # OFFSET_END
         assert c.consume(num_messages=1, timeout=1.0) == []
         produce(kb, topic, fixed_records(1, "late"))
-        got = []
+        got: list[Any] = []
         deadline = time.monotonic() + TIMEOUT
         while not got and time.monotonic() < deadline:
             got = c.consume(num_messages=1, timeout=0.5)
@@ -273,7 +275,7 @@ def test_committed_offsets_round_trip_and_resume_position(kb: BrokerProcess) -> 
     c = consumer(kb, group)
     try:
         c.assign([TopicPartition(topic, 0)])
-        msgs = []
+        msgs: list[Any] = []
         deadline = time.monotonic() + TIMEOUT
         while len(msgs) < 3 and time.monotonic() < deadline:
             msgs += c.consume(num_messages=3 - len(msgs), timeout=0.5)
@@ -327,7 +329,7 @@ def test_lookups_across_many_segments_and_index_entries_match_the_oracle(
     sizes = [61 + len(ts) * (len(value) + 30) for ts in batches]  # upper bounds per batch
     # Every batch fits a segment (else RECORD_LIST_TOO_LARGE), yet the log rolls.
     segment_bytes = max(max(sizes) + 100, sum(sizes) // 3)
-    create_topic(kb, topic, **{"segment.bytes": str(segment_bytes), "index.interval.bytes": "64"})
+    create_topic(kb, topic, config={"segment.bytes": str(segment_bytes), "index.interval.bytes": "64"})
     stamped: list[tuple[int, int]] = []
     for n, timestamps in enumerate(batches):
         recs = [Rec(None, b"%d-%d:" % (n, i) + value, (), ts) for i, ts in enumerate(timestamps)]

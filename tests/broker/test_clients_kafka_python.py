@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -47,17 +48,17 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield b
 
 
-def create_topic(b: BrokerProcess, name: str, partitions: int = 1, **config: str) -> None:
+def create_topic(b: BrokerProcess, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
     admin = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=TIMEOUT_MS)
     try:
         admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1, topic_configs=config)]
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, topic_configs=config or {})]
         )
     finally:
         admin.close()
 
 
-def produce(b: BrokerProcess, topic: str, recs: list[Rec], partition: int = 0, **conf: object) -> list[int]:
+def produce(b: BrokerProcess, topic: str, recs: list[Rec], partition: int = 0, **conf: Any) -> list[int]:
     p = KafkaProducer(bootstrap_servers=b.bootstrap, linger_ms=20, **conf)
     try:
         futures = [
@@ -71,7 +72,7 @@ def produce(b: BrokerProcess, topic: str, recs: list[Rec], partition: int = 0, *
         p.close()
 
 
-def consumer(b: BrokerProcess, **conf: object) -> KafkaConsumer:
+def consumer(b: BrokerProcess, **conf: Any) -> KafkaConsumer:
     return KafkaConsumer(
         bootstrap_servers=b.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50,
         request_timeout_ms=TIMEOUT_MS + 5000, **conf,
@@ -125,7 +126,7 @@ def check_lookups(b: BrokerProcess, topic: str, stamped: list[tuple[int, int]], 
 
 def test_admin_creates_topics_and_refuses_duplicates(kb: BrokerProcess) -> None:
     name = topic_name("adm")
-    create_topic(kb, name, partitions=2, **{"message.timestamp.type": "LogAppendTime"})
+    create_topic(kb, name, partitions=2, config={"message.timestamp.type": "LogAppendTime"})
     c = consumer(kb)
     try:
         assert c.partitions_for_topic(name) == {0, 1}
@@ -140,7 +141,7 @@ def test_every_acks_setting_round_trips_byte_exact(kb: BrokerProcess, compressio
     topic = topic_name(f"rt-{compression}")
     create_topic(kb, topic)
     sent: list[Rec] = []
-    confs: list[dict[str, object]] = [
+    confs: list[dict[str, Any]] = [
         {},  # kafka-python 3 default: idempotent, acks=all
         {"acks": 0}, {"acks": 1}, {"acks": "all", "enable_idempotence": False},
     ]
@@ -177,7 +178,7 @@ def test_arbitrary_records_read_back_exactly(kb: BrokerProcess, recs: list[Rec])
 
 def test_log_append_time_topic_and_lookups_after_restart(kb: BrokerProcess) -> None:
     topic = topic_name("lat")
-    create_topic(kb, topic, **{"message.timestamp.type": "LogAppendTime"})
+    create_topic(kb, topic, config={"message.timestamp.type": "LogAppendTime"})
     recs = kp_records(25, "lat")
     produce(kb, topic, recs[:10])
     produce(kb, topic, recs[10:])
