@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -556,3 +557,26 @@ def test_retries_after_lost_acks_and_a_broker_crash_are_recognised_by_the_rebuil
         assert read_values(b, "crashy") == list(range(n))
     finally:
         proxy.close()
+
+
+def test_retry_on_a_log_append_time_topic_reports_the_original_append_time(
+    broker: BrokerProcess,
+) -> None:
+    with RawConnection(broker) as c:
+        c.request(19, 5, {"topics": [{"name": "lat-idem", "num_partitions": 1, "replication_factor": 1,
+                                      "assignments": [], "configs": [
+                                          {"name": "message.timestamp.type", "value": "LogAppendTime"}]}],
+                          "timeout_ms": 5000})
+        _, pid, _ = init_producer_id(c)
+        batch = idem_batch(pid, 0, 0, 3)
+
+        def produce_once() -> tuple[int, int, int]:
+            resp = c.request(0, 9, produce_body("lat-idem", {0: batch}))
+            p = resp.responses[0].partition_responses[0]
+            return p.error_code, p.base_offset, p.log_append_time_ms
+
+        first = produce_once()
+        assert first[0] == 0 and first[2] > 0
+        time.sleep(0.05)
+        assert produce_once() == first
+        assert [r.timestamp for r in fetch_all(c, "lat-idem")] == [first[2]] * 3
