@@ -50,7 +50,7 @@ def _start_broker(scratch: str) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("broker did not start")
 
 
-async def _ours(report: Report, bootstrap: str) -> None:
+async def _ours(report: Report, bootstrap: str) -> dict[str, float]:
     from client import Client, Producer, ProducerRecord
     from client.aio import API_VERSIONS
 
@@ -65,6 +65,7 @@ async def _ours(report: Report, bootstrap: str) -> None:
                              partition=0)
         produce_rate = N / (time.perf_counter() - t)
         report.add("client", "Producer.send (linger 5 ms), 100 B", produce_rate, "records/s")
+        rates = {"produce": produce_rate}
 
         t = time.perf_counter()
         chunk = 10_000
@@ -79,7 +80,8 @@ async def _ours(report: Report, bootstrap: str) -> None:
         n = 0
         async for recs in c.consume_chunks("bench-producer", 0, 0, None, follow=False):
             n += len(recs)
-        report.add("client", "consume_chunks, decoded Records", n / (time.perf_counter() - t),
+        rates["consume"] = n / (time.perf_counter() - t)
+        report.add("client", "consume_chunks, decoded Records", rates["consume"],
                    "records/s", note=f"{n} records")
 
         conn = await c._any_conn()
@@ -104,9 +106,10 @@ async def _ours(report: Report, bootstrap: str) -> None:
         report.add("client", "offsets_for_times, one client", rate, "lookups/s")
     finally:
         await c.close()
+    return rates
 
 
-def _confluent(report: Report, bootstrap: str) -> None:
+def _confluent(report: Report, bootstrap: str) -> dict[str, float]:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1,
@@ -120,8 +123,9 @@ def _confluent(report: Report, bootstrap: str) -> None:
             except BufferError:
                 p.poll(0.01)
     p.flush(60)
+    rates = {"produce": N / (time.perf_counter() - t)}
     report.add("client", "confluent-kafka produce (linger 5 ms), 100 B",
-               N / (time.perf_counter() - t), "records/s", note="same broker, same run")
+               rates["produce"], "records/s", note="same broker, same run")
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
                   "isolation.level": "read_uncommitted"})
     c.assign([TopicPartition("bench-producer", 0, 0)])
@@ -132,8 +136,10 @@ def _confluent(report: Report, bootstrap: str) -> None:
         if not msgs:
             break
         n += len(msgs)
-    report.add("client", "confluent-kafka consume", n / (time.perf_counter() - t), "records/s")
+    rates["consume"] = n / (time.perf_counter() - t)
+    report.add("client", "confluent-kafka consume", rates["consume"], "records/s")
     c.close()
+    return rates
 
 
 def run(report: Report, scratch: str) -> None:
@@ -142,10 +148,13 @@ def run(report: Report, scratch: str) -> None:
         try:
             import uvloop
 
-            uvloop.run(_ours(report, bootstrap))
+            ours = uvloop.run(_ours(report, bootstrap))
         except ImportError:
-            asyncio.run(_ours(report, bootstrap))
-        _confluent(report, bootstrap)
+            ours = asyncio.run(_ours(report, bootstrap))
+        theirs = _confluent(report, bootstrap)
+        for what in ("produce", "consume"):
+            report.add("client", f"{what}: ours / confluent-kafka", ours[what] / theirs[what],
+                       "ratio", note="same broker, same run")
     finally:
         proc.terminate()
         proc.wait(30)
