@@ -62,7 +62,7 @@ STATE_VERSION = 1
 _FETCH_BYTES = 4 * 1024 * 1024
 # Topic configs worth carrying over when the mirror creates the target topic.
 _COPIED_CONFIGS = ("retention.ms", "retention.bytes", "segment.bytes", "max.message.bytes",
-                   "message.timestamp.before.max.ms")
+                   "message.timestamp.before.max.ms", "message.timestamp.after.max.ms")
 
 
 class MirrorError(Exception):
@@ -103,8 +103,17 @@ class MirrorState:
         if data.get("version") != STATE_VERSION:
             raise MirrorError(f"state file {path} has version {data.get('version')!r}, "
                               f"expected {STATE_VERSION}")
-        for k, v in data.get("partitions", {}).items():
-            state.partitions[k] = PartitionState(int(v["source_next"]), int(v["target_next"]))
+        for side, given in (("source", source), ("target", target)):
+            if data.get(side) not in (None, given):
+                # The same cluster may be named differently (IP vs host name): say so, go on;
+                # the target-end check at start-up catches a truly different target.
+                log.warning("state file %s was written for %s %s, now %s", path, side,
+                            data.get(side), given)
+        try:
+            for k, v in data.get("partitions", {}).items():
+                state.partitions[k] = PartitionState(int(v["source_next"]), int(v["target_next"]))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise MirrorError(f"state file {path} is malformed: {exc!r}") from exc
         return state
 
     def save(self) -> None:
