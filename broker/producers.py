@@ -59,6 +59,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 BATCHES_TO_RETAIN = 5
 ID_BLOCK_SIZE = 1000
+MAX_PRODUCER_ID = 2**63 - 1
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
@@ -169,8 +170,13 @@ class ProducerStateManager:
     # ---- producer ids (InitProducerId) -------------------------------------------
 
     def allocate_producer_id(self) -> int:
-        """A producer id never handed out before by this data directory."""
-        if self._next_id <= self._max_seen_id:
+        """A producer id never handed out before by this data directory.
+
+        Ids already present in the logs are skipped too (a data dir whose id-block file
+        was lost must not reuse them), unless a client forged an id so large that
+        skipping it would exhaust the int64 range.
+        """
+        if self._next_id <= self._max_seen_id < MAX_PRODUCER_ID - ID_BLOCK_SIZE:
             self._next_id = self._max_seen_id + 1
         if self._next_id >= self._block_end:
             self._block_end = self._next_id + ID_BLOCK_SIZE

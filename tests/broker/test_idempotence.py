@@ -174,6 +174,12 @@ def test_allocation_skips_ids_found_in_the_log(tmp_path: Path) -> None:
     assert mgr.allocate_producer_id() > 5000
 
 
+def test_a_forged_huge_producer_id_does_not_exhaust_allocation(tmp_path: Path) -> None:
+    mgr = ProducerStateManager(tmp_path)
+    mgr.record("t", 0, 2**63 - 5, 0, 0, 0, 0, 0, -1, now_ms=1)
+    assert mgr.allocate_producer_id() == 0
+
+
 def test_idle_producers_expire(tmp_path: Path) -> None:
     mgr = ProducerStateManager(tmp_path, producer_id_expiration_ms=1000)
     mgr.record("t", 0, 1, 0, 0, 0, 0, 0, -1, now_ms=10_000)
