@@ -215,28 +215,27 @@ class _MmapIndex:
     _K = struct.Struct(">i")
     _KEY_IS_OFFSET = True
 
-    def _key(self, i: int) -> int:
-        assert self._mm is not None
-        k = int(self._K.unpack_from(self._mm, i * self.ENTRY)[0])
-        return k + self.base_offset if self._KEY_IS_OFFSET else k
-
     def _slot_for(self, target: int) -> int:
-        """Index of the largest entry whose key <= target, or -1 (Kafka's indexSlotRangeFor)."""
+        """Index of the largest entry whose key <= target, or -1 (Kafka's indexSlotRangeFor:
+        the warm last 8 KiB of entries first, then the rest)."""
         n = self.entries
         if n == 0:
             return -1
-        key = self._key
-        warm = WARM_BYTES // self.ENTRY
-        first_hot = max(0, n - 1 - warm)
-        if key(first_hot) <= target:
+        mm = self._mm
+        assert mm is not None
+        unpack = self._K.unpack_from
+        e = self.ENTRY
+        t = target - self.base_offset if self._KEY_IS_OFFSET else target
+        first_hot = max(0, n - 1 - WARM_BYTES // e)
+        if unpack(mm, first_hot * e)[0] <= t:
             lo, hi = first_hot, n - 1
         else:
-            if key(0) > target:
+            if unpack(mm, 0)[0] > t:
                 return -1
             lo, hi = 0, first_hot
         while lo < hi:
             mid = (lo + hi + 1) >> 1
-            if key(mid) <= target:
+            if unpack(mm, mid * e)[0] <= t:
                 lo = mid
             else:
                 hi = mid - 1

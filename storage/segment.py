@@ -83,7 +83,7 @@ def _uvarint(data: Buf, p: int) -> tuple[int, int]:
         shift += 7
 
 
-_MIN_RUN = 8
+_MIN_RUN = 48  # below this a record-by-record walk is cheaper than columns
 _HIGH = bytes(1 if i & 0x80 else 0 for i in range(256))
 _LOW = bytes(i & 1 for i in range(256))
 _tables: dict[tuple[int, int], bytes] = {}
