@@ -162,7 +162,7 @@ _CODECS: dict[tuple[int, int, bool], Construct] = {}
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:
-    return api_version >= API_VERSIONS[ApiKey(api_key)].first_flexible
+    return api_version >= API_VERSIONS[_API_KEYS[api_key]].first_flexible
 
 
 def supports(api_key: int, api_version: int) -> bool:
@@ -332,6 +332,7 @@ def decode_response_declarative(
 def _decode_response_declarative(
     api_key: int, version: int, frame: bytes | bytearray | memoryview
 ) -> tuple[int, Container]:
+    c = codec(api_key, version, True)  # unknown key/version: UnsupportedVersionError
     (correlation_id,) = struct.unpack_from(">i", frame, 0)
     stream = BytesIO(frame)
     stream.seek(4)
@@ -340,8 +341,7 @@ def _decode_response_declarative(
             read_uvarint(stream)
             skip_tag(stream)
     view = frame if isinstance(frame, memoryview) else memoryview(frame)
-    body = codec(api_key, version, True)._parse(stream, {"frame": view}, "(response)")
-    return correlation_id, body
+    return correlation_id, c._parse(stream, {"frame": view}, "(response)")
 
 
 def advertised_api_keys() -> list[dict[str, int]]:

@@ -269,3 +269,15 @@ def test_compile_all_compiles_both_directions_of_every_served_version() -> None:
 
     expected = 2 * sum(r.max_version - r.min_version + 1 for r in API_VERSIONS.values())
     assert compile_all() == expected
+
+
+def test_client_side_calls_with_versions_we_do_not_speak_raise_unsupported() -> None:
+    for call in (
+        lambda: encode_request(ApiKey.PRODUCE, 2, 1, "c", {}),
+        lambda: encode_request(77, 0, 1, "c", {}),
+        lambda: decode_response(ApiKey.FETCH, 13, b"\x00\x00\x00\x01\x00"),
+        lambda: decode_response(77, 0, b"\x00\x00\x00\x01"),
+        lambda: encode_response(ApiKey.LIST_OFFSETS, 11, 1, {}),
+    ):
+        with pytest.raises(UnsupportedVersionError):
+            call()
