@@ -115,3 +115,13 @@ def test_many_seeded_mutations_of_every_version_raise_only_documented_errors() -
                 else:
                     damaged[pos:pos] = rng.randbytes(rng.randint(1, 8))
             _decode_or_documented_error(bytes(damaged))
+
+
+@given(st.sampled_from(VERSIONS), st.binary(max_size=200))
+@settings(max_examples=300)
+def test_random_response_bytes_raise_only_malformed_response(kv: tuple[ApiKey, int], frame: bytes) -> None:
+    key, version = kv
+    try:
+        decode_response(key, version, frame)
+    except MalformedResponseError:
+        pass
