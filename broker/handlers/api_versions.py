@@ -18,12 +18,25 @@ from protocol.errors import ErrorCode
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
+_valid_software: set[tuple[str, str]] = set()
+
+
+def _software_ok(name: str, version: str) -> bool:
+    """Kafka's pattern for ClientSoftwareName/Version; answers are cached (clients repeat them)."""
+    key = (name, version)
+    if key in _valid_software:
+        return True
+    ok = bool(_SOFTWARE.match(name) and _SOFTWARE.match(version))
+    if ok and len(_valid_software) < 1024:
+        _valid_software.add(key)
+    return ok
+
+
 async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     if request.api_version >= 3:
         body = request.body
-        for value in (body.client_software_name, body.client_software_version):
-            if not _SOFTWARE.match(value or ""):
-                return error_body(request, int(ErrorCode.INVALID_REQUEST))
+        if not _software_ok(body["client_software_name"] or "", body["client_software_version"] or ""):
+            return error_body(request, int(ErrorCode.INVALID_REQUEST))
     return {
         "error_code": int(ErrorCode.NONE),
         "api_keys": ctx.broker.advertised_versions(),

@@ -58,8 +58,8 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
     now_ms = int(time.time() * 1000)
     failures = 0
     responses = []
-    for topic in body.topic_data:
-        name = topic.name
+    for topic in body["topic_data"]:
+        name = topic["name"]
         parts = []
         topic_error: PartitionError | None = None
         if pm.partition_count(name) == 0:
@@ -69,16 +69,17 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
                                                  f"topic {name!r} does not exist")
             except KafkaError as exc:
                 topic_error = PartitionError(exc.code, exc.message)
-        for pdata in topic.partition_data:
-            index = pdata.index
+        for pdata in topic["partition_data"]:
+            index = pdata["index"]
             if topic_error is not None:
                 parts.append(_failed(index, topic_error))
                 failures += 1
                 continue
             try:
-                if pdata.records is None:
+                records = pdata["records"]
+                if records is None:
                     raise KafkaError(ErrorCode.INVALID_RECORD, "a produce request needs records")
-                result = pm.append(name, index, pdata.records, now_ms)
+                result = pm.append(name, index, records, now_ms)
             except Exception as exc:
                 parts.append(_failed(index, partition_error(exc, f"produce to {name}-{index}")))
                 failures += 1

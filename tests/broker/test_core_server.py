@@ -304,3 +304,53 @@ def test_port_opens_only_when_udp_ingest_and_metrics_are_up(broker_factory: Any)
         latest = parts[0].offset
         time.sleep(0.05)
     assert latest == 50
+
+
+def _chronolog() -> list[str]:
+    import sys
+
+    return [sys.executable, "-c", "import sys; from client.cli import main; sys.exit(main())"]
+
+
+def test_chronolog_serve_takes_a_properties_file_and_overrides(tmp_path: Any) -> None:
+    import subprocess
+
+    from tests.conftest import free_port_number
+
+    port = free_port_number()
+    props = tmp_path / "server.properties"
+    props.write_text(f"listeners=PLAINTEXT://127.0.0.1:{port}\nnum.partitions=2\n"
+                     f"log.dirs={tmp_path / 'ignored'}\n")
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [*_chronolog(), "serve", str(props), "--data-dir", str(tmp_path / "data"),
+             "--override", "num.partitions=3"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while f"chronolog broker ready on 127.0.0.1:{port}" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        raw = Raw(port)
+        md = raw.call(3, 12, {"topics": [{"name": "auto", "topic_id": bytes(16)}],
+                              "allow_auto_topic_creation": True,
+                              "include_topic_authorized_operations": False})
+        assert len(md.topics[0].partitions) == 3
+        raw.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    assert (tmp_path / "data" / "auto-0").is_dir()
+    assert not (tmp_path / "ignored").exists()
+    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+
+
+def test_bad_configuration_exits_2_naming_the_setting(tmp_path: Any) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [*_chronolog(), "serve", "--data-dir", str(tmp_path), "--override", "num.partitionz=2"],
+        capture_output=True, timeout=60)
+    assert done.returncode == 2
+    assert b"unknown broker setting 'num.partitionz'" in done.stderr
