@@ -357,3 +357,37 @@ async def test_reads_retry_once_on_a_connection_the_broker_dropped(broker) -> No
         assert [r.value for r in (await c.fetch(topic, 0, 0))[0]] == [b"a"]
         broker.restart()
         assert topic in await c.list_topics()
+
+
+@pytest.mark.parametrize("compression", ["gzip", "snappy", "lz4", "zstd"])
+def test_librdkafka_reads_what_our_client_wrote(broker, compression) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CKTopicPartition
+
+    from client import SyncClient
+
+    topic = unique_topic("ckread")
+    sent = [
+        ProducerRecord(key=b"k%d" % i if i % 3 else None, value=(b"v%d" % i) * (i % 50),
+                       headers=[("h", b"%d" % i)] if i % 2 else [], timestamp=1_700_000_000_000 + i)
+        for i in range(300)
+    ]
+    with SyncClient(broker.bootstrap) as c:
+        c.create_topic(topic)
+        c.produce(topic, sent, partition=0, compression=compression)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "t",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([CKTopicPartition(topic, 0, 0)])
+        got = []
+        while len(got) < len(sent):
+            msgs = consumer.consume(len(sent) - len(got), 10)
+            assert msgs, "librdkafka returned nothing"
+            for m in msgs:
+                assert m.error() is None, m.error()
+                got.append((m.offset(), m.timestamp()[1], m.key(), m.value(), m.headers() or []))
+    finally:
+        consumer.close()
+    assert got == [
+        (i, r.timestamp, r.key, r.value, list(r.headers)) for i, r in enumerate(sent)
+    ]
