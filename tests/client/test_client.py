@@ -379,7 +379,7 @@ def test_librdkafka_reads_what_our_client_wrote(broker, compression) -> None:  #
                          "enable.auto.commit": False})
     try:
         consumer.assign([CKTopicPartition(topic, 0, 0)])
-        got = []
+        got: list[tuple[object, ...]] = []
         while len(got) < len(sent):
             msgs = consumer.consume(len(sent) - len(got), 10)
             assert msgs, "librdkafka returned nothing"
