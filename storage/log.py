@@ -517,6 +517,7 @@ class Log:
         self.recovery_point = offset
         self._prefix_max = None
         self._latest_epoch = None
+        self._last_append_time = None
 
     def advance_log_start_offset(self, offset: int) -> None:
         """Move the log start forward (DeleteRecords); segments below it go on the next

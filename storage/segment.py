@@ -603,8 +603,11 @@ class LogSegment:
                 self._max_ts = max_ts
                 self._offset_of_max = last_offset
             if self.bytes_since_last_index_entry > interval:
-                self.offset_index.append(last_offset, start + rel_pos)
-                if self._max_ts >= 0:
+                # A multi-batch trusted append can fill an index midway (the roll check
+                # runs per append); a skipped entry only makes lookups scan further.
+                if not self.offset_index.is_full:
+                    self.offset_index.append(last_offset, start + rel_pos)
+                if self._max_ts >= 0 and not self.time_index.is_full:
                     self.time_index.maybe_append(self._max_ts, self._offset_of_max)
                 self.bytes_since_last_index_entry = 0
             self.bytes_since_last_index_entry += size
