@@ -7,6 +7,8 @@ import threading
 
 import pytest
 from client_oracle import unique_topic
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from client import KafkaError, ProducerRecord, SyncClient
 from protocol.errors import ErrorCode
@@ -101,3 +103,42 @@ def test_consume_chunks_cover_the_same_records_as_consume(sync_client: SyncClien
     assert len(chunks) >= 1
     flat = [r.offset for ch in chunks for r in ch]
     assert flat == list(range(123, 2900)) == [r.offset for r in sync_client.consume(topic, 0, 123, 2900)]
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=15)
+@given(
+    sends=st.lists(
+        st.tuples(st.one_of(st.none(), st.binary(min_size=1, max_size=4)),
+                  st.binary(max_size=300)),
+        min_size=1, max_size=120,
+    ),
+    batch_bytes=st.integers(min_value=64, max_value=4000),
+    linger_ms=st.sampled_from([0.0, 1.0, 20.0]),
+)
+def test_batching_producer_stores_exactly_what_was_sent(
+    sync_client: SyncClient, sends: list[tuple[bytes | None, bytes]], batch_bytes: int,
+    linger_ms: float,
+) -> None:
+    from client.partitioner import partition_for_key
+
+    topic = unique_topic("prodprop")
+    sync_client.create_topic(topic, partitions=3)
+    with sync_client.producer(linger_ms=linger_ms, batch_bytes=batch_bytes) as p:
+        futs = [p.send(topic, ProducerRecord(key=k, value=v)) for k, v in sends]
+        p.flush()
+    metas = [f.result(timeout=10) for f in futs]
+    stored = {
+        (r.partition, r.offset): (r.key, r.value)
+        for part in range(3)
+        for r in sync_client.consume(topic, part, 0)
+    }
+    # Every acknowledged (partition, offset) holds exactly the record sent, and nothing else exists.
+    assert stored == {(m.partition, m.offset): kv for m, kv in zip(metas, sends, strict=True)}
+    for m, (k, _) in zip(metas, sends, strict=True):
+        if k is not None:
+            assert m.partition == partition_for_key(k, 3)
+    # Per partition, send order is offset order.
+    for part in range(3):
+        offs = [m.offset for m in metas if m.partition == part]
+        assert offs == sorted(offs)
+    sync_client.delete_topic(topic)
