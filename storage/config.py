@@ -73,7 +73,9 @@ class LogConfig:
         "segment.bytes": ("segment_bytes", 14, INT_MAX),
         "segment.ms": ("segment_ms", 1, LONG_MAX),
         "segment.jitter.ms": ("segment_jitter_ms", 0, LONG_MAX),
-        "segment.index.bytes": ("segment_index_bytes", 4, INT_MAX),
+        # Kafka allows 4; 24 keeps room for two time entries, so a sealed segment can
+        # always store its final (max timestamp) entry.
+        "segment.index.bytes": ("segment_index_bytes", 24, INT_MAX),
         "index.interval.bytes": ("index_interval_bytes", 0, INT_MAX),
         "retention.ms": ("retention_ms", -1, LONG_MAX),
         "retention.bytes": ("retention_bytes", -1, LONG_MAX),
