@@ -303,23 +303,36 @@ def decode_response(
     """Parse one response frame (without size prefix) as the version the request was sent with.
 
     An ApiVersions response carrying UNSUPPORTED_VERSION is parsed as v0, as
-    the broker sends it (the client then retries at a version it advertised).
+    the broker sends it (the client then retries at a version it advertised);
+    like Kafka's Java client, an ApiVersions response that does not parse in the
+    version sent is tried once more as v0.
     """
+    version = api_version
+    if (api_key == ApiKey.API_VERSIONS and len(frame) >= 6
+            and _I16(frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION):
+        version = 0
     try:
-        version = api_version
-        if (api_key == ApiKey.API_VERSIONS and len(frame) >= 6
-                and _I16(frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION):
-            version = 0
-        fast = FAST_RESPONSE_DECODERS.get((api_key, version))
-        if fast is not None:
-            result = fast(frame)
-            if result is not None:
-                return result
-        return _decode_response_declarative(api_key, version, frame)
+        return _decode_response(api_key, version, frame)
     except _DECODE_ERRORS as exc:
+        if api_key == ApiKey.API_VERSIONS and version != 0:
+            try:
+                return _decode_response(api_key, 0, frame)
+            except _DECODE_ERRORS:
+                pass
         raise MalformedResponseError(
             f"api {api_key} v{api_version} response does not parse: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _decode_response(
+    api_key: int, version: int, frame: bytes | bytearray | memoryview
+) -> tuple[int, Container]:
+    fast = FAST_RESPONSE_DECODERS.get((api_key, version))
+    if fast is not None:
+        result = fast(frame)
+        if result is not None:
+            return result
+    return _decode_response_declarative(api_key, version, frame)
 
 
 def decode_response_declarative(

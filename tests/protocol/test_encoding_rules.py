@@ -281,3 +281,14 @@ def test_client_side_calls_with_versions_we_do_not_speak_raise_unsupported() -> 
     ):
         with pytest.raises(UnsupportedVersionError):
             call()
+
+
+def test_api_versions_response_that_only_parses_as_v0_is_read_as_v0() -> None:
+    """Kafka's Java client falls back to v0 when the version sent does not parse; so do we."""
+    keys = advertised_api_keys()
+    frame = encode_response(ApiKey.API_VERSIONS, 0, 9, {"error_code": 0, "api_keys": keys})[4:]
+    for sent in (3, 4):
+        corr, body = decode_response(ApiKey.API_VERSIONS, sent, frame)
+        assert corr == 9 and body.error_code == 0 and [dict(k) for k in body.api_keys] == keys
+    with pytest.raises(MalformedResponseError):
+        decode_response(ApiKey.API_VERSIONS, 3, frame[:9])
