@@ -24,6 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import concurrent.futures
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -38,7 +39,7 @@ __all__ = ["DataLossError", "FetchStats", "read_range"]
 _FIRST_FETCH_BYTES = 32 * 1024
 _MIN_FETCH_BYTES = 4 * 1024
 _SLACK = 1.02
-"""Ask for 2% more than the estimate, so a small underestimate does not cost a round trip."""
+"""With uneven batches, ask 2% more than the estimate so a small miss costs no round trip."""
 
 
 class DataLossError(RuntimeError):
@@ -55,21 +56,54 @@ class FetchStats:
     batches: list[int] = field(default_factory=list)
 
 
-def _extent(buf: bytes) -> tuple[int, int, int] | None:
-    """(first base offset, one past the last offset, bytes) of the whole batches in ``buf``.
+class _Sizer:
+    """Chooses each fetch's max_bytes from the whole batches seen so far.
 
-    A fetch may end in a torn batch (the broker cuts at max_bytes, as Kafka
-    does); those bytes are not counted, so estimates are per whole batch.
+    The broker cuts an answer at max_bytes (Kafka's semantics), so the bytes of
+    a torn trailing batch are fetched twice. When every batch seen has the same
+    size and record count (a producer filling fixed batches), sizes are whole
+    multiples of it and no fetch is torn; otherwise a 2% slack on the last
+    fetch avoids an extra round trip for a small underestimate.
     """
-    first = -1
-    nxt = -1
-    size = 0
-    for _pos, h in iter_batches(buf):
-        if first < 0:
-            first = h.base_offset
-        nxt = max(nxt, h.base_offset + h.last_offset_delta + 1)
-        size += h.batch_length + 12
-    return None if first < 0 else (first, nxt, size)
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.batches = 0
+        self.bytes = 0
+        self.offsets = 0
+        self.shape: tuple[int, int] | None = None
+        self.uniform = True
+
+    def observe(self, buf: bytes) -> tuple[int, int] | None:
+        """Record the whole batches of ``buf``; returns (first base offset, next offset)."""
+        first = -1
+        nxt = -1
+        for _pos, h in iter_batches(buf):
+            if first < 0:
+                first = h.base_offset
+            nxt = max(nxt, h.base_offset + h.last_offset_delta + 1)
+            shape = (h.batch_length + 12, h.last_offset_delta + 1)
+            if self.shape is None:
+                self.shape = shape
+            elif shape != self.shape:
+                self.uniform = False
+            self.batches += 1
+            self.bytes += shape[0]
+            self.offsets += shape[1]
+        return None if first < 0 else (first, nxt)
+
+    def size_for(self, remaining: int) -> int:
+        if self.batches == 0:
+            return max(_MIN_FETCH_BYTES, min(self.cap, _FIRST_FETCH_BYTES))
+        per_batch = self.bytes / self.batches
+        need = math.ceil(remaining / (self.offsets / self.batches)) * per_batch
+        if not self.uniform:
+            need *= _SLACK
+        if need <= self.cap:
+            return max(_MIN_FETCH_BYTES, math.ceil(need))
+        if self.uniform:
+            return max(math.ceil(per_batch), int(self.cap // per_batch) * math.ceil(per_batch))
+        return self.cap
 
 
 def read_range(
@@ -91,17 +125,10 @@ def read_range(
     client = SyncClient(bootstrap, client_id="chronolog-spark", request_timeout=request_timeout)
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="chronolog-prefetch")
     try:
-        bytes_per_offset: float | None = None
-        seen_bytes = 0
-        seen_offsets = 0
+        sizer = _Sizer(fetch_max_bytes)
 
         def ask(offset: int) -> concurrent.futures.Future[FetchResult]:
-            remaining = end - offset
-            if bytes_per_offset is None:
-                size = _FIRST_FETCH_BYTES
-            else:
-                size = int(remaining * bytes_per_offset * _SLACK)
-            size = max(_MIN_FETCH_BYTES, min(fetch_max_bytes, size))
+            size = sizer.size_for(end - offset)
             return pool.submit(client.fetch_raw, topic, partition, offset, size)
 
         offset = start
@@ -122,12 +149,9 @@ def read_range(
                 offset = result.log_start_offset
                 pending = ask(offset)
                 continue
-            extent = _extent(buf)
+            extent = sizer.observe(buf)
             nxt = offset if extent is None else min(max(extent[1], offset), end)
-            if extent is not None and nxt > offset:
-                seen_bytes += extent[2]
-                seen_offsets += max(1, extent[1] - extent[0])
-                bytes_per_offset = seen_bytes / seen_offsets
+            if nxt > offset:
                 if nxt < end:
                     pending = ask(nxt)
                 stalled = 0
