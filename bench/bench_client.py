@@ -21,7 +21,7 @@ from bench.report import Report, percentile
 
 N = int(os.environ.get("CHRONOLOG_BENCH_CLIENT_RECORDS", "200000"))
 VALUE = b"x" * 100
-BASE_TS = 1_700_000_000_000
+BASE_TS = time.time_ns() // 1_000_000 - 3_600_000  # recent: old data would meet retention.ms
 LOOKUPS = 2000
 
 

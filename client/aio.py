@@ -22,6 +22,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -33,6 +34,7 @@ from client.connection import BrokerConnection, parse_bootstrap
 from client.partitioner import StickyPartitioner, choose_partition
 from protocol.errors import ErrorCode, KafkaError
 from storage import records as rec
+from storage.errors import StorageError
 
 __all__ = [
     "Client",
@@ -815,44 +817,71 @@ class Client:
         max_bytes: int = _DEFAULT_FETCH_BYTES,
         poll_ms: int = 500,
     ) -> AsyncIterator[list[Record]]:
-        """Lists of records covering exactly [start, end) in order (see :meth:`consume`)."""
+        """Lists of records covering exactly [start, end) in order (see :meth:`consume`).
+
+        While one chunk is decoded the Fetch for the next one is already on the
+        wire (its offset is known from a shallow walk of the batch headers), so
+        the broker's read and our decode overlap.
+        """
         offset = start_offset
         size = max_bytes
         empty = 0
-        while end_offset is None or offset < end_offset:
-            res = await self.fetch_raw(
-                topic, partition, offset, size, max_wait_ms=poll_ms if follow else 0
-            )
-            records, next_offset = decode_records(
-                res.records_bytes, topic, partition, offset, end_offset
-            )
-            if records:
-                yield records
-            if next_offset > offset:
-                offset = next_offset
-                size = max_bytes
-                empty = 0
-                continue
-            if offset >= res.high_watermark:
-                if not follow:
-                    return
-                continue  # the long poll already waited poll_ms
-            if res.records_bytes:
-                # Only a torn batch came back: it is larger than the byte limit.
-                if size >= _MAX_FETCH_BYTES:
-                    raise KafkaError(
-                        ErrorCode.RECORD_LIST_TOO_LARGE,
-                        f"{topic}-{partition}: batch at offset {offset} exceeds {size} bytes",
+        wait = poll_ms if follow else 0
+        ahead: tuple[int, asyncio.Future[FetchResult]] | None = None
+        try:
+            while end_offset is None or offset < end_offset:
+                if ahead is not None and ahead[0] == offset:
+                    res = await ahead[1]
+                else:
+                    res = await self.fetch_raw(topic, partition, offset, size, max_wait_ms=wait)
+                ahead = None
+                nxt = _next_offset(res.records_bytes, offset)
+                if nxt > offset and (end_offset is None or nxt < end_offset) and (
+                    follow or nxt < res.high_watermark
+                ):
+                    ahead = (
+                        nxt,
+                        asyncio.ensure_future(
+                            self.fetch_raw(topic, partition, nxt, max_bytes, max_wait_ms=wait)
+                        ),
                     )
-                size *= 2
-                continue
-            empty += 1
-            if empty >= 3 and not follow:
-                raise KafkaError(
-                    ErrorCode.UNKNOWN_SERVER_ERROR,
-                    f"{topic}-{partition}: fetch at {offset} returned no data below "
-                    f"high watermark {res.high_watermark}",
+                records, next_offset = decode_records(
+                    res.records_bytes, topic, partition, offset, end_offset
                 )
+                if records:
+                    yield records
+                if next_offset > offset:
+                    offset = next_offset
+                    size = max_bytes
+                    empty = 0
+                    if not follow and offset >= res.high_watermark:
+                        return
+                    continue
+                if offset >= res.high_watermark:
+                    if not follow:
+                        return
+                    continue  # the long poll already waited poll_ms
+                if res.records_bytes:
+                    # Only a torn batch came back: it is larger than the byte limit.
+                    if size >= _MAX_FETCH_BYTES:
+                        raise KafkaError(
+                            ErrorCode.RECORD_LIST_TOO_LARGE,
+                            f"{topic}-{partition}: batch at offset {offset} exceeds {size} bytes",
+                        )
+                    size *= 2
+                    continue
+                empty += 1
+                if empty >= 3 and not follow:
+                    raise KafkaError(
+                        ErrorCode.UNKNOWN_SERVER_ERROR,
+                        f"{topic}-{partition}: fetch at {offset} returned no data below "
+                        f"high watermark {res.high_watermark}",
+                    )
+        finally:
+            if ahead is not None:
+                ahead[1].cancel()
+                with contextlib.suppress(asyncio.CancelledError, KafkaError):
+                    await ahead[1]
 
     async def consume(
         self,
@@ -918,6 +947,17 @@ class Client:
                     yield r
 
 
+def _next_offset(buf: bytes, start: int) -> int:
+    """The offset after the last whole batch in ``buf`` (``start`` if there is none)."""
+    nxt = start
+    try:
+        for _, h in rec.iter_batches(buf):
+            nxt = max(nxt, h.base_offset + h.last_offset_delta + 1)
+    except StorageError:
+        return start  # decode_records reports the corruption
+    return nxt
+
+
 def decode_records(
     buf: bytes, topic: str, partition: int, start: int, end: int | None
 ) -> tuple[list[Record], int]:
@@ -926,6 +966,17 @@ def decode_records(
     Control batches are skipped (they are markers, not data) but still advance
     the next offset, as do records dropped by compaction.
     """
+    try:
+        return _decode_records(buf, topic, partition, start, end)
+    except StorageError as e:
+        raise KafkaError(
+            ErrorCode.CORRUPT_MESSAGE, f"{topic}-{partition}: fetched data does not decode: {e}"
+        ) from e
+
+
+def _decode_records(
+    buf: bytes, topic: str, partition: int, start: int, end: int | None
+) -> tuple[list[Record], int]:
     out: list[Record] = []
     next_offset = start
     append = out.append
