@@ -48,8 +48,11 @@ A compressed batch is inflated whole, refused first if it would exceed
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import NamedTuple, Protocol
 
 import crc32c as _crc32c
@@ -367,31 +370,30 @@ def _records_data(
     return data, 0, len(data)
 
 
-def _decode_records(
-    data: Buffer, p: int, end: int, count: int, base_offset: int, base_ts: int, lat: int | None
-) -> list[Record]:
-    """Fully parse ``count`` records into Record objects.
+def _decode_scalar(
+    data: bytes, p: int, end: int, i0: int, n: int, base_offset: int, base_ts: int,
+    lat: int | None, out: list[Record],
+) -> int:
+    """Parse records i0..i0+n-1 from p into ``out``; return the position after them.
 
     ``lat`` is the LogAppendTime every record reports, or None for CreateTime.
-    Raises CorruptRecordError on any structural error, including bytes left over
-    after the last record, or a record whose body length does not match its fields.
-    One- and two-byte varints are decoded inline, as in _scan_scalar.
+    Raises CorruptRecordError on any structural error, including a record whose
+    body length does not match its fields. One- and two-byte varints are decoded
+    inline, as in _scan_scalar.
     """
-    if not isinstance(data, bytes):
-        # One copy of the region makes every key/value slice a bytes object.
-        data = bytes(data[p:end])
-        end -= p
-        p = 0
-    out: list[Record] = []
     append = out.append
     read_varint = _read_varint
-    i = 0
+    i = i0
     try:
-        for i in range(count):
+        for i in range(i0, i0 + n):
             b = data[p]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 p += 1
+            elif data[p + 1] < 0x80:
+                u = (b & 0x7F) | (data[p + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                p += 2
             else:
                 length, p = read_varint(data, p, end)
             body_end = p + length
@@ -401,18 +403,30 @@ def _decode_records(
             if b < 0x80:
                 td = (b >> 1) ^ -(b & 1)
                 p += 2
+            elif data[p + 2] < 0x80:
+                u = (b & 0x7F) | (data[p + 2] << 7)
+                td = (u >> 1) ^ -(u & 1)
+                p += 3
             else:
                 td, p = _read_varlong(data, p + 1, body_end)
             b = data[p]
             if b < 0x80:
                 od = (b >> 1) ^ -(b & 1)
                 p += 1
+            elif data[p + 1] < 0x80:
+                u = (b & 0x7F) | (data[p + 1] << 7)
+                od = (u >> 1) ^ -(u & 1)
+                p += 2
             else:
                 od, p = read_varint(data, p, body_end)
             b = data[p]
             if b < 0x80:
                 klen = (b >> 1) ^ -(b & 1)
                 p += 1
+            elif data[p + 1] < 0x80:
+                u = (b & 0x7F) | (data[p + 1] << 7)
+                klen = (u >> 1) ^ -(u & 1)
+                p += 2
             else:
                 klen, p = read_varint(data, p, body_end)
             key: bytes | None = None
@@ -423,6 +437,10 @@ def _decode_records(
             if b < 0x80:
                 vlen = (b >> 1) ^ -(b & 1)
                 p += 1
+            elif data[p + 1] < 0x80:
+                u = (b & 0x7F) | (data[p + 1] << 7)
+                vlen = (u >> 1) ^ -(u & 1)
+                p += 2
             else:
                 vlen, p = read_varint(data, p, body_end)
             value: bytes | None = None
@@ -459,6 +477,87 @@ def _decode_records(
                           headers))
     except IndexError:
         raise CorruptRecordError(f"record {i} runs past the end of the records") from None
+    return p
+
+
+def _decode_run(
+    data: bytes, p: int, lay: _Layout, k: int, i0: int, base_offset: int, base_ts: int,
+    lat: int | None,
+) -> list[Record]:
+    """Records of a proven same-layout run (see _scan), built column by column."""
+    size = lay.size
+    stop = p + k * size
+    if lat is None:
+        key, lane, half = _run_keys(data, p, size, lay.ts_off, lay.ts_width, k)
+        timestamps: Iterable[int] = _lanes_list(key, k, lane, base_ts - half)
+    else:
+        timestamps = repeat(lat, k)
+    if _run_offsets_ok(data, p, lay, k, i0):
+        offsets: Iterable[int] = range(base_offset + i0, base_offset + i0 + k)
+    else:
+        key, lane, half = _run_keys(data, p, size, lay.od_off, lay.od_width, k)
+        offsets = _lanes_list(key, k, lane, base_offset - half)
+    koff, klen = lay.key
+    keys: Iterable[bytes | None] = (
+        [data[x : x + klen] for x in range(p + koff, stop, size)] if klen >= 0 else repeat(None, k)
+    )
+    voff, vlen = lay.value
+    values: Iterable[bytes | None] = (
+        [data[x : x + vlen] for x in range(p + voff, stop, size)] if vlen >= 0 else repeat(None, k)
+    )
+    headers: list[list[tuple[str, bytes | None]]]
+    if not lay.headers:
+        headers = [[] for _ in range(k)]
+    else:
+        columns = []
+        for hkoff, hklen, hvoff, hvlen in lay.headers:
+            hkeys = [data[x : x + hklen].decode("utf-8", errors="replace")
+                     for x in range(p + hkoff, stop, size)]
+            hvals: Iterable[bytes | None] = (
+                [data[x : x + hvlen] for x in range(p + hvoff, stop, size)]
+                if hvlen >= 0 else repeat(None, k)
+            )
+            columns.append(zip(hkeys, hvals, strict=False))
+        headers = [list(pairs) for pairs in zip(*columns, strict=False)]
+    return list(map(Record, offsets, timestamps, keys, values, headers))
+
+
+def _decode_records(
+    data: Buffer, p: int, end: int, count: int, base_offset: int, base_ts: int, lat: int | None,
+    fast: bool = True,
+) -> list[Record]:
+    """Fully parse ``count`` records into Record objects (see _decode_scalar).
+
+    Runs of same-layout records are decoded column-wise, as _scan walks them;
+    everything else record by record (``fast=False``: everything). Bytes left
+    over after the last record are CorruptRecordError.
+    """
+    if not isinstance(data, bytes):
+        # One copy of the region makes every key/value slice a bytes object.
+        data = bytes(data[p:end])
+        end -= p
+        p = 0
+    out: list[Record] = []
+    i = 0
+    stretch = 32
+    while i < count:
+        left = count - i
+        if fast and left >= _MIN_RUN:
+            lay = _layout(data, p, end)
+            kmax = min(left, (end - p) // lay.size)
+            k = _run_length(data, p, lay, kmax) if kmax >= _MIN_RUN else 1
+            if k >= _MIN_RUN and lay.ts_width <= 8 and lay.od_width <= 4:
+                out.extend(_decode_run(data, p, lay, k, i, base_offset, base_ts, lat))
+                p += k * lay.size
+                i += k
+                stretch = 32
+                continue
+            n = min(left, max(k, stretch))
+            stretch = min(stretch * 2, 4096)
+        else:
+            n = left
+        p = _decode_scalar(data, p, end, i, n, base_offset, base_ts, lat, out)
+        i += n
     if p != end:
         raise CorruptRecordError(f"{end - p} bytes remain after the batch's {count} records")
     return out
@@ -679,11 +778,9 @@ class _Layout(NamedTuple):
     od_width: int
     ts_delta: int
     od: int
-
-
-def _varint_end(data: Buffer, p: int, end: int, max_bytes: int) -> int:
-    """Position after the varint at p (validated as _read_uvarint would)."""
-    return _read_uvarint(data, p, end, max_bytes)[1]
+    key: tuple[int, int]  # (offset in record, length); length < 0 is null
+    value: tuple[int, int]
+    headers: tuple[tuple[int, int, int, int], ...]  # (key off, key len, value off, value len)
 
 
 def _layout(data: Buffer, p: int, end: int) -> _Layout:
@@ -709,14 +806,17 @@ def _layout(data: Buffer, p: int, end: int) -> _Layout:
     ow = q - od_at
     for j in range(ow):
         checks.append((od_at + j - p, _CONT if j < ow - 1 else _TERM, b""))
+    kv: list[tuple[int, int]] = []
     for _field in range(2):  # key, value
         a = q
         n, q = _read_varint(data, q, body_end)
         eq(a, q)
+        kv.append((q - p, n))
         if n > 0:
             q += n
             if q > body_end:
                 raise CorruptRecordError("record key or value overruns the record")
+    headers: list[tuple[int, int, int, int]] = []
     a = q
     nh, q = _read_varint(data, q, body_end)
     eq(a, q)
@@ -728,17 +828,20 @@ def _layout(data: Buffer, p: int, end: int) -> _Layout:
         eq(a, q)
         if hk < 0:
             raise CorruptRecordError(f"header key length {hk} is negative")
+        hk_at = q
         q += hk
         a = q
         hv, q = _read_varint(data, q, body_end)
         eq(a, q)
+        headers.append((hk_at - p, hk, q - p, hv))
         if hv > 0:
             q += hv
         if q > body_end:
             raise CorruptRecordError("header overruns the record")
     if q != body_end:
         raise CorruptRecordError(f"record body length {length} does not match its fields")
-    return _Layout(body_end - p, tuple(checks), ts_at - p, tw, od_at - p, ow, td, od)
+    return _Layout(body_end - p, tuple(checks), ts_at - p, tw, od_at - p, ow, td, od,
+                   kv[0], kv[1], tuple(headers))
 
 
 def _column(data: Buffer, start: int, n: int, step: int) -> bytes:
@@ -810,32 +913,52 @@ def _lane_max(x: int, n: int, lane_bits: int, ones: int) -> int:
     return x
 
 
-def _run_timestamps(data: Buffer, p: int, lay: _Layout, k: int) -> tuple[int, int, int]:
-    """(min delta, max delta, index of first max) over the run's timestamp varints."""
-    tw = lay.ts_width
-    lane = _LANE_BYTES[tw]
-    lane_bits = 8 * lane
-    size = lay.size
-    start = p + lay.ts_off
+_LANE_TYPECODES = {array(t).itemsize: t for t in "QLIHB"}  # lane bytes -> unsigned typecode
+
+
+def _run_keys(data: Buffer, p: int, size: int, off: int, width: int, k: int) -> tuple[int, int, int]:
+    """Decode k zig-zag varints of ``width`` bytes at data[p + off + i*size] into lanes.
+
+    Returns (keys, lane bytes, half range): lane i of ``keys`` holds the value
+    plus ``half range``, so unsigned lane order is signed value order.
+    """
+    lane = _LANE_BYTES[width]
+    start = p + off
     if lane == 1:
         v = int.from_bytes(_column(data, start, k, size), "little")
         ones = _lane_ones(k, 1)
     else:
         lanes = bytearray(k * lane)
-        for j in range(tw):
+        for j in range(width):
             lanes[j::lane] = _column(data, start + j, k, size)
         x = int.from_bytes(lanes, "little")
         ones = _lane_ones(k, lane)
         # Merge the 7-bit groups: byte j (at bit 8j of its lane) lands at bit 7j.
         v = 0
-        for j in range(tw):
+        for j in range(width):
             v |= (x >> j) & (ones * (0x7F << (7 * j)))
-    width = 7 * tw
-    half_range = 1 << (width - 1)
+    half_range = 1 << (7 * width - 1)
     sign = v & ones
     half = (v >> 1) & (ones * (half_range - 1))
-    # Zig-zag decode shifted by half_range, so unsigned lane order = signed order.
+    # Zig-zag decode shifted by half_range: odd z -> H-1-z//2, even z -> H+z//2.
     key = (half ^ (sign * (half_range - 1))) | ((ones ^ sign) * half_range)
+    return key, lane, half_range
+
+
+def _lanes_list(key: int, k: int, lane: int, add: int) -> list[int]:
+    """The k lanes of ``key`` as Python ints, each plus ``add``."""
+    arr = array(_LANE_TYPECODES[lane], key.to_bytes(k * lane, "little"))
+    if sys.byteorder != "little":
+        arr.byteswap()
+    return list(map(add.__add__, arr))
+
+
+def _run_timestamps(data: Buffer, p: int, lay: _Layout, k: int) -> tuple[int, int, int]:
+    """(min delta, max delta, index of first max) over the run's timestamp varints."""
+    key, lane, half_range = _run_keys(data, p, lay.size, lay.ts_off, lay.ts_width, k)
+    lane_bits = 8 * lane
+    ones = _lane_ones(k, lane)
+    width = 7 * lay.ts_width
     mx = _lane_max(key, k, lane_bits, ones)
     top = (1 << width) - 1
     mn = top - _lane_max(ones * top - key, k, lane_bits, ones)

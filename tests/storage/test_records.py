@@ -633,3 +633,50 @@ def test_mangled_headers_and_arbitrary_bytes_raise_only_storage_errors(
     except CorruptRecordError:
         return
     assert R.crc_ok(buf, 0, h) in (True, False)
+
+
+def _decode_outcome(buf: bytes | bytearray, count: int, fast: bool, lat: int | None) -> object:
+    try:
+        return [(r.offset, r.timestamp, r.key, r.value, r.headers)
+                for r in R._decode_records(buf, 61, len(buf), count, 1_000, 5_000, lat, fast)]
+    except CorruptRecordError:
+        return CorruptRecordError
+
+
+@given(batch=run_heavy_batches(), data=st.data())
+def test_column_decode_agrees_with_record_decode(
+        batch: tuple[list[RawFields], list[bytes]], data: st.DataObject) -> None:
+    """decode_batch's run path builds the same Records as the per-record path, damaged or not."""
+    fields, encoded = batch
+    buf = _raw_batch(encoded, 5_000)
+    count = len(encoded)
+    if len(encoded) > 0 and data.draw(st.booleans()):
+        i = data.draw(st.integers(61, len(buf) - 1))
+        buf[i] = data.draw(st.integers(0, 255))
+    elif data.draw(st.booleans()):
+        count = data.draw(st.integers(0, len(encoded) + 2))
+    lat = data.draw(st.sampled_from([None, 77]))
+    fast = _decode_outcome(buf, count, True, lat)
+    assert fast == _decode_outcome(buf, count, False, lat)
+    if count == len(encoded) and bytes(buf) == bytes(_raw_batch(encoded, 5_000)):
+        want = [(1_000 + od, 5_000 + td if lat is None else lat, k, v,
+                 [(hk.decode(), hv) for hk, hv in hs]) for td, od, k, v, hs in fields]
+        assert fast == want
+
+
+@pytest.mark.parametrize("od_width", [1, 2, 3, 4])
+@given(data=st.data())
+def test_column_decode_reads_offset_deltas_with_gaps(od_width: int, data: st.DataObject) -> None:
+    """Compacted batches keep their offsets, so deltas have gaps: decoded from the lanes."""
+    lo = 0 if od_width == 1 else 1 << (7 * (od_width - 1) - 1)
+    hi = (1 << (7 * od_width - 1)) - 1
+    n = data.draw(st.integers(R._MIN_RUN, min(2 * R._MIN_RUN, hi - lo + 1)))
+    ods = sorted(data.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n, unique=True)))
+    encoded = [_raw_record(0, od, b"key", b"value", [(b"h", b"v")], {}) for od in ods]
+    buf = _raw_batch(encoded, 5_000, last_delta=ods[-1])
+    got = R.decode_batch(buf)
+    assert [r.offset for r in got] == ods
+    assert _decode_outcome(buf, n, True, None) == _decode_outcome(buf, n, False, None)
+    if ods != list(range(n)):
+        with pytest.raises(InvalidRecordError):
+            R.validate_client_batch(buf)  # gaps are not allowed from a client
