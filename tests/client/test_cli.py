@@ -213,3 +213,19 @@ def test_follow_prints_new_records_from_every_partition_and_stops_at_until(broke
     rows = [json.loads(line) for line in out.decode().splitlines()]
     assert sorted((r["partition"], r["value"]) for r in rows) == [(0, "new0"), (1, "new1")]
     assert proc.returncode == 0, err
+
+
+def test_produce_headers_partition_and_value_column(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("cols")
+    cli("topics", "create", topic, "--partitions", "2", "--bootstrap-server", broker.bootstrap)
+    out = cli("produce", topic, "--separator", ",", "--value-column", "3", "--timestamp-column", "1",
+              "--partition", "1", "--header", "source=cli", "--header", "v=2", "--print-offsets",
+              "--bootstrap-server", broker.bootstrap,
+              stdin=b"1700000000000,ignored,first\n1700000000005,ignored,second\n")
+    assert out.stdout.decode().splitlines() == ["1\t0", "1\t1"]
+    rows = [json.loads(line) for line in cli(
+        "consume", topic, "--partition", "1", "--format", "json",
+        "--bootstrap-server", broker.bootstrap).stdout.splitlines()]
+    assert [(r["offset"], r["timestamp"], r["key"], r["value"]) for r in rows] == [
+        (0, 1700000000000, None, "first"), (1, 1700000000005, None, "second")]
+    assert rows[0]["headers"] == [{"key": "source", "value": "cli"}, {"key": "v", "value": "2"}]
