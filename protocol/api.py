@@ -150,7 +150,9 @@ _DECODE_ERRORS = (
     IndexError,
     OverflowError,
 )
-_ENCODE_ERRORS = (ConstructError, struct.error, TypeError, KeyError, ValueError, OverflowError)
+_ENCODE_ERRORS = (
+    ConstructError, struct.error, TypeError, KeyError, ValueError, OverflowError, AttributeError,
+)
 
 _REQ_HEADER = struct.Struct(">hhih")
 _KEY_VERSION_CORR = struct.Struct(">hhi").unpack_from

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +13,7 @@ from protocol.api import (
     API_VERSIONS,
     MESSAGES,
     ApiKey,
+    EncodeError,
     MalformedRequestError,
     MalformedResponseError,
     UnsupportedVersionError,
@@ -125,3 +127,30 @@ def test_random_response_bytes_raise_only_malformed_response(kv: tuple[ApiKey, i
         decode_response(key, version, frame)
     except MalformedResponseError:
         pass
+
+
+def _corrupt(data: st.DataObject, value: Any) -> Any:
+    """Replace one randomly chosen leaf or container of a body with a wrongly typed value."""
+    wrong = st.sampled_from(["x", 5, -(2**70), None, [1], {"a": 1}, 1.5, b"\x00"])
+    if isinstance(value, dict) and value and data.draw(st.booleans()):
+        key = data.draw(st.sampled_from(sorted(value)))
+        return {**value, key: _corrupt(data, value[key])}
+    if isinstance(value, list) and value and data.draw(st.booleans()):
+        i = data.draw(st.integers(0, len(value) - 1))
+        return [*value[:i], _corrupt(data, value[i]), *value[i + 1 :]]
+    return data.draw(wrong)
+
+
+@pytest.mark.parametrize(("key", "version"), VERSIONS, ids=[f"{k.name}-v{v}" for k, v in VERSIONS])
+@given(data=st.data())
+@settings(max_examples=8)
+def test_wrongly_typed_bodies_raise_only_encode_error(key: ApiKey, version: int, data: st.DataObject) -> None:
+    for strategy, encode in (
+        (request_body, lambda b: encode_request(key, version, 1, "c", b)),
+        (response_body, lambda b: encode_response(key, version, 1, b)),
+    ):
+        body = _corrupt(data, data.draw(strategy(key, version)))
+        try:
+            encode(body)
+        except EncodeError:
+            pass
