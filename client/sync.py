@@ -37,6 +37,17 @@ _lock = threading.Lock()
 _state: dict[str, Any] = {"pid": None, "loop": None, "thread": None}
 
 
+def _after_fork_in_child() -> None:
+    # The loop thread did not survive the fork, and _lock may have been held by a
+    # thread that no longer exists: start from scratch in the child.
+    global _lock
+    _lock = threading.Lock()
+    _state.update(pid=None, loop=None, thread=None)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _new_loop() -> asyncio.AbstractEventLoop:
     try:
         import uvloop
