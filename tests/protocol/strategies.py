@@ -120,13 +120,27 @@ _RICH = {"int8": 7, "int16": 300, "int32": 70_000, "int64": 1 << 40, "bool": Tru
          "bytes": b"xyz", "records": b"\x00" * 70, "uuid": bytes(range(16)), "float64": 1.5}
 
 
-def rich_body(fields: tuple[Field, ...], version: int, flexible: bool) -> dict[str, Any]:
-    """A deterministic body with every field of the version set (arrays of two, no nulls)."""
+def rich_body(
+    fields: tuple[Field, ...], version: int, flexible: bool, big: bool = False, depth: int = 0
+) -> dict[str, Any]:
+    """A deterministic body with every field of the version set (arrays of two, no nulls).
+
+    ``big`` makes lengths need multi-byte uvarints: 130 top-level array elements,
+    300-character strings (non-ASCII) and 20 KB records.
+    """
     out: dict[str, Any] = {}
     for f in fields:
         if not on_wire(f, version, flexible):
             continue
         t = f.element
-        one = rich_body(t.fields, version, flexible) if isinstance(t, StructType) else _RICH[t]
-        out[f.name] = [one, one] if f.is_array else one
+        if isinstance(t, StructType):
+            one: Any = rich_body(t.fields, version, flexible, big, depth + 1)
+        elif big and t == "string":
+            one = "é" * 150
+        elif big and t in ("bytes", "records"):
+            one = bytes(range(256)) * 80
+        else:
+            one = _RICH[t]
+        n = 130 if big and depth == 0 else 2
+        out[f.name] = [one] * n if f.is_array else one
     return out
