@@ -175,7 +175,7 @@ class Connection(asyncio.Protocol):
         else:
             view = data
         n = len(view)
-        if n - 0 >= 4 and view is buf:
+        if n >= 4 and view is buf:
             # Fast reject: still waiting for a large frame's body.
             size = _SIZE.unpack_from(view, 0)[0]
             if 0 <= size <= self._max_frame and n - 4 < size:

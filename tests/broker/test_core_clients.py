@@ -9,8 +9,10 @@ Restarts (graceful and SIGKILL) must keep every acknowledged record.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import (
@@ -58,8 +60,10 @@ def consumer(bootstrap: str) -> Consumer:
                      "enable.auto.commit": False, "fetch.wait.max.ms": 50})
 
 
-def produce_all(p: Producer, topic: str, rows: list[tuple[int, bytes | None, bytes | None]],
-                partition: int = 0) -> list[int]:
+Row = tuple[int, bytes | None, bytes | None]
+
+
+def produce_all(p: Producer, topic: str, rows: Sequence[Row], partition: int = 0) -> list[int]:
     """Produce rows (timestamp, key, value); return the acknowledged offsets in order."""
     acked: dict[int, int] = {}
     errors: list[Any] = []
@@ -72,10 +76,14 @@ def produce_all(p: Producer, topic: str, rows: list[tuple[int, bytes | None, byt
 
     for i, (ts, key, value) in enumerate(rows):
         p.produce(topic, value=value, key=key, timestamp=ts, partition=partition,
-                  on_delivery=lambda err, msg, i=i: report(err, msg, i))
+                  on_delivery=functools.partial(_call, report, i))
     assert p.flush(30) == 0
     assert errors == []
     return [acked[i] for i in range(len(rows))]
+
+
+def _call(fn: Any, i: int, err: Any, msg: Any) -> None:
+    fn(err, msg, i)
 
 
 def consume_all(c: Consumer, topic: str, partition: int, end: int) -> list[Any]:
@@ -130,7 +138,7 @@ def test_offsets_for_times_and_consume_match_the_oracle_for_create_time(broker: 
     def run(batches: list[tuple[list[int], list[bytes | None]]]) -> None:
         topic = f"ct-{next(_names)}"
         create(bs, topic)
-        rows: list[tuple[int, bytes | None, bytes | None]] = []
+        rows: list[Row] = []
         for tss, values in batches:  # each list is flushed on its own: one or more batches
             chunk = [(ts, b"k%d" % i if i % 3 else None, values[i]) for i, ts in enumerate(tss)]
             offsets = produce_all(p, topic, chunk)
@@ -177,6 +185,11 @@ def test_log_append_time_topic_stamps_non_decreasing_broker_time_and_lookups_are
     c.close()
 
 
+def _record_outcome(outcome: dict[tuple[int, int], Any], key: tuple[int, int], err: Any,
+                    msg: Any) -> None:
+    outcome[key] = err
+
+
 def test_invalid_timestamp_rejects_the_whole_batch_and_other_partitions_succeed(broker: Any) -> None:
     bs = broker.bootstrap
     create(bs, "future", partitions=2, configs={"message.timestamp.after.max.ms": "60000"})
@@ -186,9 +199,9 @@ def test_invalid_timestamp_rejects_the_whole_batch_and_other_partitions_succeed(
     for i in range(5):
         ts = far if i == 2 else NOW
         p.produce("future", value=b"a%d" % i, timestamp=ts, partition=0,
-                  on_delivery=lambda err, msg, i=i: outcome.__setitem__((0, i), err))
+                  on_delivery=functools.partial(_record_outcome, outcome, (0, i)))
         p.produce("future", value=b"b%d" % i, timestamp=NOW, partition=1,
-                  on_delivery=lambda err, msg, i=i: outcome.__setitem__((1, i), err))
+                  on_delivery=functools.partial(_record_outcome, outcome, (1, i)))
     p.flush(30)
     assert all(outcome[(1, i)] is None for i in range(5))
     assert all(outcome[(0, i)] is not None and outcome[(0, i)].code() == 32 for i in range(5))
