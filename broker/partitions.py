@@ -333,8 +333,9 @@ class PartitionManager:
         if t is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              "This server does not host this topic-partition.")
+        # Logs first, registry last: a crash in between leaves the topic registered but
+        # empty (recreated on start), never its deleted data adopted back.
         del self.topics[name]
-        self._write_registry()
         metrics = self._metrics
         for p in range(t.partitions):
             key = (name, p)
@@ -348,6 +349,7 @@ class PartitionManager:
                     fut.set_result(None)
             if metrics is not None:
                 metrics.forget_partition(name, p)
+        self._write_registry()
         log.info("deleted topic %r (%d partitions)", name, t.partitions)
 
     # ------------------------------------------------------------ partitions
