@@ -475,8 +475,22 @@ class MetricsServer:
             pass
 
 
+def loop_responds(loop: asyncio.AbstractEventLoop | None, timeout: float = 2.0) -> bool:
+    """True when ``loop`` runs a callback within ``timeout`` (a wedged loop serves no one)."""
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return loop is None  # no loop to watch (tests, tools): the HTTP thread answering is all
+    if _running_loop() is loop:
+        return True
+    done = threading.Event()
+    try:
+        loop.call_soon_threadsafe(done.set)
+    except RuntimeError:
+        return False
+    return done.wait(timeout)
+
+
 def _make_app(
-    registry: CollectorRegistry,
+    registry: CollectorRegistry, loop: asyncio.AbstractEventLoop | None = None,
 ) -> Callable[[dict[str, Any], Callable[..., Any]], list[bytes]]:
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         path = environ.get("PATH_INFO", "/")
@@ -486,8 +500,11 @@ def _make_app(
                                       ("Content-Length", str(len(body)))])
             return [body]
         if path in ("/healthz", "/health"):
-            start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
-            return [b"ok\n"]
+            ok = loop_responds(loop)
+            body = b"ok\n" if ok else b"event loop not responding\n"
+            start_response("200 OK" if ok else "503 Service Unavailable",
+                           [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+            return [body]
         msg = b"not found: try /metrics\n"
         start_response("404 Not Found", [("Content-Type", "text/plain"),
                                          ("Content-Length", str(len(msg)))])
@@ -499,15 +516,19 @@ def _make_app(
 def start_metrics_server(
     host: str, port: int, broker: object, registry: CollectorRegistry = REGISTRY
 ) -> MetricsServer:
-    """Serve ``/metrics`` (and ``/healthz``) on host:port from a daemon thread.
+    """Serve ``/metrics`` and ``/healthz`` on host:port from a daemon thread.
+
+    ``/healthz`` answers 200 only if the broker's event loop runs a callback within
+    2 s, so a wedged loop fails the health check even though this thread answers.
 
     Call it from the broker's event loop: per-partition figures are then read on
     that loop at scrape time. ``port=0`` picks a free port (see ``.port``).
     """
-    collector = PartitionCollector(broker, _running_loop())
+    loop = _running_loop()
+    collector = PartitionCollector(broker, loop)
     registry.register(collector)
     try:
-        server = make_server(host, port, _make_app(registry),
+        server = make_server(host, port, _make_app(registry, loop),
                              server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
     except BaseException:
         registry.unregister(collector)

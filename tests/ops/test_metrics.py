@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -131,3 +132,55 @@ def test_unknown_paths_get_404_and_healthz_answers(metrics_broker: tuple[Any, st
         s.sendall(b"\x00\xff garbage\r\n\r\n")
         s.recv(100)
     assert "chronolog_connections_active" in scrape(url)
+
+
+def test_healthz_fails_while_the_event_loop_is_wedged_and_recovers(tmp_path: Path) -> None:
+    """In-process: the real metrics server and partition manager on a uvloop loop thread."""
+    import asyncio
+    import threading
+
+    import uvloop
+
+    from broker.config import BrokerConfig
+    from broker.metrics import start_metrics_server
+    from broker.partitions import PartitionManager
+
+    loop = uvloop.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    pm = PartitionManager(BrokerConfig(log_dirs=str(tmp_path / "data")))
+
+    class Owner:  # what start_metrics_server reads: the broker's ``partitions``
+        partitions = pm
+
+    async def start() -> Any:
+        pm.open(asyncio.get_running_loop())
+        pm.create_topic("h", 2)
+        return start_metrics_server("127.0.0.1", 0, Owner())
+
+    server = asyncio.run_coroutine_threadsafe(start(), loop).result(30)
+    health = f"http://127.0.0.1:{server.port}/healthz"
+    try:
+        assert urllib.request.urlopen(health, timeout=5).read() == b"ok\n"
+        assert scrape(f"http://127.0.0.1:{server.port}/metrics")[
+            'chronolog_log_end_offset{partition="1",topic="h"}'] == 0
+        loop.call_soon_threadsafe(time.sleep, 4.0)  # a handler that blocks the loop
+        time.sleep(0.1)
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(health, timeout=10)
+        assert err.value.code == 503
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                if urllib.request.urlopen(health, timeout=5).read() == b"ok\n":
+                    break
+            except urllib.error.HTTPError:
+                pass
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        server.close()
+        loop.call_soon_threadsafe(pm.close)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
