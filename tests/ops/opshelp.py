@@ -43,8 +43,8 @@ def udp_overrides(udp_port: int, metrics_port: int, **extra: str) -> dict[str, s
 
 
 def wait_until_serving(metrics_port: int, timeout: float = 15.0) -> None:
-    """Wait for /healthz: the broker binds UDP before it starts the metrics endpoint,
-    while the TCP listener the broker fixture waits for is up earlier than both."""
+    """Wait for /healthz to answer 200: the metrics endpoint is up (it starts after UDP
+    ingest is bound) and the broker's event loop responds."""
     deadline = time.monotonic() + timeout
     while True:
         try:
