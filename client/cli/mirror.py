@@ -417,11 +417,11 @@ async def run_mirror(args: argparse.Namespace) -> int:
     state = MirrorState.load(Path(args.state) if args.state else None, args.source, args.target)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
+    # SIGINT/SIGTERM finish the batch in flight and save the state (POSIX event loops;
+    # on Windows the default handlers stay and the state is as of the last checkpoint).
+    if sys.platform != "win32":
+        for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
     source = await Client.connect(args.source, client_id="chronolog-mirror")
     try:
         target = await Client.connect(args.target, client_id="chronolog-mirror")
