@@ -97,6 +97,7 @@ class Log:
         self._latest_epoch: int | None = None
         self.recovered_bytes_cut = 0
         self.recovered_segments = 0
+        self._summary_cursor = (0, 0)  # (segment base offset, batch position) to resume at
         self._load(log_start_offset, recovery_point, clean_shutdown)
 
     @classmethod
@@ -440,6 +441,30 @@ class Log:
         end = hit2.offset if hit2 is not None else self.high_watermark
         return start, max(start, end)
 
+    def build_summaries(self, budget_ms: float) -> bool:
+        """Build block summaries of large batches for at most ``budget_ms`` (a broker
+        calls this from its background task), so that even the first lookup in a
+        10,000-record batch walks one 32-record block. Resumes where the previous
+        call stopped; returns True once every segment is summarised. Appends after
+        that are summarised by later calls (or on their second lookup)."""
+        deadline = time.monotonic() + budget_ms / 1000.0
+        base, pos = self._summary_cursor
+        i = bisect_left(self._bases, base)
+        if i >= len(self.segments) or self._bases[i] != base:
+            pos = 0  # that segment is gone: continue with the next one from its start
+        while i < len(self.segments):
+            seg = self.segments[i]
+            nxt = seg.build_summaries(pos, deadline)
+            if nxt >= 0:
+                self._summary_cursor = (seg.base_offset, nxt)
+                return False
+            if i == len(self.segments) - 1:
+                # the active segment: later calls resume at its current end
+                self._summary_cursor = (seg.base_offset, max(seg.size, 0))
+                return True
+            i, pos = i + 1, 0
+        return True
+
     def latest_epoch(self) -> int:
         if self._latest_epoch is None:
             self._latest_epoch = -1
@@ -503,6 +528,7 @@ class Log:
         self._prefix_max = None
         self._latest_epoch = None
         self._last_append_time = None
+        self._summary_cursor = (0, 0)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at ``offset``."""
@@ -518,6 +544,7 @@ class Log:
         self._prefix_max = None
         self._latest_epoch = None
         self._last_append_time = None
+        self._summary_cursor = (0, 0)
 
     def advance_log_start_offset(self, offset: int) -> None:
         """Move the log start forward (DeleteRecords); segments below it go on the next

@@ -669,6 +669,24 @@ class LogSegment:
             summary = self._summaries[pos] = build_summary(mm, pos, h)
         return summary
 
+    def build_summaries(self, start: int, deadline: float) -> int:
+        """Summarise the large batches from position ``start`` until time.monotonic()
+        passes ``deadline``; returns the position to resume from (-1 when done)."""
+        mm = self.log_map()
+        if mm is None:
+            return -1
+        for info in self.iter_batches(start):
+            h = info.header
+            if (h.records_count >= SUMMARY_MIN_RECORDS
+                    and not h.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK)
+                    and info.position not in self._summaries):
+                if len(self._summaries) >= 4096:
+                    return -1
+                self._summaries[info.position] = build_summary(mm, info.position, h)
+                if time.monotonic() >= deadline:
+                    return info.position + info.size
+        return -1
+
     def log_map(self) -> mmap.mmap | None:
         """A read-only mapping of the .log covering its current size (remapped as the
         active segment grows; dropped before any truncation)."""

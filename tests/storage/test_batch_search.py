@@ -106,3 +106,46 @@ def test_log_lookups_over_large_batches_match_a_scan_cold_and_warm(
                 got = log.offset_for_timestamp(target)
                 assert (got[:2] if got else None) == want
         log.close()
+
+
+def test_background_summaries_resume_across_rolls_and_truncation(tmp_path: Path) -> None:
+    """build_summaries(budget) does one batch per call at budget 0, resumes where it
+    stopped (also after a roll and a truncation), and every lookup stays exact."""
+    import random
+
+    rng = random.Random(7)
+    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=40_000, index_interval_bytes=500))
+    recs: list[tuple[int, int]] = []
+
+    def add(n: int) -> None:
+        base_ts = T0 + len(recs)
+        tss = [base_ts + i + (rng.randint(-40, 40) if rng.random() < 0.02 else 0) for i in range(n)]
+        raw = build_batch([Record(0, t, None, b"y" * rng.randint(0, 20), []) for t in tss])
+        base = log.append(raw, now_ms=T0 + 10**9).base_offset
+        recs.extend((base + i, t) for i, t in enumerate(tss))
+
+    def check() -> None:
+        for target in range(T0 - 50, T0 + len(recs) + 50, 37):
+            want = next(((t, o) for o, t in recs if t >= target), None)
+            got = log.offset_for_timestamp(target)
+            assert (got[:2] if got else None) == want
+
+    for _ in range(8):
+        add(rng.randint(512, 1200))
+    assert len(log.segments) >= 3
+    calls = 0
+    while not log.build_summaries(0.0):
+        calls += 1
+    assert calls >= 7  # one batch per call at a zero budget
+    check()
+    add(700)
+    assert log.build_summaries(0.0) is False and log.build_summaries(0.0) is True
+    check()
+    log.truncate_to(recs[len(recs) // 2][0])
+    recs = [r for r in recs if r[0] < log.log_end_offset]
+    for _ in range(3):
+        add(rng.randint(512, 900))
+    while not log.build_summaries(1.0):
+        pass
+    check()
+    log.close()

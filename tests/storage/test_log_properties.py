@@ -186,6 +186,12 @@ class LogMachine(RuleBasedStateMachine):
         end = b[1] if b else self.leo
         assert self.log.offset_range_for_times(t1, t2) == (start, max(start, end))
 
+    @rule(budget=st.sampled_from([0.0, 0.0, 1.0, 1000.0]))
+    def summarise_in_the_background(self, budget: float) -> None:
+        """Background summary building resumes across appends, rolls, truncation and
+        retention; lookups stay exact (checked by the lookup rules)."""
+        self.log.build_summaries(budget)
+
     @rule()
     def special_timestamps(self) -> None:
         log = self.log
@@ -313,8 +319,8 @@ class LogMachine(RuleBasedStateMachine):
 
 
 LogMachine.TestCase.settings = settings(
-    max_examples=40,
-    stateful_step_count=40,
+    max_examples=60,
+    stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
