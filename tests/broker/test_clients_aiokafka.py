@@ -20,16 +20,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.broker.test_clients_common import (
-    CODEC_IDS,
     CODECS,
     Rec,
+    assert_stored_with,
     first_at_or_after,
     fixed_records,
     for_kafka_python,
     probe_times,
     records,
     running_broker,
-    stored_codecs,
     timestamp_lists,
     topic_name,
 )
@@ -165,7 +164,7 @@ async def test_every_acks_setting_and_codec_round_trips_byte_exact(
             assert offsets == list(range(len(sent), len(sent) + len(recs)))
         sent += recs
     assert_same(await consume(kb, topic, 0, len(sent)), sent, 0)
-    assert stored_codecs(kb, topic) == {CODEC_IDS[compression]}
+    assert_stored_with(kb, topic, compression)
 
 
 @settings(max_examples=5)

@@ -262,3 +262,12 @@ def stored_codecs(b: BrokerProcess, topic: str, partition: int = 0) -> set[int]:
         data = seg.read_bytes()
         codecs.update(h.compression for _pos, h in iter_batches(data))
     return codecs
+
+
+def assert_stored_with(b: BrokerProcess, topic: str, compression: str | None) -> None:
+    """The partition's batches use the requested codec. A client may send a batch that
+    compression would not shrink uncompressed (librdkafka does), never another codec."""
+    codec = CODEC_IDS[compression]
+    found = stored_codecs(b, topic)
+    assert codec in found, found
+    assert found <= {0, codec}, found

@@ -21,15 +21,14 @@ from kafka.errors import TopicAlreadyExistsError, TransactionalIdAuthorizationFa
 from kafka.structs import OffsetAndMetadata
 
 from tests.broker.test_clients_common import (
-    CODEC_IDS,
     Rec,
+    assert_stored_with,
     first_at_or_after,
     fixed_records,
     for_kafka_python,
     probe_times,
     records,
     running_broker,
-    stored_codecs,
     timestamp_lists,
     topic_name,
 )
@@ -152,7 +151,7 @@ def test_every_acks_setting_round_trips_byte_exact(kb: BrokerProcess, compressio
             assert offsets == list(range(len(sent), len(sent) + len(recs)))
         sent += recs
     assert_same(consume(kb, topic, 0, len(sent)), sent, 0)
-    assert stored_codecs(kb, topic) == {CODEC_IDS[compression]}
+    assert_stored_with(kb, topic, compression)
 
 
 @settings(max_examples=5)
