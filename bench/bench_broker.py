@@ -8,6 +8,8 @@ Side by side in one run, on one broker:
   decoder) against a 1M- and a 10M-record topic, next to the floor: ApiVersions
   through exactly the same client code. p50/p99 and lookups/s;
 - the same lookups through librdkafka's ``offsets_for_times`` for reference;
+- the broker alone: pre-built batches through pipelined raw Produce, then raw Fetch
+  (what the broker sustains when no client library is the bottleneck);
 - broker RSS after the 10M-record lookups.
 
 The 10M-record topic is written straight into the data directory with the
@@ -34,7 +36,7 @@ from bench.report import Report, percentile
 from protocol import api
 from storage.config import LogConfig
 from storage.log import Log
-from storage.records import Record, build_batch
+from storage.records import Record, build_batch, iter_batches
 
 SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
 N_PRODUCE = int(1_000_000 * SCALE)
@@ -136,6 +138,10 @@ class RawClient:
         assert cid == self.cid
         return resp
 
+    def read_frame(self) -> bytes:
+        (size,) = struct.unpack(">i", self._exact(4))
+        return self._exact(size)
+
     def _exact(self, n: int) -> bytes:
         buf = self.sock.recv(n)
         if len(buf) == n:
@@ -204,6 +210,70 @@ def bench_lookups(report: Report, port: int, topics: list[tuple[str, int]], pid:
                    "<= 250")
         report.add(SECTION, f"lookups/s one client, {label} records", len(lat) / total, "1/s",
                    ">= 15,000")
+    c.close()
+
+
+def bench_raw_throughput(report: Report, port: int, pid: int) -> None:
+    """The broker alone: pre-built 5,000-record batches (about 0.5 MiB, under
+    message.max.bytes) through Produce v9 (acks=1, 8 requests in flight), then Fetch v12
+    reading them back. No client library in the way, so these show what the broker
+    sustains next to the librdkafka figures."""
+    per_batch = 5_000
+    tpl = bytearray(build_batch([Record(0, T0 + i, None, VALUE, []) for i in range(per_batch)]))
+    batches = []
+    for k in range(max(1, N_PRODUCE // per_batch)):
+        struct.pack_into(">qq", tpl, 27, T0 + k * per_batch, T0 + k * per_batch + per_batch - 1)
+        struct.pack_into(">I", tpl, 17, crc32c.crc32c(memoryview(tpl)[21:]))
+        batches.append(bytes(tpl))
+    c = RawClient(port)
+    frames = []
+    for k, batch in enumerate(batches):
+        frames.append(api.encode_request(0, 9, k + 1, "bench", {
+            "transactional_id": None, "acks": 1, "timeout_ms": 30000,
+            "topic_data": [{"name": "bench-raw", "partition_data": [{"index": 0, "records": batch}]}],
+        }))
+    c.call(3, 12, {"topics": [{"name": "bench-raw", "topic_id": bytes(16)}],
+                   "allow_auto_topic_creation": True, "include_topic_authorized_operations": False})
+    cpu0 = _cpu_s(pid)
+    started = time.perf_counter()
+    window = 8
+    answers = []
+    for k, frame in enumerate(frames):
+        c.sock.sendall(frame)
+        if k >= window:
+            answers.append(c.read_frame())
+    for _ in range(min(window, len(frames))):
+        answers.append(c.read_frame())
+    elapsed = time.perf_counter() - started
+    for frame in answers:
+        part = api.decode_response(0, 9, frame)[1].responses[0].partition_responses[0]
+        assert part.error_code == 0, part
+    cpu = _cpu_s(pid) - cpu0
+    n = len(frames) * per_batch
+    report.add(SECTION, "produce, raw Produce v9 of 5,000-record batches, acks=1", n / elapsed,
+               "rec/s", note=f"broker CPU {cpu / n * 1e6:.2f} µs/record")
+    offset = 0
+    started = time.perf_counter()
+    cpu0 = _cpu_s(pid)
+    while offset < n:
+        resp = c.call(1, 12, {
+            "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": "bench-raw", "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+                "last_fetched_epoch": -1, "log_start_offset": -1,
+                "partition_max_bytes": 4 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        records = resp.responses[0].partitions[0].records
+        last = None
+        for _pos, h in iter_batches(records):
+            last = h
+        assert last is not None
+        offset = last.last_offset + 1
+    elapsed = time.perf_counter() - started
+    cpu = _cpu_s(pid) - cpu0
+    report.add(SECTION, "fetch, raw Fetch v12 (4 MiB per request)", n / elapsed, "rec/s",
+               note=f"broker CPU {cpu / n * 1e6:.2f} µs/record")
     c.close()
 
 
@@ -324,6 +394,7 @@ def run(report: Report, scratch: str) -> None:
     try:
         bench_produce(report, bootstrap, "bench-1m", proc.pid)
         bench_consume(report, bootstrap, "bench-1m", N_PRODUCE, proc.pid)
+        bench_raw_throughput(report, port, proc.pid)
         # Both topics hold timestamps T0 + offset: the 1M one as the producer sent them,
         # the 10M one as storage wrote them.
         bench_lookups(report, port, [("bench-1m", N_PRODUCE), ("bench-10m", N_BIG)], proc.pid)
