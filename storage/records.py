@@ -486,7 +486,7 @@ def _decode_run(
 ) -> list[Record]:
     """Records of a proven same-layout run (see _scan), built column by column."""
     size = lay.size
-    stop = p + k * size
+    span = k * size  # an empty field may sit at the record's end: count from its own start
     if lat is None:
         key, lane, half = _run_keys(data, p, size, lay.ts_off, lay.ts_width, k)
         timestamps: Iterable[int] = _lanes_list(key, k, lane, base_ts - half)
@@ -499,11 +499,11 @@ def _decode_run(
         offsets = _lanes_list(key, k, lane, base_offset - half)
     koff, klen = lay.key
     keys: Iterable[bytes | None] = (
-        [data[x : x + klen] for x in range(p + koff, stop, size)] if klen >= 0 else repeat(None, k)
+        [data[x : x + klen] for x in range(p + koff, p + koff + span, size)] if klen >= 0 else repeat(None, k)
     )
     voff, vlen = lay.value
     values: Iterable[bytes | None] = (
-        [data[x : x + vlen] for x in range(p + voff, stop, size)] if vlen >= 0 else repeat(None, k)
+        [data[x : x + vlen] for x in range(p + voff, p + voff + span, size)] if vlen >= 0 else repeat(None, k)
     )
     headers: list[list[tuple[str, bytes | None]]]
     if not lay.headers:
@@ -512,9 +512,9 @@ def _decode_run(
         columns = []
         for hkoff, hklen, hvoff, hvlen in lay.headers:
             hkeys = [data[x : x + hklen].decode("utf-8", errors="replace")
-                     for x in range(p + hkoff, stop, size)]
+                     for x in range(p + hkoff, p + hkoff + span, size)]
             hvals: Iterable[bytes | None] = (
-                [data[x : x + hvlen] for x in range(p + hvoff, stop, size)]
+                [data[x : x + hvlen] for x in range(p + hvoff, p + hvoff + span, size)]
                 if hvlen >= 0 else repeat(None, k)
             )
             columns.append(zip(hkeys, hvals, strict=False))

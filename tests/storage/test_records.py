@@ -680,3 +680,13 @@ def test_column_decode_reads_offset_deltas_with_gaps(od_width: int, data: st.Dat
     if ods != list(range(n)):
         with pytest.raises(InvalidRecordError):
             R.validate_client_batch(buf)  # gaps are not allowed from a client
+
+
+@pytest.mark.parametrize("n", [R._MIN_RUN, 3 * R._MIN_RUN + 1])
+def test_column_decode_keeps_every_record_when_the_last_field_is_empty(n: int) -> None:
+    """An empty last header value sits at the record's end, where the next record starts."""
+    encoded = [_raw_record(0, i, None, b"", [(b"", b"")], {}) for i in range(n)]
+    buf = _raw_batch(encoded, 0)
+    got = R.decode_batch(buf)
+    assert [(r.offset, r.value, r.headers) for r in got] == [(i, b"", [("", b"")]) for i in range(n)]
+    assert _decode_outcome(buf, n, True, None) == _decode_outcome(buf, n, False, None)
