@@ -59,6 +59,7 @@ METADATA = 3
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
+INIT_PRODUCER_ID = 22
 DESCRIBE_CONFIGS = 32
 
 #: Special ListOffsets timestamps (KIP-79, KIP-734) and the version each needs.
@@ -78,6 +79,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     API_VERSIONS: (0, 3),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
+    INIT_PRODUCER_ID: (0, 4),
     DESCRIBE_CONFIGS: (1, 4),
 }
 _API_NAMES = {
@@ -88,6 +90,7 @@ _API_NAMES = {
     API_VERSIONS: "ApiVersions",
     CREATE_TOPICS: "CreateTopics",
     DELETE_TOPICS: "DeleteTopics",
+    INIT_PRODUCER_ID: "InitProducerId",
     DESCRIBE_CONFIGS: "DescribeConfigs",
 }
 
@@ -497,6 +500,18 @@ class Client:
         return out
 
     # ------------------------------------------------------------ produce
+
+    async def init_producer_id(self) -> tuple[int, int]:
+        """A fresh idempotent producer id and epoch (InitProducerId, no transactional id)."""
+        body = {
+            "transactional_id": None,
+            "transaction_timeout_ms": -1,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+        resp = await self._request(INIT_PRODUCER_ID, body)
+        _raise_for(resp["error_code"], "InitProducerId")
+        return int(resp["producer_id"]), int(resp["producer_epoch"])
 
     async def produce(
         self,

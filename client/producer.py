@@ -9,6 +9,12 @@ Invariants:
   record sent before it has resolved and raises the first error among them.
 - A batch closes when it reaches ``batch_bytes`` (estimated from record sizes)
   or ``linger_ms`` after its first record, whichever comes first.
+- With ``idempotent=True`` every batch carries a producer id, epoch and
+  per-partition sequence (Kafka's idempotent producer), so a batch whose answer
+  was lost (connection dropped, timeout) is sent again and the broker appends it
+  at most once. Without it nothing is retried: a retry could append twice.
+  After a batch fails for good the producer takes a new producer id, so later
+  sequences never depend on whether that batch was stored.
 """
 
 from __future__ import annotations
@@ -20,10 +26,14 @@ from typing import NamedTuple
 
 from client.aio import Client, ProducerRecord, _now_ms, compression_codec, record_size, to_wire
 from client.partitioner import StickyPartitioner, choose_partition
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError
 from storage import records as rec
 
 __all__ = ["Producer", "RecordMetadata"]
+
+#: Errors after which an idempotent batch may or may not have been appended.
+_RETRIABLE = frozenset({ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT})
+_SEQUENCE_MODULUS = 1 << 31  # Kafka sequences wrap to 0 after Int32.MAX
 
 
 class RecordMetadata(NamedTuple):
@@ -60,9 +70,20 @@ class Producer:
         acks: int = 1,
         compression: str | None = None,
         max_in_flight_batches: int = 64,
+        idempotent: bool = False,
+        retries: int = 5,
+        retry_backoff_ms: float = 100.0,
     ) -> None:
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be -1 (all), 0 or 1, got {acks}")
+        if idempotent and acks == 0:
+            raise ValueError("an idempotent producer needs acknowledgements (acks -1 or 1)")
+        self.idempotent = idempotent
+        self.retries = retries
+        self.retry_backoff_ms = retry_backoff_ms
+        self._pid: tuple[int, int] | None = None
+        self._pid_lock = asyncio.Lock()
+        self._seq: dict[tuple[str, int], int] = {}
         self.client = client
         self.linger_ms = linger_ms
         self.batch_bytes = batch_bytes
@@ -142,13 +163,15 @@ class Producer:
         try:
             if prev is not None:
                 await asyncio.shield(prev)
-            batch = rec.build_batch(pend.items, compression=self.codec)  # type: ignore[arg-type]
-            base = await self.client.produce_batch(key[0], key[1], batch, acks=self.acks)
+            base = await self._append(key, pend.items)
             topic, partition = key
             for i, f in enumerate(pend.futures):
                 if not f.done():
                     f.set_result(RecordMetadata(topic, partition, -1 if base < 0 else base + i))
         except Exception as e:  # every send future must resolve, whatever failed
+            if self.idempotent:
+                self._pid = None  # unknown outcome: later batches start a new sequence space
+                self._seq.clear()
             self._errors.append(e)
             for f in pend.futures:
                 if not f.done():
@@ -158,6 +181,41 @@ class Producer:
             done.set_result(None)
             if self._chains.get(key) is done:
                 del self._chains[key]
+
+    async def _producer_id(self) -> tuple[int, int]:
+        async with self._pid_lock:
+            if self._pid is None:
+                self._pid = await self.client.init_producer_id()
+                self._seq.clear()
+            return self._pid
+
+    async def _append(self, key: tuple[str, int], items: list[object]) -> int:
+        """Send one batch; idempotent batches are re-sent on an ambiguous failure."""
+        topic, partition = key
+        if not self.idempotent:
+            batch = rec.build_batch(items, compression=self.codec)  # type: ignore[arg-type]
+            return await self.client.produce_batch(topic, partition, batch, acks=self.acks)
+        pid, epoch = await self._producer_id()
+        seq = self._seq.get(key, 0)
+        batch = rec.build_batch(
+            items,  # type: ignore[arg-type]
+            compression=self.codec,
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=seq,
+        )
+        for attempt in range(self.retries + 1):
+            try:
+                base = await self.client.produce_batch(topic, partition, batch, acks=self.acks)
+            except KafkaError as e:
+                if e.code not in _RETRIABLE or attempt == self.retries:
+                    raise
+                await asyncio.sleep(self.retry_backoff_ms / 1000 * (attempt + 1))
+                continue
+            if self._pid == (pid, epoch):  # a failure elsewhere may have retired this id
+                self._seq[key] = (seq + len(items)) % _SEQUENCE_MODULUS
+            return base
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def flush(self) -> None:
         """Send every open batch now and wait for all outstanding records; raise the first error."""

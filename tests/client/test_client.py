@@ -391,3 +391,33 @@ def test_librdkafka_reads_what_our_client_wrote(broker, compression) -> None:  #
     assert got == [
         (i, r.timestamp, r.key, r.value, list(r.headers)) for i, r in enumerate(sent)
     ]
+
+
+async def test_idempotent_producer_resends_over_a_dropped_connection_without_duplicates(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("idem")
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic, partitions=2)
+        async with Producer(c, linger_ms=1, acks=-1, idempotent=True, retry_backoff_ms=50) as p:
+            first = [await p.send(topic, ProducerRecord(value=b"a%d" % i), partition=i % 2)
+                     for i in range(20)]
+            await p.flush()
+            broker.restart()  # blocks the loop: the producer's socket is stale, its next send fails
+            second = [await p.send(topic, ProducerRecord(value=b"b%d" % i), partition=i % 2)
+                      for i in range(20)]
+        metas = [f.result() for f in first + second]
+        for part in range(2):
+            got = [r async for r in c.consume(topic, part, 0)]
+            want = [b"a%d" % i for i in range(part, 20, 2)] + [b"b%d" % i for i in range(part, 20, 2)]
+            assert [r.value for r in got] == want  # each once, in order
+            assert [m.offset for m in metas if m.partition == part] == list(range(20))
+        # The stored batches carry our producer id and consecutive sequences.
+        raw = await c.fetch_raw(topic, 0, 0)
+        heads = [h for _, h in rec.iter_batches(raw.records_bytes)]
+        assert all(h.producer_id >= 0 for h in heads)
+        seqs = [(h.base_sequence, h.records_count) for h in heads]
+        assert all(s0 + n0 == s1 for (s0, n0), (s1, _) in zip(seqs, seqs[1:], strict=False))
+
+
+def test_idempotent_producer_refuses_acks_zero() -> None:
+    with pytest.raises(ValueError, match="acknowledgements"):
+        Producer(None, acks=0, idempotent=True)  # type: ignore[arg-type]
