@@ -37,6 +37,7 @@ IDS = [f"{k.name}-v{v}" for k, v in VERSIONS]
 
 @pytest.mark.parametrize(("key", "version"), VERSIONS, ids=IDS)
 @given(data=st.data())
+@settings(max_examples=40)
 def test_request_round_trips_through_broker_decoder(key: ApiKey, version: int, data: st.DataObject) -> None:
     body = data.draw(request_body(key, version))
     corr = data.draw(st.integers(-(2**31), 2**31 - 1))
@@ -54,6 +55,7 @@ def test_request_round_trips_through_broker_decoder(key: ApiKey, version: int, d
 
 @pytest.mark.parametrize(("key", "version"), VERSIONS, ids=IDS)
 @given(data=st.data())
+@settings(max_examples=40)
 def test_response_round_trips_through_client_decoder(key: ApiKey, version: int, data: st.DataObject) -> None:
     body = data.draw(response_body(key, version))
     if key == ApiKey.API_VERSIONS and body["error_code"] == 35:
