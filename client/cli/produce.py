@@ -63,6 +63,12 @@ def register(subparsers: Any) -> None:
         "--acks", type=int, choices=[-1, 0, 1], default=1, help="-1 = all, 0 = none, 1 = leader"
     )
     p.add_argument("--compression", choices=sorted(COMPRESSION_CODECS), default=None)
+    p.add_argument(
+        "--idempotent",
+        action="store_true",
+        help="Kafka's idempotent producer: re-send a batch whose answer was lost, "
+        "stored at most once (needs --acks -1 or 1)",
+    )
     p.add_argument("--linger-ms", type=float, default=5.0, help="batching delay (default 5)")
     p.add_argument(
         "--batch-bytes", type=int, default=1024 * 1024, help="batch size limit (default 1 MiB)"
@@ -159,6 +165,7 @@ async def _produce(args: argparse.Namespace) -> int:
             batch_bytes=args.batch_bytes,
             acks=args.acks,
             compression=args.compression,
+            idempotent=args.idempotent,
         )
         futures = []
         keep = args.print_offsets

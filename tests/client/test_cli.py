@@ -139,7 +139,7 @@ def test_produce_plain_lines_from_stdin(broker) -> None:  # type: ignore[no-unty
     topic = unique_topic("stdin")
     cli("topics", "create", topic, "--bootstrap-server", broker.bootstrap)
     lines = [b"hello", b"", b"tab\tinside", b"crlf"]
-    out = cli("produce", topic, "--acks", "-1", "--compression", "zstd",
+    out = cli("produce", topic, "--acks", "-1", "--compression", "zstd", "--idempotent",
               "--bootstrap-server", broker.bootstrap,
               stdin=b"\n".join(lines[:3]) + b"\ncrlf\r\n")
     assert "Produced 4 record(s)" in out.stderr.decode()
