@@ -17,7 +17,8 @@ Invariants:
   :class:`KStruct`; an explicit ``None`` is kept as null (so null and "missing"
   stay distinct for nullable fields whose default is not null).
 - Records/bytes read with a ``frame`` in the parse context are zero-copy
-  ``memoryview`` slices of that frame.
+  ``memoryview`` slices of that frame (except inside tagged fields, which are
+  parsed from their own buffer and so are copied).
 """
 
 from __future__ import annotations
@@ -410,7 +411,8 @@ class KStruct(Construct):
                 data = read_exact(stream, read_uvarint(stream))
                 if tag in known:
                     name, sub = known[tag]
-                    result[name] = sub._parsereport(BytesIO(data), context, path)
+                    # a fresh stream: positions no longer match the frame, so no zero-copy here
+                    result[name] = sub._parsereport(BytesIO(data), {}, path)
         return result
 
     def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
@@ -452,7 +454,7 @@ class KStruct(Construct):
                 """)
                 lines.append(f"        {branch} tag == {tag}:")
                 lines.append(
-                    f"            result[{name!r}] = {helper}(BytesIO(read_exact(io, read_uvarint(io))), this)"
+                    f"            result[{name!r}] = {helper}(BytesIO(read_exact(io, read_uvarint(io))), None)"
                 )
                 branch = "elif"
             if self.tagged:

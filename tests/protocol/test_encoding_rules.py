@@ -292,3 +292,27 @@ def test_api_versions_response_that_only_parses_as_v0_is_read_as_v0() -> None:
         assert corr == 9 and body.error_code == 0 and [dict(k) for k in body.api_keys] == keys
     with pytest.raises(MalformedResponseError):
         decode_response(ApiKey.API_VERSIONS, 3, frame[:9])
+
+
+def test_bytes_inside_tagged_fields_decode_correctly_with_zero_copy_frames() -> None:
+    """Tagged fields are parsed from their own buffer: their bytes must not be sliced from the frame."""
+    from io import BytesIO
+
+    from protocol.schema import F, message, obj
+
+    msg = message(
+        "Synthetic",
+        F("head", "bytes"),
+        F("extra", obj(F("blob", "bytes"), F("n", "int32")), "0+", tag=0),
+        F("blob_tag", "bytes", "0+", tag=1),
+    )
+    value = {"head": b"HEAD", "extra": {"blob": b"tagged-bytes", "n": 7}, "blob_tag": b"second"}
+    for codec_ in (msg.codec(0, True), msg.interpreted(0, True)):
+        built = codec_.build(value)
+        framed = b"\x00" * 5 + built  # positions in the frame differ from the tag buffers'
+        stream = BytesIO(framed)
+        stream.seek(5)
+        got = codec_._parse(stream, {"frame": memoryview(framed)}, "(test)")
+        assert bytes(got.head) == b"HEAD"
+        assert bytes(got.extra.blob) == b"tagged-bytes" and got.extra.n == 7
+        assert bytes(got.blob_tag) == b"second"
