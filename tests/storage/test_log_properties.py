@@ -11,6 +11,7 @@ timestamps and read.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -269,6 +270,32 @@ class LogMachine(RuleBasedStateMachine):
         self.log = Log(self.tmp / "topic-0", self.config, log_start_offset=start,
                        recovery_point=rp, clean_shutdown=False)
         assert self.log.recovered_bytes_cut == 0
+
+    @precondition(lambda self: self.batches)
+    @rule(data=st.data())
+    def crash_tearing_the_last_batch(self, data: st.DataObject) -> None:
+        """SIGKILL mid-write: the last batch is only partly on disk; unclean recovery
+        must cut exactly it and keep everything before."""
+        active = self.log.active
+        last = self.batches[-1]
+        if active.size <= 0 or last.base < active.base_offset:
+            return
+        raw = active.log_path.read_bytes()
+        pos, h = list(iter_batches(raw))[-1]
+        assert h.base_offset == last.base
+        cut = data.draw(st.integers(1, h.size - 1))
+        start = self.log.log_start_offset
+        rp = data.draw(st.integers(0, self.log.recovery_point))
+        for seg in self.log.segments:
+            seg.release()
+        os.truncate(active.log_path, len(raw) - cut)
+        self.log = Log(self.tmp / "topic-0", self.config, log_start_offset=start,
+                       recovery_point=rp, clean_shutdown=False)
+        assert self.log.recovered_bytes_cut == h.size - cut
+        self.batches.pop()
+        self.leo = last.base
+        self.log_start = min(self.log_start, self.leo)
+        self._reset_append_clock()
 
     @precondition(lambda self: self.batches)
     @rule(data=st.data())
