@@ -26,6 +26,7 @@ from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
     InvalidTimestampError,
+    LogStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
     RecordTooLargeError,
@@ -258,7 +259,10 @@ class Log:
         last = base + h.last_offset_delta
         set_base_offset(buf, 0, base)
         set_partition_leader_epoch(buf, 0, leader_epoch)
-        self._maybe_roll(size, max_ts, last, now_ms)
+        try:
+            self._maybe_roll(size, max_ts, last, now_ms)
+        except OSError as exc:  # e.g. no space or inodes for the new segment's files
+            raise LogStorageError(f"cannot roll {self.dir}: {exc}") from exc
         self.active.append(buf, [(0, size, last, max_ts)])
         self._after_append(last, max_ts, leader_epoch)
         return AppendResult(base, last, max_ts, log_append_time, self.log_start_offset)
