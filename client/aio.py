@@ -226,9 +226,14 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: Cached topic metadata is refreshed after this long (Kafka's metadata.max.age.ms).
+METADATA_MAX_AGE_S = 300.0
+
+
 @dataclass
 class _TopicMeta:
     partitions: dict[int, int]  # partition -> leader node id
+    fetched_at: float = field(default_factory=time.monotonic)
 
 
 class Client:
@@ -406,7 +411,12 @@ class Client:
         return resp
 
     async def _topic_meta(self, topic: str, *, refresh: bool = False) -> _TopicMeta:
-        if refresh or topic not in self._topics:
+        cached = self._topics.get(topic)
+        if (
+            refresh
+            or cached is None
+            or time.monotonic() - cached.fetched_at > METADATA_MAX_AGE_S
+        ):
             resp = await self._metadata([topic])
             for t in resp["topics"]:
                 if t["name"] == topic:

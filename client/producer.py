@@ -21,10 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from client.aio import Client, ProducerRecord, _now_ms, compression_codec, record_size, to_wire
+from client.aio import (
+    METADATA_MAX_AGE_S,
+    Client,
+    ProducerRecord,
+    _now_ms,
+    compression_codec,
+    record_size,
+    to_wire,
+)
 from client.partitioner import StickyPartitioner, choose_partition
 from protocol.errors import ErrorCode, KafkaError
 from storage import records as rec
@@ -95,6 +104,7 @@ class Producer:
         self._inflight: set[asyncio.Task[None]] = set()
         self.max_in_flight_batches = max_in_flight_batches
         self._nparts: dict[str, int] = {}
+        self._nparts_at: dict[str, float] = {}
         self._errors: list[BaseException] = []
 
     async def __aenter__(self) -> Producer:
@@ -113,8 +123,10 @@ class Producer:
         """
         wire = to_wire(record, _now_ms())
         if partition is None:
-            n = self._nparts.get(topic) or len(await self.client.partitions_for(topic))
-            self._nparts[topic] = n
+            n = self._nparts.get(topic, 0)
+            if not n or time.monotonic() - self._nparts_at[topic] > METADATA_MAX_AGE_S:
+                n = self._nparts[topic] = len(await self.client.partitions_for(topic))
+                self._nparts_at[topic] = time.monotonic()
             partition = choose_partition(wire.key, topic, n, self._sticky)
         key = (topic, partition)
         pend = self._pending.get(key)
