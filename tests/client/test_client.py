@@ -421,3 +421,18 @@ async def test_idempotent_producer_resends_over_a_dropped_connection_without_dup
 def test_idempotent_producer_refuses_acks_zero() -> None:
     with pytest.raises(ValueError, match="acknowledgements"):
         Producer(None, acks=0, idempotent=True)  # type: ignore[arg-type]
+
+
+async def test_recreated_topic_is_seen_once_metadata_expires(broker, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import client.aio as aio_module
+
+    topic = unique_topic("recreate")
+    async with await Client.connect(broker.bootstrap) as c, \
+            await Client.connect(broker.bootstrap) as admin:
+        await admin.create_topic(topic, partitions=1)
+        assert await c.partitions_for(topic) == [0]
+        await admin.delete_topic(topic)
+        await admin.create_topic(topic, partitions=3)
+        assert await c.partitions_for(topic) == [0]  # still cached
+        monkeypatch.setattr(aio_module, "METADATA_MAX_AGE_S", 0.0)
+        assert await c.partitions_for(topic) == [0, 1, 2]
