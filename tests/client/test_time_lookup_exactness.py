@@ -92,9 +92,16 @@ def test_offsets_for_times_equals_scan(sync_client: SyncClient, calls: list[list
 
 
 @fixture_ok
-@given(calls=calls_st, bounds=st.tuples(st.integers(-10, 5_010), st.integers(-10, 5_010)))
+@given(
+    calls=calls_st,
+    bounds=st.tuples(st.integers(-10, 5_010), st.integers(-10, 5_010)),
+    subset=st.one_of(st.none(), st.sets(st.integers(0, 2), min_size=1)),
+)
 def test_read_time_range_equals_scan(
-    sync_client: SyncClient, calls: list[list[tuple]], bounds: tuple[int, int]  # type: ignore[type-arg]
+    sync_client: SyncClient,
+    calls: list[list[tuple]],  # type: ignore[type-arg]
+    bounds: tuple[int, int],
+    subset: set[int] | None,
 ) -> None:
     topic = unique_topic("range")
     sync_client.create_topic(topic, partitions=3)
@@ -103,14 +110,24 @@ def test_read_time_range_equals_scan(
     start, end = BASE + bounds[0], BASE + bounds[1]
     got = [
         (r.partition, r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
-        for r in sync_client.read_time_range(topic, start, end)
+        for r in sync_client.read_time_range(
+            topic, start, end, None if subset is None else sorted(subset)
+        )
     ]
+    wanted_parts = sorted(parts) if subset is None else sorted(subset & set(parts))
     want = [
         (r.partition, r.offset, r.timestamp, r.key, r.value, r.headers)
-        for p in sorted(parts)
+        for p in wanted_parts
         for r in time_range(parts[p], start, end)
     ]
     assert got == want
+    ranges = sync_client.time_range_offsets(topic, start, end)
+    for p in range(3):
+        sel = time_range(parts.get(p, []), start, end)
+        if sel:
+            assert ranges[p] == (sel[0].offset, sel[-1].offset + 1)
+        else:
+            assert ranges[p][0] == ranges[p][1]
     sync_client.delete_topic(topic)
 
 
