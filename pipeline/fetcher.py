@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from client import FetchResult, SyncClient
+from client import ErrorCode, FetchResult, KafkaError, SyncClient, TopicPartition
 from pipeline.decode import decode_fetch
 from storage.records import iter_batches
 
@@ -135,7 +135,32 @@ def read_range(
         pending = ask(offset)
         stalled = 0
         while offset < end:
-            result = pending.result()
+            try:
+                result = pending.result()
+            except KafkaError as e:
+                if e.code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                    raise
+                tp = TopicPartition(topic, partition)
+                earliest = client.list_offsets({tp: -2})[tp][0]
+                if offset >= earliest:
+                    if fail_on_data_loss:
+                        raise DataLossError(
+                            f"{topic}-{partition}: the read was planned up to offset {end} but "
+                            f"offset {offset} is past the end of the log (was it re-created?); "
+                            "set failOnDataLoss=false to read what there is"
+                        ) from None
+                    return
+                if fail_on_data_loss:
+                    raise DataLossError(
+                        f"{topic}-{partition}: offsets {offset}..{earliest - 1} were deleted "
+                        "(retention) before they could be read; set failOnDataLoss=false to "
+                        "skip them"
+                    ) from None
+                offset = earliest
+                if offset >= end:
+                    return
+                pending = ask(offset)
+                continue
             buf = result.records_bytes
             st.fetches += 1
             st.bytes_fetched += len(buf)

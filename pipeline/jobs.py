@@ -8,7 +8,7 @@ system or object store) and write with Spark's own writers.
 - ``export`` writes the window's records. Parquet keeps every column as read;
   JSON writes binary columns as base64 (Spark's JSON rule); CSV cannot hold
   binary or nested columns, so key and value become base64 strings and headers
-  a JSON string.
+  a JSON string; CSV files have a header row and RFC 4180 quoting.
 - ``rollup`` writes per interval (``every``), topic and partition: the record
   count, the key+value+header bytes, and the first/last offset of the interval.
 """
@@ -115,7 +115,12 @@ def progress(spark: Any, label: str, enabled: bool = True) -> Iterator[None]:
 def _writer(df: Any, fmt: str, overwrite: bool) -> Any:
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
-    return df.write.mode("overwrite" if overwrite else "errorifexists").format(fmt)
+    w = df.write.mode("overwrite" if overwrite else "errorifexists").format(fmt)
+    if fmt == "csv":
+        # RFC 4180 CSV: a header row, quotes doubled (Spark's default escapes with a backslash,
+        # which Python's csv module, pandas and spreadsheets misread).
+        w = w.option("header", "true").option("escape", '"')
+    return w
 
 
 def export(

@@ -39,7 +39,13 @@ from pyspark.sql.types import StructType
 
 from client import SyncClient, TopicPartition
 from pipeline.fetcher import read_range
-from pipeline.offsets import latest_offsets, resolve_bound, resolve_ranges, split_ranges
+from pipeline.offsets import (
+    OffsetRange,
+    latest_offsets,
+    resolve_bound,
+    resolve_ranges,
+    split_ranges,
+)
 from pipeline.options import (
     OptionError,
     ReadOptions,
@@ -225,9 +231,13 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             earliest = self._c().list_offsets({tp: -2 for tp in missing})
             for tp in missing:
                 begin[tp] = earliest[tp][0]
-        for tp in sorted(stop):
-            if stop[tp] > begin[tp]:
-                out.append(OffsetRangePartition(tp.topic, tp.partition, begin[tp], stop[tp]))
+        ranges = [
+            OffsetRange(tp.topic, tp.partition, begin[tp], stop[tp])
+            for tp in sorted(stop)
+            if stop[tp] > begin[tp]
+        ]
+        pieces = split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
+        out.extend(OffsetRangePartition(r.topic, r.partition, r.start, r.end) for r in pieces)
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

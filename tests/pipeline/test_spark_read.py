@@ -6,10 +6,11 @@ import random
 import time
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.fetcher import FetchStats, read_range
+from pipeline.fetcher import DataLossError, FetchStats, read_range
 
 
 def _read(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
@@ -119,3 +120,20 @@ def test_empty_window_and_window_after_the_last_record_are_empty(
                  endingTimestamp=str(t0 + 5)).count() == 0
     assert _read(spark, broker.bootstrap, "few", startingTimestamp=str(t0 + 11)).count() == 0
     assert _read(spark, broker.bootstrap, "few", startingTimestamp=str(t0 + 1)).count() == 1
+
+
+def test_a_range_past_the_end_of_the_log_fails_loudly_unless_data_loss_is_allowed(
+    broker: Any, logtool: Any
+) -> None:
+    logtool.create("short", 1)
+    t0 = int(time.time() * 1000) - 60_000
+    logtool.produce("short", 0, [(t0 + i, None, b"%d" % i, []) for i in range(10)])
+    with pytest.raises(DataLossError, match="log ends at 10"):
+        list(read_range(broker.bootstrap, "short", 0, 0, 50, fetch_max_bytes=1 << 20))
+    rows = list(read_range(broker.bootstrap, "short", 0, 0, 50, fetch_max_bytes=1 << 20,
+                           fail_on_data_loss=False))
+    assert sum(b.num_rows for b in rows) == 10
+    with pytest.raises(DataLossError, match="past the end of the log"):
+        list(read_range(broker.bootstrap, "short", 0, 20, 50, fetch_max_bytes=1 << 20))
+    assert list(read_range(broker.bootstrap, "short", 0, 20, 50, fetch_max_bytes=1 << 20,
+                           fail_on_data_loss=False)) == []

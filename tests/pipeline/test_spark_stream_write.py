@@ -177,3 +177,33 @@ def test_export_cli_parquet_equals_the_window_and_rollup_counts_it(
     got = {(starts[i], r["partition"]): [r["records"], r["bytes"]] for i, r in enumerate(roll)}
     assert got == expect
     assert result.records_in_window == len(want)
+
+
+def test_csv_export_carries_binary_as_base64_and_headers_as_json(
+    spark: Any, broker: Any, logtool: Any, helpers: Any, tmp_path: Path
+) -> None:
+    import base64
+    import csv
+    import json
+
+    from pipeline import jobs
+
+    logtool.create("csv", 1)
+    t0 = int(time.time() * 1000) - 60_000
+    logtool.produce("csv", 0, [(t0 + i, b"k%d" % i if i % 2 else None, bytes([i, 0, 255]),
+                                [("h", b"\x01")] if i % 3 == 0 else []) for i in range(12)])
+    result = jobs.export(spark, broker.bootstrap, "csv", t0 + 2, t0 + 9, str(tmp_path / "c"),
+                         fmt="csv", show_progress=False)
+    assert result.rows == 7
+    files = sorted((tmp_path / "c").glob("part-*.csv"))
+    rows = [r for f in files for r in csv.DictReader(f.open())]
+    rows.sort(key=lambda r: int(r["offset"]))
+    assert [int(r["offset"]) for r in rows] == list(range(2, 9))
+    for r in rows:
+        i = int(r["offset"])
+        assert base64.b64decode(r["value_base64"]) == bytes([i, 0, 255])
+        key = base64.b64decode(r["key_base64"]) if r["key_base64"] else None
+        assert key == (b"k%d" % i if i % 2 else None)
+        headers = json.loads(r["headers_json"])
+        assert [(h["key"], base64.b64decode(h["value"])) for h in headers] == (
+            [("h", b"\x01")] if i % 3 == 0 else [])
