@@ -233,6 +233,12 @@ class Connection(asyncio.Protocol):
                 f"(correlation id {correlation_id}): {exc}"
             )
             return
+        except Exception as exc:  # a decoder bug: this connection only, with a traceback
+            log.error("decoding %s v%d from %s failed unexpectedly", route.name, api_version,
+                      self.peer, exc_info=exc)
+            self.close(f"cannot decode {route.name} v{api_version} request: "
+                       f"{type(exc).__name__}: {exc}")
+            return
         slot = _Slot()
         self._pending.append(slot)
         # Run the handler eagerly: most requests (ListOffsets, ApiVersions, Produce,
