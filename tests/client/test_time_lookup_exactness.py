@@ -8,6 +8,7 @@ scan of what was produced.
 
 from __future__ import annotations
 
+import pytest
 from client_oracle import (
     Produced,
     by_partition,
@@ -61,11 +62,21 @@ def produce_calls(c: SyncClient, topic: str, calls: list[list[tuple]]) -> list[P
     return log
 
 
+# Tiny segments and a tiny index interval make lookups cross segments and use the
+# offset/time indexes instead of one linear scan.
+SMALL_SEGMENTS = {"segment.bytes": "2048", "index.interval.bytes": "100"}
+
+
+@pytest.mark.parametrize("configs", [None, SMALL_SEGMENTS], ids=["default", "small-segments"])
 @fixture_ok
 @given(calls=calls_st)
-def test_offsets_for_times_equals_scan(sync_client: SyncClient, calls: list[list[tuple]]) -> None:  # type: ignore[type-arg]
+def test_offsets_for_times_equals_scan(
+    sync_client: SyncClient,
+    configs: dict[str, str] | None,
+    calls: list[list[tuple]],  # type: ignore[type-arg]
+) -> None:
     topic = unique_topic("oft")
-    sync_client.create_topic(topic, partitions=3)
+    sync_client.create_topic(topic, partitions=3, configs=configs)
     log = produce_calls(sync_client, topic, calls)
     parts = by_partition(log)
     for t in query_times([r.timestamp for r in log]):
