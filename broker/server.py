@@ -98,6 +98,8 @@ class Connection(asyncio.Protocol):
         self._closing = False
         self._reading_paused = False
         self._writing_paused = False
+        self._corked = False
+        self._out: list[bytes] = []
         self.last_active = time.monotonic()
         self._max_frame = broker.config.socket_request_max_bytes
 
@@ -148,6 +150,7 @@ class Connection(asyncio.Protocol):
         """Close this connection after the responses already written; log why once."""
         if self._closing:
             return
+        self._write_out()  # answers already due go out before the close
         self._closing = True
         log.warning("closing connection from %s: %s", self.peer, reason)
         if self.transport is not None:
@@ -181,29 +184,44 @@ class Connection(asyncio.Protocol):
             size = _SIZE.unpack_from(view, 0)[0]
             if 0 <= size <= self._max_frame and n - 4 < size:
                 return
-        pos = 0
-        while n - pos >= 4:
-            size = _SIZE.unpack_from(view, pos)[0]
-            if size < 0 or size > self._max_frame:
-                self.close(
-                    f"request size {size} outside 0..{self._max_frame} "
-                    f"(socket.request.max.bytes)"
-                )
+        # Answers produced while this chunk is parsed (pipelined requests served inline)
+        # are gathered and written with one call at the end.
+        self._corked = True
+        try:
+            pos = 0
+            while n - pos >= 4:
+                size = _SIZE.unpack_from(view, pos)[0]
+                if size < 0 or size > self._max_frame:
+                    self.close(
+                        f"request size {size} outside 0..{self._max_frame} "
+                        f"(socket.request.max.bytes)"
+                    )
+                    self._buf = bytearray()
+                    return
+                end = pos + 4 + size
+                if end > n:
+                    break
+                frame = bytes(view[pos + 4 : end])
+                pos = end
+                self._on_frame(frame)
+                if self._closing:
+                    self._buf = bytearray()
+                    return
+            if pos == n:
                 self._buf = bytearray()
-                return
-            end = pos + 4 + size
-            if end > n:
-                break
-            frame = bytes(view[pos + 4 : end])
-            pos = end
-            self._on_frame(frame)
-            if self._closing:
-                self._buf = bytearray()
-                return
-        if pos == n:
-            self._buf = bytearray()
-        elif pos or view is not buf:
-            self._buf = bytearray(view[pos:])
+            elif pos or view is not buf:
+                self._buf = bytearray(view[pos:])
+        finally:
+            self._corked = False
+            self._write_out()
+
+    def _write_out(self) -> None:
+        out = self._out
+        if out and self.transport is not None:
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            self.transport.write(data)
+            METRICS.bytes_out(len(data))
 
     def _on_frame(self, frame: bytes) -> None:
         if len(frame) < 8:
@@ -328,10 +346,11 @@ class Connection(asyncio.Protocol):
             if self._closing or transport is None:
                 continue
             if slot.data is not None:
-                transport.write(slot.data)
-                METRICS.bytes_out(len(slot.data))
+                self._out.append(slot.data)
             if slot.close_reason is not None:
                 self.close(slot.close_reason)
+        if not self._corked:
+            self._write_out()
         self.last_active = time.monotonic()
         self._update_reading()
 
@@ -536,6 +555,7 @@ class Broker:
         await asyncio.gather(*self._background, return_exceptions=True)
         for conn in list(self.connections):
             if conn.transport is not None:
+                conn._write_out()
                 conn.transport.close()  # flushes what is buffered, then closes
         await asyncio.sleep(0)
         await self._stop_extras()
