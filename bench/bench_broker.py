@@ -402,7 +402,10 @@ def run(report: Report, scratch: str) -> None:
     started = time.perf_counter()
     write_big_topic(data, "bench-10m", N_BIG)
     print(f"  (setup: wrote {N_BIG:,} records in {time.perf_counter() - started:.1f} s)", flush=True)
+    started = time.perf_counter()
     proc, port = _start_broker(root, data)
+    report.add(SECTION, f"broker start-up with {N_BIG / 1e6:g}M records on disk",
+               time.perf_counter() - started, "s", note="first start: no clean-shutdown marker")
     bootstrap = f"127.0.0.1:{port}"
     try:
         bench_produce(report, bootstrap, "bench-1m", proc.pid)
