@@ -585,7 +585,7 @@ def record_timestamps(buf: Buffer, pos: int = 0) -> list[int]:
 # ---------------------------------------------------------------- building
 
 
-_SMALL_UVARINTS: list[bytes] = []
+_SMALL_UVARINTS: list[bytes] | None = None
 
 
 def _uvarint_bytes(v: int) -> bytes:
@@ -595,10 +595,17 @@ def _uvarint_bytes(v: int) -> bytes:
 
 
 def _small_uvarints() -> list[bytes]:
-    """Encodings of 0..16383 (every one- and two-byte varint), built on first use."""
-    if not _SMALL_UVARINTS:
-        _SMALL_UVARINTS.extend(_uvarint_bytes(v) for v in range(1 << 14))
-    return _SMALL_UVARINTS
+    """Encodings of 0..16383 (every one- and two-byte varint), built on first use.
+
+    Built whole, then published with one assignment, so a thread never sees a
+    half-filled table.
+    """
+    global _SMALL_UVARINTS
+    table = _SMALL_UVARINTS
+    if table is None:
+        table = [_uvarint_bytes(v) for v in range(1 << 14)]
+        _SMALL_UVARINTS = table
+    return table
 
 
 def _encode_records(
@@ -762,7 +769,7 @@ def build_batch(
 _MIN_RUN = 40  # below this a run costs more than the per-record loop (measured)
 _HIGHBIT = bytes(1 if b >= 0x80 else 0 for b in range(256))
 _FLIP_HIGHBIT = bytes(b ^ 0x80 for b in range(256))
-_NOT_EQUAL = [bytes(0 if b == v else 1 for b in range(256)) for v in range(256)]
+_NOT_EQUAL = [b"\x01" * v + b"\x00" + b"\x01" * (255 - v) for v in range(256)]
 _EQ = 0
 _CONT = 1
 _TERM = 2
