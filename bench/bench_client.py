@@ -33,7 +33,7 @@ def _free_port() -> int:
 
 def _start_broker(scratch: str) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
-    log = open(Path(scratch) / "broker.log", "ab")  # noqa: SIM115
+    log = open(Path(scratch) / "broker.log", "ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker", "--data-dir", str(Path(scratch) / "data"),
          "--host", "127.0.0.1", "--port", str(port)],

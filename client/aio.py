@@ -136,8 +136,8 @@ class ProducerRecord:
 
 
 @dataclass(slots=True)
-class _Wire:
-    """A ProducerRecord normalised to what ``build_batch`` reads."""
+class WireRecord:
+    """A ProducerRecord normalised to what ``build_batch`` reads (bytes, a timestamp)."""
 
     timestamp: int
     key: bytes | None
@@ -153,20 +153,15 @@ def _b(v: bytes | bytearray | memoryview | str | None) -> bytes | None:
     return bytes(v)
 
 
-def to_wire(r: ProducerRecord, now_ms: int) -> _Wire:
+def to_wire(r: ProducerRecord, now_ms: int) -> WireRecord:
     """Normalise a ProducerRecord (encode strings, fill a missing timestamp with now)."""
     ts = now_ms if r.timestamp is None else r.timestamp
     if ts.__class__ is not int:
         ts = int(ts)
     if ts < 0:
         raise ValueError(f"record timestamp {ts} is negative; Kafka timestamps are epoch ms >= 0")
-    key, value = r.key, r.value
-    if key is not None and key.__class__ is not bytes:
-        key = _b(key)
-    if value is not None and value.__class__ is not bytes:
-        value = _b(value)
     headers = [(str(k), _b(v)) for k, v in r.headers] if r.headers else []
-    return _Wire(ts, key, value, headers)  # type: ignore[arg-type]
+    return WireRecord(ts, _b(r.key), _b(r.value), headers)
 
 
 def compression_codec(compression: str | int | None) -> int:
@@ -185,7 +180,7 @@ def compression_codec(compression: str | int | None) -> int:
         ) from None
 
 
-def record_size(w: _Wire) -> int:
+def record_size(w: WireRecord) -> int:
     """Estimated encoded size of one record (slightly above the true size)."""
     key, value = w.key, w.value
     n = _RECORD_OVERHEAD
@@ -198,7 +193,7 @@ def record_size(w: _Wire) -> int:
     return n
 
 
-def _split_by_size(idx: list[int], items: list[_Wire], limit: int) -> list[list[int]]:
+def _split_by_size(idx: list[int], items: list[WireRecord], limit: int) -> list[list[int]]:
     """Split record indexes into consecutive runs whose estimated batch stays under ``limit``."""
     out: list[list[int]] = [[]]
     size = rec.HEADER_SIZE

@@ -172,8 +172,11 @@ class BrokerConnection:
         try:
             await self._writer.drain()
         except (OSError, RuntimeError) as e:
-            self._fail(KafkaError(ErrorCode.NETWORK_EXCEPTION, f"write to {self.host}:{self.port} failed: {e}"))
-            raise self._closed from None  # type: ignore[misc]
+            err = KafkaError(
+                ErrorCode.NETWORK_EXCEPTION, f"write to {self.host}:{self.port} failed: {e}"
+            )
+            self._fail(err)
+            raise err from None
 
     async def _read_loop(self) -> None:
         reason = "connection closed by the broker"

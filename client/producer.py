@@ -29,6 +29,7 @@ from client.aio import (
     METADATA_MAX_AGE_S,
     Client,
     ProducerRecord,
+    WireRecord,
     _now_ms,
     compression_codec,
     record_size,
@@ -56,7 +57,7 @@ class RecordMetadata(NamedTuple):
 
 @dataclass
 class _Pending:
-    items: list[object] = field(default_factory=list)
+    items: list[WireRecord] = field(default_factory=list)
     futures: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
     size: int = rec.HEADER_SIZE
     timer: asyncio.TimerHandle | None = None
@@ -201,16 +202,16 @@ class Producer:
                 self._seq.clear()
             return self._pid
 
-    async def _append(self, key: tuple[str, int], items: list[object]) -> int:
+    async def _append(self, key: tuple[str, int], items: list[WireRecord]) -> int:
         """Send one batch; idempotent batches are re-sent on an ambiguous failure."""
         topic, partition = key
         if not self.idempotent:
-            batch = rec.build_batch(items, compression=self.codec)  # type: ignore[arg-type]
+            batch = rec.build_batch(items, compression=self.codec)
             return await self.client.produce_batch(topic, partition, batch, acks=self.acks)
         pid, epoch = await self._producer_id()
         seq = self._seq.get(key, 0)
         batch = rec.build_batch(
-            items,  # type: ignore[arg-type]
+            items,
             compression=self.codec,
             producer_id=pid,
             producer_epoch=epoch,

@@ -355,7 +355,7 @@ class SyncProducer:
 def _chain(src: asyncio.Future[RecordMetadata], dst: concurrent.futures.Future[RecordMetadata]) -> None:
     if src.cancelled():
         dst.cancel()
-    elif src.exception() is not None:
-        dst.set_exception(src.exception())  # type: ignore[arg-type]
+    elif (exc := src.exception()) is not None:
+        dst.set_exception(exc)
     else:
         dst.set_result(src.result())

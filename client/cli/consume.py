@@ -104,7 +104,10 @@ async def plan(
     starts: dict[int, int]
     if from_time is not None:
         found = await client.offsets_for_times(topic, from_time, partitions)
-        starts = {p: latest[p] if found[p] is None else found[p][0] for p in partitions}  # type: ignore[index]
+        starts = {}
+        for p in partitions:
+            hit = found[p]
+            starts[p] = latest[p] if hit is None else hit[0]
     elif from_offset is not None:
         starts = {}
         for p in partitions:

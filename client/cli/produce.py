@@ -150,7 +150,7 @@ async def _produce(args: argparse.Namespace) -> int:
         args.value_column,
         [(k, v.encode("utf-8")) for k, v in args.header],
     )
-    source: BinaryIO = open(args.file, "rb") if args.file else sys.stdin.buffer  # noqa: SIM115
+    source: BinaryIO = open(args.file, "rb") if args.file else sys.stdin.buffer
     total = None
     if args.file:
         total = os.path.getsize(args.file)

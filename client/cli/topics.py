@@ -91,25 +91,24 @@ async def _describe(args: argparse.Namespace) -> int:
         start = await c.earliest(args.name, parts)
         end = await c.latest(args.name, parts)
         configs = await c.describe_configs(args.name)
-    info = {
-        "topic": args.name,
-        "partitions": [
-            {"partition": p, "log_start_offset": start[p], "log_end_offset": end[p],
-             "records": end[p] - start[p]}
-            for p in parts
-        ],
-        "configs": configs,
-    }
+    rows = [
+        {"partition": p, "log_start_offset": start[p], "log_end_offset": end[p],
+         "records": end[p] - start[p]}
+        for p in parts
+    ]
+    info = {"topic": args.name, "partitions": rows, "configs": configs}
     if args.format == "json":
         print(json.dumps(info, indent=2, sort_keys=True))
         return 0
     print(f"Topic: {args.name}  Partitions: {len(parts)}")
-    rows = [("PARTITION", "LOG_START", "LOG_END", "RECORDS")] + [
-        (str(r["partition"]), str(r["log_start_offset"]), str(r["log_end_offset"]),
-         str(r["records"]))
-        for r in info["partitions"]  # type: ignore[attr-defined]
-    ]
-    print_table(rows)
+    print_table(
+        [("PARTITION", "LOG_START", "LOG_END", "RECORDS")]
+        + [
+            (str(r["partition"]), str(r["log_start_offset"]), str(r["log_end_offset"]),
+             str(r["records"]))
+            for r in rows
+        ]
+    )
     if configs is not None:
         print("Configs:")
         for k in sorted(configs):
