@@ -345,7 +345,6 @@ def test_every_closed_connection_was_logged_with_a_reason(state: State) -> None:
     before = state.broker.log().count("closing connection")
     for data in (frame(b"\x00"), frame(struct.pack(">hhih", 4242, 0, 1, -1)), struct.pack(">i", -1)):
         assert send_and_observe(state, data) == "closed"
-    assert log_has(state.broker)
     deadline = time.monotonic() + 5
     while state.broker.log().count("closing connection") < before + 3 and time.monotonic() < deadline:
         time.sleep(0.05)
