@@ -436,3 +436,21 @@ async def test_recreated_topic_is_seen_once_metadata_expires(broker, monkeypatch
         assert await c.partitions_for(topic) == [0]  # still cached
         monkeypatch.setattr(aio_module, "METADATA_MAX_AGE_S", 0.0)
         assert await c.partitions_for(topic) == [0, 1, 2]
+
+
+def test_parse_bootstrap_forms_and_errors() -> None:
+    from client.connection import parse_bootstrap
+
+    assert parse_bootstrap("h1:1, h2:2,h3") == [("h1", 1), ("h2", 2), ("h3", 9092)]
+    assert parse_bootstrap("[::1]:9093") == [("::1", 9093)]
+    for bad in ("", " , ", "h:notaport", "h:0", ":9092", "h:70000"):
+        with pytest.raises(ValueError):
+            parse_bootstrap(bad)
+
+
+async def test_connect_skips_an_unreachable_bootstrap_server(broker) -> None:  # type: ignore[no-untyped-def]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    async with await Client.connect(f"127.0.0.1:{dead},{broker.bootstrap}", request_timeout=5) as c:
+        assert isinstance(await c.list_topics(), dict)
