@@ -10,7 +10,8 @@ One run, same Spark session, same 2 tasks, same rows:
 - bytes fetched from the broker by the window's read tasks / bytes of the
   record batches that hold the window (target <= 1.1), counted by running the
   tasks' own ``read()`` path with fetch statistics;
-- the decoder alone (fetched bytes → Arrow rows), in-process.
+- the decoder alone (fetched bytes → Arrow rows), in-process;
+- ``df.write.format("chronolog")`` of keyed 100 B rows (a fifth of the window).
 
 ``CHRONOLOG_BENCH_PIPELINE_RECORDS`` scales the window (default 1,000,000).
 """
@@ -227,6 +228,27 @@ def _decoder_only(bootstrap: str, start_ms: int) -> tuple[float, int]:
     return rows / (time.perf_counter() - t), rows
 
 
+WRITE_ROWS = max(10_000, RECORDS // 5)
+
+
+def _write(spark: Any, bootstrap: str) -> float:
+    """Rows/s of ``df.write.format("chronolog")`` for keyed 100 B rows."""
+    from client import SyncClient
+
+    with SyncClient(bootstrap) as c:
+        c.create_topic("written", PARTITIONS, {})
+    df = spark.range(0, WRITE_ROWS, numPartitions=2).selectExpr(
+        "cast(id as string) as key", f"unhex(repeat('00', {VALUE})) as value"
+    ).cache()
+    df.count()
+    t = time.perf_counter()
+    (df.write.format("chronolog").mode("append").option("bootstrap.servers", bootstrap)
+     .option("topic", "written").save())
+    rate = WRITE_ROWS / (time.perf_counter() - t)
+    df.unpersist()
+    return rate
+
+
 def run(report: Report, scratch: str) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(Path(__file__).resolve().parents[1])]
@@ -272,6 +294,9 @@ def run(report: Report, scratch: str) -> None:
         rate, rows = _decoder_only(bootstrap, start_ms)
         report.add(SECTION, "decoder alone (fetched bytes -> Arrow)", rate, "rows/s",
                    note=f"{rows:,} rows in-process")
+        written = _write(spark, bootstrap)
+        report.add(SECTION, f"write {WRITE_ROWS:,} x {VALUE} B rows (df.write)", written,
+                   "rows/s", note="2 tasks, acks=all, murmur2 partitioning of string keys")
     finally:
         if spark is not None:
             spark.stop()

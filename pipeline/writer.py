@@ -21,8 +21,10 @@ Within one task and partition, rows keep their DataFrame order.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -46,6 +48,9 @@ __all__ = ["ChronologWriter", "WriteCommit"]
 
 _RECORD_OVERHEAD = 20
 """Rough per-record framing bytes (varints, attributes) used to size batches."""
+
+_IN_FLIGHT = 4
+"""Batches a task may have sent but not yet seen acknowledged."""
 
 
 @dataclass
@@ -128,75 +133,103 @@ class ChronologWriter(DataSourceArrowWriter):
             sticky = StickyPartitioner()
             buffers: dict[tuple[str, int], _PartitionBuffer] = {}
 
+            sender = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="chronolog-send")
+            inflight: collections.deque[concurrent.futures.Future[int]] = collections.deque()
+
             def flush(topic: str, partition: int) -> None:
                 buf = buffers.pop((topic, partition), None)
                 if buf is None or not buf.records:
                     return
                 batch = build_batch(buf.records, compression=opts.compression)
-                client.produce_batch(topic, partition, batch, acks=opts.acks)
+                # One sender thread keeps each partition's batches in order while the
+                # next batch is encoded; at most _IN_FLIGHT batches await their acks.
+                inflight.append(
+                    sender.submit(client.produce_batch, topic, partition, batch, acks=opts.acks)
+                )
+                while len(inflight) > _IN_FLIGHT:
+                    inflight.popleft().result()
                 sticky.batch_closed(topic, len(topics[topic]))
                 commit.records += len(buf.records)
                 commit.batches += 1
                 name = f"{topic}-{partition}"
                 commit.partitions[name] = commit.partitions.get(name, 0) + len(buf.records)
 
-            for rb in iterator:
-                n = rb.num_rows
-                if n == 0:
-                    continue
-                names = rb.schema.names
-                values = _bytes_list(rb.column("value"))
-                keys = _bytes_list(rb.column("key")) if "key" in names else [None] * n
-                if opts.topic is not None:
-                    tcol: list[str | None] = [opts.topic] * n
-                else:
-                    tcol = rb.column("topic").to_pylist()
-                pcol = rb.column("partition").to_pylist() if "partition" in names else [None] * n
-                now = int(time.time() * 1000)
-                tscol = _timestamps_ms(rb.column("timestamp")) if "timestamp" in names else [None] * n
-                hcol = rb.column("headers").to_pylist() if "headers" in names else [None] * n
-                for i in range(n):
-                    topic = tcol[i]
-                    if topic is None:
-                        raise OptionError(f"row {i} has a null topic and no 'topic' option is set")
+            try:
+                self._encode(iterator, client, topics, sticky, buffers, flush)
+                for topic, p in list(buffers):
+                    flush(topic, p)
+                while inflight:
+                    inflight.popleft().result()
+            finally:
+                sender.shutdown(wait=True)
+        return commit
+
+    def _encode(
+        self,
+        iterator: Iterator[pa.RecordBatch],
+        client: SyncClient,
+        topics: dict[str, list[int]],
+        sticky: StickyPartitioner,
+        buffers: dict[tuple[str, int], _PartitionBuffer],
+        flush: Callable[[str, int], None],
+    ) -> None:
+        """Turn rows into per-partition record buffers, flushing each at ``batch.size``."""
+        opts = self.opts
+        for rb in iterator:
+            n = rb.num_rows
+            if n == 0:
+                continue
+            names = rb.schema.names
+            values = _bytes_list(rb.column("value"))
+            keys = _bytes_list(rb.column("key")) if "key" in names else [None] * n
+            if opts.topic is not None:
+                tcol: list[str | None] = [opts.topic] * n
+            else:
+                tcol = rb.column("topic").to_pylist()
+            pcol = rb.column("partition").to_pylist() if "partition" in names else [None] * n
+            now = int(time.time() * 1000)
+            tscol = _timestamps_ms(rb.column("timestamp")) if "timestamp" in names else [None] * n
+            hcol = rb.column("headers").to_pylist() if "headers" in names else [None] * n
+            for i in range(n):
+                topic = tcol[i]
+                if topic is None:
+                    raise OptionError(f"row {i} has a null topic and no 'topic' option is set")
+                parts = topics.get(topic)
+                if parts is None:
+                    topics = client.list_topics()
                     parts = topics.get(topic)
                     if parts is None:
-                        topics = client.list_topics()
-                        parts = topics.get(topic)
-                        if parts is None:
-                            raise OptionError(
-                                f"topic {topic!r} does not exist; create it first "
-                                "(chronolog topic create, or Client.create_topic)"
-                            )
-                    key = keys[i]
-                    p = pcol[i]
-                    if p is None:
-                        if key is not None:
-                            p = partition_for_key(key, len(parts))
-                        else:
-                            p = sticky.partition(topic, len(parts))
-                    elif p not in parts:
-                        raise OptionError(f"row {i}: topic {topic!r} has no partition {p}")
-                    ts = tscol[i]
-                    raw_headers = hcol[i] or []
-                    headers = [(h["key"], h["value"]) for h in raw_headers]
-                    value = values[i]
-                    rec = Record(0, now if ts is None else ts, key, value, headers)
-                    buf = buffers.get((topic, p))
-                    if buf is None:
-                        buf = buffers[(topic, p)] = _PartitionBuffer()
-                    buf.records.append(rec)
-                    buf.size += (
-                        _RECORD_OVERHEAD
-                        + (len(key) if key else 0)
-                        + (len(value) if value else 0)
-                        + sum(len(k) + len(v or b"") for k, v in headers)
-                    )
-                    if buf.size >= opts.batch_bytes:
-                        flush(topic, p)
-            for topic, p in list(buffers):
-                flush(topic, p)
-        return commit
+                        raise OptionError(
+                            f"topic {topic!r} does not exist; create it first "
+                            "(chronolog topic create, or Client.create_topic)"
+                        )
+                key = keys[i]
+                p = pcol[i]
+                if p is None:
+                    if key is not None:
+                        p = partition_for_key(key, len(parts))
+                    else:
+                        p = sticky.partition(topic, len(parts))
+                elif p not in parts:
+                    raise OptionError(f"row {i}: topic {topic!r} has no partition {p}")
+                ts = tscol[i]
+                raw_headers = hcol[i]
+                headers = [(h["key"], h["value"]) for h in raw_headers] if raw_headers else []
+                value = values[i]
+                rec = Record(0, now if ts is None else ts, key, value, headers)
+                buf = buffers.get((topic, p))
+                if buf is None:
+                    buf = buffers[(topic, p)] = _PartitionBuffer()
+                buf.records.append(rec)
+                buf.size += (
+                    _RECORD_OVERHEAD
+                    + (len(key) if key else 0)
+                    + (len(value) if value else 0)
+                )
+                if headers:
+                    buf.size += sum(len(k) + len(v or b"") for k, v in headers)
+                if buf.size >= opts.batch_bytes:
+                    flush(topic, p)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to finalise: every batch was acknowledged by the broker inside its task."""

@@ -127,3 +127,18 @@ def test_rate_limit_reads_exactly_min_of_limit_and_backlog(
     total = sum(end[tp] - begin[tp] for tp in end)
     assert sum(capped[tp] - begin[tp] for tp in end) == min(limit, total)
     assert all(begin[tp] <= capped[tp] <= end[tp] for tp in end)
+
+
+def test_subscriptions_select_topics_by_list_whole_name_pattern_or_assignment() -> None:
+    from pipeline.options import Subscription
+
+    available = {"orders": [0, 1], "orders-dlq": [0], "users": [0, 1, 2]}
+    assert Subscription(topics=("users",)).select(available) == {"users": [0, 1, 2]}
+    assert Subscription(pattern="orders").select(available) == {"orders": [0, 1]}
+    assert Subscription(pattern="orders.*").select(available) == {
+        "orders": [0, 1], "orders-dlq": [0]}
+    assert Subscription(assign={"users": (2, 0)}).select(available) == {"users": [0, 2]}
+    with pytest.raises(OptionError, match="'nope'"):
+        Subscription(topics=("users", "nope")).select(available)
+    with pytest.raises(OptionError, match=r"no partitions \[7\]"):
+        Subscription(assign={"users": (7,)}).select(available)
