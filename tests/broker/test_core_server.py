@@ -354,3 +354,28 @@ def test_bad_configuration_exits_2_naming_the_setting(tmp_path: Any) -> None:
         capture_output=True, timeout=60)
     assert done.returncode == 2
     assert b"unknown broker setting 'num.partitionz'" in done.stderr
+
+
+def test_json_log_format_and_a_taken_port(tmp_path: Any) -> None:
+    """--log-format json gives one JSON object per line; a taken port exits 1 saying so."""
+    import json
+    import subprocess
+    import sys
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "broker", "--data-dir", str(tmp_path / "d"), "--port", str(port),
+             "--log-format", "json"], capture_output=True, timeout=60)
+    finally:
+        holder.close()
+    assert done.returncode == 1
+    lines = [json.loads(line) for line in done.stderr.decode().splitlines() if line.strip()]
+    assert lines and all({"ts", "level", "logger", "msg"} <= set(line) for line in lines)
+    assert any("could not start" in line["msg"] and "address already in use" in line["msg"]
+               for line in lines)
+    # Nothing was left half-open: the data directory was closed cleanly.
+    assert (tmp_path / "d" / ".kafka_cleanshutdown").exists()
