@@ -216,6 +216,12 @@ def run(args: argparse.Namespace) -> int:
     segments = sum(len(r.scans) for r in reports)
     batches = sum(len(s.batches) for r in reports for s in r.scans)
     clean = (data_dir / CLEAN_SHUTDOWN).exists()
+    if clean and any(f.problem and f.path.parent != data_dir for f in findings):
+        # The marker makes the next start skip recovery, which is what would repair
+        # torn tails and indexes: say how to get it to run.
+        print(Finding(data_dir / CLEAN_SHUTDOWN, "present, so the next start skips recovery and "
+                      "will not repair the problems above; delete this file to force recovery",
+                      problem=False).line())
     print(f"checked {len(reports)} partitions, {segments} segments, {batches} batches; "
           f"last shutdown {'clean' if clean else 'not marked clean (recovery will run)'}; "
           f"{problems} problem(s), {warnings} warning(s)")

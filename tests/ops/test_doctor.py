@@ -175,3 +175,17 @@ def test_a_real_broker_data_dir_is_clean_after_shutdown_and_after_crash_recovery
     b.stop()
     code, lines = doctor(b.data_dir, capsys)
     assert code == 0, lines
+
+
+def test_doctor_says_how_to_force_recovery_when_the_dir_claims_a_clean_shutdown(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (data_dir / ".kafka_cleanshutdown").exists()
+    active = segments_in(data_dir / "orders-0")[-1].log
+    with open(active, "ab") as fh:
+        fh.write(b"\x00" * 20)
+    code, lines = doctor(data_dir, capsys)
+    assert code == 1
+    assert f"WARNING {data_dir / '.kafka_cleanshutdown'}: present, so the next start skips " \
+        "recovery and will not repair the problems above; delete this file to force recovery" \
+        in lines
