@@ -348,12 +348,24 @@ def test_validate_rejects_records_that_end_before_the_batch() -> None:
         R.validate_client_batch(_recrc(buf))
 
 
-def test_timestamp_errors_name_every_offending_record() -> None:
-    rs = [Record(0, t, None, b"v", []) for t in (1_000, 5_000, -1, 20_000, 9_000)]
-    buf = build(rs)
-    errs = R.timestamp_errors(buf, 0, now_ms=10_000, before_max_ms=4_000, after_max_ms=5_000)
-    assert [i for i, _ in errs] == [0, 1, 3]
-    assert "Timestamp 1000 of message with offset 0 is out of range" in errs[0][1]
+@given(
+    ts=st.lists(st.one_of(st.just(-1), st.integers(0, 30_000)), min_size=1, max_size=30),
+    now=st.integers(0, 30_000), before=st.integers(0, 20_000), after=st.integers(0, 20_000),
+    codec=st.sampled_from(CODECS),
+)
+def test_timestamp_errors_name_every_offending_record(
+        ts: list[int], now: int, before: int, after: int, codec: int) -> None:
+    """Oracle: KIP-937's rule per record; -1 (no timestamp) is never out of range."""
+    buf = build([Record(0, t, None, b"v", []) for t in ts], compression=codec)
+    errs = R.timestamp_errors(buf, 0, now_ms=now, before_max_ms=before, after_max_ms=after)
+    bad = [i for i, t in enumerate(ts) if t != -1 and (now - t > before or t - now > after)]
+    assert [i for i, _ in errs] == bad
+    for i, msg in errs:
+        assert msg.startswith(f"Timestamp {ts[i]} of message with offset {i} is out of range.")
+        assert f"[{now - before}, {now + after}]" in msg
+    # The append path calls timestamp_errors only when min/max show a violation.
+    scan = R.validate_client_batch(buf)
+    assert bool(bad) <= (now - scan.min_timestamp > before or scan.max_timestamp - now > after)
 
 
 # ---------------------------------------------------------------- fast walk == scalar walk
