@@ -17,7 +17,11 @@ The codec ids and wire framings are Kafka's:
 Invariants: ``decompress(c, compress(c, d)) == d`` for every codec ``c``; every
 failure to decompress raises :class:`CorruptRecordError` (never a codec library's
 own exception); a codec id outside 0..4 raises :class:`UnsupportedCompressionError`.
-The default levels are Kafka's (KIP-390): gzip 6, lz4 9, zstd 3.
+The default levels are Kafka's (KIP-390): gzip 6, lz4 9, zstd 3. With
+``max_size``, ``decompress`` refuses output beyond it before producing it
+(gzip inflates with a cap, snappy blocks declare their length, lz4/zstd frames
+are walked block by block for an upper bound), so a small batch cannot inflate
+into gigabytes.
 """
 
 from __future__ import annotations
