@@ -153,9 +153,11 @@ def _b(v: bytes | bytearray | memoryview | str | None) -> bytes | None:
     return bytes(v)
 
 
-def to_wire(r: ProducerRecord, now_ms: int) -> WireRecord:
+def to_wire(r: ProducerRecord, now_ms: int | None = None) -> WireRecord:
     """Normalise a ProducerRecord (encode strings, fill a missing timestamp with now)."""
-    ts = now_ms if r.timestamp is None else r.timestamp
+    ts = r.timestamp
+    if ts is None:
+        ts = _now_ms() if now_ms is None else now_ms
     if ts.__class__ is not int:
         ts = int(ts)
     if ts < 0:

@@ -30,7 +30,6 @@ from client.aio import (
     Client,
     ProducerRecord,
     WireRecord,
-    _now_ms,
     compression_codec,
     record_size,
     to_wire,
@@ -122,7 +121,7 @@ class Producer:
         Awaiting ``send`` itself only waits when too many batches are in flight
         (back-pressure), never for the acknowledgement.
         """
-        wire = to_wire(record, _now_ms())
+        wire = to_wire(record)
         if partition is None:
             n = self._nparts.get(topic, 0)
             if not n or time.monotonic() - self._nparts_at[topic] > METADATA_MAX_AGE_S:
@@ -135,11 +134,11 @@ class Producer:
         if pend is not None and pend.items and pend.size + n > self.batch_bytes:
             self._close_batch(key)  # this record would overflow the open batch
             pend = None
+        loop = asyncio.get_running_loop()
         if pend is None:
             pend = self._pending[key] = _Pending()
-            loop = asyncio.get_running_loop()
             pend.timer = loop.call_later(self.linger_ms / 1000, self._close_batch, key)
-        fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[RecordMetadata] = loop.create_future()
         pend.items.append(wire)
         pend.futures.append(fut)
         pend.size += n
