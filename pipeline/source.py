@@ -26,6 +26,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
 )
@@ -113,6 +114,11 @@ class ChronologDataSource(DataSource):
                 "mode('overwrite') is not supported: a log is append-only; use mode('append')"
             )
         return ChronologWriter(parse_write_options(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from pipeline.writer import ChronologStreamWriter
+
+        return ChronologStreamWriter(parse_write_options(self.options), schema)
 
 
 class ChronologBatchReader(DataSourceReader):

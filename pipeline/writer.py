@@ -28,7 +28,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -235,4 +239,25 @@ class ChronologWriter(DataSourceArrowWriter):
         """Nothing to finalise: every batch was acknowledged by the broker inside its task."""
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Batches acknowledged before the failure stay in the log (at-least-once)."""
+
+
+class ChronologStreamWriter(DataSourceStreamArrowWriter):
+    """``writeStream.format("chronolog")``: each micro-batch's tasks produce as a batch write does.
+
+    At-least-once as well: a micro-batch that fails is re-run from the source
+    offsets in the checkpoint, and batches its failed attempt had appended are
+    appended again.
+    """
+
+    def __init__(self, opts: WriteOptions, schema: StructType) -> None:
+        self._batch = ChronologWriter(opts, schema)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+        return self._batch.write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to finalise: every batch was acknowledged inside its task."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Batches acknowledged before the failure stay in the log (at-least-once)."""

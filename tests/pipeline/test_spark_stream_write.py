@@ -207,3 +207,27 @@ def test_csv_export_carries_binary_as_base64_and_headers_as_json(
         headers = json.loads(r["headers_json"])
         assert [(h["key"], base64.b64decode(h["value"])) for h in headers] == (
             [("h", b"\x01")] if i % 3 == 0 else [])
+
+
+def test_a_stream_copies_one_topic_into_another_record_for_record(
+    spark: Any, broker: Any, logtool: Any, helpers: Any, tmp_path: Path
+) -> None:
+    logtool.create("in", 2)
+    logtool.create("out", 2)
+    logtool.random_log("in", 2, random.Random(9), t0=int(time.time() * 1000) - 60_000,
+                       batches=10)
+    q = (
+        spark.readStream.format("chronolog").option("bootstrap.servers", broker.bootstrap)
+        .option("subscribe", "in").option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "150").load()
+        .writeStream.format("chronolog").option("bootstrap.servers", broker.bootstrap)
+        .option("topic", "out").option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True).start()
+    )
+    q.awaitTermination(120)
+    assert q.exception() is None
+    src = logtool.oracle("in")
+    dst = logtool.oracle("out")
+    for p in (0, 1):
+        assert [(r.timestamp, r.key, r.value, r.headers) for r in dst[p]] == [
+            (r.timestamp, r.key, r.value, r.headers) for r in src[p]]
