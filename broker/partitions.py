@@ -107,6 +107,7 @@ class PartitionManager:
         self._default_log_config = config.topic_config()
         self._metrics = _metrics()
         self.cluster_id = ""
+        self._summary_turn = 0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -469,6 +470,22 @@ class PartitionManager:
                 self._last_flush_ms[key] = now_ms
                 flushed += 1
         return flushed
+
+    def summarize_step(self, budget_ms: float) -> bool:
+        """One slice of background work: build block summaries of large batches (storage's
+        ``Log.build_summaries``) so that even the first lookup in a 10,000-record batch
+        walks one small block. Partitions take turns; at most one partition spends the
+        budget per call. Returns True when every partition is summarised."""
+        logs = self.logs()
+        if not logs:
+            return True
+        keys = sorted(logs)
+        for _ in range(len(keys)):
+            key = keys[self._summary_turn % len(keys)]
+            self._summary_turn += 1
+            if not logs[key].build_summaries(budget_ms):
+                return False
+        return True
 
     def checkpoint(self, now_ms: int | None = None) -> None:
         """Write the recovery-point and log-start-offset checkpoint files."""

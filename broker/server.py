@@ -49,6 +49,11 @@ FETCH_KEY = 1
 # Stop reading a connection with this many requests in flight (Kafka mutes a
 # channel with one); resume when half of them are answered.
 MAX_IN_FLIGHT = 64
+# Background summary building: slices of 2 ms with 2 ms for requests in between while
+# there is work, then a look every second for batches appended since.
+SUMMARY_SLICE_MS = 2.0
+SUMMARY_GAP_S = 0.002
+SUMMARY_IDLE_S = 1.0
 
 
 class _NullMetrics:
@@ -490,6 +495,7 @@ class Broker:
             self._background.append(self.loop.create_task(
                 self._every(cfg.log_flush_scheduler_interval_ms, self.partitions.flush_due,
                             "flush"), name="flush"))
+        self._background.append(self.loop.create_task(self._summarize(), name="summaries"))
         if cfg.connections_max_idle_ms >= 0:
             interval = max(10, min(cfg.connections_max_idle_ms // 4, 10_000))
             self._background.append(self.loop.create_task(
@@ -504,6 +510,16 @@ class Broker:
                 job(int(time.time() * 1000))
             except Exception:
                 log.exception("background %s job failed", what)
+
+    async def _summarize(self) -> None:
+        """Build lookup summaries in short slices between requests, then keep up with appends."""
+        while True:
+            try:
+                done = self.partitions.summarize_step(SUMMARY_SLICE_MS)
+            except Exception:
+                log.exception("background summary build failed")
+                done = True
+            await asyncio.sleep(SUMMARY_IDLE_S if done else SUMMARY_GAP_S)
 
     def _close_idle(self, now_ms: int) -> None:
         limit = self.config.connections_max_idle_ms / 1000.0
