@@ -37,7 +37,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "consume",
         help="print records from a time or offset, up to a time",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=__doc__.split("\n\n")[1].replace("``", "") if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("topic")
     start = p.add_mutually_exclusive_group()

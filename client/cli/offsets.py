@@ -30,7 +30,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "offsets",
         help="first offset with timestamp >= TIME, per partition",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=__doc__.split("\n\n")[1].replace("``", "") if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("topic")
     p.add_argument(

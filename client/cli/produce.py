@@ -6,8 +6,8 @@ With ``--key-column`` and/or ``--timestamp-column`` the line is split on
 the key and timestamp columns are taken out and the remaining columns, joined
 by the separator again, are the value (or ``--value-column`` picks one).
 Timestamps are anything ``client.timeparse`` accepts (ISO-8601 with zone or
-epoch milliseconds); without a timestamp column the broker-side "now" of the
-producer is used.
+epoch milliseconds); without a timestamp column each record gets the
+producer's clock at the time it is read.
 
 Invariants: bytes are passed through untouched (no decoding of keys or
 values); lines are sent in input order, so records of one partition get
@@ -35,7 +35,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "produce",
         help="produce lines from stdin or a file as records",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=__doc__.split("\n\n")[1].replace("``", "") if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("topic")
     p.add_argument("--file", "-f", metavar="PATH", help="read lines from PATH instead of stdin")
