@@ -614,12 +614,12 @@ class Client:
                 for pr in t["partition_responses"]:
                     msg = pr.get("error_message")
                     errs = pr.get("record_errors") or []
-                    if errs:
+                    if errs and not msg:
                         detail = "; ".join(
                             f"record {e['batch_index']}: {e.get('batch_index_error_message')}"
                             for e in errs[:5]
                         )
-                        msg = f"{msg}; {detail}" if msg else detail
+                        msg = detail
                     if pr["error_code"] in (
                         ErrorCode.NOT_LEADER_OR_FOLLOWER,
                         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
