@@ -33,6 +33,7 @@ from storage.errors import (
 )
 from storage.records import (
     CREATE_TIME,
+    HEADER_SIZE,
     LOG_APPEND_TIME,
     NO_TIMESTAMP,
     iter_batches,
@@ -228,7 +229,10 @@ class Log:
                 f"append of {size} bytes exceeds segment.bytes={cfg.segment_bytes}")
         scan = validate_client_batch(batch)
         h = scan.header
-        buf = bytearray(batch)
+        # Only the 61-byte header changes unless maxTimestamp/timestamp type must be
+        # rewritten (CRC over the whole batch): then the batch is copied once.
+        head = bytearray(memoryview(batch)[:HEADER_SIZE])
+        buf: bytearray | None = None
         log_append_time = -1
         if cfg.log_append_time:
             if self._last_append_time is None:
@@ -236,6 +240,7 @@ class Log:
                 self._last_append_time = self._prefix_max_list()[-1]
             ts = max(self._last_append_time, now_ms)
             self._last_append_time = ts
+            buf = bytearray(batch)
             set_max_timestamp(buf, 0, ts, LOG_APPEND_TIME)
             max_ts = ts
             log_append_time = ts
@@ -248,22 +253,28 @@ class Log:
             before = cfg.message_timestamp_before_max_ms
             after = cfg.message_timestamp_after_max_ms
             if (now_ms - scan.min_timestamp > before) or (scan.max_timestamp - now_ms > after):
-                errors = timestamp_errors(buf, 0, now_ms, before, after)
+                errors = timestamp_errors(batch, 0, now_ms, before, after)
                 if errors:
                     raise InvalidTimestampError(
                         f"{len(errors)} record(s) have timestamps out of range: {errors[0][1]}",
                         errors)
             max_ts = scan.max_timestamp
-            set_max_timestamp(buf, 0, max_ts, CREATE_TIME)
+            if h.max_timestamp != max_ts:  # fix a wrong producer value, as Kafka does
+                buf = bytearray(batch)
+                set_max_timestamp(buf, 0, max_ts, CREATE_TIME)
+        if buf is not None:
+            head = buf
         base = self._leo
         last = base + h.last_offset_delta
-        set_base_offset(buf, 0, base)
-        set_partition_leader_epoch(buf, 0, leader_epoch)
+        set_base_offset(head, 0, base)
+        set_partition_leader_epoch(head, 0, leader_epoch)
+        data: list[bytes | bytearray | memoryview] = (
+            [head] if buf is not None else [head, memoryview(batch)[HEADER_SIZE:]])
         try:
             self._maybe_roll(size, max_ts, last, now_ms)
         except OSError as exc:  # e.g. no space or inodes for the new segment's files
             raise LogStorageError(f"cannot roll {self.dir}: {exc}") from exc
-        self.active.append(buf, [(0, size, last, max_ts)])
+        self.active.append(data, [(0, size, last, max_ts)])
         self._after_append(last, max_ts, leader_epoch)
         return AppendResult(base, last, max_ts, log_append_time, self.log_start_offset)
 

@@ -564,8 +564,10 @@ class LogSegment:
         if self._max_ts is None:
             self._load_max()
 
-    def append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, int, int, int]]) -> None:
-        """Write ``data`` (whole batches) at the end and index it.
+    def append(self, data: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],
+               batches: list[tuple[int, int, int, int]]) -> None:
+        """Write ``data`` (whole batches; or a list of pieces written with one pwritev)
+        at the end and index it.
 
         ``batches`` lists (position within data, size, last offset, max timestamp) per
         batch. On an I/O error the .log is cut back to its previous size and
@@ -575,21 +577,27 @@ class LogSegment:
         if self._max_ts is None:
             self._load_max()
         start = self.size
-        view = memoryview(data)
+        pieces = [memoryview(d) for d in (data if isinstance(data, list) else [data])]
+        total = sum(len(v) for v in pieces)
         try:
             written = 0
-            while written < len(view):
-                n = os.pwrite(fd, view[written:], start + written)
+            while written < total:
+                n = os.pwritev(fd, pieces, start + written)
                 if n <= 0:
                     raise OSError("short write")
                 written += n
+                while pieces and n >= len(pieces[0]):  # drop what was written
+                    n -= len(pieces[0])
+                    pieces.pop(0)
+                if pieces and n:
+                    pieces[0] = pieces[0][n:]
         except OSError as exc:
             try:
                 os.ftruncate(fd, start)
             except OSError:
                 pass
             raise LogStorageError(f"append to {self.log_path} failed: {exc}") from exc
-        self.size = start + len(view)
+        self.size = start + total
         self.dirty = True
         if not self._rolling_loaded:
             self.rolling_base_timestamp()
