@@ -157,7 +157,13 @@ class Log:
         i = 0
         while i < len(self.segments):
             seg = self.segments[i]
-            if i >= start_recovery or i in needs_rebuild:
+            if i < start_recovery and i in needs_rebuild:
+                # Only an index is missing from data that was flushed: rebuild it, and
+                # never cut the .log or drop later segments for it.
+                recover_segment(seg, min_offset=prev_end, cut=False)
+                self.recovered_segments += 1
+                prev_end = seg.next_offset
+            elif i >= start_recovery:
                 cut = recover_segment(seg, min_offset=prev_end)
                 self.recovered_segments += 1
                 if cut:
@@ -183,10 +189,8 @@ class Log:
         first_base = self.segments[0].base_offset
         start = first_base if log_start is None else max(first_base, log_start)
         self.log_start_offset = min(start, self._leo)
-        if clean:
-            self.recovery_point = self._leo
-        else:
-            self.recovery_point = self._leo  # everything past the old point was just fsynced
+        # Clean: everything was flushed at close. Unclean: recovery fsynced what it kept.
+        self.recovery_point = self._leo
 
     # -- basic properties --------------------------------------------------------
     @property

@@ -265,3 +265,28 @@ def test_sigkill_mid_append_loses_no_acknowledged_batch(tmp_path: Path) -> None:
         got = log.offset_for_timestamp(target)
         assert (got[:2] if got else None) == want
     log.close()
+
+
+def test_rebuilding_a_lost_index_never_cuts_flushed_data(tmp_path: Path) -> None:
+    """After a clean shutdown a missing index is rebuilt from the .log; even if that
+    .log has a damaged batch, no byte and no later segment is removed for it."""
+    d = tmp_path / "t-0"
+    log, batches = write_log(d)
+    log.close()
+    logs = sorted(d.glob("*.log"))
+    sizes = {p.name: p.stat().st_size for p in logs}
+    data = bytearray(logs[0].read_bytes())
+    pos, h = list(iter_batches(data))[-2]
+    data[pos + h.size - 1] ^= 0xFF
+    logs[0].write_bytes(bytes(data))
+    Path(str(logs[0])[:-4] + ".index").unlink()
+    log = Log(d, CFG, clean_shutdown=True)
+    assert {p.name: p.stat().st_size for p in d.glob("*.log")} == sizes
+    assert log.log_end_offset == sum(len(b) for b in batches)
+    n0 = sum(1 for _ in iter_batches(data))
+    later = batches[n0:]
+    first_later = sum(len(b) for b in batches[:n0])
+    for i, tss in enumerate(later):
+        off = first_later + sum(len(b) for b in later[:i])
+        assert [r.timestamp for r in decode_batch(log.read(off, 1))] == tss
+    log.close()
