@@ -11,6 +11,8 @@ Invariants:
 - Long poll: if fewer than MinBytes are available, no partition has an error and
   MaxWaitMs has not passed, wait until an append to one of the partitions (or
   shutdown), then read again. The answer never waits longer than MaxWaitMs.
+- CurrentLeaderEpoch (v9+) other than -1 or 0 is UNKNOWN_LEADER_EPOCH (75) above,
+  FENCED_LEADER_EPOCH (74) below, as Kafka checks it.
 - Fetch sessions (KIP-227) are not kept: SessionId 0 is answered (the client
   then sends full fetches); an incremental fetch naming a session is
   FETCH_SESSION_ID_NOT_FOUND (70).
@@ -26,6 +28,7 @@ from broker.errors import partition_error
 from protocol.errors import ErrorCode, KafkaError
 
 READ_COMMITTED = 1
+LEADER_EPOCH = 0  # this broker leads every partition in epoch 0 (Metadata says so)
 
 
 def _partition(index: int, error: int, hw: int, log_start: int, records: bytes,
@@ -60,6 +63,13 @@ def read_partitions(body: Any, ctx: RequestContext) -> tuple[list[dict[str, Any]
                 plog = pm.get_log(name, index)
             except KafkaError as exc:
                 parts.append(_partition(index, int(exc.code), -1, -1, b"", aborted))
+                errors = True
+                continue
+            epoch = p.current_leader_epoch
+            if epoch != -1 and epoch != LEADER_EPOCH:
+                code = (ErrorCode.UNKNOWN_LEADER_EPOCH if epoch > LEADER_EPOCH
+                        else ErrorCode.FENCED_LEADER_EPOCH)
+                parts.append(_partition(index, int(code), -1, -1, b"", aborted))
                 errors = True
                 continue
             hw = plog.high_watermark

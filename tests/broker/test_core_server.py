@@ -379,3 +379,23 @@ def test_json_log_format_and_a_taken_port(tmp_path: Any) -> None:
                for line in lines)
     # Nothing was left half-open: the data directory was closed cleanly.
     assert (tmp_path / "d" / ".kafka_cleanshutdown").exists()
+
+
+def test_fetch_checks_the_leader_epoch_and_offsets(broker: Any) -> None:
+    raw = Raw(broker.port)
+    create_topic(raw, "epochs")
+    cid, frame = produce_frame(raw, "epochs", [b"a", b"b"])
+    raw.send(frame)
+    raw.read()
+
+    def fetch(offset: int, epoch: int) -> Any:
+        body = fetch_body("epochs", offset, max_wait_ms=0, min_bytes=0)
+        body["topics"][0]["partitions"][0]["current_leader_epoch"] = epoch
+        return raw.call(1, 12, body).responses[0].partitions[0]
+
+    assert fetch(0, 0).error_code == 0 and fetch(0, -1).error_code == 0
+    assert fetch(0, 1).error_code == 75
+    assert fetch(0, -2).error_code == 74
+    assert fetch(3, -1).error_code == 1  # beyond the log end: OFFSET_OUT_OF_RANGE
+    at_end = fetch(2, -1)
+    assert (at_end.error_code, at_end.high_watermark, bytes(at_end.records)) == (0, 2, b"")
