@@ -345,8 +345,10 @@ class LogMachine(RuleBasedStateMachine):
             assert self.log.log_start_offset == self.log_start
 
 
+_PROFILE = settings.default
 LogMachine.TestCase.settings = settings(
-    max_examples=settings.default.max_examples,  # the project profile (60, or the env override)
+    # the project profile's example count (60, or CHRONOLOG_HYPOTHESIS_EXAMPLES)
+    max_examples=_PROFILE.max_examples if _PROFILE is not None else 60,
     stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
