@@ -219,10 +219,57 @@ def bench_open_many(report: Report, scratch: Path) -> None:
     shutil.rmtree(root)
 
 
+def _kafka_style_search(log: Log, target: int) -> int | None:
+    """Kafka's segment choice for comparison: the first segment in offset order whose
+    max >= target, found by a linear scan, then the same in-segment search."""
+    for seg in log.segments:
+        if seg.max_timestamp >= target:
+            hit = seg.find_by_timestamp(target, log.log_start_offset, log.high_watermark)
+            return hit.offset if hit is not None else None
+    return None
+
+
+def bench_segment_choice(report: Report, scratch: Path) -> None:
+    """Binary search over the running max of segment maxima vs Kafka's linear scan."""
+    nseg = max(50, int(1000 * SCALE))  # each roll fsyncs: ~15 ms apiece here
+    d = scratch / "many-segments"
+    log = Log(d, LogConfig(segment_bytes=2000))
+    tpl = _template(10)
+    off = 0
+    for _ in range(nseg):
+        for _ in range(2):
+            log.append_as_is(_stamp(tpl, off, T0 + off, 10))
+            off += 10
+        log.roll()
+    rng = random.Random(9)
+    targets = [T0 + rng.randrange(off) for _ in range(2000)]
+    for t in targets[:100]:
+        got = log.offset_for_timestamp(t)
+        assert got is not None and _kafka_style_search(log, t) == got.offset
+    ours = [x for t in targets for x in [_time_one(lambda t=t: log.offset_for_timestamp(t))]]
+    kafka = [x for t in targets for x in [_time_one(lambda t=t: _kafka_style_search(log, t))]]
+    p50o, p50k = percentile(ours, 50), percentile(kafka, 50)
+    report.add("storage", f"lookup p50, {len(log.segments)} segments, binary search", p50o, "us")
+    report.add("storage", f"lookup p50, {len(log.segments)} segments, Kafka's linear scan",
+               p50k, "us")
+    report.add("storage", "segment choice: linear scan / binary search", p50k / p50o, "x", "",
+               "same run, same targets")
+    log.close()
+    shutil.rmtree(d)
+
+
+def _time_one(fn: object) -> float:
+    assert callable(fn)
+    t = time.perf_counter_ns()
+    fn()
+    return (time.perf_counter_ns() - t) / 1000.0
+
+
 def run(report: Report, scratch: str) -> None:
     s = Path(scratch)
     bench_append(report, s)
     bench_open_many(report, s)
+    bench_segment_choice(report, s)
     logs = bench_lookup(report, s)
     bench_startup(report, logs)
 
