@@ -113,6 +113,9 @@ def _their_records(data: st.DataObject) -> list[Record]:
 @given(data=st.data())
 def test_we_read_what_aiokafka_builds(codec: int, data: st.DataObject) -> None:
     rs = _their_records(data)
+    # aiokafka's builder treats a first timestamp of -1 as "unset" and rebases the
+    # batch on the next record's; its own reader then agrees with ours, not with rs.
+    assume(rs[0].timestamp != -1)
     b = AioBuilder(2, codec, False, -1, -1, -1, 1 << 30)
     for i, r in enumerate(rs):
         assert b.append(i, r.timestamp, r.key, r.value, r.headers) is not None
