@@ -986,7 +986,9 @@ def decode_records(
     """Decode whole batches in ``buf``: records in ``[start, end)`` and the next fetch offset.
 
     Control batches are skipped (they are markers, not data) but still advance
-    the next offset, as do records dropped by compaction.
+    the next offset, as do records dropped by compaction. Every batch read is
+    CRC-checked (as the Java consumer's check.crcs does), so corruption on disk
+    or on the wire is an error, never silently different data.
     """
     try:
         return _decode_records(buf, topic, partition, start, end)
@@ -1006,6 +1008,11 @@ def _decode_records(
         last = h.base_offset + h.last_offset_delta
         if last < start:
             continue
+        if not rec.crc_ok(buf, pos, h):
+            raise KafkaError(
+                ErrorCode.CORRUPT_MESSAGE,
+                f"{topic}-{partition}: batch at offset {h.base_offset} fails its CRC",
+            )
         if not h.attributes & rec.CONTROL_MASK:
             for r in rec.decode_batch(buf, pos):
                 o = r.offset

@@ -208,6 +208,7 @@ def test_decode_records_skips_control_batches_and_earlier_offsets() -> None:
     # A control batch (transaction marker) is not data, but the next offset moves past it.
     control = bytearray(rec.build_batch([rec.Record(0, 8, b"\x00\x00\x00\x01", b"")], base_offset=13))
     control[rec.ATTRIBUTES_OFFSET + 1] |= rec.CONTROL_MASK
+    control[rec.CRC_OFFSET:rec.CRC_OFFSET + 4] = rec.compute_crc(control, 0, len(control)).to_bytes(4, "big")
     out, nxt = decode_records(data + bytes(control), "t", 0, 12, None)
     assert [r.offset for r in out] == [12] and nxt == 14
 
