@@ -336,6 +336,10 @@ def _read_uvarint(data: Buffer, p: int, end: int, max_bytes: int) -> tuple[int, 
 
 def _read_varint(data: Buffer, p: int, end: int) -> tuple[int, int]:
     """Zig-zag int32 (Kafka's ``ByteUtils.readVarint``: at most 5 bytes)."""
+    if p < end:
+        b = data[p]
+        if b < 0x80:  # the common one-byte case, without the general loop
+            return (b >> 1) ^ -(b & 1), p + 1
     u, p = _read_uvarint(data, p, end, 5)
     u &= 0xFFFFFFFF
     return (u >> 1) ^ -(u & 1), p
