@@ -9,6 +9,7 @@ import json
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ from client import SyncClient
 from client.timeparse import format_time
 
 CHRONOLOG = str(Path(sys.executable).parent / "chronolog")
-BASE = 1_700_000_000_000
+# Two days ago: in the past and inside the default 7-day retention.
+BASE = (time.time_ns() // 1_000_000 - 2 * 86_400_000) // 1000 * 1000
 
 
 def cli(*args: str, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
@@ -158,7 +160,7 @@ def test_errors_are_clear_and_exit_nonzero(broker, tmp_path: Path) -> None:  # t
     cli("topics", "create", topic, "--bootstrap-server", broker.bootstrap)
     bad_line = cli("produce", topic, "--timestamp-column", "1",
                    "--bootstrap-server", broker.bootstrap,
-                   stdin=b"1700000000000\tok\nyesterday\tbad\n", check=False)
+                   stdin=b"%d\tok\nyesterday\tbad\n" % BASE, check=False)
     assert bad_line.returncode == 2 and b"line 2" in bad_line.stderr
     # What came before the bad line was produced, and only that.
     assert cli("consume", topic, "--bootstrap-server", broker.bootstrap).stdout == b"ok\n"
@@ -169,13 +171,13 @@ def test_errors_are_clear_and_exit_nonzero(broker, tmp_path: Path) -> None:  # t
 
 
 def test_relative_times_parse_as_values_not_options(broker, dataset) -> None:  # type: ignore[no-untyped-def]
-    topic, log = dataset  # every record is from 2023, so nothing is at or after "a day ago"
+    topic, log = dataset  # every record is from two days ago: nothing is at or after "a day ago"
     out = cli("offsets", topic, "--time", "-1d", "--format", "json",
               "--bootstrap-server", broker.bootstrap)
     assert [r["offset"] for r in json.loads(out.stdout)["partitions"]] == [-1, -1, -1]
     out = cli("consume", topic, "--from-time", "-15m", "--bootstrap-server", broker.bootstrap)
     assert out.stdout == b""
-    out = cli("consume", topic, "--from-time", "1700000000000", "--until", "-1h", "--max", "5",
+    out = cli("consume", topic, "--from-time", str(BASE - 1), "--until", "-1h", "--max", "5",
               "--format", "json", "--bootstrap-server", broker.bootstrap)
     parts = by_partition(log)
     want = [r for p in sorted(parts) for r in time_range(parts[p], BASE, 2**62)][:5]
@@ -221,11 +223,11 @@ def test_produce_headers_partition_and_value_column(broker) -> None:  # type: ig
     out = cli("produce", topic, "--separator", ",", "--value-column", "3", "--timestamp-column", "1",
               "--partition", "1", "--header", "source=cli", "--header", "v=2", "--print-offsets",
               "--bootstrap-server", broker.bootstrap,
-              stdin=b"1700000000000,ignored,first\n1700000000005,ignored,second\n")
+              stdin=b"%d,ignored,first\n%d,ignored,second\n" % (BASE, BASE + 5))
     assert out.stdout.decode().splitlines() == ["1\t0", "1\t1"]
     rows = [json.loads(line) for line in cli(
         "consume", topic, "--partition", "1", "--format", "json",
         "--bootstrap-server", broker.bootstrap).stdout.splitlines()]
     assert [(r["offset"], r["timestamp"], r["key"], r["value"]) for r in rows] == [
-        (0, 1700000000000, None, "first"), (1, 1700000000005, None, "second")]
+        (0, BASE, None, "first"), (1, BASE + 5, None, "second")]
     assert rows[0]["headers"] == [{"key": "source", "value": "cli"}, {"key": "v", "value": "2"}]

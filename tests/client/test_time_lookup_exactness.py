@@ -8,6 +8,8 @@ scan of what was produced.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from client_oracle import (
     Produced,
@@ -23,7 +25,9 @@ from hypothesis import strategies as st
 
 from client import ProducerRecord, SyncClient, TopicPartition
 
-BASE = 1_700_000_000_000  # 2023: inside the broker's default before/after limits
+# Two days ago: in the past (the broker refuses > 1 h ahead) and well inside the
+# default 7-day retention, so no retention check can delete what a test wrote.
+BASE = (time.time_ns() // 1_000_000 - 2 * 86_400_000) // 1000 * 1000
 
 fixture_ok = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
