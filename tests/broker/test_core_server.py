@@ -399,3 +399,42 @@ def test_fetch_checks_the_leader_epoch_and_offsets(broker: Any) -> None:
     assert fetch(3, -1).error_code == 1  # beyond the log end: OFFSET_OUT_OF_RANGE
     at_end = fetch(2, -1)
     assert (at_end.error_code, at_end.high_watermark, bytes(at_end.records)) == (0, 2, b"")
+
+
+def test_fetch_size_limits_follow_kip_74(broker: Any) -> None:
+    """The first partition with data returns at least one whole batch even past the
+    limits; later ones are cut at what is left of MaxBytes."""
+    from storage.records import iter_batches
+
+    raw = Raw(broker.port)
+    create_topic(raw, "sizes", partitions=2)
+    for index in (0, 1):
+        for _ in range(3):
+            batch = build_batch([Record(0, int(time.time() * 1000), None, b"v" * 300, [])] * 2)
+            resp = raw.call(0, 9, {
+                "transactional_id": None, "acks": 1, "timeout_ms": 5000,
+                "topic_data": [{"name": "sizes", "partition_data": [{"index": index, "records": batch}]}],
+            })
+            assert resp.responses[0].partition_responses[0].error_code == 0
+    batch_size = len(batch)
+
+    def fetch(max_bytes: int, partition_max: int) -> list[bytes]:
+        body = fetch_body("sizes", 0, max_wait_ms=0, min_bytes=0)
+        body["max_bytes"] = max_bytes
+        body["topics"][0]["partitions"] = [
+            {"partition": i, "current_leader_epoch": -1, "fetch_offset": 0,
+             "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": partition_max}
+            for i in (0, 1)]
+        parts = raw.call(1, 12, body).responses[0].partitions
+        return [bytes(p.records) for p in parts]
+
+    first, second = fetch(max_bytes=10, partition_max=10)
+    assert len(list(iter_batches(first))) == 1 and len(first) == batch_size
+    assert second == b""
+    first, second = fetch(max_bytes=batch_size * 2 + 50, partition_max=1 << 20)
+    assert len(first) == batch_size * 2 + 50  # a trailing partial batch, as Kafka sends
+    assert second == b""
+    first, second = fetch(max_bytes=1 << 20, partition_max=batch_size + 1)
+    assert len(first) == batch_size + 1 and len(second) == batch_size + 1
+    first, second = fetch(max_bytes=1 << 20, partition_max=1 << 20)
+    assert len(first) == len(second) == 3 * batch_size
