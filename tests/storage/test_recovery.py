@@ -314,13 +314,13 @@ def test_any_flipped_byte_keeps_every_batch_before_it(seed: int, where: float,
             target -= sizes[k]
             k += 1
         data = bytearray(files[k].read_bytes())
-        data[target] ^= flip
-        files[k].write_bytes(bytes(data))
-        # batches wholly before the damaged byte, in offset order
+        # batches wholly before the damaged byte, in offset order (counted undamaged)
         intact = 0
         for f in files[:k]:
             intact += sum(1 for _ in iter_batches(f.read_bytes()))
         intact += sum(1 for pos, h in iter_batches(data) if pos + h.size <= target)
+        data[target] ^= flip
+        files[k].write_bytes(bytes(data))
         log = Log(d, CFG, recovery_point=0, clean_shutdown=False)
         kept = records_of(batches[:intact])
         assert log.log_end_offset >= len(kept)
