@@ -361,6 +361,8 @@ class Log:
         self.segments.append(seg)
         self._bases.append(base)
         self._leo = max(self._leo, base)
+        # An empty first segment replaced past a gap: the log now starts at the new one.
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self.recovery_point = max(self.recovery_point, min(base, self._leo))
         self._prefix_max = None
         return seg

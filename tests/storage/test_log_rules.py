@@ -107,6 +107,7 @@ def test_append_as_is_keeps_offsets_and_can_leave_a_gap(tmp_path: Path) -> None:
     r = log.append_as_is(bytes(b))
     assert (r.base_offset, r.last_offset, log.log_end_offset) == (10, 11, 12)
     assert [s.base_offset for s in log.segments] == [10]
+    assert log.log_start_offset == 10 and r.log_start_offset == 10
     got = log.offset_for_timestamp(T + 1)
     assert got is not None and got.offset == 11
     with pytest.raises(CorruptRecordError):
