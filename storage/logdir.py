@@ -105,6 +105,7 @@ class LogDir:
             log = Log(self.path / partition_dir_name(topic, partition),
                       config or self._config(topic))
             self._logs[key] = log
+            _fsync_dir(self.path)  # the new partition directory survives a power loss
         elif config is not None:
             log.update_config(config)
         return log
@@ -151,9 +152,13 @@ class LogDir:
             os.fsync(fd)
         finally:
             os.close(fd)
-        dfd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        _fsync_dir(self.path)
         self._closed = True
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
