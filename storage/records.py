@@ -239,6 +239,8 @@ def iter_batches(
     header is invalid (magic, length below a header) raises CorruptRecordError:
     that is corruption, not a torn write. CRCs are not checked (see crc_ok).
     """
+    if pos < 0:
+        raise ValueError(f"position {pos} is negative")  # struct would count from the end
     stop = len(buf) if end is None else min(end, len(buf))
     unpack_from = _HEADER.unpack_from
     make = BatchHeader._make

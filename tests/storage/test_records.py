@@ -705,3 +705,10 @@ def test_column_decode_keeps_every_record_when_the_last_field_is_empty(n: int) -
     got = R.decode_batch(buf)
     assert [(r.offset, r.value, r.headers) for r in got] == [(i, b"", [("", b"")]) for i in range(n)]
     assert _decode_outcome(buf, n, True, None) == _decode_outcome(buf, n, False, None)
+
+
+def test_iter_batches_refuses_a_negative_position() -> None:
+    """struct would read from the end of the buffer; a caller bug must not look like data."""
+    buf = build([Record(0, 1, None, b"x", [])])
+    with pytest.raises(ValueError):
+        list(R.iter_batches(buf, -len(buf)))
