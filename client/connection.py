@@ -115,6 +115,7 @@ class BrokerConnection:
         fut: asyncio.Future[Any] = loop.create_future()
         if self._closed is not None:
             fut.set_exception(self._closed)
+            fut.exception()  # the caller awaits it or has already raised
             return fut
         correlation_id = self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
@@ -222,6 +223,9 @@ class BrokerConnection:
         for _, _, fut in pending.values():
             if not fut.done():
                 fut.set_exception(err)
+                # A caller whose write failed raises err itself and never awaits
+                # this future; don't let asyncio log it as "never retrieved".
+                fut.exception()
         self._writer.close()
 
     async def close(self) -> None:

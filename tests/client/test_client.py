@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 import pytest
 from client_oracle import unique_topic
@@ -15,6 +16,10 @@ from client.producer import Producer
 from protocol import api
 from protocol.errors import ErrorCode
 from storage import records as rec
+
+# Two days ago: in the past (the broker refuses > 1 h ahead) and inside the
+# default 7-day retention, so no retention check can delete what a test wrote.
+T0 = (time.time_ns() // 1_000_000 - 2 * 86_400_000) // 1000 * 1000
 
 
 async def test_connect_uses_the_highest_version_both_sides_support(broker) -> None:  # type: ignore[no-untyped-def]
@@ -66,7 +71,7 @@ async def test_produce_to_unknown_topic_raises_with_the_code(broker) -> None:  #
 async def test_every_codec_round_trips_byte_exact(broker, compression, acks) -> None:  # type: ignore[no-untyped-def]
     topic = unique_topic("codec")
     records = [
-        ProducerRecord(key=None, value=None, timestamp=1_700_000_000_000),
+        ProducerRecord(key=None, value=None, timestamp=T0),
         ProducerRecord(key=b"", value=b"", timestamp=1_700_000_000_005, headers=[("a", None)]),
         ProducerRecord(key="k\u00e9", value=bytes(range(256)) * 4, timestamp=1_700_000_000_001,
                        headers=[("x", b"1"), ("x", b"2"), ("\u00fc", b"")]),
@@ -77,7 +82,7 @@ async def test_every_codec_round_trips_byte_exact(broker, compression, acks) -> 
         assert offsets == [0, 1, 2]
         got = [r async for r in c.consume(topic, 0, 0)]
         want = [
-            (0, 1_700_000_000_000, None, None, []),
+            (0, T0, None, None, []),
             (1, 1_700_000_000_005, b"", b"", [("a", None)]),
             (2, 1_700_000_000_001, "k\u00e9".encode(), bytes(range(256)) * 4,
              [("x", b"1"), ("x", b"2"), ("\u00fc", b"")]),
@@ -118,7 +123,7 @@ async def test_default_partitioner_places_keys_like_kafka(broker) -> None:  # ty
 
 async def test_produce_batch_appends_a_prebuilt_batch(broker) -> None:  # type: ignore[no-untyped-def]
     topic = unique_topic("prebuilt")
-    rs = [rec.Record(i, 1_700_000_000_000 + i, None, b"v%d" % i) for i in range(10)]
+    rs = [rec.Record(i, T0 + i, None, b"v%d" % i) for i in range(10)]
     async with await Client.connect(broker.bootstrap) as c:
         await c.create_topic(topic, partitions=2)
         assert await c.produce_batch(topic, 1, rec.build_batch(rs)) == 0
@@ -135,7 +140,7 @@ async def test_producer_batches_by_linger_and_keeps_order(broker) -> None:  # ty
         async with Producer(c, linger_ms=20, batch_bytes=2000) as p:
             futs = [
                 await p.send(topic, ProducerRecord(key=b"k%d" % (i % 7), value=b"%d" % i,
-                                                   timestamp=1_700_000_000_000 + i))
+                                                   timestamp=T0 + i))
                 for i in range(500)
             ]
         metas = [f.result() for f in futs]
@@ -170,7 +175,7 @@ async def test_pipelined_requests_on_one_connection_get_their_own_answers(broker
     async with await Client.connect(broker.bootstrap) as c:
         for i, t in enumerate(topics):
             await c.create_topic(t)
-            await c.produce(t, [ProducerRecord(value=b"x", timestamp=1_700_000_000_000 + i)] * (i + 1),
+            await c.produce(t, [ProducerRecord(value=b"x", timestamp=T0 + i)] * (i + 1),
                             partition=0)
         answers = await asyncio.gather(*(c.latest(t) for t in topics for _ in range(4)))
         assert answers == [{0: i + 1} for i in range(5) for _ in range(4)]
@@ -285,14 +290,12 @@ def test_keys_land_where_librdkafka_murmur2_random_puts_them(broker) -> None:  #
 
 
 async def test_future_timestamp_is_rejected_with_invalid_timestamp(broker) -> None:  # type: ignore[no-untyped-def]
-    import time as _time
-
     topic = unique_topic("future")
-    far = _time.time_ns() // 1_000_000 + 3 * 3_600_000  # beyond the default 1 h after.max
+    far = time.time_ns() // 1_000_000 + 3 * 3_600_000  # beyond the default 1 h after.max
     async with await Client.connect(broker.bootstrap) as c:
         await c.create_topic(topic)
         with pytest.raises(KafkaError) as ei:
-            await c.produce(topic, [ProducerRecord(value=b"ok", timestamp=1_700_000_000_000),
+            await c.produce(topic, [ProducerRecord(value=b"ok", timestamp=T0),
                                     ProducerRecord(value=b"late", timestamp=far)], partition=0)
         assert ei.value.code == ErrorCode.INVALID_TIMESTAMP
         # The whole batch was rejected: nothing of it is in the log.
@@ -310,7 +313,7 @@ async def test_log_append_time_lookups_use_the_stored_timestamps(broker) -> None
                             partition=0)
             await asyncio.sleep(0.003)
         stored = [r async for r in c.consume(topic, 0, 0)]
-        assert all(r.timestamp > 1_700_000_000_000 for r in stored)  # broker time, not ours
+        assert all(r.timestamp > T0 for r in stored)  # broker time, not the 1_000 + i we sent
         log = [Produced(0, r.offset, r.timestamp, r.key, r.value) for r in stored]
         for t in sorted({r.timestamp for r in stored} | {stored[0].timestamp - 1,
                                                           stored[-1].timestamp + 1}):
@@ -323,7 +326,7 @@ def test_lookups_survive_a_broker_restart_on_the_same_client(broker) -> None:  #
     topic = unique_topic("restart")
     with SyncClient(broker.bootstrap) as c:
         c.create_topic(topic, partitions=2)
-        ts = [1_700_000_000_000 + (i * 37) % 100 for i in range(200)]
+        ts = [T0 + (i * 37) % 100 for i in range(200)]
         c.produce(topic, [ProducerRecord(value=b"%d" % i, timestamp=t) for i, t in enumerate(ts)],
                   partition=1)
         before = {t: c.offsets_for_times(topic, t) for t in range(min(ts) - 1, max(ts) + 2)}
@@ -351,9 +354,9 @@ async def test_reads_retry_once_on_a_connection_the_broker_dropped(broker) -> No
     topic = unique_topic("stale")
     async with await Client.connect(broker.bootstrap) as c:
         await c.create_topic(topic)
-        await c.produce(topic, [ProducerRecord(value=b"a", timestamp=1_700_000_000_000)], partition=0)
+        await c.produce(topic, [ProducerRecord(value=b"a", timestamp=T0)], partition=0)
         broker.restart()  # blocks this loop: the client cannot notice the old socket died
-        assert await c.offsets_for_times(topic, 0) == {0: (0, 1_700_000_000_000)}
+        assert await c.offsets_for_times(topic, 0) == {0: (0, T0)}
         broker.restart()
         assert [r.value for r in (await c.fetch(topic, 0, 0))[0]] == [b"a"]
         broker.restart()
@@ -370,7 +373,7 @@ def test_librdkafka_reads_what_our_client_wrote(broker, compression) -> None:  #
     topic = unique_topic("ckread")
     sent = [
         ProducerRecord(key=b"k%d" % i if i % 3 else None, value=(b"v%d" % i) * (i % 50),
-                       headers=[("h", b"%d" % i)] if i % 2 else [], timestamp=1_700_000_000_000 + i)
+                       headers=[("h", b"%d" % i)] if i % 2 else [], timestamp=T0 + i)
         for i in range(300)
     ]
     with SyncClient(broker.bootstrap) as c:
