@@ -458,3 +458,19 @@ async def test_connect_skips_an_unreachable_bootstrap_server(broker) -> None:  #
         dead = s.getsockname()[1]
     async with await Client.connect(f"127.0.0.1:{dead},{broker.bootstrap}", request_timeout=5) as c:
         assert isinstance(await c.list_topics(), dict)
+
+
+async def test_producer_futures_all_resolve_when_the_broker_dies(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("dies")
+    async with await Client.connect(broker.bootstrap, request_timeout=5) as c:
+        await c.create_topic(topic)
+        p = Producer(c, linger_ms=1)
+        before = [await p.send(topic, ProducerRecord(value=b"a"), partition=0) for _ in range(10)]
+        await p.flush()
+        broker.kill()
+        after = [await p.send(topic, ProducerRecord(value=b"b"), partition=0) for _ in range(10)]
+        with pytest.raises(KafkaError) as ei:
+            await asyncio.wait_for(p.flush(), 30)
+        assert ei.value.code == ErrorCode.NETWORK_EXCEPTION
+        assert all(f.result().offset == i for i, f in enumerate(before))
+        assert all(f.done() and isinstance(f.exception(), KafkaError) for f in after)
