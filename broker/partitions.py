@@ -107,7 +107,8 @@ class PartitionManager:
         self._default_log_config = config.topic_config()
         self._metrics = _metrics()
         self.cluster_id = ""
-        self._summary_turn = 0
+        # Partitions whose newest batches may lack lookup summaries (see summarize_step).
+        self._unsummarised: set[tuple[str, int]] = set()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -143,6 +144,7 @@ class PartitionManager:
         now = int(time.time() * 1000)
         for key in self.logdir.logs():
             self._last_flush_ms[key] = now
+            self._unsummarised.add(key)
         log.info(
             "opened %d topics, %d partitions in %s in %.2f s%s",
             len(self.topics), len(self.logdir.logs()), self.data_dir, time.monotonic() - started,
@@ -396,6 +398,7 @@ class PartitionManager:
                                    result.log_append_time_ms, now_ms=now)
         key = (topic, partition)
         count = result.last_offset - result.base_offset + 1
+        self._unsummarised.add(key)
         unflushed = self._unflushed.get(key, 0) + count
         if unflushed >= plog.config.flush_messages:
             plog.flush()
@@ -474,17 +477,19 @@ class PartitionManager:
     def summarize_step(self, budget_ms: float) -> bool:
         """One slice of background work: build block summaries of large batches (storage's
         ``Log.build_summaries``) so that even the first lookup in a 10,000-record batch
-        walks one small block. Partitions take turns; at most one partition spends the
-        budget per call. Returns True when every partition is summarised."""
-        logs = self.logs()
-        if not logs:
+        walks one small block. Only partitions opened or appended to since they were
+        last summarised are visited; at most one spends the budget per call. Returns
+        True when every partition is summarised."""
+        if not self._unsummarised or self.logdir is None:
             return True
-        keys = sorted(logs)
-        for _ in range(len(keys)):
-            key = keys[self._summary_turn % len(keys)]
-            self._summary_turn += 1
-            if not logs[key].build_summaries(budget_ms):
+        for key in sorted(self._unsummarised):
+            plog = self.logdir.get(*key)
+            if plog is None:
+                self._unsummarised.discard(key)
+                continue
+            if not plog.build_summaries(budget_ms):
                 return False
+            self._unsummarised.discard(key)
         return True
 
     def checkpoint(self, now_ms: int | None = None) -> None:
