@@ -20,6 +20,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
 import time
 from array import array
 from bisect import bisect_left
@@ -233,10 +234,18 @@ SUMMARY_MIN_RECORDS = 512  # smaller batches are searched directly
 _NO_HIT = 1 << 80
 
 
+_LANE = {1: 1, 2: 2, 3: 4, 4: 4, 5: 8, 6: 8, 7: 8, 8: 8}
+_CAST = {1: "B", 2: "H", 4: "I", 8: "Q"}
+_NATIVE_LE = sys.byteorder == "little" and array("I").itemsize == 4 and array("Q").itemsize == 8
+
+
 def _run_values(data: Buf, ts_at: int, size: int, tw: int, n: int) -> list[int]:
     """The zig-zag timestamp varints of n uniform records as ints, computed with
-    whole-column integer arithmetic (no per-record Python work)."""
-    lane = 4 if tw <= 4 else 16
+    whole-column integer arithmetic (no per-record Python work). Lanes are as narrow
+    as the varint width allows (a 2-byte varint fits a 16-bit lane)."""
+    if tw == 1:
+        return list(_column(data, ts_at, n, size).translate(_MASK7))
+    lane = _LANE.get(tw, 16)
     lanes = bytearray(n * lane)
     for j in range(tw):
         lanes[j::lane] = _column(data, ts_at + j, n, size).translate(_MASK7)
@@ -245,9 +254,9 @@ def _run_values(data: Buf, ts_at: int, size: int, tw: int, n: int) -> list[int]:
     v = 0
     for j in range(tw):  # byte j of each lane holds group j: move it to bit 7j
         v |= (x >> j) & (ones * (0x7F << (7 * j)))
-    if lane == 4:
-        return memoryview(v.to_bytes(n * 4, "little")).cast("I").tolist()
     raw = v.to_bytes(n * lane, "little")
+    if lane in _CAST and _NATIVE_LE:
+        return array(_CAST[lane], raw).tolist()
     return [int.from_bytes(raw[k * lane:(k + 1) * lane], "little") for k in range(n)]
 
 
@@ -285,17 +294,23 @@ def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
             n = _search_run(data, p, size, lw, tw, kmax, _NO_HIT)[1]
         if n > 1:
             us = _run_values(data, q + 1, size, tw, n)
-            ordered = us == sorted(us)  # C-speed; then a block's max is its last value
-            k = 0
-            while k < n:
-                b = (i + k) // BLOCK
-                stop = min(n, (b + 1) * BLOCK - i)
-                if (i + k) % BLOCK == 0:
-                    positions[b] = p + k * size
-                m = base_ts + ((us[stop - 1] if ordered else max(us[k:stop])) >> 1)
-                if m > block_max[b]:
-                    block_max[b] = m
-                k = stop
+            b0 = i // BLOCK
+            b1 = (i + n - 1) // BLOCK
+            k0 = -i % BLOCK  # first record of this run that starts a block
+            if k0 < n:
+                first_block = (i + k0) // BLOCK
+                starts = range(p + k0 * size, p + n * size, BLOCK * size)
+                positions[first_block:first_block + len(starts)] = starts
+            first_end = min(n, (b0 + 1) * BLOCK - i) - 1
+            if us == sorted(us):  # C-speed; then a block's max is its last value
+                vals = us[first_end::BLOCK]
+                if (n - 1 - first_end) % BLOCK:
+                    vals.append(us[n - 1])
+            else:
+                vals = [max(us[max(0, b * BLOCK - i):min(n, (b + 1) * BLOCK - i)])
+                        for b in range(b0, b1 + 1)]
+            block_max[b0:b1 + 1] = [max(a, base_ts + (v >> 1))
+                                    for a, v in zip(block_max[b0:b1 + 1], vals, strict=True)]
         else:
             b = i // BLOCK
             if i % BLOCK == 0:
