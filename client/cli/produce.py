@@ -129,7 +129,7 @@ class LineParser:
         if self.ts_col:
             raw = cols[self.ts_col - 1]
             try:
-                ts = parse_time(raw.decode("ascii", "replace"), now_ms=0)
+                ts = parse_time(raw.decode("ascii", "replace"))
             except TimeParseError as e:
                 raise ValueError(f"line {lineno}: bad timestamp: {e}") from None
         if self.value_col:
