@@ -698,6 +698,7 @@ class LogSegment:
         mm = self.log_map()
         if mm is None:
             return -1
+        walked = 0
         for info in self.iter_batches(start):
             h = info.header
             if (h.records_count >= SUMMARY_MIN_RECORDS
@@ -708,6 +709,10 @@ class LogSegment:
                 self._summaries[info.position] = build_summary(mm, info.position, h)
                 if time.monotonic() >= deadline:
                     return info.position + info.size
+            walked += 1
+            if walked & 255 == 0 and time.monotonic() >= deadline:
+                # many small batches: the header walk itself must respect the budget
+                return info.position + info.size
         return -1
 
     def log_map(self) -> mmap.mmap | None:

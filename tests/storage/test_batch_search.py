@@ -149,3 +149,19 @@ def test_background_summaries_resume_across_rolls_and_truncation(tmp_path: Path)
         pass
     check()
     log.close()
+
+
+def test_background_summaries_yield_during_long_walks_over_small_batches(tmp_path: Path) -> None:
+    """A log of many small batches has nothing to summarise, but walking it still
+    yields back to the caller in slices instead of blocking for the whole log."""
+    log = Log(tmp_path / "t-0", LogConfig())
+    for i in range(600):
+        log.append(build_batch([Record(0, T0 + i, None, b"s", [])]), now_ms=T0 + 10**9)
+    assert log.build_summaries(0.0) is False  # stopped after a slice of headers
+    calls = 1
+    while not log.build_summaries(0.0):
+        calls += 1
+    assert calls >= 2
+    got = log.offset_for_timestamp(T0 + 300)
+    assert got is not None and got.offset == 300
+    log.close()
