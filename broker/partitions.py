@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config import BrokerConfig, ConfigError
+from broker.group_offsets import GroupOffsetStore, store_for
 from broker.producers import ProducerStateManager
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import LogConfig
@@ -329,6 +330,13 @@ class PartitionManager:
             return None
         return self.ensure_topic(name)
 
+    @property
+    def group_offsets(self) -> GroupOffsetStore:
+        """Committed offsets, kept beside the other broker state files (opened on first use)."""
+        return store_for(
+            self.state_dir, offsets_retention_ms=self.config.offsets_retention_minutes * 60_000
+        )
+
     def delete_topic(self, name: str) -> None:
         """Delete a topic, its logs and its producer state; raises KafkaError(3) if unknown."""
         assert self.logdir is not None, "partition manager is not open"
@@ -353,6 +361,9 @@ class PartitionManager:
             if metrics is not None:
                 metrics.forget_partition(name, p)
         self._write_registry()
+        # Kafka forgets a deleted topic's committed offsets; a topic recreated under
+        # the same name must not resume from them.
+        self.group_offsets.delete_topic(name)
         log.info("deleted topic %r (%d partitions)", name, t.partitions)
 
     # ------------------------------------------------------------ partitions

@@ -23,10 +23,8 @@ from typing import Any
 
 from broker.group_offsets import (
     DEFAULT_OFFSET_METADATA_MAX_BYTES,
-    DEFAULT_OFFSETS_RETENTION_MS,
     CommittedOffset,
     GroupOffsetStore,
-    store_for,
 )
 from protocol.errors import ErrorCode
 
@@ -34,10 +32,8 @@ log = logging.getLogger("chronolog.broker")
 
 
 def offset_store(ctx: Any) -> GroupOffsetStore:
-    """The committed-offset store, beside the broker's other state files (opened on first use)."""
-    minutes = getattr(ctx.config, "offsets_retention_minutes", None)
-    retention = minutes * 60_000 if minutes is not None else DEFAULT_OFFSETS_RETENTION_MS
-    return store_for(ctx.partitions.state_dir, offsets_retention_ms=retention)
+    """The committed-offset store of this broker's data directory."""
+    return ctx.partitions.group_offsets  # type: ignore[no-any-return]
 
 
 def partition_exists(ctx: Any, topic: str, partition: int) -> bool:

@@ -289,3 +289,13 @@ async def test_compaction_during_in_flight_commits_keeps_every_durable_commit(tm
     assert store.fetch_group("g") == expected
     store.close()
     assert GroupOffsetStore(tmp_path, now_ms=NOW).fetch_group("g") == expected
+
+
+def test_a_recreated_topic_does_not_inherit_the_deleted_topics_commits(conn: RawConnection) -> None:
+    assert commit(conn, 8, "reborn", {("co", 0): (42, "old"), ("co", 1): (7, None)}) == {
+        ("co", 0): 0, ("co", 1): 0}
+    resp = conn.request(20, 4, {"topic_names": ["co"], "timeout_ms": 5000})
+    assert resp.responses[0].error_code == 0
+    create(conn, "co", 3)
+    assert fetch(conn, 8, "reborn", {"co": [0, 1]}) == {("co", 0): (-1, -1, ""), ("co", 1): (-1, -1, "")}
+    assert fetch(conn, 8, "reborn", None) == {}
