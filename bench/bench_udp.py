@@ -51,6 +51,33 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _senders(rate: int) -> int:
+    """Sender processes: one ("from another process"), or one per 50k/s with
+    CHRONOLOG_BENCH_UDP_SPLIT=1 (on a busy 2-core machine extra senders take CPU
+    from the broker, so they raise the offered rate but not what lands)."""
+    if os.environ.get("CHRONOLOG_BENCH_UDP_SPLIT") == "1":
+        return max(1, -(-rate // 50_000))
+    return 1
+
+
+def _send(sender: str, udp_port: int, rate: int, count: int) -> tuple[int, float]:
+    """Run the senders at once, each with its share; (datagrams sent, longest send time)."""
+    k = _senders(rate)
+    procs = [subprocess.Popen(
+        [sender, "udp-send", f"127.0.0.1:{udp_port}", "--rate", str(rate / k),
+         "--count", str(count // k), "--size", str(SIZE), "--format", "raw"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(k)]
+    sent, seconds = 0, 0.0
+    for proc in procs:
+        out, err = proc.communicate(timeout=SECONDS * 10 + 60)
+        m = re.search(r"sent (\d+) datagrams in ([0-9.]+) s", out)
+        if m is None:
+            raise RuntimeError(f"udp-send failed: {out}{err}")
+        sent += int(m.group(1))
+        seconds = max(seconds, float(m.group(2)))
+    return sent, seconds
+
+
 def _dropped(metrics: dict[str, float]) -> float:
     return sum(v for k, v in metrics.items() if k.startswith("chronolog_udp_datagrams_dropped"))
 
@@ -116,14 +143,7 @@ def _run_broker(report: Report, scratch: Path, rates: tuple[int, ...],
             before = _latest(bootstrap)
             m_before = _scrape(url)
             cpu_before = _cpu_seconds(broker.pid)
-            res = subprocess.run(
-                [sender, "udp-send", f"127.0.0.1:{udp_port}", "--rate", str(rate),
-                 "--count", str(count), "--size", str(SIZE), "--format", "raw"],
-                capture_output=True, text=True, timeout=SECONDS * 10 + 60)
-            m = re.search(r"sent (\d+) datagrams in ([0-9.]+) s", res.stdout)
-            if m is None:
-                raise RuntimeError(f"udp-send failed: {res.stdout}{res.stderr}")
-            sent, seconds = int(m.group(1)), float(m.group(2))
+            sent, seconds = _send(sender, udp_port, rate, count)
             after = _settle(bootstrap, before)
             cpu = _cpu_seconds(broker.pid) - cpu_before
             m_after = _scrape(url)
@@ -140,8 +160,11 @@ def _run_broker(report: Report, scratch: Path, rates: tuple[int, ...],
             report.add(section, "loss", loss, "%", target=target_loss,
                        note=f"kernel/socket drops {sent - received:.0f}, broker drops "
                        f"{dropped:.0f}")
-            report.add(section, "sender achieved rate", sent / seconds, "datagrams/s",
-                       note="below the asked rate = the sender was starved of CPU")
+            achieved = sent / seconds
+            report.add(section, "senders' achieved rate", achieved, "datagrams/s",
+                       note=f"{_senders(rate)} udp-send process(es)"
+                       + ("; below the asked rate: senders starved of CPU"
+                          if achieved < 0.97 * rate else ""))
             report.add(section, "broker CPU per datagram", 1e6 * cpu / max(1, landed), "µs",
                        note=f"incl. ~1 s idle polling; load average "
                        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
