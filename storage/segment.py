@@ -24,6 +24,7 @@ import sys
 import time
 from array import array
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -362,6 +363,29 @@ def offset_of_first_max(buf: Buf, pos: int, h: BatchHeader) -> int:
     return hit[1] if hit is not None else h.base_offset
 
 
+MAX_OPEN_SEGMENTS = 2000
+"""Segments whose files stay open at once (each holds up to four descriptors: the
+.log, its read mapping and two index mappings). Past this, the least recently used
+unpinned (sealed) segment closes its files; they reopen on next use."""
+
+_OPEN: OrderedDict[int, LogSegment] = OrderedDict()
+
+
+def _touch(seg: LogSegment) -> None:
+    key = id(seg)
+    if key in _OPEN:
+        _OPEN.move_to_end(key)
+        return
+    _OPEN[key] = seg
+    if len(_OPEN) > MAX_OPEN_SEGMENTS:
+        for k in list(_OPEN)[: len(_OPEN) - MAX_OPEN_SEGMENTS + 16]:
+            victim = _OPEN[k]
+            if victim is not seg and not victim.pinned:
+                victim.close_files()
+            if len(_OPEN) <= MAX_OPEN_SEGMENTS:
+                break
+
+
 class LogSegment:
     """A segment's files and in-memory state; the last segment of a log is active."""
 
@@ -399,6 +423,7 @@ class LogSegment:
         self._rolling_loaded = False
         self._indexes_checked = False
         self.dirty = False
+        self.pinned = False
 
     # -- files -----------------------------------------------------------------
     @classmethod
@@ -416,7 +441,21 @@ class LogSegment:
         if self._fd is None:
             self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
             self.size = os.fstat(self._fd).st_size
+        _touch(self)
         return self._fd
+
+    def close_files(self) -> None:
+        """Give back descriptors and mappings of a sealed segment (LRU eviction). Nothing
+        is written; everything reopens lazily; block summaries stay valid."""
+        self.offset_index.release()
+        self.time_index.release()
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        _OPEN.pop(id(self), None)
 
     def pread(self, pos: int, n: int) -> bytes:
         return os.pread(self.fd(), n, pos)
@@ -467,7 +506,7 @@ class LogSegment:
 
         Raises CorruptRecordError on a header that cannot be a batch.
         """
-        fd = self.fd()
+        self.fd()
         stop = self.size if end is None else min(end, self.size)
         pos = start
         buf = b""
@@ -477,7 +516,8 @@ class LogSegment:
         while stop - pos >= HEADER_SIZE:
             rel = pos - buf_pos
             if rel < 0 or rel + HEADER_SIZE > len(buf):
-                buf = os.pread(fd, min(_READ_CHUNK, stop - pos), pos)
+                # fd() per refill: a lazily consumed walk survives an LRU eviction
+                buf = os.pread(self.fd(), min(_READ_CHUNK, stop - pos), pos)
                 buf_pos = pos
                 rel = 0
                 if len(buf) < HEADER_SIZE:
@@ -572,6 +612,7 @@ class LogSegment:
 
     def prepare_active(self) -> None:
         """Open the files for appending: preallocate indexes (Kafka's resizeIndexes)."""
+        self.pinned = True  # never evicted while it may hold unsealed index entries
         self.check_indexes()
         self.fd()
         self.offset_index.make_appendable()
@@ -718,8 +759,7 @@ class LogSegment:
     def log_map(self) -> mmap.mmap | None:
         """A read-only mapping of the .log covering its current size (remapped as the
         active segment grows; dropped before any truncation)."""
-        if self.size < 0:
-            self.fd()
+        fd = self.fd()
         size = self.size
         if size <= 0:
             return None
@@ -727,7 +767,7 @@ class LogSegment:
         if mm is None or len(mm) < size:
             if mm is not None:
                 mm.close()
-            mm = self._mm = mmap.mmap(self.fd(), size, prot=mmap.PROT_READ)
+            mm = self._mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
         return mm
 
     def _unmap(self) -> None:
@@ -740,6 +780,7 @@ class LogSegment:
     # -- maintenance ---------------------------------------------------------------
     def seal(self) -> None:
         """Kafka's onBecomeInactiveSegment: final time entry, trim indexes."""
+        self.pinned = False
         if self._max_ts is None:
             self._load_max()
         assert self._max_ts is not None
@@ -794,6 +835,8 @@ class LogSegment:
 
     def close(self) -> None:
         """Final time entry, trim indexes, close files (Kafka's LogSegment.close)."""
+        _OPEN.pop(id(self), None)
+        self.pinned = False
         if self.offset_index.is_loaded or self.time_index.is_loaded:
             if self._max_ts is not None and self._max_ts >= 0:
                 self.time_index.maybe_append(self._max_ts, self._offset_of_max, skip_full_check=True)
@@ -806,6 +849,7 @@ class LogSegment:
 
     def release(self) -> None:
         """Close files without writing anything (before deleting them)."""
+        _OPEN.pop(id(self), None)
         self.offset_index.release()
         self.time_index.release()
         self._unmap()

@@ -112,3 +112,32 @@ def test_append_as_is_keeps_offsets_and_can_leave_a_gap(tmp_path: Path) -> None:
     assert got is not None and got.offset == 11
     with pytest.raises(CorruptRecordError):
         log.append_as_is(bytes(b))  # below the log end
+
+
+def test_sealed_segments_give_back_descriptors_beyond_the_open_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With thousands of segments, lookups and reads across all of them must not run
+    out of file descriptors: least recently used sealed segments close their files
+    and reopen on demand, with exact answers throughout."""
+    import os
+
+    from storage import segment
+
+    monkeypatch.setattr(segment, "MAX_OPEN_SEGMENTS", 4)
+    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=300, index_interval_bytes=50))
+    for i in range(60):
+        log.append(batch(T + i, T + i, size=60), now_ms=NOW)
+    assert len(log.segments) >= 30
+    before = len(os.listdir("/proc/self/fd"))
+    walk = log.segments[0].iter_batches(0)  # a lazily consumed walk across evictions
+    first = next(walk)
+    for _ in range(2):
+        for i in range(60):
+            got = log.offset_for_timestamp(T + i)
+            assert got is not None and got.offset == 2 * i
+            assert iter_batches(log.read(2 * i, 1)).__next__()[1].base_offset == 2 * i
+    rest = list(walk)
+    assert [first.header.base_offset] + [b.header.base_offset for b in rest] == [
+        b.header.base_offset for b in log.segments[0].iter_batches(0)]
+    assert len(os.listdir("/proc/self/fd")) - before <= 4 * 4 + 8
+    log.close()
