@@ -114,6 +114,13 @@ def decode_fetch(
     offsets = np.asarray(base_offsets, dtype=np.int64)[rec_batch] + rows["offset_delta"]
     keep = (offsets >= start) & (offsets < end)
     if not keep.all():
+        # Records outside the range are not returned, but their headers are still
+        # checked: a batch is either valid as a whole or reported as corrupt.
+        dropped = np.flatnonzero(~keep & (rows["header_count"] > 0))
+        if len(dropped):
+            sub = {k: v[dropped] for k, v in rows.items()}
+            ends = (starts + lengths)[dropped]
+            _headers(data, sub, ends, topic, partition, offsets[dropped])
         idx = np.flatnonzero(keep)
         offsets = offsets[idx]
         rec_batch = rec_batch[idx]
@@ -323,10 +330,9 @@ def _decode_fields(
     p = value_pos + np.maximum(value_len, 0)
     header_count, s, ok5 = _varints(d, np.minimum(p, ends), 5)
     header_pos = p + s
+    # Any negative key or value length means null, as Kafka's DefaultRecord reads it.
     bad = (
-        (key_len < -1)
-        | (value_len < -1)
-        | (header_count < 0)
+        (header_count < 0)
         | (header_pos > ends)
         | ((header_count == 0) & (header_pos != ends))
     )

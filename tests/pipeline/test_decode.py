@@ -148,3 +148,27 @@ def test_arrow_schema_is_the_one_pyspark_derives_from_the_spark_schema() -> None
     from pyspark.sql.pandas.types import to_arrow_schema
 
     assert to_arrow_schema(SPARK_SCHEMA, timezone="UTC").equals(ARROW_SCHEMA)
+
+
+@settings(max_examples=150)
+@given(
+    records=st.lists(_record, min_size=1, max_size=30),
+    edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
+)
+def test_mangled_records_with_a_valid_crc_decode_like_the_codec_or_raise_corruption(
+    records: list[Record], edits: list[tuple[int, int]]
+) -> None:
+    from storage.records import compute_crc
+
+    buf = bytearray(build_batch(records))
+    for where, byte in edits:
+        buf[61 + where % (len(buf) - 61)] = byte
+    struct.pack_into(">I", buf, 17, compute_crc(buf, 0, len(buf)))
+    data = bytes(buf)
+    try:
+        expected = _oracle(data, 0, 10**9)
+    except CorruptRecordError:
+        with pytest.raises(CorruptRecordError):
+            decode_fetch(data, "events", 7, 0, 10**9)
+        return
+    assert _rows(decode_fetch(data, "events", 7, 0, 10**9).batch) == expected
