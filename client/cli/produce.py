@@ -10,7 +10,8 @@ epoch milliseconds); without a timestamp column each record gets the
 producer's clock at the time it is read.
 
 Invariants: bytes are passed through untouched (no decoding of keys or
-values); lines are sent in input order, so records of one partition get
+values); input is read off the event loop, so records from a slow pipe are
+sent within ``--linger-ms`` of arriving; lines are sent in input order, so records of one partition get
 increasing offsets in line order; a line that cannot be parsed stops the
 command with its line number, after flushing what came before (which stays
 acknowledged and is counted in the message).
@@ -19,9 +20,11 @@ acknowledged and is counted in the message).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import codecs
 import os
 import sys
+from collections.abc import AsyncIterator
 from typing import Any, BinaryIO
 
 from client.aio import COMPRESSION_CODECS, Client, ProducerRecord
@@ -140,6 +143,28 @@ class LineParser:
         return ProducerRecord(key=key, value=value, headers=self.headers, timestamp=ts)
 
 
+async def read_lines(source: BinaryIO, block: int = 1 << 16) -> AsyncIterator[bytes]:
+    """Lines of ``source`` (each with its ending), read off the event loop.
+
+    Reading happens in a worker thread, a block of whatever is available at a
+    time (``read1``), so a slow pipe (``tail -f log | chronolog produce``) never
+    stalls the loop: lingering batches are still sent while input waits.
+    """
+    loop = asyncio.get_running_loop()
+    read1 = getattr(source, "read1", source.read)
+    rest = b""
+    while True:
+        chunk: bytes = await loop.run_in_executor(None, read1, block)
+        if not chunk:
+            if rest:
+                yield rest
+            return
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            yield line + b"\n"
+
+
 async def _produce(args: argparse.Namespace) -> int:
     sep = args.separator
     if "\\" in sep:  # let users type --separator '\t' or ',' alike
@@ -173,7 +198,9 @@ async def _produce(args: argparse.Namespace) -> int:
         bar = progress(total, "B", f"produce {args.topic}", not args.no_progress)
         error: Exception | None = None
         try:
-            for lineno, line in enumerate(source, 1):
+            lineno = 0
+            async for line in read_lines(source):
+                lineno += 1
                 try:
                     record = parser.parse(line, lineno)
                 except ValueError as e:

@@ -231,3 +231,27 @@ def test_produce_headers_partition_and_value_column(broker) -> None:  # type: ig
     assert [(r["offset"], r["timestamp"], r["key"], r["value"]) for r in rows] == [
         (0, BASE, None, "first"), (1, BASE + 5, None, "second")]
     assert rows[0]["headers"] == [{"key": "source", "value": "cli"}, {"key": "v", "value": "2"}]
+
+
+def test_produce_from_an_open_pipe_sends_each_line_without_waiting_for_eof(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("tail")
+    cli("topics", "create", topic, "--bootstrap-server", broker.bootstrap)
+    proc = subprocess.Popen(
+        [CHRONOLOG, "produce", topic, "--bootstrap-server", broker.bootstrap],
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None
+    try:
+        with SyncClient(broker.bootstrap) as c:
+            for i in range(3):
+                proc.stdin.write(b"line %d\n" % i)
+                proc.stdin.flush()
+                deadline = time.monotonic() + 20
+                while c.latest(topic)[0] < i + 1:  # arrives while stdin is still open
+                    assert time.monotonic() < deadline, f"line {i} was not sent"
+                    time.sleep(0.05)
+        proc.stdin.close()
+        assert proc.wait(30) == 0
+    finally:
+        proc.kill()
+    assert cli("consume", topic, "--bootstrap-server", broker.bootstrap).stdout == b"line 0\nline 1\nline 2\n"
