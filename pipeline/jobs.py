@@ -87,19 +87,25 @@ def progress(spark: Any, label: str, enabled: bool = True) -> Iterator[None]:
     stop = threading.Event()
 
     def poll() -> None:
+        # Tasks of every stage seen so far; a stage that left the active list is done.
+        stages: dict[int, tuple[int, int]] = {}
+        last = (-1, -1)
         bar = tqdm(total=0, desc=label, unit="task", file=sys.stderr, leave=False)
         try:
             while not stop.wait(0.25):
-                total = done = 0
-                for sid in tracker.getActiveStageIds():
+                active = set(tracker.getActiveStageIds())
+                for sid in active:
                     info = tracker.getStageInfo(sid)
                     if info is not None:
-                        total += info.numTasks
-                        done += info.numCompletedTasks
-                if total:
-                    bar.total = total
-                    bar.n = done
+                        stages[sid] = (info.numTasks, info.numCompletedTasks)
+                for sid, (n, _done) in stages.items():
+                    if sid not in active:
+                        stages[sid] = (n, n)
+                now = (sum(n for n, _ in stages.values()), sum(d for _, d in stages.values()))
+                if now != last and now[0]:
+                    bar.total, bar.n = now
                     bar.refresh()
+                    last = now
         finally:
             bar.close()
 
