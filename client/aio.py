@@ -142,7 +142,7 @@ class WireRecord:
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    headers: Sequence[tuple[str, bytes | None]] = ()
 
 
 def _b(v: bytes | bytearray | memoryview | str | None) -> bytes | None:
@@ -162,7 +162,7 @@ def to_wire(r: ProducerRecord, now_ms: int | None = None) -> WireRecord:
         ts = int(ts)
     if ts < 0:
         raise ValueError(f"record timestamp {ts} is negative; Kafka timestamps are epoch ms >= 0")
-    headers = [(str(k), _b(v)) for k, v in r.headers] if r.headers else []
+    headers = [(str(k), _b(v)) for k, v in r.headers] if r.headers else ()
     return WireRecord(ts, _b(r.key), _b(r.value), headers)
 
 

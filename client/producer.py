@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from client.aio import (
+    _RECORD_OVERHEAD,
     METADATA_MAX_AGE_S,
     Client,
     ProducerRecord,
@@ -121,7 +122,19 @@ class Producer:
         Awaiting ``send`` itself only waits when too many batches are in flight
         (back-pressure), never for the acknowledgement.
         """
-        wire = to_wire(record)
+        ts, k, v = record.timestamp, record.key, record.value
+        if (
+            isinstance(ts, int)
+            and ts >= 0
+            and (k is None or isinstance(k, bytes))
+            and (v is None or isinstance(v, bytes))
+            and not record.headers
+        ):  # the common case, without to_wire's conversions
+            wire = WireRecord(ts, k, v)
+            size = _RECORD_OVERHEAD + (len(k) if k else 0) + (len(v) if v else 0)
+        else:
+            wire = to_wire(record)
+            size = record_size(wire)
         if partition is None:
             n = self._nparts.get(topic, 0)
             if not n or time.monotonic() - self._nparts_at[topic] > METADATA_MAX_AGE_S:
@@ -130,8 +143,7 @@ class Producer:
             partition = choose_partition(wire.key, topic, n, self._sticky)
         key = (topic, partition)
         pend = self._pending.get(key)
-        n = record_size(wire)
-        if pend is not None and pend.items and pend.size + n > self.batch_bytes:
+        if pend is not None and pend.items and pend.size + size > self.batch_bytes:
             self._close_batch(key)  # this record would overflow the open batch
             pend = None
         loop = asyncio.get_running_loop()
@@ -141,7 +153,7 @@ class Producer:
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
         pend.items.append(wire)
         pend.futures.append(fut)
-        pend.size += n
+        pend.size += size
         if pend.size >= self.batch_bytes:
             self._close_batch(key)
         while len(self._inflight) >= self.max_in_flight_batches:
