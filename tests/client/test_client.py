@@ -474,3 +474,19 @@ async def test_producer_futures_all_resolve_when_the_broker_dies(broker) -> None
         assert ei.value.code == ErrorCode.NETWORK_EXCEPTION
         assert all(f.result().offset == i for i, f in enumerate(before))
         assert all(f.done() and isinstance(f.exception(), KafkaError) for f in after)
+
+
+async def test_producer_compresses_its_batches(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("pzstd")
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic)
+        async with Producer(c, linger_ms=2, acks=-1, compression="zstd") as p:
+            for i in range(200):
+                await p.send(topic, ProducerRecord(value=b"%d" % i * 20, headers=[("i", b"%d" % i)]),
+                             partition=0)
+        raw = await c.fetch_raw(topic, 0, 0)
+        assert {h.compression for _, h in rec.iter_batches(raw.records_bytes)} == {4}
+        got = [r async for r in c.consume(topic, 0, 0)]
+        assert [(r.value, r.headers) for r in got] == [
+            (b"%d" % i * 20, [("i", b"%d" % i)]) for i in range(200)
+        ]
