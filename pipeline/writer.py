@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -46,6 +48,7 @@ from pyspark.sql.types import (
 from client import SyncClient
 from client.partitioner import StickyPartitioner, partition_for_key
 from pipeline.options import OptionError, WriteOptions
+from pipeline.partitioning import partitions_for_keys
 from storage.records import Record, build_batch
 
 __all__ = ["ChronologWriter", "WriteCommit"]
@@ -194,6 +197,7 @@ class ChronologWriter(DataSourceArrowWriter):
             now = int(time.time() * 1000)
             tscol = _timestamps_ms(rb.column("timestamp")) if "timestamp" in names else [None] * n
             hcol = rb.column("headers").to_pylist() if "headers" in names else [None] * n
+            keyed = self._key_partitions(rb, tcol, topics)
             for i in range(n):
                 topic = tcol[i]
                 if topic is None:
@@ -211,7 +215,7 @@ class ChronologWriter(DataSourceArrowWriter):
                 p = pcol[i]
                 if p is None:
                     if key is not None:
-                        p = partition_for_key(key, len(parts))
+                        p = int(keyed[i]) if keyed is not None else partition_for_key(key, len(parts))
                     else:
                         p = sticky.partition(topic, len(parts))
                 elif p not in parts:
@@ -234,6 +238,18 @@ class ChronologWriter(DataSourceArrowWriter):
                     buf.size += sum(len(k) + len(v or b"") for k, v in headers)
                 if buf.size >= opts.batch_bytes:
                     flush(topic, p)
+
+    @staticmethod
+    def _key_partitions(
+        rb: pa.RecordBatch, tcol: list[str | None], topics: dict[str, list[int]]
+    ) -> npt.NDArray[np.int64] | None:
+        """murmur2 partitions of the whole key column when all rows go to one known topic."""
+        if "key" not in rb.schema.names or not tcol:
+            return None
+        topic = tcol[0]
+        if topic is None or topic not in topics or any(t != topic for t in tcol):
+            return None
+        return partitions_for_keys(rb.column("key"), len(topics[topic]))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to finalise: every batch was acknowledged by the broker inside its task."""

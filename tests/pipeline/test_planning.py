@@ -142,3 +142,30 @@ def test_subscriptions_select_topics_by_list_whole_name_pattern_or_assignment() 
         Subscription(topics=("users", "nope")).select(available)
     with pytest.raises(OptionError, match=r"no partitions \[7\]"):
         Subscription(assign={"users": (7,)}).select(available)
+
+
+@given(
+    keys=st.lists(st.one_of(st.none(), st.binary(max_size=40)), max_size=60),
+    n=st.integers(1, 64),
+    as_string=st.booleans(),
+    cut=st.integers(0, 5),
+)
+def test_vectorised_murmur2_places_keys_like_the_clients_partitioner(
+    keys: list[bytes | None], n: int, as_string: bool, cut: int
+) -> None:
+    import pyarrow as pa
+
+    from client.partitioner import partition_for_key
+    from pipeline.partitioning import partitions_for_keys
+
+    if as_string:
+        texts = [None if k is None else k.decode("latin-1") for k in keys]
+        col = pa.array(texts, type=pa.string())
+        raw = [None if t is None else t.encode("utf-8") for t in texts]
+    else:
+        col = pa.array(keys, type=pa.binary())
+        raw = keys
+    col = col.slice(min(cut, len(keys)))  # a sliced column has a non-zero offset
+    raw = raw[min(cut, len(keys)):]
+    got = partitions_for_keys(col, n).tolist()
+    assert got == [-1 if k is None else partition_for_key(k, n) for k in raw]
