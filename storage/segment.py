@@ -364,26 +364,30 @@ def offset_of_first_max(buf: Buf, pos: int, h: BatchHeader) -> int:
 
 
 MAX_OPEN_SEGMENTS = 2000
-"""Segments whose files stay open at once (each holds up to four descriptors: the
-.log, its read mapping and two index mappings). Past this, the least recently used
-unpinned (sealed) segment closes its files; they reopen on next use."""
+"""Sealed segments whose files stay open at once (each holds up to four descriptors:
+the .log, its read mapping and two index mappings). Past this, the least recently
+used one closes its files; they reopen on next use. Active (pinned) segments are
+not counted: they are always open."""
 
 _OPEN: OrderedDict[int, LogSegment] = OrderedDict()
 
 
 def _touch(seg: LogSegment) -> None:
+    """Mark ``seg`` used. Only unpinned (sealed) segments are tracked and evicted, so
+    a broker with many actively written partitions pays O(1) here."""
     key = id(seg)
+    if seg.pinned:
+        _OPEN.pop(key, None)
+        return
     if key in _OPEN:
         _OPEN.move_to_end(key)
         return
     _OPEN[key] = seg
-    if len(_OPEN) > MAX_OPEN_SEGMENTS:
-        for k in list(_OPEN)[: len(_OPEN) - MAX_OPEN_SEGMENTS + 16]:
-            victim = _OPEN[k]
-            if victim is not seg and not victim.pinned:
-                victim.close_files()
-            if len(_OPEN) <= MAX_OPEN_SEGMENTS:
-                break
+    while len(_OPEN) > MAX_OPEN_SEGMENTS:
+        victim = next(iter(_OPEN.values()))
+        if victim is seg:
+            break
+        victim.close_files()  # removes itself from _OPEN
 
 
 class LogSegment:
