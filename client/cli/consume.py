@@ -11,7 +11,9 @@ With ``--follow`` all partitions are followed at once and records print as
 they arrive (each partition still in offset order); a partition that had no
 record at or after ``--until`` yet ends at the first one that arrives.
 
-Formats: ``text`` writes each value's raw bytes and a newline; ``json`` writes one
+Formats: ``text`` writes each value's raw bytes and a newline (``--print-timestamp``
+and ``--print-key`` put the ISO timestamp and the key in front, tab-separated);
+``json`` writes one
 object per line with topic, partition, offset, timestamp (epoch ms and ISO),
 key, value and headers — as UTF-8 strings when they decode, otherwise under
 ``key_base64`` / ``value_base64``, so no byte is lost.
@@ -51,6 +53,10 @@ def register(subparsers: Any) -> None:
                    help="stop before the first record with timestamp >= TIME")
     p.add_argument("--partition", type=int, help="read only this partition")
     p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--print-timestamp", action="store_true",
+                   help="text format: prefix each value with its ISO timestamp and a tab")
+    p.add_argument("--print-key", action="store_true",
+                   help="text format: prefix each value with its key and a tab")
     p.add_argument("--max", type=int, metavar="N", help="stop after N records")
     p.add_argument("--follow", action="store_true",
                    help="keep waiting for new records (until --until or Ctrl-C)")
@@ -88,6 +94,16 @@ def record_json(r: Record) -> str:
         headers.append(h)
     d["headers"] = headers
     return json.dumps(d, ensure_ascii=False)
+
+
+def text_line(r: Record, with_timestamp: bool, with_key: bool) -> bytes:
+    """The raw value and a newline, optionally after the ISO timestamp and the key (tabs)."""
+    line = (r.value or b"") + b"\n"
+    if with_key:
+        line = (r.key or b"") + b"\t" + line
+    if with_timestamp:
+        line = format_time(r.timestamp).encode("ascii") + b"\t" + line
+    return line
 
 
 async def plan(
@@ -234,7 +250,8 @@ async def _consume(args: argparse.Namespace) -> int:
                 if as_json:
                     out.write("".join(record_json(r) + "\n" for r in chunk).encode("utf-8"))
                 else:
-                    out.write(b"".join((r.value or b"") + b"\n" for r in chunk))
+                    out.write(b"".join(text_line(r, args.print_timestamp, args.print_key)
+                                       for r in chunk))
                 if args.follow:
                     out.flush()
                 count += len(chunk)

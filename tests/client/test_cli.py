@@ -122,6 +122,12 @@ def test_consume_text_from_offset_with_max(broker, dataset) -> None:  # type: ig
     out = cli("consume", topic, "--partition", "1", "--from-offset", "3", "--max", "7",
               "--bootstrap-server", broker.bootstrap)
     assert out.stdout.splitlines() == [r.value for r in recs[3:10]]
+    out = cli("consume", topic, "--partition", "1", "--from-offset", "3", "--max", "2",
+              "--print-timestamp", "--print-key", "--bootstrap-server", broker.bootstrap)
+    assert out.stdout.splitlines() == [
+        format_time(r.timestamp).encode() + b"\t" + (r.key or b"") + b"\t" + (r.value or b"")
+        for r in recs[3:5]
+    ]
 
 
 def test_consume_keeps_non_utf8_bytes(broker) -> None:  # type: ignore[no-untyped-def]
