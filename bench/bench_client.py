@@ -104,6 +104,14 @@ async def _ours(report: Report, bootstrap: str) -> dict[str, float]:
                    note=f"{percentile(lat, 50) - p50f:.0f} µs above the floor")
         report.add("client", "offsets_for_times p99", percentile(lat, 99), "µs")
         report.add("client", "offsets_for_times, one client", rate, "lookups/s")
+        t = time.perf_counter()
+        for start in range(0, LOOKUPS, 100):
+            await asyncio.gather(*(
+                c.offsets_for_times("bench-producer", BASE_TS + (i * 7919) % N, [0])
+                for i in range(start, start + 100)
+            ))
+        report.add("client", "offsets_for_times, 100 pipelined on one connection",
+                   LOOKUPS / (time.perf_counter() - t), "lookups/s")
     finally:
         await c.close()
     return rates
