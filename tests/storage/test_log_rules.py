@@ -141,3 +141,26 @@ def test_sealed_segments_give_back_descriptors_beyond_the_open_limit(
         b.header.base_offset for b in log.segments[0].iter_batches(0)]
     assert len(os.listdir("/proc/self/fd")) - before <= 4 * 4 + 8
     log.close()
+
+
+def test_records_without_timestamps_never_match_and_age_by_mtime(tmp_path: Path) -> None:
+    """CreateTime records stamped -1 (no timestamp) are stored, never match a search,
+    and a segment holding only such records ages by its .log mtime for retention."""
+    import os
+
+    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=200, retention_ms=1000))
+    log.append(batch(-1, -1), now_ms=NOW)
+    log.append(batch(-1), now_ms=NOW)  # rolls: the first segment holds only -1 records
+    log.append(batch(T + 5, -1, T + 3), now_ms=NOW)
+    assert log.offset_for_timestamp(0) is not None
+    got = log.offset_for_timestamp(T)
+    assert got is not None and (got.timestamp, got.offset) == (T + 5, 3)
+    mx = log.offset_for_timestamp(-3)
+    assert mx is not None and (mx.timestamp, mx.offset) == (T + 5, 3)
+    first = log.segments[0]
+    assert first.max_timestamp == -1
+    os.utime(first.log_path, (0, (NOW - 5000) / 1000))
+    assert first.largest_timestamp() == NOW - 5000
+    assert log.delete_old_segments(NOW) >= 1
+    assert log.log_start_offset > 0
+    log.close()
