@@ -25,6 +25,8 @@ from storage.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC
 from storage.segment import INT32_MAX, LogSegment
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_OI = struct.Struct(">ii")
+_TI = struct.Struct(">qi")
 _CHUNK = 16 * 1024 * 1024
 
 
@@ -40,8 +42,6 @@ def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool
     seg._unmap()
     size = os.fstat(fd).st_size
     seg.size = size
-    seg.offset_index.reset()
-    seg.time_index.reset()
     seg.reset_state_for_rebuild()
     interval = seg.config.index_interval_bytes
     base = seg.base_offset
@@ -59,6 +59,17 @@ def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool
     crc = _crc32c.crc32c
     off_index = seg.offset_index
     time_index = seg.time_index
+    # Entries are collected and written once at the end (Kafka's rules inlined:
+    # offset entries while room, time entries only when the max grows, the last time
+    # slot kept for the final entry).
+    oi = bytearray()
+    ti = bytearray()
+    n_oi = n_ti = 0
+    max_oi = off_index.max_entries
+    max_ti = time_index.max_entries
+    last_tts = -1
+    pack_oi = _OI.pack
+    pack_ti = _TI.pack
     while size - pos >= HEADER_SIZE:
         rel = pos - buf_pos
         if rel + HEADER_SIZE > len(buf):
@@ -89,10 +100,13 @@ def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool
         if pos - last_index_pos > interval:
             # The recover-time rule can want more entries than appends made; a skipped
             # entry only makes a lookup scan from an earlier entry, never miss.
-            if off_index.entries < off_index.max_entries:
-                off_index.append(last, pos)
-            if max_ts >= 0 and not time_index.is_full:
-                time_index.maybe_append(max_ts, shallow)
+            if n_oi < max_oi:
+                oi += pack_oi(last - base, pos)
+                n_oi += 1
+            if max_ts > last_tts and n_ti < max_ti - 1:
+                ti += pack_ti(max_ts, shallow - base)
+                n_ti += 1
+                last_tts = max_ts
             last_index_pos = pos
         expected = last + 1
         next_offset = last + 1
@@ -101,10 +115,10 @@ def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool
     if removed:
         os.ftruncate(fd, pos)
         seg.size = pos
-    if max_ts >= 0:
-        time_index.maybe_append(max_ts, shallow, skip_full_check=True)
-    off_index.trim()
-    time_index.trim()
+    if max_ts > last_tts and n_ti < max_ti:
+        ti += pack_ti(max_ts, shallow - base)  # the final entry: the segment's max
+    off_index.replace_entries(bytes(oi))
+    time_index.replace_entries(bytes(ti))
     seg._max_ts = max_ts
     seg._offset_of_max = shallow
     seg._next_offset = next_offset
@@ -112,7 +126,5 @@ def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool
     seg._rolling_loaded = True
     seg.bytes_since_last_index_entry = 0
     os.fsync(fd)
-    off_index.flush()
-    time_index.flush()
     seg.mark_indexes_checked()
     return removed
