@@ -1005,14 +1005,16 @@ def _decode_records(
     next_offset = start
     append = out.append
     for pos, h in rec.iter_batches(buf):
-        last = h.base_offset + h.last_offset_delta
-        if last < start:
-            continue
+        # CRC first: lastOffsetDelta is under the CRC, and a flipped bit in it must not
+        # make a damaged batch look like one to skip.
         if not rec.crc_ok(buf, pos, h):
             raise KafkaError(
                 ErrorCode.CORRUPT_MESSAGE,
                 f"{topic}-{partition}: batch at offset {h.base_offset} fails its CRC",
             )
+        last = h.base_offset + h.last_offset_delta
+        if last < start:
+            continue
         if not h.attributes & rec.CONTROL_MASK:
             for r in rec.decode_batch(buf, pos):
                 o = r.offset

@@ -59,3 +59,20 @@ def test_a_flipped_byte_under_the_crc_is_reported_as_corrupt(pos: int, xor: int)
         assert e.code == ErrorCode.CORRUPT_MESSAGE
     else:
         raise AssertionError(f"flipping byte {pos} went unnoticed")
+
+
+def test_every_single_bit_flip_under_either_crc_is_reported_as_corrupt() -> None:
+    """Exhaustive over positions and bits: sign and length fields included."""
+    first_size = rec.parse_header(VALID).size
+    for pos in range(rec.ATTRIBUTES_OFFSET, len(VALID)):
+        if first_size <= pos < first_size + rec.ATTRIBUTES_OFFSET:
+            continue  # the second batch's fields before its CRC'd range
+        for bit in range(8):
+            buf = bytearray(VALID)
+            buf[pos] ^= 1 << bit
+            try:
+                decode_records(bytes(buf), "t", 0, 40, None)
+            except KafkaError as e:
+                assert e.code == ErrorCode.CORRUPT_MESSAGE
+            else:
+                raise AssertionError(f"flipping bit {bit} of byte {pos} went unnoticed")
