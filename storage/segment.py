@@ -449,10 +449,12 @@ class LogSegment:
         return self._fd
 
     def close_files(self) -> None:
-        """Give back descriptors and mappings of a sealed segment (LRU eviction). Nothing
-        is written; everything reopens lazily; block summaries stay valid."""
-        self.offset_index.release()
-        self.time_index.release()
+        """Give back descriptors and mappings of an unpinned segment (LRU eviction).
+        Indexes are trimmed to their entries first, so no zero padding is left behind
+        (it would read back as entries); everything reopens lazily; block summaries
+        stay valid."""
+        self.offset_index.close()
+        self.time_index.close()
         if self._mm is not None:
             self._mm.close()
             self._mm = None
