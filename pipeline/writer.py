@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -47,6 +48,7 @@ from pyspark.sql.types import (
 
 from client import SyncClient
 from client.partitioner import StickyPartitioner, partition_for_key
+from pipeline.encode import encode_batch
 from pipeline.options import OptionError, WriteOptions
 from pipeline.partitioning import partitions_for_keys
 from storage.records import Record, build_batch
@@ -143,11 +145,7 @@ class ChronologWriter(DataSourceArrowWriter):
             sender = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="chronolog-send")
             inflight: collections.deque[concurrent.futures.Future[int]] = collections.deque()
 
-            def flush(topic: str, partition: int) -> None:
-                buf = buffers.pop((topic, partition), None)
-                if buf is None or not buf.records:
-                    return
-                batch = build_batch(buf.records, compression=opts.compression)
+            def send(topic: str, partition: int, batch: bytes, count: int) -> None:
                 # One sender thread keeps each partition's batches in order while the
                 # next batch is encoded; at most _IN_FLIGHT batches await their acks.
                 inflight.append(
@@ -155,14 +153,25 @@ class ChronologWriter(DataSourceArrowWriter):
                 )
                 while len(inflight) > _IN_FLIGHT:
                     inflight.popleft().result()
-                sticky.batch_closed(topic, len(topics[topic]))
-                commit.records += len(buf.records)
+                commit.records += count
                 commit.batches += 1
                 name = f"{topic}-{partition}"
-                commit.partitions[name] = commit.partitions.get(name, 0) + len(buf.records)
+                commit.partitions[name] = commit.partitions.get(name, 0) + count
+
+            def flush(topic: str, partition: int) -> None:
+                buf = buffers.pop((topic, partition), None)
+                if buf is None or not buf.records:
+                    return
+                send(topic, partition, build_batch(buf.records, compression=opts.compression),
+                     len(buf.records))
+                sticky.batch_closed(topic, len(topics[topic]))
 
             try:
-                self._encode(iterator, client, topics, sticky, buffers, flush)
+                for rb in iterator:
+                    if rb.num_rows == 0:
+                        continue
+                    if not self._encode_columnar(rb, topics, sticky, flush, send):
+                        self._encode_rows(rb, client, topics, sticky, buffers, flush)
                 for topic, p in list(buffers):
                     flush(topic, p)
                 while inflight:
@@ -171,73 +180,150 @@ class ChronologWriter(DataSourceArrowWriter):
                 sender.shutdown(wait=True)
         return commit
 
-    def _encode(
+    def _encode_rows(
         self,
-        iterator: Iterator[pa.RecordBatch],
+        rb: pa.RecordBatch,
         client: SyncClient,
         topics: dict[str, list[int]],
         sticky: StickyPartitioner,
         buffers: dict[tuple[str, int], _PartitionBuffer],
         flush: Callable[[str, int], None],
     ) -> None:
-        """Turn rows into per-partition record buffers, flushing each at ``batch.size``."""
+        """Row by row into per-partition buffers, each flushed at ``batch.size`` (any columns)."""
         opts = self.opts
-        for rb in iterator:
-            n = rb.num_rows
-            if n == 0:
-                continue
-            names = rb.schema.names
-            values = _bytes_list(rb.column("value"))
-            keys = _bytes_list(rb.column("key")) if "key" in names else [None] * n
-            if opts.topic is not None:
-                tcol: list[str | None] = [opts.topic] * n
-            else:
-                tcol = rb.column("topic").to_pylist()
-            pcol = rb.column("partition").to_pylist() if "partition" in names else [None] * n
-            now = int(time.time() * 1000)
-            tscol = _timestamps_ms(rb.column("timestamp")) if "timestamp" in names else [None] * n
-            hcol = rb.column("headers").to_pylist() if "headers" in names else [None] * n
-            keyed = self._key_partitions(rb, tcol, topics)
-            for i in range(n):
-                topic = tcol[i]
-                if topic is None:
-                    raise OptionError(f"row {i} has a null topic and no 'topic' option is set")
+        n = rb.num_rows
+        names = rb.schema.names
+        values = _bytes_list(rb.column("value"))
+        keys = _bytes_list(rb.column("key")) if "key" in names else [None] * n
+        if opts.topic is not None:
+            tcol: list[str | None] = [opts.topic] * n
+        else:
+            tcol = rb.column("topic").to_pylist()
+        pcol = rb.column("partition").to_pylist() if "partition" in names else [None] * n
+        now = int(time.time() * 1000)
+        tscol = _timestamps_ms(rb.column("timestamp")) if "timestamp" in names else [None] * n
+        hcol = rb.column("headers").to_pylist() if "headers" in names else [None] * n
+        keyed = self._key_partitions(rb, tcol, topics)
+        for i in range(n):
+            topic = tcol[i]
+            if topic is None:
+                raise OptionError(f"row {i} has a null topic and no 'topic' option is set")
+            parts = topics.get(topic)
+            if parts is None:
+                topics.update(client.list_topics())
                 parts = topics.get(topic)
                 if parts is None:
-                    topics = client.list_topics()
-                    parts = topics.get(topic)
-                    if parts is None:
-                        raise OptionError(
-                            f"topic {topic!r} does not exist; create it first "
-                            "(chronolog topic create, or Client.create_topic)"
-                        )
-                key = keys[i]
-                p = pcol[i]
-                if p is None:
-                    if key is not None:
-                        p = int(keyed[i]) if keyed is not None else partition_for_key(key, len(parts))
-                    else:
-                        p = sticky.partition(topic, len(parts))
-                elif p not in parts:
-                    raise OptionError(f"row {i}: topic {topic!r} has no partition {p}")
-                ts = tscol[i]
-                raw_headers = hcol[i]
-                headers = [(h["key"], h["value"]) for h in raw_headers] if raw_headers else []
-                value = values[i]
-                rec = Record(0, now if ts is None else ts, key, value, headers)
-                buf = buffers.get((topic, p))
-                if buf is None:
-                    buf = buffers[(topic, p)] = _PartitionBuffer()
-                buf.records.append(rec)
-                buf.size += (
-                    _RECORD_OVERHEAD
-                    + (len(key) if key else 0)
-                    + (len(value) if value else 0)
+                    raise OptionError(
+                        f"topic {topic!r} does not exist; create it first "
+                        "(chronolog topic create, or Client.create_topic)"
+                    )
+            key = keys[i]
+            p = pcol[i]
+            if p is None:
+                if key is not None:
+                    p = int(keyed[i]) if keyed is not None else partition_for_key(key, len(parts))
+                else:
+                    p = sticky.partition(topic, len(parts))
+            elif p not in parts:
+                raise OptionError(f"row {i}: topic {topic!r} has no partition {p}")
+            ts = tscol[i]
+            raw_headers = hcol[i]
+            headers = [(h["key"], h["value"]) for h in raw_headers] if raw_headers else []
+            value = values[i]
+            rec = Record(0, now if ts is None else ts, key, value, headers)
+            buf = buffers.get((topic, p))
+            if buf is None:
+                buf = buffers[(topic, p)] = _PartitionBuffer()
+            buf.records.append(rec)
+            buf.size += (
+                _RECORD_OVERHEAD
+                + (len(key) if key else 0)
+                + (len(value) if value else 0)
+            )
+            if headers:
+                buf.size += sum(len(k) + len(v or b"") for k, v in headers)
+            if buf.size >= opts.batch_bytes:
+                flush(topic, p)
+
+    def _encode_columnar(
+        self,
+        rb: pa.RecordBatch,
+        topics: dict[str, list[int]],
+        sticky: StickyPartitioner,
+        flush: Callable[[str, int], None],
+        send: Callable[[str, int, bytes, int], None],
+    ) -> bool:
+        """Encode a whole Arrow batch without per-row Python, when it can be.
+
+        Applies when every row goes to one existing topic and no row has headers.
+        Returns False (nothing sent) otherwise, and the row path handles the batch.
+        """
+        opts = self.opts
+        n = rb.num_rows
+        names = rb.schema.names
+        if opts.topic is not None:
+            topic: str | None = opts.topic
+        else:
+            tcol = rb.column("topic")
+            if tcol.null_count:
+                return False
+            topic = tcol[0].as_py()
+            if not bool(pc.all(pc.equal(tcol, topic)).as_py()):
+                return False
+        if topic is None or topic not in topics:
+            return False
+        if "headers" in names:
+            h = rb.column("headers")
+            if h.null_count < n and int(pc.max(pc.list_value_length(h)).as_py() or 0) > 0:
+                return False
+        num = len(topics[topic])
+        keys = rb.column("key") if "key" in names else pa.array([None] * n, type=pa.binary())
+        values = rb.column("value")
+        parts = partitions_for_keys(keys, num)
+        if "partition" in names:
+            given = rb.column("partition")
+            explicit = np.asarray(given.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+            parts = np.where(explicit >= 0, explicit, parts)
+            valid = np.asarray(given.is_valid().to_numpy(zero_copy_only=False), bool)
+            bad = valid & ((explicit >= num) | (explicit < 0))
+            if bool(bad.any()):
+                i = int(np.argmax(bad))
+                raise OptionError(f"row {i}: topic {topic!r} has no partition {explicit[i]}")
+        unkeyed = parts < 0
+        if bool(unkeyed.any()):
+            parts = np.where(unkeyed, sticky.partition(topic, num), parts)
+        now = int(time.time() * 1000)
+        if "timestamp" in names:
+            col = rb.column("timestamp")
+            if pa.types.is_timestamp(col.type):
+                col = pc.divide(col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()), 1000)
+            ts = np.asarray(col.cast(pa.int64()).fill_null(now).to_numpy(zero_copy_only=False),
+                            dtype=np.int64)
+        else:
+            ts = np.full(n, now, dtype=np.int64)
+        sizes = (
+            _RECORD_OVERHEAD
+            + np.asarray(pc.fill_null(pc.binary_length(keys.cast(pa.binary())), 0), np.int64)
+            + np.asarray(pc.fill_null(pc.binary_length(values.cast(pa.binary())), 0), np.int64)
+        )
+        for p in np.unique(parts).tolist():
+            flush(topic, p)  # rows buffered by the row path go first: per-partition order
+            idx = np.flatnonzero(parts == p)
+            cum = np.cumsum(sizes[idx])
+            first = 0
+            while first < len(idx):
+                limit = (cum[first - 1] if first else 0) + opts.batch_bytes
+                last = max(first + 1, int(np.searchsorted(cum, limit, side="left")))
+                chunk = pa.array(idx[first:last])
+                batch = encode_batch(
+                    keys.take(chunk), values.take(chunk), ts[idx[first:last]],
+                    compression=opts.compression,
                 )
-                if headers:
-                    buf.size += sum(len(k) + len(v or b"") for k, v in headers)
-                if buf.size >= opts.batch_bytes:
-                    flush(topic, p)
+                send(topic, p, batch, last - first)
+                first = last
+        if bool(unkeyed.any()):
+            sticky.batch_closed(topic, num)
+        return True
 
     @staticmethod
     def _key_partitions(

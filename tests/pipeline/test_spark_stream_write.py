@@ -231,3 +231,35 @@ def test_a_stream_copies_one_topic_into_another_record_for_record(
     for p in (0, 1):
         assert [(r.timestamp, r.key, r.value, r.headers) for r in dst[p]] == [
             (r.timestamp, r.key, r.value, r.headers) for r in src[p]]
+
+
+def test_columnar_writes_honour_partition_and_timestamp_columns_and_null_keys(
+    spark: Any, broker: Any, logtool: Any, helpers: Any
+) -> None:
+    logtool.create("cols", 3)
+    rows = [
+        (None if i % 5 == 0 else f"k{i}", f"v{i}".encode(), (i % 3) if i % 4 == 0 else None,
+         None if i % 7 == 0 else 1_700_000_000_000 + i)
+        for i in range(300)
+    ]
+    df = spark.createDataFrame(rows, "key string, value binary, partition int, ms long")
+    df = df.selectExpr("key", "value", "partition", "ms as timestamp")
+    before = int(time.time() * 1000)
+    df.write.format("chronolog").mode("append").option("bootstrap.servers", broker.bootstrap) \
+        .option("topic", "cols").save()
+    back = helpers.rows(spark.read.format("chronolog").option(
+        "bootstrap.servers", broker.bootstrap).option("subscribe", "cols").load())
+    assert sorted(r.value for r in back) == sorted(v for _k, v, _p, _t in rows)
+    by_value = {v: (k, p, t) for k, v, p, t in rows}
+    for r in back:
+        key, part, ts = by_value[r.value]
+        assert r.key == (None if key is None else key.encode())
+        if part is not None:
+            assert r.partition == part
+        elif key is not None:
+            assert r.partition == partition_for_key(key.encode(), 3)
+        if ts is not None:
+            assert r.timestamp == ts
+        else:
+            assert before <= r.timestamp <= int(time.time() * 1000)
+        assert r.headers == ()
