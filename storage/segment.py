@@ -12,7 +12,16 @@ Invariants:
   and ``offset_of_max`` the last offset of the first batch carrying it; a sealed
   segment's last time-index entry is exactly this pair;
 - a segment never holds its .log open until first used, so thousands of sealed
-  segments cost a Python object each and no file descriptors or mappings.
+  segments cost a Python object each and no file descriptors or mappings; at most
+  ``MAX_OPEN_SEGMENTS`` unpinned segments keep files open (LRU), the active
+  (pinned) one always does;
+- a block summary (``BatchSummary``) of a batch at position p describes the bytes
+  at p exactly as they are on disk; summaries are dropped whenever the .log is
+  cut (truncation, recovery), never otherwise, since batches never move.
+
+The search inside one batch (``first_record_at_or_after``) is exact for any
+timestamp order: runs of equal-layout records are searched column-wise (strided
+slices, ``bytes.translate``, integer masks); everything else record by record.
 """
 
 from __future__ import annotations
