@@ -183,7 +183,14 @@ class Log:
                                     jitter_ms=self.config.random_segment_jitter())
             self.segments = [seg]
             self._bases = [start]
-        leo = self.active.next_offset
+        try:
+            leo = self.active.next_offset
+        except CorruptRecordError:
+            # A damaged tail despite a clean-shutdown marker: recover the active
+            # segment rather than refuse to open the partition.
+            self.recovered_bytes_cut += recover_segment(self.active)
+            self.recovered_segments += 1
+            leo = self.active.next_offset
         # An empty active segment after an earlier one: its base is the LEO.
         self._leo = max(leo, self.active.base_offset)
         first_base = self.segments[0].base_offset

@@ -336,3 +336,17 @@ def test_any_flipped_byte_keeps_every_batch_before_it(seed: int, where: float,
             assert hs and hs[0][1].base_offset <= off
             off = hs[-1][1].last_offset + 1
         log.close()
+
+
+def test_a_damaged_active_tail_after_a_clean_shutdown_is_recovered_not_fatal(
+        tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    log, batches = write_log(d)
+    log.close()
+    active = max(d.glob("*.log"))
+    with open(active, "ab") as fh:
+        fh.write(b"\xff" * 80)  # garbage where the next batch header would be
+    log = Log(d, CFG, clean_shutdown=True)
+    assert log.recovered_bytes_cut == 80
+    assert_exact(log, batches)
+    log.close()
