@@ -90,6 +90,17 @@ def _read(opts: ReadOptions, part: InputPartition) -> Iterator[pa.RecordBatch]:
     )
 
 
+def _fixed_schema(schema: StructType) -> None:
+    if [(f.name, f.dataType) for f in schema.fields] != [
+        (f.name, f.dataType) for f in SPARK_SCHEMA.fields
+    ]:
+        raise OptionError(
+            "format('chronolog') has the fixed schema of Spark's Kafka source "
+            f"({SPARK_SCHEMA.simpleString()}); remove .schema(...) and select or cast "
+            "columns after load()"
+        )
+
+
 class ChronologDataSource(DataSource):
     """Spark's ``format("chronolog")``: read time windows, stream, and write records."""
 
@@ -101,9 +112,11 @@ class ChronologDataSource(DataSource):
         return SPARK_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        _fixed_schema(schema)
         return ChronologBatchReader(parse_read_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        _fixed_schema(schema)
         return ChronologStreamReader(parse_read_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:

@@ -137,3 +137,10 @@ def test_a_range_past_the_end_of_the_log_fails_loudly_unless_data_loss_is_allowe
         list(read_range(broker.bootstrap, "short", 0, 20, 50, fetch_max_bytes=1 << 20))
     assert list(read_range(broker.bootstrap, "short", 0, 20, 50, fetch_max_bytes=1 << 20,
                            fail_on_data_loss=False)) == []
+
+
+def test_a_user_schema_is_refused_with_a_clear_message(spark: Any, broker: Any) -> None:
+    reader = spark.read.format("chronolog").schema("value string").option(
+        "bootstrap.servers", broker.bootstrap).option("subscribe", "x")
+    with pytest.raises(Exception, match="fixed schema"):
+        reader.load().collect()
