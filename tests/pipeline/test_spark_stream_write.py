@@ -263,3 +263,29 @@ def test_columnar_writes_honour_partition_and_timestamp_columns_and_null_keys(
         else:
             assert before <= r.timestamp <= int(time.time() * 1000)
         assert r.headers == ()
+
+
+def test_json_export_writes_one_object_per_record_with_base64_binary(
+    spark: Any, broker: Any, logtool: Any, tmp_path: Path
+) -> None:
+    import base64
+    import json
+
+    from pipeline import jobs
+
+    logtool.create("js-out", 1)
+    t0 = int(time.time() * 1000) - 60_000
+    logtool.produce("js-out", 0, [(t0 + i, b"k%d" % i, bytes([i, 1]), [("h", None)])
+                                  for i in range(6)])
+    result = jobs.export(spark, broker.bootstrap, "js-out", t0 + 1, t0 + 5,
+                         str(tmp_path / "j"), fmt="json", show_progress=False)
+    assert result.rows == 4
+    docs = [json.loads(line) for f in sorted((tmp_path / "j").glob("part-*.json"))
+            for line in f.read_text().splitlines()]
+    docs.sort(key=lambda d: d["offset"])
+    assert [d["offset"] for d in docs] == [1, 2, 3, 4]
+    for d in docs:
+        i = d["offset"]
+        assert base64.b64decode(d["key"]) == b"k%d" % i
+        assert base64.b64decode(d["value"]) == bytes([i, 1])
+        assert d["headers"] == [{"key": "h"}]
