@@ -17,6 +17,12 @@ acknowledged, Spark retries the whole task and those batches are appended a
 second time; a job that is re-run after a failure likewise appends again.
 Readers that need exactly-once must de-duplicate (e.g. on a key) downstream.
 Within one task and partition, rows keep their DataFrame order.
+
+Encoding: an Arrow batch whose rows all go to one topic and carry no headers
+is encoded column-wise (:mod:`pipeline.encode`, murmur2 via
+:mod:`pipeline.partitioning`); other batches go row by row through
+``storage.records.build_batch``. Before a column-wise batch is sent to a
+partition, rows the row path buffered for it are flushed, so order holds.
 """
 
 from __future__ import annotations
