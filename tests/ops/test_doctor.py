@@ -189,3 +189,22 @@ def test_doctor_says_how_to_force_recovery_when_the_dir_claims_a_clean_shutdown(
     assert f"WARNING {data_dir / '.kafka_cleanshutdown'}: present, so the next start skips " \
         "recovery and will not repair the problems above; delete this file to force recovery" \
         in lines
+
+
+def test_doctor_reports_a_corrupt_batch_header_and_what_cannot_be_read(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from client.cli.dump_log import scan_log
+
+    seg = segments_in(data_dir / "orders-0")[0].log
+    third = scan_log(seg).batches[2].position
+    data = bytearray(seg.read_bytes())
+    data[third + 16] = 7  # magic byte of the third batch
+    seg.write_bytes(bytes(data))
+    code, lines = doctor(data_dir, capsys)
+    assert code == 1
+    problems = [ln for ln in lines if ln.startswith(f"PROBLEM {seg}:")]
+    assert problems == [
+        f"PROBLEM {seg}: corrupt batch header at position {third}: batch at {third} has magic 7, "
+        f"only magic 2 is supported; {len(data) - third} bytes from there cannot be read"
+    ]
