@@ -136,7 +136,9 @@ class PartitionManager:
                 self.logdir.get_or_create(t.name, p, self.log_config(t.name))
         if adopted:
             self._write_registry()
-        self.producers = ProducerStateManager(self.state_dir)
+        self.producers = ProducerStateManager(
+            self.state_dir, producer_id_expiration_ms=self.config.producer_id_expiration_ms
+        )
         for (topic, partition), plog in self.logdir.logs().items():
             self.producers.restore_partition(
                 topic, partition, plog.log_start_offset, plog.log_end_offset,
