@@ -35,6 +35,7 @@ run: install
 
 test: install check-java check-compose
 	$(BIN)/python -m pytest -q -ra
+	$(MAKE) --no-print-directory lint
 
 bench: install check-java
 	$(BIN)/python -m bench
