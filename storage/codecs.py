@@ -157,6 +157,25 @@ _ZSTD_BLOCK_MAX = 128 * 1024
 _LZ4_BLOCK_MAX = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
 
 
+def _next_frame(view: memoryview, pos: int, end: int, name: str) -> tuple[int, int | None]:
+    """Skip skippable frames from ``pos``: (position, magic) of the next frame.
+
+    The magic is None when no frame is left; the position is then ``end`` or past
+    it (a skippable frame that overruns), which the caller reports as truncated.
+    Both zstd and LZ4 share the skippable-frame format.
+    """
+    while pos < end:
+        if pos + 4 > end:
+            raise CorruptRecordError(f"{name} frame magic is truncated")
+        (magic,) = _LE32.unpack_from(view, pos)
+        if magic & _SKIPPABLE_MASK != _SKIPPABLE:
+            return pos, magic
+        if pos + 8 > end:
+            raise CorruptRecordError(f"{name} skippable frame is truncated")
+        pos += 8 + _LE32.unpack_from(view, pos + 4)[0]
+    return pos, None
+
+
 def zstd_output_bound(data: Buffer) -> int:
     """An upper bound of what the zstd frames in ``data`` decompress to (RFC 8878).
 
@@ -168,15 +187,10 @@ def zstd_output_bound(data: Buffer) -> int:
     end = len(view)
     pos = 0
     bound = 0
-    while pos < end:
-        if pos + 4 > end:
-            raise CorruptRecordError("zstd frame magic is truncated")
-        (magic,) = _LE32.unpack_from(view, pos)
-        if magic & _SKIPPABLE_MASK == _SKIPPABLE:
-            if pos + 8 > end:
-                raise CorruptRecordError("zstd skippable frame is truncated")
-            pos += 8 + _LE32.unpack_from(view, pos + 4)[0]
-            continue
+    while True:
+        pos, magic = _next_frame(view, pos, end, "zstd")
+        if magic is None:
+            break
         if magic != _ZSTD_MAGIC:
             raise CorruptRecordError(f"not a zstd frame (magic {magic:#010x})")
         if pos + 5 > end:
@@ -222,15 +236,10 @@ def lz4_output_bound(data: Buffer) -> int:
     end = len(view)
     pos = 0
     bound = 0
-    while pos < end:
-        if pos + 4 > end:
-            raise CorruptRecordError("lz4 frame magic is truncated")
-        (magic,) = _LE32.unpack_from(view, pos)
-        if magic & _SKIPPABLE_MASK == _SKIPPABLE:
-            if pos + 8 > end:
-                raise CorruptRecordError("lz4 skippable frame is truncated")
-            pos += 8 + _LE32.unpack_from(view, pos + 4)[0]
-            continue
+    while True:
+        pos, magic = _next_frame(view, pos, end, "lz4")
+        if magic is None:
+            break
         if magic != _LZ4_MAGIC:
             raise CorruptRecordError(f"not an lz4 frame (magic {magic:#010x})")
         if pos + 7 > end:
