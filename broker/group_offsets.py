@@ -36,6 +36,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from storage.fsutil import fsync_dir
+
 OFFSETS_FILE = "consumer-offsets.log"
 DEFAULT_OFFSETS_RETENTION_MS = 7 * 24 * 3_600_000
 DEFAULT_OFFSET_METADATA_MAX_BYTES = 4096
@@ -188,7 +190,7 @@ class GroupOffsetStore:
                 os.fsync(f.fileno())
             old = getattr(self, "_file", None)
             os.replace(tmp, self.path)
-            _fsync_dir(self.data_dir)
+            fsync_dir(self.data_dir)
             if old is not None:
                 old.close()
                 self._file = open(self.path, "ab")
@@ -263,11 +265,3 @@ def _now_ms() -> int:
     import time
 
     return int(time.time() * 1000)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -39,6 +39,7 @@ from broker.producers import ProducerStateManager
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError
+from storage.fsutil import atomic_write_text
 from storage.log import AppendResult, Log
 from storage.logdir import LogDir
 from storage.records import crc_ok, parse_header
@@ -198,18 +199,7 @@ class PartitionManager:
                 for t in sorted(self.topics.values(), key=lambda t: t.name)
             ],
         }
-        path = self._registry_path()
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        dfd = os.open(self.state_dir, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        atomic_write_text(self._registry_path(), json.dumps(doc, indent=1, sort_keys=True))
 
     def _read_or_create_meta(self) -> str:
         """The cluster id from ``meta.properties`` (Kafka's file), written on first start."""

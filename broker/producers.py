@@ -48,7 +48,6 @@ Invariants:
 from __future__ import annotations
 
 import json
-import os
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from protocol.errors import ErrorCode, KafkaError
+from storage.fsutil import atomic_write_text
 
 BATCHES_TO_RETAIN = 5
 ID_BLOCK_SIZE = 1000
@@ -180,7 +180,7 @@ class ProducerStateManager:
             self._next_id = self._max_seen_id + 1
         if self._next_id >= self._block_end:
             self._block_end = self._next_id + ID_BLOCK_SIZE
-            _atomic_write(self.data_dir / ID_BLOCK_FILE, f"0\n{self._block_end}\n")
+            atomic_write_text(self.data_dir / ID_BLOCK_FILE, f"0\n{self._block_end}\n")
         pid = self._next_id
         self._next_id += 1
         return pid
@@ -396,7 +396,7 @@ class ProducerStateManager:
                 ],
             })
         doc = {"version": SNAPSHOT_VERSION, "partitions": parts}
-        _atomic_write(self.data_dir / SNAPSHOT_FILE, json.dumps(doc, separators=(",", ":")))
+        atomic_write_text(self.data_dir / SNAPSHOT_FILE, json.dumps(doc, separators=(",", ":")))
 
     def _read_snapshot(self) -> dict[TopicPartition, _Snapshot]:
         path = self.data_dir / SNAPSHOT_FILE
@@ -431,18 +431,3 @@ class ProducerStateManager:
 class _Snapshot(NamedTuple):
     offset: int
     producers: dict[int, ProducerEntry]
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write-then-rename with fsyncs, so a crash leaves the old or the new file whole."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

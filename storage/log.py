@@ -31,6 +31,7 @@ from storage.errors import (
     RecordListTooLargeError,
     RecordTooLargeError,
 )
+from storage.fsutil import fsync_dir
 from storage.records import (
     CREATE_TIME,
     HEADER_SIZE,
@@ -370,7 +371,7 @@ class Log:
         self._leo = max(self._leo, base)
         # An empty first segment replaced past a gap: the log now starts at the new one.
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        _fsync_dir(self.dir)  # the new files' names survive a power loss, as Kafka's flushDir
+        fsync_dir(self.dir)  # the new files' names survive a power loss, as Kafka's flushDir
         self.recovery_point = max(self.recovery_point, min(base, self._leo))
         self._prefix_max = None
         return seg
@@ -652,14 +653,6 @@ class Log:
             seg.delete()
         self.segments = []
         self._bases = []
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _unlink(path: Path) -> None:

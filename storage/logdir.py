@@ -23,6 +23,7 @@ from pathlib import Path
 
 from storage.checkpoint import read_checkpoint, write_checkpoint
 from storage.config import LogConfig
+from storage.fsutil import fsync_dir
 from storage.log import Log
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -105,7 +106,7 @@ class LogDir:
             log = Log(self.path / partition_dir_name(topic, partition),
                       config or self._config(topic))
             self._logs[key] = log
-            _fsync_dir(self.path)  # the new partition directory survives a power loss
+            fsync_dir(self.path)  # the new partition directory survives a power loss
         elif config is not None:
             log.update_config(config)
         return log
@@ -152,13 +153,5 @@ class LogDir:
             os.fsync(fd)
         finally:
             os.close(fd)
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
         self._closed = True
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
