@@ -243,8 +243,39 @@ def default_source(value: Any) -> str:
 # --------------------------------------------------------------------------- constructs
 
 
-class KBool(Construct):
+class _Leaf(Construct):
+    """A leaf type whose compiled path is one call of the helper its ``_parse``/``_build`` call.
+
+    ``_parse_call``/``_build_call`` are that call's source, formatted with the
+    instance's attributes (``{compact}``, ``{nullable}``).
+    """
+
+    _parse_call = ""
+    _build_call = ""
+
+    def _emitparse(self, code: Any) -> str:
+        code.append(_HELPERS)
+        return self._parse_call.format(**vars(self))
+
+    def _emitbuild(self, code: Any) -> str:
+        code.append(_HELPERS)
+        return self._build_call.format(**vars(self))
+
+
+class _Sized(_Leaf):
+    """A length-prefixed leaf: int16/int32 length, or (compact) uvarint len+1."""
+
+    def __init__(self, compact: bool, nullable: bool) -> None:
+        super().__init__()
+        self.compact = compact
+        self.nullable = nullable
+
+
+class KBool(_Leaf):
     """Kafka boolean: one byte, 0 = false."""
+
+    _parse_call = "read_bool(io)"
+    _build_call = "write_bool(io, obj)"
 
     def _parse(self, stream: Any, context: Any, path: Any) -> bool:
         return read_bool(stream)
@@ -252,17 +283,12 @@ class KBool(Construct):
     def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> bool:
         return write_bool(stream, obj)
 
-    def _emitparse(self, code: Any) -> str:
-        code.append(_HELPERS)
-        return "read_bool(io)"
 
-    def _emitbuild(self, code: Any) -> str:
-        code.append(_HELPERS)
-        return "write_bool(io, obj)"
-
-
-class KUuid(Construct):
+class KUuid(_Leaf):
     """A 16-byte UUID kept as ``bytes`` (all-zero = Kafka's ZERO_UUID)."""
+
+    _parse_call = "read_uuid(io)"
+    _build_call = "write_uuid(io, obj)"
 
     def _parse(self, stream: Any, context: Any, path: Any) -> bytes:
         return read_uuid(stream)
@@ -270,22 +296,12 @@ class KUuid(Construct):
     def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
         return write_uuid(stream, obj)
 
-    def _emitparse(self, code: Any) -> str:
-        code.append(_HELPERS)
-        return "read_uuid(io)"
 
-    def _emitbuild(self, code: Any) -> str:
-        code.append(_HELPERS)
-        return "write_uuid(io, obj)"
-
-
-class KString(Construct):
+class KString(_Sized):
     """int16-length (or, compact, uvarint len+1) UTF-8 string; -1 / 0 = null when nullable."""
 
-    def __init__(self, compact: bool, nullable: bool) -> None:
-        super().__init__()
-        self.compact = compact
-        self.nullable = nullable
+    _parse_call = "read_string(io, {compact}, {nullable})"
+    _build_call = "write_string(io, obj, {compact}, {nullable})"
 
     def _parse(self, stream: Any, context: Any, path: Any) -> str | None:
         return read_string(stream, self.compact, self.nullable)
@@ -293,36 +309,18 @@ class KString(Construct):
     def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> str | None:
         return write_string(stream, obj, self.compact, self.nullable)
 
-    def _emitparse(self, code: Any) -> str:
-        code.append(_HELPERS)
-        return f"read_string(io, {self.compact}, {self.nullable})"
 
-    def _emitbuild(self, code: Any) -> str:
-        code.append(_HELPERS)
-        return f"write_string(io, obj, {self.compact}, {self.nullable})"
-
-
-class KBytes(Construct):
+class KBytes(_Sized):
     """int32-length (or compact) bytes; ``records`` use it too. Zero-copy given a ``frame``."""
 
-    def __init__(self, compact: bool, nullable: bool) -> None:
-        super().__init__()
-        self.compact = compact
-        self.nullable = nullable
+    _parse_call = "read_bytes(io, this, {compact}, {nullable})"
+    _build_call = "write_bytes(io, obj, {compact}, {nullable})"
 
     def _parse(self, stream: Any, context: Any, path: Any) -> Any:
         return read_bytes(stream, context, self.compact, self.nullable)
 
     def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
         return write_bytes(stream, obj, self.compact, self.nullable)
-
-    def _emitparse(self, code: Any) -> str:
-        code.append(_HELPERS)
-        return f"read_bytes(io, this, {self.compact}, {self.nullable})"
-
-    def _emitbuild(self, code: Any) -> str:
-        code.append(_HELPERS)
-        return f"write_bytes(io, obj, {self.compact}, {self.nullable})"
 
 
 class KArray(Construct):
