@@ -22,10 +22,12 @@ from hypothesis import strategies as st
 from tests.broker.test_clients_common import (
     CODECS,
     Rec,
+    assert_appended_after,
     assert_stored_with,
     first_at_or_after,
     fixed_records,
     for_kafka_python,
+    index_valued,
     probe_times,
     records,
     running_broker,
@@ -160,8 +162,7 @@ async def test_every_acks_setting_and_codec_round_trips_byte_exact(
     for seed, conf in enumerate(confs):
         recs = aio_records(30, str(compression), seed * 30)
         offsets = await produce(kb, topic, recs, compression_type=compression, **conf)
-        if conf.get("acks") != 0:
-            assert offsets == list(range(len(sent), len(sent) + len(recs)))
+        assert_appended_after(sent, recs, offsets, conf)
         sent += recs
     assert_same(await consume(kb, topic, 0, len(sent)), sent, 0)
     assert_stored_with(kb, topic, compression)
@@ -175,7 +176,7 @@ def test_offsets_for_times_matches_the_oracle_with_unordered_and_equal_create_ti
     async def run() -> None:
         topic = topic_name("oft")
         await create_topic(kb, topic)
-        recs = [Rec(None, f"{i}".encode(), (), ts) for i, ts in enumerate(timestamps)]
+        recs = index_valued(timestamps)
         offsets = await produce(kb, topic, recs)
         await check_lookups(kb, topic, list(zip(offsets, timestamps, strict=True)))
 

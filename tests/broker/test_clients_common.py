@@ -52,6 +52,15 @@ def running_broker(
         b.stop()
 
 
+def bring_back(b: BrokerProcess, how: str) -> None:
+    """Restart the broker: "crash" kills it (SIGKILL) and starts it again, anything else stops it cleanly."""
+    if how == "crash":
+        b.kill()
+        b.start()
+    else:
+        b.restart()
+
+
 @dataclass(frozen=True)
 class Rec:
     """One produced record as the test sent it."""
@@ -94,6 +103,19 @@ records = st.builds(
     ).map(tuple),
     timestamp=st.integers(BASE_TS, BASE_TS + 1000),
 )
+
+
+def index_valued(timestamps: Sequence[int]) -> list[Rec]:
+    """One record a timestamp, its index as the value: what the lookup-oracle tests send."""
+    return [Rec(None, f"{i}".encode(), (), ts) for i, ts in enumerate(timestamps)]
+
+
+def assert_appended_after(
+    sent: Sequence[Rec], recs: Sequence[Rec], offsets: Sequence[int], conf: dict[str, Any]
+) -> None:
+    """A send's offsets follow on from everything sent before (acks=0 gets none back to check)."""
+    if conf.get("acks") != 0:
+        assert list(offsets) == list(range(len(sent), len(sent) + len(recs)))
 
 
 def fixed_records(n: int, tag: str, seed: int = 0) -> list[Rec]:

@@ -22,10 +22,12 @@ from kafka.structs import OffsetAndMetadata
 
 from tests.broker.test_clients_common import (
     Rec,
+    assert_appended_after,
     assert_stored_with,
     first_at_or_after,
     fixed_records,
     for_kafka_python,
+    index_valued,
     probe_times,
     records,
     running_broker,
@@ -147,8 +149,7 @@ def test_every_acks_setting_round_trips_byte_exact(kb: BrokerProcess, compressio
     for seed, conf in enumerate(confs):
         recs = kp_records(40, str(compression), seed * 40)
         offsets = produce(kb, topic, recs, compression_type=compression, **conf)
-        if conf.get("acks") != 0:
-            assert offsets == list(range(len(sent), len(sent) + len(recs)))
+        assert_appended_after(sent, recs, offsets, conf)
         sent += recs
     assert_same(consume(kb, topic, 0, len(sent)), sent, 0)
     assert_stored_with(kb, topic, compression)
@@ -161,7 +162,7 @@ def test_offsets_for_times_matches_the_oracle_with_unordered_and_equal_create_ti
 ) -> None:
     topic = topic_name("oft")
     create_topic(kb, topic)
-    recs = [Rec(None, f"{i}".encode(), (), ts) for i, ts in enumerate(timestamps)]
+    recs = index_valued(timestamps)
     offsets = produce(kb, topic, recs)
     check_lookups(kb, topic, list(zip(offsets, timestamps, strict=True)))
 

@@ -18,7 +18,7 @@ from broker.group_offsets import (
     CommittedOffset,
     GroupOffsetStore,
 )
-from tests.broker.test_clients_common import RawConnection
+from tests.broker.test_clients_common import RawConnection, bring_back
 from tests.conftest import BrokerProcess
 
 NOW = 1_700_000_000_000
@@ -221,11 +221,7 @@ def test_committed_offsets_survive_restarts(broker: BrokerProcess, how: str) -> 
         create(c, "co", 2)
         for i in range(20):
             assert commit(c, 8, "durable", {("co", i % 2): (i, f"m{i}")}) == {("co", i % 2): 0}
-    if how == "crash":
-        broker.kill()
-        broker.start()
-    else:
-        broker.restart()
+    bring_back(broker, how)
     with RawConnection(broker) as c:
         assert fetch(c, 8, "durable", None) == {("co", 0): (18, 3, "m18"), ("co", 1): (19, 3, "m19")}
 

@@ -32,6 +32,7 @@ from storage.records import Record, build_batch
 from tests.broker.test_clients_common import (
     BASE_TS,
     RawConnection,
+    bring_back,
     fetch_all,
     list_offset,
     partition_errors,
@@ -319,11 +320,7 @@ def test_duplicates_are_still_recognised_after_a_restart(broker: BrokerProcess, 
         _, pid, _ = init_producer_id(c)
         for seq in range(0, 12, 2):
             send(c, "idem-rs", idem_batch(pid, 0, seq, 2))
-    if how == "crash":
-        broker.kill()
-        broker.start()
-    else:
-        broker.restart()
+    bring_back(broker, how)
     with RawConnection(broker) as c:
         assert send(c, "idem-rs", idem_batch(pid, 0, 10, 2)) == (0, 10)
         assert send(c, "idem-rs", idem_batch(pid, 0, 4, 2)) == (0, 4)
@@ -475,26 +472,35 @@ def read_values(b: BrokerProcess, topic: str) -> list[int]:
         return [int(r.value or b"") for r in fetch_all(c, topic)]
 
 
-def test_librdkafka_retries_after_lost_acks_are_appended_once(
-    lossy: tuple[BrokerProcess, LossyProxy],
+def send_numbers_idempotently(
+    port: int, topic: str, n: int, *, batch: int, poll_every: int, reconnect_max_ms: int, flush_s: float
 ) -> None:
+    """Send the values 0..n-1 to partition 0 through an idempotent librdkafka producer on
+    127.0.0.1:port, with fast retries; asserts every one was delivered without error."""
     from confluent_kafka import Producer
 
-    b, proxy = lossy
-    n = 3000
     p = Producer({
-        "bootstrap.servers": f"127.0.0.1:{proxy.port}", "enable.idempotence": True,
-        "linger.ms": 1, "batch.num.messages": 50, "retry.backoff.ms": 20,
-        "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 50,
+        "bootstrap.servers": f"127.0.0.1:{port}", "enable.idempotence": True,
+        "linger.ms": 1, "batch.num.messages": batch, "retry.backoff.ms": 20,
+        "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": reconnect_max_ms,
     })
     errors: list[object] = []
     for i in range(n):
-        p.produce("lossy", value=str(i).encode(), partition=0,
+        p.produce(topic, value=str(i).encode(), partition=0,
                   on_delivery=lambda err, msg: errors.append(err) if err else None)
-        if i % 100 == 0:
+        if i % poll_every == 0:
             p.poll(0.01)  # let batches go out one by one so some of their acks get lost
-    assert p.flush(60) == 0
+    assert p.flush(flush_s) == 0
     assert errors == []
+
+
+def test_librdkafka_retries_after_lost_acks_are_appended_once(
+    lossy: tuple[BrokerProcess, LossyProxy],
+) -> None:
+    b, proxy = lossy
+    n = 3000
+    send_numbers_idempotently(proxy.port, "lossy", n, batch=50, poll_every=100,
+                              reconnect_max_ms=50, flush_s=60)
     assert proxy.dropped >= 3  # retries really happened
     assert read_values(b, "lossy") == list(range(n))
 
@@ -528,8 +534,6 @@ def test_retries_after_lost_acks_and_a_broker_crash_are_recognised_by_the_rebuil
 ) -> None:
     """The ack is lost and the broker is SIGKILLed before the client retries: only the
     producer state rebuilt from the log on restart can tell the retry is a duplicate."""
-    from confluent_kafka import Producer
-
     port = free_port_number()
     b = broker_factory(overrides={"advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}"})
     b.stop()
@@ -546,19 +550,8 @@ def test_retries_after_lost_acks_and_a_broker_crash_are_recognised_by_the_rebuil
     b.start()
     try:
         n = 2000
-        p = Producer({
-            "bootstrap.servers": f"127.0.0.1:{proxy.port}", "enable.idempotence": True,
-            "linger.ms": 1, "batch.num.messages": 40, "retry.backoff.ms": 20,
-            "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 100,
-        })
-        errors: list[object] = []
-        for i in range(n):
-            p.produce("crashy", value=str(i).encode(), partition=0,
-                      on_delivery=lambda err, msg: errors.append(err) if err else None)
-            if i % 80 == 0:
-                p.poll(0.01)
-        assert p.flush(90) == 0
-        assert errors == []
+        send_numbers_idempotently(proxy.port, "crashy", n, batch=40, poll_every=80,
+                                  reconnect_max_ms=100, flush_s=90)
         assert crashes >= 1
         assert read_values(b, "crashy") == list(range(n))
     finally:
