@@ -261,6 +261,20 @@ class _MmapIndex:
         assert self._mm is not None
         self._mm[i * self.ENTRY:(i + 1) * self.ENTRY] = data
 
+    def _relative(self, offset: int) -> int:
+        """``offset`` as the 4-byte relative field stores it; IndexOrderError if it does not fit."""
+        rel = offset - self.base_offset
+        if not 0 <= rel <= 0x7FFFFFFF:
+            raise IndexOrderError(f"offset {offset} does not fit relative to {self.base_offset}")
+        return rel
+
+    def _append_entry(self, n: int, data: bytes) -> None:
+        """Write entry ``n`` (the next one), growing the file to its preallocated size if needed."""
+        if self._mm is None or len(self._mm) < (n + 1) * self.ENTRY:
+            self.make_appendable()
+        self._write(n, data)
+        self._entries = n + 1
+
 
 class OffsetIndex(_MmapIndex):
     """offset -> .log position of the batch ending at (or containing) that offset."""
@@ -300,13 +314,8 @@ class OffsetIndex(_MmapIndex):
             raise IndexOrderError(f"offset {offset} is not above the last entry of {self.path}")
         if n >= self.max_entries:
             raise IndexOrderError(f"{self.path} is full ({n} entries)")
-        rel = offset - self.base_offset
-        if not 0 <= rel <= 0x7FFFFFFF:
-            raise IndexOrderError(f"offset {offset} does not fit relative to {self.base_offset}")
-        if self._mm is None or len(self._mm) < (n + 1) * 8:
-            self.make_appendable()
-        self._write(n, self._S.pack(rel, position))
-        self._entries = n + 1
+        rel = self._relative(offset)
+        self._append_entry(n, self._S.pack(rel, position))
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries with offset >= target."""
@@ -376,13 +385,8 @@ class TimeIndex(_MmapIndex):
             return False
         if n >= self.max_entries:
             return False
-        rel = offset - self.base_offset
-        if not 0 <= rel <= 0x7FFFFFFF:
-            raise IndexOrderError(f"offset {offset} does not fit relative to {self.base_offset}")
-        if self._mm is None or len(self._mm) < (n + 1) * 12:
-            self.make_appendable()
-        self._write(n, self._S.pack(timestamp, rel))
-        self._entries = n + 1
+        rel = self._relative(offset)
+        self._append_entry(n, self._S.pack(timestamp, rel))
         return True
 
     def truncate_to(self, offset: int) -> None:

@@ -792,6 +792,13 @@ class LogSegment:
             self._mm.close()
             self._mm = None
 
+    def _unmap_and_close(self) -> None:
+        """Drop the mapping and block summaries and close the log file (close, release)."""
+        self._unmap()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     # -- maintenance ---------------------------------------------------------------
     def seal(self) -> None:
         """Kafka's onBecomeInactiveSegment: final time entry, trim indexes."""
@@ -857,20 +864,14 @@ class LogSegment:
                 self.time_index.maybe_append(self._max_ts, self._offset_of_max, skip_full_check=True)
         self.offset_index.close()
         self.time_index.close()
-        self._unmap()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._unmap_and_close()
 
     def release(self) -> None:
         """Close files without writing anything (before deleting them)."""
         _OPEN.pop(id(self), None)
         self.offset_index.release()
         self.time_index.release()
-        self._unmap()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._unmap_and_close()
 
     def delete(self) -> None:
         """Rename every file to ``.deleted`` then remove it (Kafka's async delete, done now)."""
