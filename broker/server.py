@@ -529,14 +529,18 @@ class Broker:
                 conn.close(f"idle for more than {self.config.connections_max_idle_ms} ms "
                            f"(connections.max.idle.ms)")
 
-    async def _stop_extras(self) -> None:
-        """Stop UDP ingest (appending what it holds) and the metrics endpoint, if running."""
+    async def _stop_udp(self) -> None:
+        """Stop UDP ingest, appending what it holds, if running."""
         if self._udp is not None:
             try:
                 await self._udp.close()
             except Exception:
                 log.exception("UDP ingest did not close cleanly")
             self._udp = None
+
+    async def _stop_extras(self) -> None:
+        """Stop UDP ingest (appending what it holds) and the metrics endpoint, if running."""
+        await self._stop_udp()
         if self._metrics_server is not None:
             try:
                 await asyncio.to_thread(self._metrics_server.close)
@@ -555,12 +559,7 @@ class Broker:
             self._server.close()
         for conn in list(self.connections):
             conn._update_reading()
-        if self._udp is not None:
-            try:
-                await self._udp.close()
-            except Exception:
-                log.exception("UDP ingest did not close cleanly")
-            self._udp = None
+        await self._stop_udp()
         self.partitions.wake_all()
         if self.inflight:
             done, pending = await asyncio.wait(set(self.inflight), timeout=timeout)
