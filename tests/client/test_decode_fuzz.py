@@ -46,33 +46,37 @@ def test_the_unmutated_batches_decode_in_full() -> None:
     assert records[-1].key is None and records[-1].value is None
 
 
-@given(st.integers(rec.ATTRIBUTES_OFFSET, len(VALID) - 1), st.integers(1, 255))
-def test_a_flipped_byte_under_the_crc_is_reported_as_corrupt(pos: int, xor: int) -> None:
+def outside_the_crcs(pos: int) -> bool:
+    """Whether byte pos of VALID is one of the second batch's offset/length/epoch/magic/crc
+    fields, which lie outside its CRC'd range (the first batch's are below ATTRIBUTES_OFFSET)."""
     first_size = rec.parse_header(VALID).size
-    if pos >= first_size and pos < first_size + rec.ATTRIBUTES_OFFSET:
-        return  # the second batch's offset/length/epoch/magic/crc fields are outside its CRC
-    buf = bytearray(VALID)
-    buf[pos] ^= xor
+    return first_size <= pos < first_size + rec.ATTRIBUTES_OFFSET
+
+
+def assert_reported_corrupt(buf: bytes, change: str) -> None:
     try:
-        decode_records(bytes(buf), "t", 0, 40, None)
+        decode_records(buf, "t", 0, 40, None)
     except KafkaError as e:
         assert e.code == ErrorCode.CORRUPT_MESSAGE
     else:
-        raise AssertionError(f"flipping byte {pos} went unnoticed")
+        raise AssertionError(f"{change} went unnoticed")
+
+
+@given(st.integers(rec.ATTRIBUTES_OFFSET, len(VALID) - 1), st.integers(1, 255))
+def test_a_flipped_byte_under_the_crc_is_reported_as_corrupt(pos: int, xor: int) -> None:
+    if outside_the_crcs(pos):
+        return
+    buf = bytearray(VALID)
+    buf[pos] ^= xor
+    assert_reported_corrupt(bytes(buf), f"flipping byte {pos}")
 
 
 def test_every_single_bit_flip_under_either_crc_is_reported_as_corrupt() -> None:
     """Exhaustive over positions and bits: sign and length fields included."""
-    first_size = rec.parse_header(VALID).size
     for pos in range(rec.ATTRIBUTES_OFFSET, len(VALID)):
-        if first_size <= pos < first_size + rec.ATTRIBUTES_OFFSET:
-            continue  # the second batch's fields before its CRC'd range
+        if outside_the_crcs(pos):
+            continue
         for bit in range(8):
             buf = bytearray(VALID)
             buf[pos] ^= 1 << bit
-            try:
-                decode_records(bytes(buf), "t", 0, 40, None)
-            except KafkaError as e:
-                assert e.code == ErrorCode.CORRUPT_MESSAGE
-            else:
-                raise AssertionError(f"flipping bit {bit} of byte {pos} went unnoticed")
+            assert_reported_corrupt(bytes(buf), f"flipping bit {bit} of byte {pos}")

@@ -128,14 +128,20 @@ def _rewrite(path: Path, fmt: str, entry: int, fn: object) -> None:
     path.write_bytes(bytes(data))
 
 
+def verify_index_fails(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """``dump-log --verify-index path`` must exit 1; returns what it printed."""
+    code, out = run_cli(["dump-log", "--verify-index", str(path)], capsys)
+    assert code == 1
+    return out
+
+
 def test_verify_index_reports_an_offset_index_entry_pointing_inside_a_batch(
     healthy_log: tuple[Path, list[Record]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     d, _ = healthy_log
     seg = segments_in(d)[1]
     _rewrite(seg.index, ">ii", 0, lambda rel, pos: (rel, pos + 5))
-    code, out = run_cli(["dump-log", "--verify-index", str(d)], capsys)
-    assert code == 1
+    out = verify_index_fails(d, capsys)
     problems = [ln for ln in out.splitlines() if ln.startswith("PROBLEM")]
     assert len(problems) == 1
     assert str(seg.index) in problems[0] and "no batch starts at that position" in problems[0]
@@ -147,8 +153,7 @@ def test_verify_index_reports_an_offset_index_entry_with_the_wrong_offset(
     d, _ = healthy_log
     seg = segments_in(d)[0]
     _rewrite(seg.index, ">ii", 1, lambda rel, pos: (rel - 1, pos))
-    code, out = run_cli(["dump-log", "--verify-index", str(seg.index)], capsys)
-    assert code == 1
+    out = verify_index_fails(seg.index, capsys)
     assert "but the batch there ends at log offset" in out
 
 
@@ -158,8 +163,7 @@ def test_verify_index_reports_a_time_index_timestamp_that_is_not_the_batch_max(
     d, _ = healthy_log
     seg = segments_in(d)[0]
     _rewrite(seg.timeindex, ">qi", 0, lambda ts, rel: (ts - 1, rel))
-    code, out = run_cli(["dump-log", "--verify-index", str(seg.log)], capsys)
-    assert code == 1
+    out = verify_index_fails(seg.log, capsys)
     assert f"PROBLEM {seg.timeindex}" in out and "has max timestamp" in out
 
 
@@ -169,8 +173,7 @@ def test_verify_index_reports_a_truncated_index_file_as_failing_kafkas_sanity_ch
     d, _ = healthy_log
     seg = segments_in(d)[0]
     seg.timeindex.write_bytes(seg.timeindex.read_bytes()[:-5])
-    code, out = run_cli(["dump-log", "--verify-index", str(d)], capsys)
-    assert code == 1
+    out = verify_index_fails(d, capsys)
     assert "is not a multiple of 12" in out
 
 

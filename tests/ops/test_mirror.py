@@ -41,6 +41,15 @@ def fill(bootstrap: str, topic: str, partitions: int, batches: int, seed: int) -
             c.produce(topic, recs, partition=i % partitions, compression=codec)
 
 
+def source_and_target(
+    broker_factory: Callable[..., Any], topic: str, partitions: int, batches: int, seed: int
+) -> tuple[Any, Any]:
+    """Two brokers: "src" with ``topic`` written by fill(), and an empty "dst"."""
+    src, dst = broker_factory(name="src"), broker_factory(name="dst")
+    fill(src.bootstrap, topic, partitions, batches, seed)
+    return src, dst
+
+
 def read_partitions(bootstrap: str, topic: str) -> dict[int, list[tuple[Any, ...]]]:
     with SyncClient(bootstrap) as c:
         parts = c.partitions_for(topic)
@@ -73,8 +82,7 @@ def interesting_times(data: dict[int, list[tuple[Any, ...]]]) -> list[int]:
 def test_mirror_copies_keys_values_headers_and_create_time_exactly(
     broker_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
-    src, dst = broker_factory(name="src"), broker_factory(name="dst")
-    fill(src.bootstrap, "orders", 2, 120, seed=1)
+    src, dst = source_and_target(broker_factory, "orders", 2, 120, seed=1)
     state = tmp_path / "state.json"
     res = mirror(src.bootstrap, dst.bootstrap, "orders", "--state", str(state))
     assert res.returncode == 0, res.stdout + res.stderr
@@ -94,8 +102,7 @@ def test_mirror_copies_keys_values_headers_and_create_time_exactly(
 def test_mirror_killed_midway_resumes_without_gaps_or_duplicates(
     broker_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
-    src, dst = broker_factory(name="src"), broker_factory(name="dst")
-    fill(src.bootstrap, "clicks", 2, 1200, seed=2)
+    src, dst = source_and_target(broker_factory, "clicks", 2, 1200, seed=2)
     want = read_partitions(src.bootstrap, "clicks")
     total = sum(len(v) for v in want.values())
     state = tmp_path / "state.json"
@@ -130,8 +137,7 @@ def test_mirror_state_that_lags_the_target_is_reconciled_not_duplicated(
     broker_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
     """A crash after the target acknowledged but before the state was written."""
-    src, dst = broker_factory(name="src"), broker_factory(name="dst")
-    fill(src.bootstrap, "pay", 1, 40, seed=3)
+    src, dst = source_and_target(broker_factory, "pay", 1, 40, seed=3)
     state = tmp_path / "state.json"
     assert mirror(src.bootstrap, dst.bootstrap, "pay", "--state", str(state)).returncode == 0
     want = read_partitions(src.bootstrap, "pay")
@@ -156,8 +162,7 @@ def test_mirror_state_that_lags_the_target_is_reconciled_not_duplicated(
 def test_mirror_since_starts_at_the_time_resolved_by_list_offsets(
     broker_factory: Callable[..., Any],
 ) -> None:
-    src, dst = broker_factory(name="src"), broker_factory(name="dst")
-    fill(src.bootstrap, "since", 2, 60, seed=4)
+    src, dst = source_and_target(broker_factory, "since", 2, 60, seed=4)
     since = BASE_TS + 30_000
     with SyncClient(src.bootstrap) as c:
         starts = c.offsets_for_times("since", since)
@@ -174,8 +179,7 @@ def test_mirror_since_starts_at_the_time_resolved_by_list_offsets(
 def test_mirror_refuses_a_target_written_by_someone_else(
     broker_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
-    src, dst = broker_factory(name="src"), broker_factory(name="dst")
-    fill(src.bootstrap, "x", 1, 10, seed=5)
+    src, dst = source_and_target(broker_factory, "x", 1, 10, seed=5)
     state = tmp_path / "state.json"
     assert mirror(src.bootstrap, dst.bootstrap, "x", "--state", str(state)).returncode == 0
     doc = json.loads(state.read_text())
@@ -192,8 +196,7 @@ def test_mirror_refuses_a_target_written_by_someone_else(
 def test_mirror_follow_copies_new_records_and_stops_cleanly_on_sigterm(
     broker_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
-    src, dst = broker_factory(name="src"), broker_factory(name="dst")
-    fill(src.bootstrap, "live", 2, 20, seed=6)
+    src, dst = source_and_target(broker_factory, "live", 2, 20, seed=6)
     state = tmp_path / "state.json"
     proc = subprocess.Popen(
         [CHRONOLOG, "mirror", "--source", src.bootstrap, "--target", dst.bootstrap,
@@ -273,8 +276,7 @@ def test_mirror_rebuilds_log_append_time_and_idempotent_batches_keeping_their_ti
 def test_mirror_refuses_a_target_topic_with_fewer_partitions(
     broker_factory: Callable[..., Any],
 ) -> None:
-    src, dst = broker_factory(name="src"), broker_factory(name="dst")
-    fill(src.bootstrap, "wide", 3, 6, seed=7)
+    src, dst = source_and_target(broker_factory, "wide", 3, 6, seed=7)
     with SyncClient(dst.bootstrap) as c:
         c.create_topic("wide", 2)
     res = mirror(src.bootstrap, dst.bootstrap, "wide")

@@ -73,6 +73,13 @@ def assert_exact(log: Log, batches: list[list[int]]) -> None:
         off += len(tss)
 
 
+def assert_reopens_exact(d: Path, batches: list[list[int]]) -> None:
+    """Open the log at d as after a clean shutdown: it must hold exactly ``batches``."""
+    log = Log(d, CFG, clean_shutdown=True)
+    assert_exact(log, batches)
+    log.close()
+
+
 def test_torn_tail_is_cut_and_every_whole_batch_survives(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
     log, batches = write_log(d)
@@ -126,9 +133,7 @@ def test_missing_indexes_are_rebuilt_even_after_a_clean_shutdown(tmp_path: Path)
     before = Path(str(logs[0])[:-4] + ".index").read_bytes()
     Path(str(logs[0])[:-4] + ".index").unlink()
     Path(str(logs[1])[:-4] + ".timeindex").unlink()
-    log = Log(d, CFG, clean_shutdown=True)
-    assert_exact(log, batches)
-    log.close()
+    assert_reopens_exact(d, batches)
     assert Path(str(logs[1])[:-4] + ".timeindex").exists()
     # recover-time indexing lands on the same entries for a segment written in one go
     assert Path(str(logs[0])[:-4] + ".index").read_bytes() == before
@@ -141,9 +146,7 @@ def test_zero_padded_indexes_are_treated_as_their_entries(tmp_path: Path) -> Non
     for p in list(d.glob("*.index")) + list(d.glob("*.timeindex")):
         with open(p, "ab") as fh:
             fh.write(bytes(240))  # the padding an untrimmed (crashed) index keeps
-    log = Log(d, CFG, clean_shutdown=True)
-    assert_exact(log, batches)
-    log.close()
+    assert_reopens_exact(d, batches)
 
 
 def test_garbage_index_is_detected_and_rebuilt(tmp_path: Path) -> None:
@@ -155,9 +158,7 @@ def test_garbage_index_is_detected_and_rebuilt(tmp_path: Path) -> None:
         p.write_bytes(struct.pack(">ii", 5, 10**9) + bytes(rng.randrange(256) for _ in range(40)))
     for p in sorted(d.glob("*.timeindex"))[1:3]:
         p.write_bytes(struct.pack(">qi", T0 + 10**6, 3) + struct.pack(">qi", T0, 1))
-    log = Log(d, CFG, clean_shutdown=True)
-    assert_exact(log, batches)
-    log.close()
+    assert_reopens_exact(d, batches)
 
 
 def test_unclean_shutdown_without_recovery_point_recovers_every_segment(tmp_path: Path) -> None:
