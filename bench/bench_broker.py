@@ -24,14 +24,13 @@ import os
 import random
 import socket
 import struct
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import crc32c
 
+from bench.harness import cpu_seconds, start_broker, stop_broker
 from bench.report import Report, percentile
 from protocol import api
 from storage.config import LogConfig
@@ -48,33 +47,6 @@ SECTION = "broker"
 
 
 # --------------------------------------------------------------------------- setup
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_broker(scratch: Path, data: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = _free_port()
-    log = open(scratch / "broker.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "broker", "--data-dir", str(data), "--host", "127.0.0.1",
-         "--port", str(port), "--override", "log.retention.ms=-1"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError((scratch / "broker.log").read_text())
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, port
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("broker did not start")
 
 
 def write_big_topic(data: Path, topic: str, records: int, per_batch: int = 1000) -> None:
@@ -96,12 +68,6 @@ def write_big_topic(data: Path, topic: str, records: int, per_batch: int = 1000)
             off += per_batch
         log.append_as_is(b"".join(chunk), now_ms=T0 + records)
     log.close()
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds the process has used (robust to a loaded machine)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_parts_mib(pid: int) -> tuple[float, float]:
@@ -183,9 +149,9 @@ def bench_lookups(report: Report, port: int, topics: list[tuple[str, int]], pid:
     rng = random.Random(7)
     for _ in range(500):  # warm up the connection, the codecs and the indexes
         c.call(18, 3, API_VERSIONS_BODY)
-    cpu0 = _cpu_s(pid)
+    cpu0 = cpu_seconds(pid)
     floor, _ = _time_calls(lambda _: c.call(18, 3, API_VERSIONS_BODY), list(range(N_CALLS)))
-    floor_cpu = (_cpu_s(pid) - cpu0) / N_CALLS * 1e6
+    floor_cpu = (cpu_seconds(pid) - cpu0) / N_CALLS * 1e6
     floor_p50 = percentile(floor, 50)
     report.add(SECTION, "ApiVersions round trip p50 (floor)", floor_p50, "µs",
                note=f"broker CPU {floor_cpu:.1f} µs/request")
@@ -197,10 +163,10 @@ def bench_lookups(report: Report, port: int, topics: list[tuple[str, int]], pid:
         for t in targets[:50]:
             got = c.call(2, 7, _list_offsets_body(topic, t)).topics[0].partitions[0]
             assert got.offset == t - T0 and got.timestamp == t, (t, got)
-        cpu0 = _cpu_s(pid)
+        cpu0 = cpu_seconds(pid)
         lat, total = _time_calls(
             lambda t, topic=topic: c.call(2, 7, _list_offsets_body(topic, t)), targets)
-        lookup_cpu = (_cpu_s(pid) - cpu0) / len(targets) * 1e6
+        lookup_cpu = (cpu_seconds(pid) - cpu0) / len(targets) * 1e6
         label = f"{n / 1e6:g}M"
         p50 = percentile(lat, 50)
         report.add(SECTION, f"ListOffsets by time p50, {label} records", p50, "µs",
@@ -247,7 +213,7 @@ def bench_raw_throughput(report: Report, port: int, pid: int) -> None:
         }))
     c.call(3, 12, {"topics": [{"name": "bench-raw", "topic_id": bytes(16)}],
                    "allow_auto_topic_creation": True, "include_topic_authorized_operations": False})
-    cpu0 = _cpu_s(pid)
+    cpu0 = cpu_seconds(pid)
     started = time.perf_counter()
     window = 8
     answers = []
@@ -261,13 +227,13 @@ def bench_raw_throughput(report: Report, port: int, pid: int) -> None:
     for frame in answers:
         part = api.decode_response(0, 9, frame)[1].responses[0].partition_responses[0]
         assert part.error_code == 0, part
-    cpu = _cpu_s(pid) - cpu0
+    cpu = cpu_seconds(pid) - cpu0
     n = len(frames) * per_batch
     report.add(SECTION, "produce, raw Produce v9 of 5,000-record batches, acks=1", n / elapsed,
                "rec/s", note=f"broker CPU {cpu / n * 1e6:.2f} µs/record")
     offset = 0
     started = time.perf_counter()
-    cpu0 = _cpu_s(pid)
+    cpu0 = cpu_seconds(pid)
     while offset < n:
         resp = c.call(1, 12, {
             "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800,
@@ -284,7 +250,7 @@ def bench_raw_throughput(report: Report, port: int, pid: int) -> None:
         assert last is not None
         offset = last.last_offset + 1
     elapsed = time.perf_counter() - started
-    cpu = _cpu_s(pid) - cpu0
+    cpu = cpu_seconds(pid) - cpu0
     report.add(SECTION, "fetch, raw Fetch v12 (4 MiB per request)", n / elapsed, "rec/s",
                note=f"broker CPU {cpu / n * 1e6:.2f} µs/record")
     c.close()
@@ -303,7 +269,7 @@ def bench_produce(report: Report, bootstrap: str, topic: str, pid: int) -> None:
     p.flush(30)
     produce = p.produce
     poll = p.poll
-    cpu0 = _cpu_s(pid)
+    cpu0 = cpu_seconds(pid)
     started = time.perf_counter()
     for i in range(N_PRODUCE):
         try:
@@ -315,7 +281,7 @@ def bench_produce(report: Report, bootstrap: str, topic: str, pid: int) -> None:
             poll(0)
     left = p.flush(120)
     elapsed = time.perf_counter() - started
-    cpu = _cpu_s(pid) - cpu0
+    cpu = cpu_seconds(pid) - cpu0
     assert left == 0, f"{left} records not delivered"
     report.add(SECTION, "produce 1M x 100 B, confluent-kafka acks=1 linger 5 ms",
                N_PRODUCE / elapsed, "rec/s", ">= 1,000,000", note="produce() per record, timestamps")
@@ -362,14 +328,14 @@ def bench_consume(report: Report, bootstrap: str, topic: str, expected: int, pid
                   "queued.max.messages.kbytes": 1048576, "queued.min.messages": 1_000_000})
     c.assign([TopicPartition(topic, 0, 0)])
     got = 0
-    cpu0 = _cpu_s(pid)
+    cpu0 = cpu_seconds(pid)
     started = time.perf_counter()
     deadline = started + 120
     while got < expected and time.perf_counter() < deadline:
         msgs = c.consume(10_000, timeout=1.0)
         got += sum(1 for m in msgs if m.error() is None)
     elapsed = time.perf_counter() - started
-    cpu = _cpu_s(pid) - cpu0
+    cpu = cpu_seconds(pid) - cpu0
     c.close()
     report.add(SECTION, "consume, confluent-kafka consumer", got / elapsed, "rec/s", ">= 1,000,000",
                note=f"{got:,} records")
@@ -403,7 +369,7 @@ def run(report: Report, scratch: str) -> None:
     write_big_topic(data, "bench-10m", N_BIG)
     print(f"  (setup: wrote {N_BIG:,} records in {time.perf_counter() - started:.1f} s)", flush=True)
     started = time.perf_counter()
-    proc, port = _start_broker(root, data)
+    proc, port = start_broker(root, data, {"log.retention.ms": "-1"}, timeout=120)
     report.add(SECTION, f"broker start-up with {N_BIG / 1e6:g}M records on disk",
                time.perf_counter() - started, "s", note="first start: no clean-shutdown marker")
     bootstrap = f"127.0.0.1:{port}"
@@ -421,9 +387,4 @@ def run(report: Report, scratch: str) -> None:
                         f"{file_backed:.0f} MiB")
         bench_rdkafka_lookups(report, bootstrap, "bench-10m", N_BIG)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_broker(proc, 60)

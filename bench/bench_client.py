@@ -11,43 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from bench.harness import start_broker, stop_broker
 from bench.report import Report, percentile
 
 N = int(os.environ.get("CHRONOLOG_BENCH_CLIENT_RECORDS", "200000"))
 VALUE = b"x" * 100
 BASE_TS = time.time_ns() // 1_000_000 - 3_600_000  # recent: old data would meet retention.ms
 LOOKUPS = 2000
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_broker(scratch: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    log = open(Path(scratch) / "broker.log", "ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "broker", "--data-dir", str(Path(scratch) / "data"),
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("broker did not start")
 
 
 async def _ours(report: Report, bootstrap: str) -> dict[str, float]:
@@ -151,7 +124,8 @@ def _confluent(report: Report, bootstrap: str) -> dict[str, float]:
 
 
 def run(report: Report, scratch: str) -> None:
-    proc, bootstrap = _start_broker(scratch)
+    proc, port = start_broker(Path(scratch), Path(scratch) / "data")
+    bootstrap = f"127.0.0.1:{port}"
     try:
         try:
             import uvloop
@@ -164,5 +138,4 @@ def run(report: Report, scratch: str) -> None:
             report.add("client", f"{what}: ours / confluent-kafka", ours[what] / theirs[what],
                        "ratio", note="same broker, same run")
     finally:
-        proc.terminate()
-        proc.wait(30)
+        stop_broker(proc, 30)

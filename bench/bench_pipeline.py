@@ -19,10 +19,7 @@ One run, same Spark session, same 2 tasks, same rows:
 from __future__ import annotations
 
 import os
-import socket
 import struct
-import subprocess
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -32,6 +29,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from bench.harness import start_broker, stop_broker
 from bench.report import Report
 
 RECORDS = int(os.environ.get("CHRONOLOG_BENCH_PIPELINE_RECORDS", "1000000"))
@@ -42,35 +40,6 @@ OUTSIDE = 20_000
 """Records before and after the window in each partition (the window must be a real cut)."""
 
 SECTION = "pipeline"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_broker(scratch: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    data = Path(scratch) / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    log = open(Path(scratch) / "broker.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "broker", "--data-dir", str(data), "--host", "127.0.0.1",
-         "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"broker exited: see {scratch}/broker.log")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("broker did not start")
 
 
 def _fill(bootstrap: str, t0: int) -> tuple[int, int]:
@@ -254,7 +223,8 @@ def run(report: Report, scratch: str) -> None:
         [str(Path(__file__).resolve().parents[1])]
         + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
-    proc, bootstrap = _start_broker(scratch)
+    proc, port = start_broker(Path(scratch), Path(scratch) / "data")
+    bootstrap = f"127.0.0.1:{port}"
     spark = None
     try:
         t0 = int(time.time() * 1000) - 7 * 86_400_000
@@ -300,9 +270,4 @@ def run(report: Report, scratch: str) -> None:
     finally:
         if spark is not None:
             spark.stop()
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_broker(proc, 30)

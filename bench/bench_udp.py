@@ -21,17 +21,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bench.harness import cpu_seconds, free_port, start_broker, stop_broker
 from bench.report import Report
 
 RATES = (50_000, 100_000)
 SECONDS = float(os.environ.get("CHRONOLOG_BENCH_UDP_SECONDS", "3"))
 SIZE = 200
-
-
-def _free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _scrape(url: str) -> dict[str, float]:
@@ -42,13 +37,6 @@ def _scrape(url: str) -> dict[str, float]:
         if m:
             out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
     return out
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc), to state a per-datagram cost
-    that does not depend on how busy the shared machine is."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _senders(rate: int) -> int:
@@ -111,41 +99,29 @@ def run(report: Report, scratch: str) -> None:
 
 def _run_broker(report: Report, scratch: Path, rates: tuple[int, ...],
                 overrides: dict[str, str], label: str) -> None:
-    port, udp_port, metrics_port = _free_port(), _free_port(socket.SOCK_DGRAM), _free_port()
-    data = scratch / "data"
-    data.mkdir(parents=True)
-    log_path = scratch / "broker.log"
-    args = [sys.executable, "-m", "broker", "--data-dir", str(data), "--host", "127.0.0.1",
-            "--port", str(port),
-            "--override", f"udp.listeners=127.0.0.1:{udp_port}",
-            "--override", f"metrics.listener=127.0.0.1:{metrics_port}",
-            "--override", "udp.format=raw", "--override", "num.partitions=1"]
-    for name, value in overrides.items():
-        args += ["--override", f"{name}={value}"]
-    with open(log_path, "ab") as log_fh:
-        broker = subprocess.Popen(args, stdout=log_fh, stderr=subprocess.STDOUT)
+    port, udp_port, metrics_port = free_port(), free_port(socket.SOCK_DGRAM), free_port()
     bootstrap = f"127.0.0.1:{port}"
     url = f"http://127.0.0.1:{metrics_port}/metrics"
+
+    def serving() -> None:
+        _scrape(url)
+        _latest(bootstrap)
+
+    broker, _ = start_broker(
+        scratch, scratch / "data",
+        {"udp.listeners": f"127.0.0.1:{udp_port}", "metrics.listener": f"127.0.0.1:{metrics_port}",
+         "udp.format": "raw", "num.partitions": "1", **overrides},
+        port=port, ready=serving)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                _scrape(url)
-                _latest(bootstrap)
-                break
-            except Exception:
-                if broker.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("broker did not start:\n" + log_path.read_text()) from None
-                time.sleep(0.1)
         sender = str(Path(sys.executable).with_name("chronolog"))
         for rate in rates:
             count = int(rate * SECONDS)
             before = _latest(bootstrap)
             m_before = _scrape(url)
-            cpu_before = _cpu_seconds(broker.pid)
+            cpu_before = cpu_seconds(broker.pid)
             sent, seconds = _send(sender, udp_port, rate, count)
             after = _settle(bootstrap, before)
-            cpu = _cpu_seconds(broker.pid) - cpu_before
+            cpu = cpu_seconds(broker.pid) - cpu_before
             m_after = _scrape(url)
             landed = after - before
             received = (m_after.get("chronolog_udp_datagrams_received_total", 0)
@@ -169,12 +145,7 @@ def _run_broker(report: Report, scratch: Path, rates: tuple[int, ...],
                        note=f"incl. ~1 s idle polling; load average "
                        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     finally:
-        broker.terminate()
-        try:
-            broker.wait(30)
-        except subprocess.TimeoutExpired:
-            broker.kill()
-            broker.wait()
+        stop_broker(broker, 30)
 
 if __name__ == "__main__":
     import tempfile

@@ -1,0 +1,75 @@
+"""What the benchmarks that run a real broker share: a free port, the broker subprocess
+started (and waited for) and stopped, and the CPU time /proc charges to a process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A port on 127.0.0.1 that is free now (TCP by default; SOCK_DGRAM for UDP)."""
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_broker(
+    scratch: Path,
+    data: Path,
+    overrides: Mapping[str, str] | None = None,
+    *,
+    port: int | None = None,
+    timeout: float = 30.0,
+    ready: Callable[[], object] | None = None,
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``python -m broker`` on 127.0.0.1 with its log in ``scratch/broker.log``;
+    returns (process, Kafka port) once ``ready()`` stops raising (default: the Kafka port
+    accepts a connection). If the broker exits or ``timeout`` passes first, it is stopped
+    and RuntimeError carries its log."""
+    port = port or free_port()
+    data.mkdir(parents=True, exist_ok=True)
+    log_path = scratch / "broker.log"
+    args = [sys.executable, "-m", "broker", "--data-dir", str(data), "--host", "127.0.0.1",
+            "--port", str(port)]
+    for name, value in (overrides or {}).items():
+        args += ["--override", f"{name}={value}"]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+
+    def accepts() -> None:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+
+    probe = ready or accepts
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            probe()
+            return proc, port
+        except Exception:  # whatever the probe raises while the broker is still starting
+            if proc.poll() is not None or time.monotonic() > deadline:
+                stop_broker(proc, 5)
+                raise RuntimeError("broker did not start:\n" + log_path.read_text()) from None
+            time.sleep(0.05)
+
+
+def stop_broker(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """SIGTERM (a clean shutdown), then SIGKILL if it has not exited within ``timeout``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process has used (Linux /proc): a per-operation cost
+    that does not depend on how busy the shared machine is."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
