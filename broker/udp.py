@@ -53,7 +53,14 @@ from typing import Any, NamedTuple
 import asyncio_dgram
 
 from broker.metrics import METRICS
-from storage.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC, compute_crc
+from storage.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    compute_crc,
+    small_uvarints,
+    uvarint_bytes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,37 +73,13 @@ _CRC = struct.Struct(">I")
 _CRC_AT = 17
 
 
-def _varint_table() -> list[bytes]:
-    out = []
-    for z in range(1 << 14):
-        b = bytearray()
-        v = z
-        while v >= 0x80:
-            b.append((v & 0x7F) | 0x80)
-            v >>= 7
-        b.append(v)
-        out.append(bytes(b))
-    return out
-
-
-_UVARINT = _varint_table()  # canonical unsigned varint bytes of 0 .. 16383
-
-
-def _uvarint(z: int) -> bytes:
-    if z < 16384:
-        return _UVARINT[z]
-    b = bytearray()
-    while z >= 0x80:
-        b.append((z & 0x7F) | 0x80)
-        z >>= 7
-    b.append(z)
-    return bytes(b)
+_UVARINT = small_uvarints()  # canonical unsigned varint bytes of 0 .. 16383
 
 
 def _zz(n: int, _table: list[bytes] = _UVARINT) -> bytes:
     """Zig-zag varint (Kafka's varint/varlong) of a signed int."""
     z = (n << 1) ^ (n >> 63)
-    return _table[z] if z < 16384 else _uvarint(z)
+    return _table[z] if z < 16384 else uvarint_bytes(z)
 
 
 _NULL = b"\x01"  # zig-zag varint of -1: a null key/value

@@ -592,13 +592,14 @@ def record_timestamps(buf: Buffer, pos: int = 0) -> list[int]:
 _SMALL_UVARINTS: list[bytes] | None = None
 
 
-def _uvarint_bytes(v: int) -> bytes:
+def uvarint_bytes(v: int) -> bytes:
+    """The unsigned varint (LEB128) encoding of ``v`` >= 0."""
     out = bytearray()
     _encode_uvarint(v, out)
     return bytes(out)
 
 
-def _small_uvarints() -> list[bytes]:
+def small_uvarints() -> list[bytes]:
     """Encodings of 0..16383 (every one- and two-byte varint), built on first use.
 
     Built whole, then published with one assignment, so a thread never sees a
@@ -607,7 +608,7 @@ def _small_uvarints() -> list[bytes]:
     global _SMALL_UVARINTS
     table = _SMALL_UVARINTS
     if table is None:
-        table = [_uvarint_bytes(v) for v in range(1 << 14)]
+        table = [uvarint_bytes(v) for v in range(1 << 14)]
         _SMALL_UVARINTS = table
     return table
 
@@ -619,8 +620,8 @@ def _encode_records(
 
     Varints below 16384 come from a table; everything is joined once by the caller.
     """
-    small = _small_uvarints()
-    big = _uvarint_bytes
+    small = small_uvarints()
+    big = uvarint_bytes
     null = b"\x01"
     zero = b"\x00"
     pieces: list[bytes | bytearray | memoryview] = []
