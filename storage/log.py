@@ -555,6 +555,10 @@ class Log:
         self._leo = max(seg.next_offset, seg.base_offset)
         self.log_start_offset = min(self.log_start_offset, self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
+        self._forget_derived()
+
+    def _forget_derived(self) -> None:
+        """Drop what was derived from the removed batches (after a truncation)."""
         self._prefix_max = None
         self._latest_epoch = None
         self._last_append_time = None
@@ -571,10 +575,7 @@ class Log:
         self._leo = offset
         self.log_start_offset = offset
         self.recovery_point = offset
-        self._prefix_max = None
-        self._latest_epoch = None
-        self._last_append_time = None
-        self._summary_cursor = (0, 0)
+        self._forget_derived()
 
     def advance_log_start_offset(self, offset: int) -> None:
         """Move the log start forward (DeleteRecords); segments below it go on the next
