@@ -134,6 +134,17 @@ def fixed_records(n: int, tag: str, seed: int = 0) -> list[Rec]:
     return out
 
 
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly n bytes from sock; ConnectionError if the peer closes first."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
 class RawConnection:
     """A bare Kafka-protocol socket: exact frames out, responses parsed with protocol.api.
 
@@ -159,13 +170,7 @@ class RawConnection:
         self.sock.sendall(data)
 
     def recv_exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError(f"closed after {len(buf)} of {n} bytes")
-            buf += chunk
-        return bytes(buf)
+        return recv_exact(self.sock, n)
 
     def read_frame(self) -> bytes:
         (size,) = struct.unpack(">i", self.recv_exact(4))

@@ -17,6 +17,7 @@ import pytest
 
 from protocol import api
 from storage.records import Record, build_batch
+from tests.broker.test_clients_common import recv_exact
 
 TIMEOUT = 10.0
 
@@ -65,13 +66,7 @@ class Raw:
             return True
 
     def _exact(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed by broker")
-            out += chunk
-        return bytes(out)
+        return recv_exact(self.sock, n)
 
     def close(self) -> None:
         self.sock.close()
