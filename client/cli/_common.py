@@ -38,6 +38,23 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_command(
+    subparsers: Any, name: str, help: str, doc: str | None
+) -> argparse.ArgumentParser:
+    """A sub-command whose ``--help`` description is the second paragraph of ``doc``.
+
+    ``doc`` is the command module's docstring; its second paragraph is shown
+    as written (line breaks kept), without the reST double backquotes.
+    """
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help=help,
+        description=doc.split("\n\n")[1].replace("``", "") if doc else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
 _RELATIVE_OR_NUMBER = re.compile(r"^-\d+(?:ms|s|m|h|d|w)?$|^-\d*\.\d+$", re.IGNORECASE)
 
 

@@ -30,18 +30,20 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from client.aio import Client, Record
-from client.cli._common import add_bootstrap, allow_relative_times, progress, run, time_arg
+from client.cli._common import (
+    add_bootstrap,
+    add_command,
+    allow_relative_times,
+    progress,
+    run,
+    time_arg,
+)
 from client.timeparse import format_time
 from protocol.errors import ErrorCode, KafkaError
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "consume",
-        help="print records from a time or offset, up to a time",
-        description=__doc__.split("\n\n")[1].replace("``", "") if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(subparsers, "consume", "print records from a time or offset, up to a time", __doc__)
     p.add_argument("topic")
     start = p.add_mutually_exclusive_group()
     start.add_argument(

@@ -246,6 +246,19 @@ def is_partition_dir(path: Path) -> bool:
     return path.is_dir() and _PARTITION_DIR_RE.match(path.name) is not None
 
 
+def _index_file_findings(idx: IndexRead, entry_size: int, sealed: bool) -> list[Finding]:
+    """What is wrong with an index file as a whole: its length, and (sealed) untrimmed padding."""
+    out: list[Finding] = []
+    if idx.file_size % entry_size:
+        out.append(Finding(idx.path, f"length {idx.file_size} is not a multiple of {entry_size} "
+                           "(Kafka's sanityCheck fails)"))
+    if idx.padding_entries and sealed:
+        out.append(Finding(idx.path, f"{idx.padding_entries} zero-filled entries after the "
+                           "last real entry: the index was not trimmed when the segment "
+                           "was sealed (KAFKA-10207)", problem=False))
+    return out
+
+
 def verify_indexes(seg: SegmentFiles, scan: LogScan, *, sealed: bool) -> list[Finding]:
     """Check both index files of one segment against its scanned log (see module doc)."""
     out: list[Finding] = []
@@ -260,13 +273,7 @@ def verify_indexes(seg: SegmentFiles, scan: LogScan, *, sealed: bool) -> list[Fi
 
     oi = read_index(seg.index, time_index=False)
     if oi.exists:
-        if oi.file_size % _OFFSET_ENTRY.size:
-            out.append(Finding(oi.path, f"length {oi.file_size} is not a multiple of 8 "
-                               "(Kafka's sanityCheck fails)"))
-        if oi.padding_entries and sealed:
-            out.append(Finding(oi.path, f"{oi.padding_entries} zero-filled entries after the "
-                               "last real entry: the index was not trimmed when the segment "
-                               "was sealed (KAFKA-10207)", problem=False))
+        out += _index_file_findings(oi, _OFFSET_ENTRY.size, sealed)
         prev_rel, prev_pos = -1, -1
         for i, (rel, pos) in enumerate(oi.entries):
             where = f"entry {i} (offset {base + rel} -> position {pos})"
@@ -292,13 +299,7 @@ def verify_indexes(seg: SegmentFiles, scan: LogScan, *, sealed: bool) -> list[Fi
 
     ti = read_index(seg.timeindex, time_index=True)
     if ti.exists:
-        if ti.file_size % _TIME_ENTRY.size:
-            out.append(Finding(ti.path, f"length {ti.file_size} is not a multiple of 12 "
-                               "(Kafka's sanityCheck fails)"))
-        if ti.padding_entries and sealed:
-            out.append(Finding(ti.path, f"{ti.padding_entries} zero-filled entries after the "
-                               "last real entry: the index was not trimmed when the segment "
-                               "was sealed (KAFKA-10207)", problem=False))
+        out += _index_file_findings(ti, _TIME_ENTRY.size, sealed)
         if ti.entries and ti.entries[-1][0] < ti.entries[0][0]:
             out.append(Finding(ti.path, f"last timestamp {ti.entries[-1][0]} is below the first "
                                f"{ti.entries[0][0]} (Kafka's sanityCheck fails)"))

@@ -15,7 +15,14 @@ import sys
 from typing import Any
 
 from client.aio import EARLIEST, LATEST, MAX_TIMESTAMP, Client, TopicPartition
-from client.cli._common import add_bootstrap, allow_relative_times, print_table, run, time_arg
+from client.cli._common import (
+    add_bootstrap,
+    add_command,
+    allow_relative_times,
+    print_table,
+    run,
+    time_arg,
+)
 from client.timeparse import format_time
 
 _SPECIAL = {"earliest": EARLIEST, "latest": LATEST, "max-timestamp": MAX_TIMESTAMP}
@@ -27,12 +34,7 @@ def _time_or_special(text: str) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "offsets",
-        help="first offset with timestamp >= TIME, per partition",
-        description=__doc__.split("\n\n")[1].replace("``", "") if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(subparsers, "offsets", "first offset with timestamp >= TIME, per partition", __doc__)
     p.add_argument("topic")
     p.add_argument(
         "--time", type=_time_or_special, required=True, metavar="TIME",

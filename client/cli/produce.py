@@ -28,19 +28,14 @@ from collections.abc import AsyncIterator
 from typing import Any, BinaryIO
 
 from client.aio import COMPRESSION_CODECS, Client, ProducerRecord
-from client.cli._common import add_bootstrap, config_arg, progress, run
+from client.cli._common import add_bootstrap, add_command, config_arg, progress, run
 from client.producer import Producer
 from client.timeparse import TimeParseError, parse_time
 from protocol.errors import KafkaError
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "produce",
-        help="produce lines from stdin or a file as records",
-        description=__doc__.split("\n\n")[1].replace("``", "") if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(subparsers, "produce", "produce lines from stdin or a file as records", __doc__)
     p.add_argument("topic")
     p.add_argument("--file", "-f", metavar="PATH", help="read lines from PATH instead of stdin")
     p.add_argument("--separator", default="\t", help="column separator (default: tab)")
