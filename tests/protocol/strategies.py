@@ -104,6 +104,11 @@ def all_versions() -> list[tuple[ApiKey, int]]:
     ]
 
 
+def version_ids(pairs: list[tuple[int, int]] | list[tuple[ApiKey, int]]) -> list[str]:
+    """pytest ids for (api key, version) parameters, e.g. ``PRODUCE-v9``."""
+    return [f"{ApiKey(k).name}-v{v}" for k, v in pairs]
+
+
 def is_flexible(key: ApiKey, version: int) -> bool:
     return version >= API_VERSIONS[key].first_flexible
 

@@ -30,7 +30,7 @@ from protocol.api import (
     encode_response,
     encode_response_declarative,
 )
-from tests.protocol.strategies import plain, request_body, response_body
+from tests.protocol.strategies import plain, request_body, response_body, version_ids
 
 DECODERS = sorted(FAST_REQUEST_DECODERS)
 ENCODERS = sorted(FAST_RESPONSE_ENCODERS)
@@ -45,6 +45,14 @@ def thin(data: st.DataObject, value: Any) -> Any:
     if isinstance(value, list):
         return [thin(data, v) for v in value]
     return value
+
+
+def draw_body_and_correlation_id(data: st.DataObject, bodies: st.SearchStrategy[Any]) -> tuple[Any, int]:
+    """A body (thinned half the time) and any int32 correlation id, for the encoder tests."""
+    body = data.draw(bodies)
+    if data.draw(st.booleans()):
+        body = thin(data, body)
+    return body, data.draw(st.integers(-(2**31), 2**31 - 1))
 
 
 def _outcome(fn: Any, *args: Any) -> tuple[str, Any]:
@@ -62,7 +70,7 @@ def test_every_hot_message_has_a_fast_path_for_every_version() -> None:
         assert {v for k, v in ENCODERS if k == key}, key
 
 
-@pytest.mark.parametrize(("key", "version"), DECODERS, ids=[f"{ApiKey(k).name}-v{v}" for k, v in DECODERS])
+@pytest.mark.parametrize(("key", "version"), DECODERS, ids=version_ids(DECODERS))
 @given(data=st.data())
 @settings(max_examples=40)
 def test_fast_request_decoder_matches_declarative(key: int, version: int, data: st.DataObject) -> None:
@@ -90,14 +98,11 @@ def test_fast_request_decoder_matches_declarative(key: int, version: int, data: 
         assert plain(fast[1][1]) == plain(slow[1].body)
 
 
-@pytest.mark.parametrize(("key", "version"), ENCODERS, ids=[f"{ApiKey(k).name}-v{v}" for k, v in ENCODERS])
+@pytest.mark.parametrize(("key", "version"), ENCODERS, ids=version_ids(ENCODERS))
 @given(data=st.data())
 @settings(max_examples=40)
 def test_fast_response_encoder_matches_declarative(key: int, version: int, data: st.DataObject) -> None:
-    body = data.draw(response_body(ApiKey(key), version))
-    if data.draw(st.booleans()):
-        body = thin(data, body)
-    corr = data.draw(st.integers(-(2**31), 2**31 - 1))
+    body, corr = draw_body_and_correlation_id(data, response_body(ApiKey(key), version))
     fast = _outcome(FAST_RESPONSE_ENCODERS[(key, version)], corr, body)
     slow = _outcome(encode_response_declarative, key, version, corr, body)
     if slow[0] == "ok":
@@ -119,14 +124,11 @@ def test_fast_produce_decoder_hands_out_views_of_the_frame() -> None:
 
 
 @pytest.mark.parametrize(("key", "version"), CLIENT_ENCODERS,
-                         ids=[f"{ApiKey(k).name}-v{v}" for k, v in CLIENT_ENCODERS])
+                         ids=version_ids(CLIENT_ENCODERS))
 @given(data=st.data())
 @settings(max_examples=40)
 def test_fast_request_encoder_matches_declarative(key: int, version: int, data: st.DataObject) -> None:
-    body = data.draw(request_body(ApiKey(key), version))
-    if data.draw(st.booleans()):
-        body = thin(data, body)
-    corr = data.draw(st.integers(-(2**31), 2**31 - 1))
+    body, corr = draw_body_and_correlation_id(data, request_body(ApiKey(key), version))
     client_id = data.draw(st.none() | st.text(max_size=8))
     fast = _outcome(FAST_REQUEST_ENCODERS[(key, version)], corr, client_id, body)
     slow = _outcome(encode_request_declarative, key, version, corr, client_id, body)
@@ -134,7 +136,7 @@ def test_fast_request_encoder_matches_declarative(key: int, version: int, data: 
 
 
 @pytest.mark.parametrize(("key", "version"), CLIENT_DECODERS,
-                         ids=[f"{ApiKey(k).name}-v{v}" for k, v in CLIENT_DECODERS])
+                         ids=version_ids(CLIENT_DECODERS))
 @given(data=st.data())
 @settings(max_examples=40)
 def test_fast_response_decoder_matches_declarative(key: int, version: int, data: st.DataObject) -> None:

@@ -28,6 +28,7 @@ from tests.protocol.strategies import (
     request_body,
     response_body,
     rich_body,
+    version_ids,
 )
 
 VERSIONS = all_versions()
@@ -56,7 +57,7 @@ def test_random_bodies_behind_valid_headers_raise_only_documented_errors(
     _decode_or_documented_error(memoryview(frame) if view else frame)
 
 
-@pytest.mark.parametrize(("key", "version"), VERSIONS, ids=[f"{k.name}-v{v}" for k, v in VERSIONS])
+@pytest.mark.parametrize(("key", "version"), VERSIONS, ids=version_ids(VERSIONS))
 @given(data=st.data())
 @settings(max_examples=15)
 def test_truncated_and_mutated_valid_frames_raise_only_documented_errors(
@@ -73,7 +74,7 @@ def test_truncated_and_mutated_valid_frames_raise_only_documented_errors(
         _decode_or_documented_error(bytes(mutated))
 
 
-@pytest.mark.parametrize(("key", "version"), VERSIONS, ids=[f"{k.name}-v{v}" for k, v in VERSIONS])
+@pytest.mark.parametrize(("key", "version"), VERSIONS, ids=version_ids(VERSIONS))
 @given(data=st.data())
 @settings(max_examples=10)
 def test_truncated_responses_raise_only_malformed_response(
@@ -141,7 +142,7 @@ def _corrupt(data: st.DataObject, value: Any) -> Any:
     return data.draw(wrong)
 
 
-@pytest.mark.parametrize(("key", "version"), VERSIONS, ids=[f"{k.name}-v{v}" for k, v in VERSIONS])
+@pytest.mark.parametrize(("key", "version"), VERSIONS, ids=version_ids(VERSIONS))
 @given(data=st.data())
 @settings(max_examples=8)
 def test_wrongly_typed_bodies_raise_only_encode_error(key: ApiKey, version: int, data: st.DataObject) -> None:

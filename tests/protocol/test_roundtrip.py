@@ -29,10 +29,11 @@ from tests.protocol.strategies import (
     plain,
     request_body,
     response_body,
+    version_ids,
 )
 
 VERSIONS = all_versions()
-IDS = [f"{k.name}-v{v}" for k, v in VERSIONS]
+IDS = version_ids(VERSIONS)
 
 
 @pytest.mark.parametrize(("key", "version"), VERSIONS, ids=IDS)
