@@ -8,6 +8,7 @@ not importable by name under ``--import-mode=importlib``.
 from __future__ import annotations
 
 import importlib.util
+import re
 import socket
 import sys
 import time
@@ -54,3 +55,16 @@ def wait_until_serving(metrics_port: int, timeout: float = 15.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def scrape(url: str) -> dict[str, float]:
+    """A Prometheus text page as {name{labels}: value}, labels sorted by name so a key
+    does not depend on the order the exporter writes them in."""
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line)
+        if m:
+            labels = ",".join(sorted((m.group(2) or "").strip("{}").split(","))) if m.group(2) else ""
+            out[m.group(1) + ("{" + labels + "}" if labels else "")] = float(m.group(3))
+    return out

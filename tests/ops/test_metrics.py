@@ -6,7 +6,6 @@ bundled client, so the test does not depend on what the broker did at start-up.
 
 from __future__ import annotations
 
-import re
 import socket
 import time
 import urllib.error
@@ -16,23 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opshelp import free_port_number, wait_until_serving
+from opshelp import free_port_number, scrape, wait_until_serving
 
 from client import ProducerRecord, SyncClient
 from client.cli.dump_log import read_index, segments_in
 
 Sample = dict[str, float]
-
-
-def scrape(url: str) -> Sample:
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
-    out: Sample = {}
-    for line in text.splitlines():
-        m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line)
-        if m:
-            labels = ",".join(sorted((m.group(2) or "").strip("{}").split(","))) if m.group(2) else ""
-            out[m.group(1) + ("{" + labels + "}" if labels else "")] = float(m.group(3))
-    return out
 
 
 def delta(after: Sample, before: Sample, name: str) -> float:

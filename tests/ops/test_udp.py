@@ -8,16 +8,14 @@ from the broker's own /metrics endpoint.
 from __future__ import annotations
 
 import json
-import re
 import socket
 import time
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from opshelp import free_port_number, free_udp_port, udp_overrides, wait_until_serving
+from opshelp import free_port_number, free_udp_port, scrape, udp_overrides, wait_until_serving
 
 from client import SyncClient
 from client.aio import Record
@@ -32,16 +30,6 @@ def start_udp_broker(broker_factory: Callable[..., Any], **overrides: str) -> Ud
     b = broker_factory(overrides=udp_overrides(udp_port, mport, **overrides))
     wait_until_serving(mport)
     return b, ("127.0.0.1", udp_port), f"http://127.0.0.1:{mport}/metrics"
-
-
-def scrape(url: str) -> dict[str, float]:
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line)
-        if m:
-            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
-    return out
 
 
 def read_all(bootstrap: str, topic: str, expect: int, timeout: float = 15.0) -> list[Record]:
