@@ -241,6 +241,10 @@ def first_record_at_or_after(
 _MASK7 = bytes(i & 0x7F for i in range(256))
 BLOCK = 32  # records per block of a batch summary
 SUMMARY_MIN_RECORDS = 512  # smaller batches are searched directly
+# Summaries kept per segment, in blocks (16 bytes each): 16 MiB covers a whole 1 GiB
+# segment of records >= 32 B. Past it the oldest summary goes first, one at a time,
+# so a segment with more large batches than fit degrades gradually, never all at once.
+SUMMARY_MAX_BLOCKS = 1 << 20
 _NO_HIT = 1 << 80
 
 
@@ -421,6 +425,7 @@ class LogSegment:
         self._fd: int | None = None
         self._mm: mmap.mmap | None = None
         self._summaries: dict[int, BatchSummary] = {}
+        self._summary_blocks = 0
         self._touched: set[int] = set()
         try:
             self.size = self.log_path.stat().st_size
@@ -743,9 +748,16 @@ class LogSegment:
                     self._touched.clear()
                 self._touched.add(pos)
                 return None
-            if len(self._summaries) >= 4096:
-                self._summaries.clear()
-            summary = self._summaries[pos] = build_summary(mm, pos, h)
+            summary = self._keep_summary(pos, build_summary(mm, pos, h))
+        return summary
+
+    def _keep_summary(self, pos: int, summary: BatchSummary) -> BatchSummary:
+        """Remember ``summary`` within SUMMARY_MAX_BLOCKS, evicting the oldest first."""
+        self._summaries[pos] = summary
+        self._summary_blocks += len(summary.positions)
+        while self._summary_blocks > SUMMARY_MAX_BLOCKS and len(self._summaries) > 1:
+            oldest = self._summaries.pop(next(iter(self._summaries)))
+            self._summary_blocks -= len(oldest.positions)
         return summary
 
     def build_summaries(self, start: int, deadline: float) -> int:
@@ -760,9 +772,9 @@ class LogSegment:
             if (h.records_count >= SUMMARY_MIN_RECORDS
                     and not h.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK)
                     and info.position not in self._summaries):
-                if len(self._summaries) >= 4096:
-                    return -1
-                self._summaries[info.position] = build_summary(mm, info.position, h)
+                if self._summary_blocks + -(-h.records_count // BLOCK) > SUMMARY_MAX_BLOCKS:
+                    return -1  # the background never evicts what lookups built
+                self._keep_summary(info.position, build_summary(mm, info.position, h))
                 if time.monotonic() >= deadline:
                     return info.position + info.size
             walked += 1
@@ -787,6 +799,7 @@ class LogSegment:
 
     def _unmap(self) -> None:
         self._summaries.clear()
+        self._summary_blocks = 0
         self._touched.clear()
         if self._mm is not None:
             self._mm.close()

@@ -165,3 +165,35 @@ def test_background_summaries_yield_during_long_walks_over_small_batches(tmp_pat
     got = log.offset_for_timestamp(T0 + 300)
     assert got is not None and got.offset == 300
     log.close()
+
+
+def test_summaries_past_the_budget_evict_oldest_first_and_lookups_stay_exact(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """More large batches than the summary budget holds: each new summary evicts the
+    oldest one (never all at once), the budget holds, and every lookup is still exact."""
+    import random
+
+    import storage.segment as segment
+
+    monkeypatch.setattr(segment, "SUMMARY_MAX_BLOCKS", 50)  # room for ~2 batches of 600
+    rng = random.Random(7)
+    log = Log(tmp_path / "t-0", LogConfig(index_interval_bytes=1 << 20))
+    recs: list[tuple[int, int]] = []
+    ts = T0
+    for _ in range(12):
+        batch = []
+        for _ in range(600):
+            ts += rng.choice([0, 1, 5])
+            batch.append(Record(0, ts - rng.choice([0, 0, 0, 40]), None, b"v" * 30, []))
+        base = log.append(build_batch(batch), now_ms=T0 + 10**9).base_offset
+        recs += [(base + i, r.timestamp) for i, r in enumerate(batch)]
+    seg = log.segments[-1]
+    targets = [rng.randint(T0 - 5, ts + 5) for _ in range(60)]
+    for target in targets * 3:  # first touch, summary build, summary use
+        want = next(((t, o) for o, t in recs if t >= target), None)
+        got = log.offset_for_timestamp(target)
+        assert (got[:2] if got else None) == want
+        kept = sum(len(s.positions) for s in seg._summaries.values())
+        assert kept == seg._summary_blocks <= 50
+    assert len(seg._summaries) >= 2  # evicted one by one, not cleared
+    log.close()
