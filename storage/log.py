@@ -485,6 +485,7 @@ class Log:
         while i < len(self.segments):
             seg = self.segments[i]
             nxt = seg.build_summaries(pos, deadline)
+            seg.release_pages()  # the walk touched every page of the range
             if nxt >= 0:
                 self._summary_cursor = (seg.base_offset, nxt)
                 return False
@@ -494,6 +495,12 @@ class Log:
                 return True
             i, pos = i + 1, 0
         return True
+
+    def release_pages(self) -> None:
+        """Drop the resident pages of every segment's .log mapping (see
+        LogSegment.release_pages); a broker calls this periodically to bound RSS."""
+        for seg in self.segments:
+            seg.release_pages()
 
     def latest_epoch(self) -> int:
         if self._latest_epoch is None:
