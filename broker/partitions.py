@@ -497,7 +497,7 @@ class PartitionManager:
 
     def release_pages(self, now_ms: int | None = None) -> None:
         """Return mapped .log pages to the page cache, as Kafka's reads through the
-        page cache never hold them (the broker runs this every second)."""
+        page cache never hold them (the broker runs this every 250 ms)."""
         if self.logdir is not None:
             for plog in self.logdir.logs().values():
                 plog.release_pages()
