@@ -38,11 +38,10 @@ from broker.group_offsets import GroupOffsetStore, store_for
 from broker.producers import ProducerStateManager
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import LogConfig
-from storage.errors import CorruptRecordError
 from storage.fsutil import atomic_write_text
 from storage.log import AppendResult, Log
 from storage.logdir import LogDir
-from storage.records import crc_ok, parse_header
+from storage.records import BatchHeader
 
 log = logging.getLogger("chronolog.broker")
 
@@ -384,18 +383,27 @@ class PartitionManager:
         """
         plog = self.get_log(topic, partition)
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        header = parse_header(batch, 0, require_body=False)
         producers = self.producers
-        if producers is not None and header.producer_id >= 0:
-            dup = producers.check_batch(topic, partition, header)
-            if dup is not None:
-                if not crc_ok(batch, 0, header):
-                    raise CorruptRecordError("batch CRC-32C does not match its contents")
-                return AppendResult(dup.base_offset, dup.last_offset, -1,
-                                    dup.log_append_time_ms, plog.log_start_offset)
-        elif header.attributes & 0x10 and producers is not None:
-            producers.check_batch(topic, partition, header)  # refuses transactions
-        result = plog.append(batch, now_ms=now)
+        header: BatchHeader | None = None
+        duplicate: AppendResult | None = None
+
+        def producer_state(h: BatchHeader) -> AppendResult | None:
+            # Runs inside Log.append once the batch is validated (CRC, counts,
+            # timestamps) and before it is written, so a damaged batch gets its
+            # record error, never a sequence error.
+            nonlocal header, duplicate
+            header = h
+            if producers is not None and (h.producer_id >= 0 or h.attributes & 0x10):
+                dup = producers.check_batch(topic, partition, h)  # refuses transactions
+                if dup is not None:
+                    duplicate = AppendResult(dup.base_offset, dup.last_offset, -1,
+                                             dup.log_append_time_ms, plog.log_start_offset)
+            return duplicate
+
+        result = plog.append(batch, now_ms=now, precheck=producer_state)
+        if duplicate is not None:
+            return duplicate
+        assert header is not None
         if producers is not None and header.producer_id >= 0:
             producers.record_batch(topic, partition, header, result.base_offset,
                                    result.log_append_time_ms, now_ms=now)

@@ -195,6 +195,10 @@ class Connection(asyncio.Protocol):
         # Answers produced while this chunk is parsed (pipelined requests served inline)
         # are gathered and written with one call at the end.
         self._corked = True
+        # Slices of a memoryview copy once; slicing the bytearray itself and then
+        # calling bytes() copied every large frame twice. Released before returning
+        # so the bytearray can grow again on the next chunk.
+        mv = memoryview(view)
         try:
             pos = 0
             while n - pos >= 4:
@@ -209,7 +213,7 @@ class Connection(asyncio.Protocol):
                 end = pos + 4 + size
                 if end > n:
                     break
-                frame = bytes(view[pos + 4 : end])
+                frame = bytes(mv[pos + 4 : end])
                 pos = end
                 self._on_frame(frame)
                 if self._closing:
@@ -218,8 +222,9 @@ class Connection(asyncio.Protocol):
             if pos == n:
                 self._buf = bytearray()
             elif pos or view is not buf:
-                self._buf = bytearray(view[pos:])
+                self._buf = bytearray(mv[pos:])
         finally:
+            mv.release()
             self._corked = False
             self._write_out()
 

@@ -19,6 +19,7 @@ import os
 import re
 import time
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -37,6 +38,7 @@ from storage.records import (
     HEADER_SIZE,
     LOG_APPEND_TIME,
     NO_TIMESTAMP,
+    BatchHeader,
     iter_batches,
     set_base_offset,
     set_max_timestamp,
@@ -224,8 +226,15 @@ class Log:
 
     # -- append --------------------------------------------------------------------
     def append(self, batch: bytes | bytearray | memoryview, *, now_ms: int,
-               leader_epoch: int = 0) -> AppendResult:
+               leader_epoch: int = 0,
+               precheck: Callable[[BatchHeader], AppendResult | None] | None = None,
+               ) -> AppendResult:
         """Validate a client batch as Kafka's LogValidator, assign offsets, write, index.
+
+        ``precheck`` (the broker's producer-state check) sees the validated header
+        after the record and timestamp checks and before anything is written, as in
+        Kafka's UnifiedLog.append; a result it returns (an idempotent retry) is
+        answered instead and nothing is appended.
 
         Raises RecordTooLargeError, RecordListTooLargeError, CorruptRecordError,
         InvalidRecordError, UnsupportedCompressionError, InvalidTimestampError
@@ -274,6 +283,10 @@ class Log:
             if h.max_timestamp != max_ts:  # fix a wrong producer value, as Kafka does
                 buf = bytearray(batch)
                 set_max_timestamp(buf, 0, max_ts, CREATE_TIME)
+        if precheck is not None:
+            answered = precheck(h)
+            if answered is not None:
+                return answered
         if buf is not None:
             head = buf
         base = self._leo

@@ -1241,8 +1241,13 @@ def validate_client_batch(
     Returns the timestamp scan (see scan_timestamps).
     """
     stop = len(buf) if end is None else end
+    # Not one magic-2 batch at all is INVALID_RECORD in Kafka (ProduceRequest
+    # validation), not a retriable CORRUPT_MESSAGE.
     if stop - pos < HEADER_SIZE:
-        raise CorruptRecordError(f"produce payload of {stop - pos} bytes is shorter than a batch header")
+        raise InvalidRecordError(f"produce payload of {stop - pos} bytes is shorter than a batch header")
+    if buf[pos + MAGIC_OFFSET] != MAGIC:
+        raise InvalidRecordError(
+            f"produce payload has magic {buf[pos + MAGIC_OFFSET]}, only magic 2 batches are accepted")
     h = parse_header(buf, pos, require_body=False)
     size = h.batch_length + LOG_OVERHEAD
     if pos + size > stop:

@@ -67,8 +67,9 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
                 if pm.auto_create(name) is None:
                     topic_error = PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                  f"topic {name!r} does not exist")
-            except KafkaError as exc:
-                topic_error = PartitionError(exc.code, exc.message)
+            except Exception as exc:  # e.g. no space for the new partition directories:
+                # only this topic fails; partitions already appended keep their answers.
+                topic_error = partition_error(exc, f"auto-create of {name}")
         for pdata in topic["partition_data"]:
             index = pdata["index"]
             if topic_error is not None:

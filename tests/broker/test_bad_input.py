@@ -36,6 +36,7 @@ SMALL_TOPIC = "small-batches"  # max.message.bytes=2000
 REQUEST_MAX = 1 << 20
 CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TIMESTAMP, UNSUPPORTED_VERSION = 2, 3, 32, 35
 MESSAGE_TOO_LARGE, INVALID_REQUIRED_ACKS, INVALID_RECORD = 10, 21, 87
+OUT_OF_ORDER_SEQUENCE_NUMBER, KAFKA_STORAGE_ERROR = 45, 56
 
 
 def rec(i: int, ts: int) -> Record:
@@ -246,6 +247,57 @@ def test_invalid_acks_and_malformed_record_sets_are_refused(state: State) -> Non
         errs = partition_errors(c.request(0, 9, produce_body(FUZZ_TOPIC, {0: bytes(shifted)})))
         assert errs[(FUZZ_TOPIC, 0)][0] == INVALID_RECORD
         assert list_offset(c, FUZZ_TOPIC, 0, -1)[0] == before
+
+
+def test_payloads_that_are_not_one_v2_batch_are_invalid_record(state: State) -> None:
+    """Kafka answers 87 (not the retriable 2) for magic 0/1 message sets and scraps."""
+    magic1 = bytearray(build_batch([rec(1, BASE_TS)]))
+    magic1[16] = 1
+    with RawConnection(state.broker) as c:
+        before = list_offset(c, FUZZ_TOPIC, 0, -1)[0]
+        for payload in (bytes(magic1), b"\x00" * 20):
+            errs = partition_errors(c.request(0, 9, produce_body(FUZZ_TOPIC, {0: payload})))
+            assert errs[(FUZZ_TOPIC, 0)][0] == INVALID_RECORD
+        assert list_offset(c, FUZZ_TOPIC, 0, -1)[0] == before
+
+
+def test_a_damaged_idempotent_batch_is_corrupt_message_not_a_sequence_error(
+        state: State) -> None:
+    """Records are validated before producer state, as in Kafka: a flipped byte in a
+    batch whose sequence would also be out of order is CORRUPT_MESSAGE (retriable)."""
+    with RawConnection(state.broker) as c:
+        pid = c.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                "producer_id": -1, "producer_epoch": -1}).producer_id
+        first = build_batch([rec(1, BASE_TS)], producer_id=pid, producer_epoch=0, base_sequence=0)
+        assert partition_errors(c.request(0, 9, produce_body(FUZZ_TOPIC, {1: first})))[
+            (FUZZ_TOPIC, 1)][0] == 0
+        gap = bytearray(build_batch([rec(2, BASE_TS)], producer_id=pid, producer_epoch=0,
+                                    base_sequence=7))
+        gap[-1] ^= 0x01
+        before = list_offset(c, FUZZ_TOPIC, 1, -1)[0]
+        errs = partition_errors(c.request(0, 9, produce_body(FUZZ_TOPIC, {1: bytes(gap)})))
+        assert errs[(FUZZ_TOPIC, 1)][0] == CORRUPT_MESSAGE
+        # Undamaged, the same gap is the sequence error.
+        gap[-1] ^= 0x01
+        errs = partition_errors(c.request(0, 9, produce_body(FUZZ_TOPIC, {1: bytes(gap)})))
+        assert errs[(FUZZ_TOPIC, 1)][0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert list_offset(c, FUZZ_TOPIC, 1, -1)[0] == before
+
+
+def test_a_failed_auto_create_fails_only_its_topic(broker: BrokerProcess) -> None:
+    """An I/O error creating a topic's directory (here: a file already in its place)
+    is KAFKA_STORAGE_ERROR for that topic; partitions appended in the same request
+    keep their acknowledgement, so a client never retries data that was written."""
+    with RawConnection(broker) as c:
+        ok = partition_errors(c.request(0, 9, produce_body("kept", {0: build_batch([rec(0, BASE_TS)])})))
+        assert ok[("kept", 0)] == (0, 0)
+        (broker.data_dir / "blocked-0").write_text("not a directory")
+        body = produce_body("kept", {0: build_batch([rec(1, BASE_TS)])})
+        body["topic_data"] += produce_body("blocked", {0: build_batch([rec(2, BASE_TS)])})["topic_data"]
+        errs = partition_errors(c.request(0, 9, body))
+        assert errs[("kept", 0)] == (0, 1)
+        assert errs[("blocked", 0)][0] == KAFKA_STORAGE_ERROR
+        assert list_offset(c, "kept", 0, -1)[0] == 2
 
 
 # ---- fuzzing ------------------------------------------------------------------------
