@@ -241,10 +241,17 @@ def first_record_at_or_after(
 _MASK7 = bytes(i & 0x7F for i in range(256))
 BLOCK = 32  # records per block of a batch summary
 SUMMARY_MIN_RECORDS = 512  # smaller batches are searched directly
-# Summaries kept per segment, in blocks (16 bytes each): 16 MiB covers a whole 1 GiB
-# segment of records >= 32 B. Past it the oldest summary goes first, one at a time,
-# so a segment with more large batches than fit degrades gradually, never all at once.
-SUMMARY_MAX_BLOCKS = 1 << 20
+# Block summaries of all segments in this process together stay within this many
+# blocks (16 bytes of arrays each, about twice that with their objects: ~64 MiB of heap
+# for 2M blocks, i.e. ~64M records in large batches). Past it a batch without a
+# summary is searched directly; nothing is evicted, because evicting and rebuilding
+# on the next touch measured slower than having no summaries at all.
+SUMMARY_MAX_BLOCKS = 2 << 20
+_summary_blocks_in_use = 0
+
+
+def _summary_fits(records: int) -> bool:
+    return _summary_blocks_in_use + -(-records // BLOCK) <= SUMMARY_MAX_BLOCKS
 _NO_HIT = 1 << 80
 
 
@@ -426,6 +433,7 @@ class LogSegment:
         self._mm: mmap.mmap | None = None
         self._summaries: dict[int, BatchSummary] = {}
         self._summary_blocks = 0
+        self._mapped_since_release = False
         self._touched: set[int] = set()
         try:
             self.size = self.log_path.stat().st_size
@@ -748,16 +756,17 @@ class LogSegment:
                     self._touched.clear()
                 self._touched.add(pos)
                 return None
+            if not _summary_fits(h.records_count):
+                return None  # over the process-wide budget: search this batch directly
             summary = self._keep_summary(pos, build_summary(mm, pos, h))
         return summary
 
     def _keep_summary(self, pos: int, summary: BatchSummary) -> BatchSummary:
-        """Remember ``summary`` within SUMMARY_MAX_BLOCKS, evicting the oldest first."""
+        """Remember ``summary``, counted against the process-wide SUMMARY_MAX_BLOCKS."""
+        global _summary_blocks_in_use
         self._summaries[pos] = summary
         self._summary_blocks += len(summary.positions)
-        while self._summary_blocks > SUMMARY_MAX_BLOCKS and len(self._summaries) > 1:
-            oldest = self._summaries.pop(next(iter(self._summaries)))
-            self._summary_blocks -= len(oldest.positions)
+        _summary_blocks_in_use += len(summary.positions)
         return summary
 
     def build_summaries(self, start: int, deadline: float) -> int:
@@ -772,8 +781,8 @@ class LogSegment:
             if (h.records_count >= SUMMARY_MIN_RECORDS
                     and not h.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK)
                     and info.position not in self._summaries):
-                if self._summary_blocks + -(-h.records_count // BLOCK) > SUMMARY_MAX_BLOCKS:
-                    return -1  # the background never evicts what lookups built
+                if not _summary_fits(h.records_count):
+                    return -1  # the budget is spent: the rest is searched directly
                 self._keep_summary(info.position, build_summary(mm, info.position, h))
                 if time.monotonic() >= deadline:
                     return info.position + info.size
@@ -795,10 +804,13 @@ class LogSegment:
             if mm is not None:
                 mm.close()
             mm = self._mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+        self._mapped_since_release = True
         return mm
 
     def _unmap(self) -> None:
+        global _summary_blocks_in_use
         self._summaries.clear()
+        _summary_blocks_in_use -= self._summary_blocks
         self._summary_blocks = 0
         self._touched.clear()
         if self._mm is not None:
@@ -876,8 +888,9 @@ class LogSegment:
         file pages dropped with MADV_DONTNEED stay cached by the kernel and come back
         on the next touch as a minor fault; nothing is written or lost.
         """
-        if self._mm is not None:
+        if self._mm is not None and self._mapped_since_release:
             self._mm.madvise(mmap.MADV_DONTNEED)
+            self._mapped_since_release = False
 
     def close(self) -> None:
         """Final time entry, trim indexes, close files (Kafka's LogSegment.close)."""

@@ -167,17 +167,20 @@ def test_background_summaries_yield_during_long_walks_over_small_batches(tmp_pat
     log.close()
 
 
-def test_summaries_past_the_budget_evict_oldest_first_and_lookups_stay_exact(
+def test_summaries_stop_at_the_process_budget_and_lookups_stay_exact(
         tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """More large batches than the summary budget holds: each new summary evicts the
-    oldest one (never all at once), the budget holds, and every lookup is still exact."""
+    """More large batches than the summary budget holds: the summaries that fit are
+    kept (never evicted and rebuilt), the other batches are searched directly, the
+    budget holds across segments, and every lookup is still exact."""
     import random
 
     import storage.segment as segment
 
-    monkeypatch.setattr(segment, "SUMMARY_MAX_BLOCKS", 50)  # room for ~2 batches of 600
+    room = 50  # blocks: two 600-record batches (19 blocks each), not three
+    monkeypatch.setattr(segment, "SUMMARY_MAX_BLOCKS", segment._summary_blocks_in_use + room)
+    in_use_before = segment._summary_blocks_in_use
     rng = random.Random(7)
-    log = Log(tmp_path / "t-0", LogConfig(index_interval_bytes=1 << 20))
+    log = Log(tmp_path / "t-0", LogConfig(index_interval_bytes=1 << 20, segment_bytes=50_000))
     recs: list[tuple[int, int]] = []
     ts = T0
     for _ in range(12):
@@ -187,13 +190,20 @@ def test_summaries_past_the_budget_evict_oldest_first_and_lookups_stay_exact(
             batch.append(Record(0, ts - rng.choice([0, 0, 0, 40]), None, b"v" * 30, []))
         base = log.append(build_batch(batch), now_ms=T0 + 10**9).base_offset
         recs += [(base + i, r.timestamp) for i, r in enumerate(batch)]
-    seg = log.segments[-1]
+    assert len(log.segments) > 2  # the budget is shared by several segments
     targets = [rng.randint(T0 - 5, ts + 5) for _ in range(60)]
-    for target in targets * 3:  # first touch, summary build, summary use
-        want = next(((t, o) for o, t in recs if t >= target), None)
-        got = log.offset_for_timestamp(target)
-        assert (got[:2] if got else None) == want
-        kept = sum(len(s.positions) for s in seg._summaries.values())
-        assert kept == seg._summary_blocks <= 50
-    assert len(seg._summaries) >= 2  # evicted one by one, not cleared
+    kept_after_first_rounds = None
+    for round_ in range(4):  # first touch, summary build, summary use, again
+        for target in targets:
+            want = next(((t, o) for o, t in recs if t >= target), None)
+            got = log.offset_for_timestamp(target)
+            assert (got[:2] if got else None) == want
+        kept = {(s.base_offset, pos) for s in log.segments for pos in s._summaries}
+        assert segment._summary_blocks_in_use - in_use_before <= room
+        if round_ == 2:
+            kept_after_first_rounds = kept
+        if round_ == 3:
+            assert kept == kept_after_first_rounds  # nothing evicted or rebuilt
+    assert len(kept) == 2
     log.close()
+    assert segment._summary_blocks_in_use == in_use_before  # closing gives the budget back

@@ -178,6 +178,19 @@ class LogMachine(RuleBasedStateMachine):
             got = self.log.offset_for_timestamp(ts)
             assert (tuple(got) if got else None) == want, (ts, got, want)
 
+    @rule(data=st.data())
+    def lookup_near_a_stored_timestamp_matches_oracle(self, data: st.DataObject) -> None:
+        """Targets drawn from the records' own timestamps (+-2), so LogAppendTime
+        stamps (around NOW, far above the fixed range) are searched inside their range."""
+        stamps = [ts for _off, ts, _e, _b in self.records()]
+        if not stamps:
+            return
+        ts = data.draw(st.sampled_from(stamps)) + data.draw(st.integers(-2, 2))
+        want = self.oracle(ts)
+        for _ in range(3):
+            got = self.log.offset_for_timestamp(ts)
+            assert (tuple(got) if got else None) == want, (ts, got, want)
+
     @rule(t1=st.integers(T0 - 5, T0 + 470), width=st.integers(0, 200))
     def range_matches_oracle(self, t1: int, width: int) -> None:
         t2 = t1 + width
