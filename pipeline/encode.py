@@ -21,11 +21,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from storage import codecs
-from storage.records import HEADER_SIZE, compute_crc
+from storage.records import HEADER_SIZE, HEADER_STRUCT, compute_crc
 
 __all__ = ["encode_batch"]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _U32 = struct.Struct(">I")
 
 U64 = npt.NDArray[np.uint64]
@@ -130,7 +129,7 @@ def encode_batch(
         payload = bytes(codecs.compress(compression, payload))
     size = HEADER_SIZE + len(payload)
     batch = bytearray(size)
-    _HEADER.pack_into(
+    HEADER_STRUCT.pack_into(
         batch, 0, 0, size - 12, -1, 2, 0, compression, n - 1, base_ts, int(ts.max()), -1, -1, -1, n
     )
     batch[HEADER_SIZE:] = payload

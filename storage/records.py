@@ -47,6 +47,7 @@ A compressed batch is inflated whole, refused first if it would exceed
 
 from __future__ import annotations
 
+import mmap
 import struct
 import sys
 from array import array
@@ -102,7 +103,7 @@ they are inflated (see codecs.decompress). Legitimate batches are far smaller:
 Kafka's max.message.bytes (about 1 MiB) compressed at even 100:1.
 """
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
@@ -216,7 +217,7 @@ def parse_header(buf: Buffer, pos: int = 0, *, require_body: bool = True) -> Bat
         raise CorruptRecordError(
             f"batch header at {pos} needs {HEADER_SIZE} bytes, {max(0, len(buf) - pos)} remain"
         )
-    h = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    h = BatchHeader._make(HEADER_STRUCT.unpack_from(buf, pos))
     if h.magic != MAGIC:
         raise CorruptRecordError(f"batch at {pos} has magic {h.magic}, only magic 2 is supported")
     if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
@@ -242,7 +243,7 @@ def iter_batches(
     if pos < 0:
         raise ValueError(f"position {pos} is negative")  # struct would count from the end
     stop = len(buf) if end is None else min(end, len(buf))
-    unpack_from = _HEADER.unpack_from
+    unpack_from = HEADER_STRUCT.unpack_from
     make = BatchHeader._make
     while stop - pos >= HEADER_SIZE:
         h = make(unpack_from(buf, pos))
@@ -722,7 +723,7 @@ def build_batch(
     if size - LOG_OVERHEAD > _INT32_MAX:
         raise InvalidRecordError("batch larger than 2 GiB")
     header = bytearray(HEADER_SIZE)
-    _HEADER.pack_into(
+    HEADER_STRUCT.pack_into(
         header,
         0,
         base_offset,
@@ -774,7 +775,7 @@ def build_batch(
 # runs (_decode_run) to build Records column by column.
 
 _MIN_RUN = 40  # below this a run costs more than the per-record loop (measured)
-_HIGHBIT = bytes(1 if b >= 0x80 else 0 for b in range(256))
+HIGH_BIT = bytes(1 if b >= 0x80 else 0 for b in range(256))
 _FLIP_HIGHBIT = bytes(b ^ 0x80 for b in range(256))
 _NOT_EQUAL = [b"\x01" * v + b"\x00" + b"\x01" * (255 - v) for v in range(256)]
 _EQ = 0
@@ -856,8 +857,9 @@ def _layout(data: Buffer, p: int, end: int) -> _Layout:
                    kv[0], kv[1], tuple(headers))
 
 
-def _column(data: Buffer, start: int, n: int, step: int) -> bytes:
-    """Bytes data[start], data[start+step], ... (n of them), copied in C."""
+def column(data: Buffer | mmap.mmap, start: int, n: int, step: int) -> bytes:
+    """Bytes data[start], data[start+step], ... (n of them), copied in C (shared by
+    the codec's record walk and the segment's timestamp search)."""
     col = data[start : start + (n - 1) * step + 1 : step]
     return col.tobytes() if isinstance(col, memoryview) else bytes(col)
 
@@ -872,7 +874,7 @@ def _run_length(data: Buffer, p: int, lay: _Layout, kmax: int) -> int:
         n = want
         base = p + done * size
         for off, kind, byte in lay.checks:
-            col = _column(data, base + off, n, size)
+            col = column(data, base + off, n, size)
             # Fast whole-column checks first; the prefix search runs only at a run's end.
             if kind == _EQ:
                 if col == byte * n:
@@ -882,11 +884,11 @@ def _run_length(data: Buffer, p: int, lay: _Layout, kmax: int) -> int:
                 flipped = col.translate(_FLIP_HIGHBIT)
                 if flipped.isascii():
                     continue
-                bad = flipped.translate(_HIGHBIT).find(1)
+                bad = flipped.translate(HIGH_BIT).find(1)
             else:
                 if col.isascii():
                     continue
-                bad = col.translate(_HIGHBIT).find(1)
+                bad = col.translate(HIGH_BIT).find(1)
             n = bad
             if n == 0:
                 return done
@@ -937,12 +939,12 @@ def _run_keys(data: Buffer, p: int, size: int, off: int, width: int, k: int) -> 
     lane = _LANE_BYTES[width]
     start = p + off
     if lane == 1:
-        v = int.from_bytes(_column(data, start, k, size), "little")
+        v = int.from_bytes(column(data, start, k, size), "little")
         ones = _lane_ones(k, 1)
     else:
         lanes = bytearray(k * lane)
         for j in range(width):
-            lanes[j::lane] = _column(data, start + j, k, size)
+            lanes[j::lane] = column(data, start + j, k, size)
         x = int.from_bytes(lanes, "little")
         ones = _lane_ones(k, lane)
         # Merge the 7-bit groups: byte j (at bit 8j of its lane) lands at bit 7j.
@@ -1011,7 +1013,7 @@ def _run_offsets_ok(data: Buffer, p: int, lay: _Layout, k: int, i0: int) -> bool
     a = i0 - _OFFSET_WIDTH_START[w]
     start = p + lay.od_off
     for j in range(w):
-        if _column(data, start + j, k, lay.size) != cols[j][a : a + k]:
+        if column(data, start + j, k, lay.size) != cols[j][a : a + k]:
             return False
     return True
 

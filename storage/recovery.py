@@ -21,10 +21,9 @@ import struct
 
 import crc32c as _crc32c
 
-from storage.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from storage.records import HEADER_SIZE, HEADER_STRUCT, LOG_OVERHEAD, MAGIC
 from storage.segment import INT32_MAX, LogSegment
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _OI = struct.Struct(">ii")
 _TI = struct.Struct(">qi")
 _CHUNK = 16 * 1024 * 1024
@@ -55,7 +54,7 @@ def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool
     buf = b""
     view = memoryview(buf)
     buf_pos = 0
-    unpack = _HEADER.unpack_from
+    unpack = HEADER_STRUCT.unpack_from
     crc = _crc32c.crc32c
     off_index = seg.offset_index
     time_index = seg.time_index

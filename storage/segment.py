@@ -45,13 +45,15 @@ from storage.index import OffsetIndex, TimeIndex
 from storage.records import (
     COMPRESSION_MASK,
     HEADER_SIZE,
+    HEADER_STRUCT,
+    HIGH_BIT,
     LOG_OVERHEAD,
     MAGIC,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    column,
 )
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 Buf = bytes | memoryview | mmap.mmap
 _READ_CHUNK = 64 * 1024
 INT32_MAX = 0x7FFFFFFF
@@ -79,7 +81,9 @@ class TimestampHit(NamedTuple):
 
 
 def _uvarint(data: Buf, p: int) -> tuple[int, int]:
-    """Unsigned LEB128 at p: (value, position after it)."""
+    """Unsigned LEB128 at p: (value, position after it). Unlike the codec's bounded
+    reader this trusts its input: segment bytes were validated on append or in
+    recovery, and this runs per record on the lookup path."""
     b = data[p]
     if b < 0x80:
         return b, p + 1
@@ -95,7 +99,6 @@ def _uvarint(data: Buf, p: int) -> tuple[int, int]:
 
 
 _MIN_RUN = 48  # below this a record-by-record walk is cheaper than columns
-_HIGH = bytes(1 if i & 0x80 else 0 for i in range(256))
 _LOW = bytes(i & 1 for i in range(256))
 _tables: dict[tuple[int, int], bytes] = {}
 
@@ -114,11 +117,6 @@ def _group_table(kind: int, h: int) -> bytes:
             t = bytes(1 if (i & 0x7F) >= h else 0 for i in range(256))
         _tables[key] = t
     return t
-
-
-def _column(data: Buf, start: int, n: int, step: int) -> bytes:
-    col = data[start: start + (n - 1) * step + 1: step]
-    return col.tobytes() if isinstance(col, memoryview) else bytes(col)
 
 
 def _search_run(data: Buf, p: int, size: int, lw: int, tw: int, kmax: int,
@@ -144,13 +142,13 @@ def _search_run(data: Buf, p: int, size: int, lw: int, tw: int, kmax: int,
         q = p + done * size
         n = want
         for j in range(lw):
-            n -= len(_column(data, q + j, n, size).lstrip(firsts[j]))
+            n -= len(column(data, q + j, n, size).lstrip(firsts[j]))
             if n == 0:
                 return -1, done
         cols = []
         for j in range(tw):
-            col = _column(data, q + ts_off + j, n, size)
-            n -= len(col.translate(_HIGH).lstrip(b"\x01" if j < tw - 1 else b"\x00"))
+            col = column(data, q + ts_off + j, n, size)
+            n -= len(col.translate(HIGH_BIT).lstrip(b"\x01" if j < tw - 1 else b"\x00"))
             if n == 0:
                 return -1, done
             cols.append(col)
@@ -265,11 +263,11 @@ def _run_values(data: Buf, ts_at: int, size: int, tw: int, n: int) -> list[int]:
     whole-column integer arithmetic (no per-record Python work). Lanes are as narrow
     as the varint width allows (a 2-byte varint fits a 16-bit lane)."""
     if tw == 1:
-        return list(_column(data, ts_at, n, size).translate(_MASK7))
+        return list(column(data, ts_at, n, size).translate(_MASK7))
     lane = _LANE.get(tw, 16)
     lanes = bytearray(n * lane)
     for j in range(tw):
-        lanes[j::lane] = _column(data, ts_at + j, n, size).translate(_MASK7)
+        lanes[j::lane] = column(data, ts_at + j, n, size).translate(_MASK7)
     x = int.from_bytes(lanes, "little")
     ones = int.from_bytes((b"\x01" + bytes(lane - 1)) * n, "little")
     v = 0
@@ -539,7 +537,7 @@ class LogSegment:
         pos = start
         buf = b""
         buf_pos = pos
-        unpack = _HEADER.unpack_from
+        unpack = HEADER_STRUCT.unpack_from
         make = BatchHeader._make
         while stop - pos >= HEADER_SIZE:
             rel = pos - buf_pos
@@ -722,7 +720,7 @@ class LogSegment:
         if mm is None:
             return None
         size = self.size
-        unpack = _HEADER.unpack_from
+        unpack = HEADER_STRUCT.unpack_from
         while size - pos >= HEADER_SIZE:
             h = BatchHeader._make(unpack(mm, pos))
             if h.magic != MAGIC or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
