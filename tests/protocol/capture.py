@@ -93,7 +93,10 @@ class CaptureServer:
                 reply = self._reply(frame)
                 if reply is None:
                     return
-                conn.sendall(reply)
+                try:
+                    conn.sendall(reply)
+                except OSError:  # the client hung up first (aiokafka does at close)
+                    return
 
     def _reply(self, frame: bytes) -> bytes | None:
         try:
