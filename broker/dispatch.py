@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -64,7 +64,6 @@ class RequestContext:
     # Set by a handler that must close its connection after answering (or, with no
     # answer, at its turn): acks=0 Produce with an error, as Kafka does.
     close_after: str | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
