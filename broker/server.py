@@ -43,6 +43,7 @@ from protocol.errors import ErrorCode
 log = logging.getLogger("chronolog.broker")
 
 _HEADER = struct.Struct(">hhi")
+_perf = time.perf_counter
 _SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
 FETCH_KEY = 1
@@ -178,8 +179,18 @@ class Connection(asyncio.Protocol):
         if self._closing:
             return
         self.last_active = time.monotonic()
-        METRICS.bytes_in(len(data))
+        n = len(data)
+        METRICS.bytes_in(n)
         buf = self._buf
+        if not buf and n >= 4 and _SIZE.unpack_from(data)[0] == n - 4 <= self._max_frame:
+            # The usual chunk (one client waiting on one answer): exactly one whole frame.
+            self._corked = True
+            try:
+                self._on_frame(data[4:])
+            finally:
+                self._corked = False
+                self._write_out()
+            return
         view: bytes | bytearray
         if buf:
             buf += data
@@ -241,12 +252,11 @@ class Connection(asyncio.Protocol):
             self.close(f"request of {len(frame)} bytes is too short for a request header")
             return
         api_key, api_version, correlation_id = _HEADER.unpack_from(frame)
-        broker = self.broker
-        route = broker.routes.get(api_key)
-        if route is None:
+        served = self.broker.served.get(api_key)
+        if served is None:
             self.close(f"unsupported API key {api_key} (version {api_version})")
             return
-        lo, hi = broker.version_range(api_key)
+        route, lo, hi = served
         if not lo <= api_version <= hi:
             if api_key == API_VERSIONS_KEY:
                 self._answer_unsupported_api_versions(api_version, correlation_id)
@@ -270,25 +280,58 @@ class Connection(asyncio.Protocol):
             self.close(f"cannot decode {route.name} v{api_version} request: "
                        f"{type(exc).__name__}: {exc}")
             return
-        slot = _Slot()
-        self._pending.append(slot)
+        broker = self.broker
+        ctx = RequestContext(broker, broker.config, broker.partitions, self.peer, api_key,
+                             api_version, correlation_id, request.client_id)
+        started = _perf()
         # Run the handler eagerly: most requests (ListOffsets, ApiVersions, Produce,
-        # Metadata) never suspend, and answering them inline saves a task per request
-        # on the lookup path. Only a handler that really waits (a Fetch long-poll)
-        # becomes a task, resumed exactly where it suspended.
-        coro = self._serve(slot, route, request)
+        # Metadata) never suspend, and answering them inline costs no task, no slot and
+        # no extra pass over the response queue. Only a handler that really waits (a
+        # Fetch long-poll) becomes a task, resumed exactly where it suspended, and
+        # holds its place in the response order with a slot.
+        coro: Any = route.handle(request, ctx)
         try:
             waiting = coro.send(None)
-        except StopIteration:
-            self._update_reading()
+        except StopIteration as stop:
+            data, reason = self._response(route, request, ctx, stop.value, None)
+            METRICS.request(route.name, _perf() - started)
+            self._emit(data, reason)
             return
+        except Exception as exc:
+            data, reason = self._response(route, request, ctx, None, exc)
+            METRICS.request(route.name, _perf() - started)
+            self._emit(data, reason)
+            return
+        slot = _Slot()
+        self._pending.append(slot)
         task = broker.loop.create_task(
-            _resume(coro, waiting), name="fetch" if api_key == FETCH_KEY else route.name
+            self._finish(slot, route, request, ctx, coro, waiting, started),
+            name="fetch" if api_key == FETCH_KEY else route.name,
         )
         self._tasks.add(task)
         broker.inflight.add(task)
         task.add_done_callback(self._task_done)
         self._update_reading()
+
+    def _emit(self, data: bytes | None, close_reason: str | None) -> None:
+        """Queue a finished answer: straight out when nothing before it is pending, else
+        in a done slot behind the answers still being produced."""
+        if self._pending:
+            slot = _Slot()
+            slot.done = True
+            slot.data = data
+            slot.close_reason = close_reason
+            self._pending.append(slot)
+            self._flush()
+            return
+        if self._closing or self.transport is None:
+            return
+        if data is not None:
+            self._out.append(data)
+        if close_reason is not None:
+            self.close(close_reason)
+        elif not self._corked:
+            self._write_out()
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -298,57 +341,53 @@ class Connection(asyncio.Protocol):
         """Kafka answers any ApiVersions version; unknown ones get error 35 in a v0 body."""
         log.info("ApiVersions v%d from %s is newer than we serve; answering v0 with error 35",
                  api_version, self.peer)
-        slot = _Slot()
-        slot.done = True
-        slot.data = papi.unsupported_api_versions_response(correlation_id)
-        self._pending.append(slot)
-        self._flush()
+        self._emit(papi.unsupported_api_versions_response(correlation_id), None)
 
     # ------------------------------------------------------------ serving
 
-    async def _serve(self, slot: _Slot, route: Route, request: Any) -> None:
-        broker = self.broker
-        started = time.perf_counter()
-        ctx = RequestContext(
-            broker=broker,
-            config=broker.config,
-            partitions=broker.partitions,
-            peer=self.peer,
-            api_key=request.api_key,
-            api_version=request.api_version,
-            correlation_id=request.correlation_id,
-            client_id=request.client_id,
+    def _response(self, route: Route, request: Any, ctx: RequestContext, body: Any,
+                  exc: BaseException | None) -> tuple[bytes | None, str | None]:
+        """(response frame or None, reason to close after it or None) for a handler that
+        returned ``body`` or raised ``exc``. A failure is logged with its traceback and
+        answered with UNKNOWN_SERVER_ERROR where the API has a place for it; otherwise
+        the connection closes at this answer's turn."""
+        if exc is None:
+            try:
+                data = None if body is None else papi.encode_response(
+                    request.api_key, request.api_version, request.correlation_id, body)
+                return data, ctx.close_after
+            except Exception as encode_exc:
+                exc = encode_exc
+        log.error(
+            "%s v%d from %s (correlation id %d) failed",
+            route.name, request.api_version, self.peer, request.correlation_id,
+            exc_info=exc,
         )
+        reason = f"{route.name} handler failed: {type(exc).__name__}: {exc}"
+        if route.error_body is not None:
+            try:
+                err = route.error_body(request, int(ErrorCode.UNKNOWN_SERVER_ERROR))
+                if err is not None:
+                    return papi.encode_response(
+                        request.api_key, request.api_version, request.correlation_id, err
+                    ), None
+            except Exception:
+                log.exception("%s error response could not be built", route.name)
+        return None, reason
+
+    async def _finish(self, slot: _Slot, route: Route, request: Any, ctx: RequestContext,
+                      coro: Any, waiting: Any, started: float) -> None:
+        """The rest of a handler that suspended, inside a task; fills its slot."""
         try:
-            body = await route.handle(request, ctx)
-            if body is not None:
-                slot.data = papi.encode_response(
-                    request.api_key, request.api_version, request.correlation_id, body
-                )
-            slot.close_reason = ctx.close_after
+            body = await _resume(coro, waiting)
+            slot.data, slot.close_reason = self._response(route, request, ctx, body, None)
         except asyncio.CancelledError:
             slot.close_reason = f"{route.name} request cancelled (connection closing)"
         except Exception as exc:
-            log.error(
-                "%s v%d from %s (correlation id %d) failed",
-                route.name, request.api_version, self.peer, request.correlation_id,
-                exc_info=exc,
-            )
-            slot.data = None
-            slot.close_reason = f"{route.name} handler failed: {type(exc).__name__}: {exc}"
-            if route.error_body is not None:
-                try:
-                    err = route.error_body(request, int(ErrorCode.UNKNOWN_SERVER_ERROR))
-                    if err is not None:
-                        slot.data = papi.encode_response(
-                            request.api_key, request.api_version, request.correlation_id, err
-                        )
-                        slot.close_reason = None
-                except Exception:
-                    log.exception("%s error response could not be built", route.name)
+            slot.data, slot.close_reason = self._response(route, request, ctx, None, exc)
         finally:
             slot.done = True
-            METRICS.request(route.name, time.perf_counter() - started)
+            METRICS.request(route.name, _perf() - started)
             self._flush()
 
     def _flush(self) -> None:
@@ -421,6 +460,10 @@ class Broker:
         self._udp: Any = None
         self._metrics_server: Any = None
         self._versions: dict[int, tuple[int, int]] = {}
+        # API key -> (route, lowest, highest served version): one lookup per request.
+        self.served: dict[int, tuple[Route, int, int]] = {
+            key: (route, *self.version_range(key)) for key, route in self.routes.items()
+        }
         self._advertised: list[dict[str, int]] | None = None
         self.loop: asyncio.AbstractEventLoop
         self.host = config.host
