@@ -46,6 +46,7 @@ HANDLER_MODULES: dict[int, str] = {
     19: "create_topics",
     20: "delete_topics",
     22: "init_producer_id",
+    32: "describe_configs",
 }
 
 

@@ -30,6 +30,7 @@ from protocol import (
     api_versions,
     create_topics,
     delete_topics,
+    describe_configs,
     fastpath,
     fetch,
     find_coordinator,
@@ -57,6 +58,7 @@ class ApiKey(IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
 
 
 class ApiRange(NamedTuple):
@@ -83,6 +85,7 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.CREATE_TOPICS: ApiRange("CreateTopics", 2, 7, 2, 5),
     ApiKey.DELETE_TOPICS: ApiRange("DeleteTopics", 1, 6, 1, 4),
     ApiKey.INIT_PRODUCER_ID: ApiRange("InitProducerId", 0, 4, 0, 2),
+    ApiKey.DESCRIBE_CONFIGS: ApiRange("DescribeConfigs", 0, 4, 0, 4),
 }
 
 MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
@@ -97,6 +100,7 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.CREATE_TOPICS: (create_topics.REQUEST, create_topics.RESPONSE),
     ApiKey.DELETE_TOPICS: (delete_topics.REQUEST, delete_topics.RESPONSE),
     ApiKey.INIT_PRODUCER_ID: (init_producer_id.REQUEST, init_producer_id.RESPONSE),
+    ApiKey.DESCRIBE_CONFIGS: (describe_configs.REQUEST, describe_configs.RESPONSE),
 }
 
 

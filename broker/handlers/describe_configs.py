@@ -1,0 +1,298 @@
+"""DescribeConfigs (32), v0-4: a topic's configs or this broker's settings, Kafka's way.
+
+Invariants:
+- Each resource is answered on its own, in request order, with its type and name echoed.
+- TOPIC (2): every topic config the broker applies (``LogConfig.to_kafka()``: the
+  storage settings plus pass-through configs set on the topic), sorted by name, with
+  its effective value; never read-only or sensitive. The source is
+  DYNAMIC_TOPIC_CONFIG (1) when set on the topic, else STATIC_BROKER_CONFIG (4) when a
+  broker synonym (``log.*``, Kafka's ``ServerTopicConfigSynonyms`` order) is set, else
+  DEFAULT_CONFIG (5). A broker setting counts as set when it differs from Kafka's
+  default (``BrokerConfig`` keeps no record of which names a file or flag named).
+  An illegal name is INVALID_TOPIC_EXCEPTION (17), an absent topic
+  UNKNOWN_TOPIC_OR_PARTITION (3).
+- BROKER (4): name = our ``node.id`` -> every broker setting (read-only: nothing can be
+  altered at runtime), source 4 or 5 as above, null for unset nullable settings;
+  name "" -> the cluster-wide dynamic defaults, of which there are none (an empty
+  list, as Kafka answers without dynamic configs); another id or a non-integer name
+  -> INVALID_REQUEST (42) with a message.
+- Any other resource type -> INVALID_REQUEST (42) with a message naming it.
+- ``configuration_keys`` null or empty = every config; unknown keys are skipped.
+- Synonyms (v1+, only when IncludeSynonyms): the topic override first, then set
+  broker synonyms (4), then broker synonyms that have a default (5). The config
+  type is always sent (v3+), the documentation only when IncludeDocumentation.
+- v0 has no source: ``is_default`` is true when the config is not set on the
+  resource itself (a topic: no override; the broker: not set).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from broker.config import BrokerConfig
+from broker.dispatch import RequestContext
+from broker.partitions import validate_topic_name
+from protocol import describe_configs as dc
+from protocol.errors import ErrorCode, KafkaError
+
+# Topic config -> its broker synonyms, highest priority first (Kafka's ServerTopicConfigSynonyms).
+TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "segment.bytes": ("log.segment.bytes",),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "segment.index.bytes": ("log.index.size.max.bytes",),
+    "index.interval.bytes": ("log.index.interval.bytes",),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "retention.bytes": ("log.retention.bytes",),
+    "message.timestamp.type": ("log.message.timestamp.type",),
+    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",),
+    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",),
+    "max.message.bytes": ("message.max.bytes",),
+    "flush.messages": ("log.flush.interval.messages",),
+    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
+}
+
+# Kafka's ConfigDef types of the topic configs (LogConfig).
+TOPIC_TYPES: dict[str, int] = {
+    **dict.fromkeys(("segment.bytes", "segment.index.bytes", "index.interval.bytes",
+                     "max.message.bytes", "min.insync.replicas", "compression.gzip.level",
+                     "compression.lz4.level", "compression.zstd.level"), dc.TYPE_INT),
+    **dict.fromkeys(("segment.ms", "segment.jitter.ms", "retention.ms", "retention.bytes",
+                     "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
+                     "message.timestamp.difference.max.ms", "flush.messages", "flush.ms",
+                     "file.delete.delay.ms", "delete.retention.ms", "min.compaction.lag.ms",
+                     "max.compaction.lag.ms", "local.retention.ms", "local.retention.bytes"),
+                    dc.TYPE_LONG),
+    **dict.fromkeys(("message.timestamp.type", "compression.type", "message.format.version"),
+                    dc.TYPE_STRING),
+    **dict.fromkeys(("cleanup.policy", "leader.replication.throttled.replicas",
+                     "follower.replication.throttled.replicas"), dc.TYPE_LIST),
+    **dict.fromkeys(("preallocate", "unclean.leader.election.enable", "message.downconversion.enable",
+                     "remote.storage.enable", "remote.log.copy.disable",
+                     "remote.log.delete.on.disable"), dc.TYPE_BOOLEAN),
+    "min.cleanable.dirty.ratio": dc.TYPE_DOUBLE,
+}
+
+TOPIC_DOCS: dict[str, str] = {
+    "segment.bytes": "Roll a new segment when the active one reaches this many bytes.",
+    "segment.ms": "Roll a new segment when the active one's first timestamp is this old (ms).",
+    "segment.jitter.ms": "Largest random jitter subtracted from segment.ms per segment (ms).",
+    "segment.index.bytes": "Preallocated size of each offset and time index file (bytes).",
+    "index.interval.bytes": "Bytes appended between two index entries.",
+    "retention.ms": "Delete segments whose newest record is older than this (ms; -1 = forever).",
+    "retention.bytes": "Delete the oldest segments while a partition is larger (-1 = off).",
+    "message.timestamp.type": "CreateTime keeps the producer's timestamps; LogAppendTime stamps "
+                              "every batch with the broker's clock.",
+    "message.timestamp.before.max.ms": "Reject CreateTime records older than now minus this (ms).",
+    "message.timestamp.after.max.ms": "Reject CreateTime records newer than now plus this (ms).",
+    "max.message.bytes": "Largest record batch the topic accepts (bytes).",
+    "flush.messages": "fsync a partition after this many records.",
+    "flush.ms": "fsync a partition this long after its last flush (ms).",
+    "file.delete.delay.ms": "Accepted for compatibility; deleted segments are removed at once.",
+}
+_PASS_THROUGH_DOC = "Accepted and stored for compatibility; Chronolog does not act on it."
+
+# Kafka's ConfigDef types of the integer broker settings that are LONG (the rest are INT).
+_BROKER_LONGS = frozenset({
+    "log.roll.ms", "log.roll.jitter.ms", "log.retention.ms", "log.retention.bytes",
+    "log.retention.check.interval.ms", "log.segment.delete.delay.ms",
+    "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
+    "log.flush.interval.messages", "log.flush.interval.ms", "log.flush.scheduler.interval.ms",
+    "connections.max.idle.ms",
+})
+
+
+@dataclass(frozen=True)
+class Synonym:
+    name: str
+    value: str | None
+    source: int
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One described config, every field any version may carry."""
+
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    is_default: bool
+    config_type: int
+    documentation: str | None
+    synonyms: tuple[Synonym, ...]
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _broker_fields() -> dict[str, dataclasses.Field[Any]]:
+    return BrokerConfig.settings()
+
+
+def broker_value(config: BrokerConfig, name: str) -> tuple[str | None, bool]:
+    """(value as text, set) of one broker setting; set = differs from Kafka's default."""
+    f = _broker_fields()[name]
+    value = getattr(config, f.name)
+    return _text(value), value is not None and value != f.default
+
+
+def _broker_synonyms(config: BrokerConfig, names: Sequence[str]) -> list[Synonym]:
+    fields = _broker_fields()
+    out: list[Synonym] = []
+    for name in names:
+        value, is_set = broker_value(config, name)
+        if is_set:
+            out.append(Synonym(name, value, dc.SOURCE_STATIC_BROKER_CONFIG))
+    for name in names:
+        default = fields[name].default
+        if default is not None:
+            out.append(Synonym(name, _text(default), dc.SOURCE_DEFAULT_CONFIG))
+    return out
+
+
+def topic_entries(
+    config: BrokerConfig, overrides: Mapping[str, str], effective: Mapping[str, str]
+) -> list[Entry]:
+    """Every config of a topic with these overrides and effective values, sorted by name."""
+    out = []
+    for name in sorted(effective):
+        synonyms = _broker_synonyms(config, TOPIC_SYNONYMS.get(name, ()))
+        if name in overrides:
+            synonyms.insert(0, Synonym(name, effective[name], dc.SOURCE_DYNAMIC_TOPIC_CONFIG))
+        source = synonyms[0].source if synonyms else dc.SOURCE_DEFAULT_CONFIG
+        out.append(Entry(
+            name=name,
+            value=effective[name],
+            source=source,
+            read_only=False,
+            is_default=name not in overrides,
+            config_type=TOPIC_TYPES.get(name, dc.TYPE_UNKNOWN),
+            documentation=TOPIC_DOCS.get(name, _PASS_THROUGH_DOC),
+            synonyms=tuple(synonyms),
+        ))
+    return out
+
+
+def _broker_type(name: str, default: Any) -> int:
+    if isinstance(default, bool):
+        return dc.TYPE_BOOLEAN
+    if isinstance(default, str):
+        return dc.TYPE_STRING
+    return dc.TYPE_LONG if name in _BROKER_LONGS else dc.TYPE_INT
+
+
+def broker_entries(config: BrokerConfig) -> list[Entry]:
+    """Every broker setting under its Kafka name, sorted by name."""
+    out = []
+    fields = _broker_fields()
+    for name in sorted(fields):
+        f = fields[name]
+        value, _ = broker_value(config, name)
+        synonyms = _broker_synonyms(config, (name,))
+        source = synonyms[0].source if synonyms else dc.SOURCE_DEFAULT_CONFIG
+        out.append(Entry(
+            name=name,
+            value=value,
+            source=source,
+            read_only=True,
+            is_default=source == dc.SOURCE_DEFAULT_CONFIG,
+            config_type=_broker_type(name, f.default),
+            documentation=f.metadata.get("doc") or None,
+            synonyms=tuple(synonyms),
+        ))
+    return out
+
+
+def _wire(entry: Entry, synonyms: bool, documentation: bool) -> dict[str, Any]:
+    return {
+        "name": entry.name,
+        "value": entry.value,
+        "read_only": entry.read_only,
+        "is_default": entry.is_default,
+        "config_source": entry.source,
+        "is_sensitive": False,
+        "synonyms": [
+            {"name": s.name, "value": s.value, "source": s.source} for s in entry.synonyms
+        ] if synonyms else [],
+        "config_type": entry.config_type,
+        "documentation": entry.documentation if documentation else None,
+    }
+
+
+def _result(resource: Any, code: int, message: str | None,
+            configs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "error_message": message,
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+        "configs": configs,
+    }
+
+
+def _entries(resource: Any, ctx: RequestContext) -> list[Entry]:
+    """The resource's configs; raises KafkaError for a resource we cannot describe."""
+    rtype, name = resource.resource_type, resource.resource_name
+    if rtype == dc.RESOURCE_TOPIC:
+        validate_topic_name(name)
+        topic = ctx.partitions.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Topic {name!r} does not exist on this broker")
+        effective = ctx.partitions.log_config(name).to_kafka()
+        return topic_entries(ctx.config, topic.configs, effective)
+    if rtype == dc.RESOURCE_BROKER:
+        if not name:
+            return []  # cluster-wide dynamic defaults: this broker has none
+        try:
+            node = int(name)
+        except ValueError:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Broker id must be an integer, but it is: {name}") from None
+        if node != ctx.config.node_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Unexpected broker id, expected {ctx.config.node_id} or empty "
+                             f"string, but received {name}")
+        return broker_entries(ctx.config)
+    raise KafkaError(ErrorCode.INVALID_REQUEST,
+                     f"Unsupported resource type {rtype} for resource {name!r}: Chronolog "
+                     f"describes TOPIC ({dc.RESOURCE_TOPIC}) and BROKER ({dc.RESOURCE_BROKER}) "
+                     "configs only")
+
+
+def select(entries: list[Entry], keys: Sequence[str] | None) -> list[Entry]:
+    """Kafka's filter: null or empty keys keep every entry, else those named (unknown skipped)."""
+    if not keys:
+        return entries
+    wanted = set(keys)
+    return [e for e in entries if e.name in wanted]
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    body = request.body
+    synonyms = request.api_version >= 1 and bool(body.include_synonyms)
+    documentation = request.api_version >= 3 and bool(body.include_documentation)
+    out = []
+    for resource in body.resources:
+        try:
+            entries = select(_entries(resource, ctx), resource.configuration_keys)
+        except KafkaError as exc:
+            out.append(_result(resource, int(exc.code), exc.message or None, []))
+            continue
+        out.append(_result(resource, 0, None, [_wire(e, synonyms, documentation) for e in entries]))
+    return {"throttle_time_ms": 0, "results": out}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0,
+            "results": [_result(r, code, "unexpected server error", []) for r in request.body.resources]}
