@@ -143,6 +143,11 @@ class BrokerConfig:
     message_max_bytes: int = _setting(
         "message.max.bytes", 1048588, "Largest record batch a topic accepts.", minimum=0
     )
+    fetch_max_bytes: int = _setting(
+        "fetch.max.bytes", 57671680,
+        "Most record bytes one Fetch response carries (with the request's MaxBytes, the "
+        "lower wins; the first batch is returned even if larger, KIP-74).", minimum=0,
+    )
     socket_request_max_bytes: int = _setting(
         "socket.request.max.bytes", 104857600, "Largest request frame; larger closes the connection.",
         minimum=1,

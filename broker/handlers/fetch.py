@@ -4,10 +4,11 @@ Invariants:
 - Records start at the batch containing FetchOffset and never go past the high
   watermark (= LastStableOffset: there are no transactions). A FetchOffset
   outside [log start, log end] is OFFSET_OUT_OF_RANGE (1) for that partition.
-- Size limits follow KIP-74: the first partition with data returns at least one
-  whole batch even if it exceeds the limits; later partitions are cut at
-  min(PartitionMaxBytes, what is left of MaxBytes), a trailing partial batch
-  allowed (clients drop it), as Kafka does.
+- Size limits follow KIP-74: the response limit is min(MaxBytes, broker
+  ``fetch.max.bytes``); the first partition with data returns at least one whole
+  batch even if it exceeds the limits (so MaxBytes 0 returns exactly one batch);
+  later partitions are cut at min(PartitionMaxBytes, what is left of the limit), a
+  trailing partial batch allowed (clients drop it), as Kafka does.
 - Long poll: if fewer than MinBytes are available, no partition has an error and
   MaxWaitMs has not passed, wait until an append to one of the partitions (or
   shutdown), then read again. The answer never waits longer than MaxWaitMs.
@@ -49,7 +50,8 @@ def read_partitions(body: Any, ctx: RequestContext) -> tuple[list[dict[str, Any]
     """One pass over the requested partitions: (responses, bytes of records, any error)."""
     pm = ctx.partitions
     aborted: list[Any] | None = [] if body.isolation_level == READ_COMMITTED else None
-    remaining = body.max_bytes if body.max_bytes > 0 else 0x7FFFFFFF
+    # MaxBytes 0 (or less) still returns the first batch, as every limit here does.
+    remaining = max(0, min(body.max_bytes, ctx.config.fetch_max_bytes))
     total = 0
     errors = False
     first_data = True

@@ -396,11 +396,16 @@ def test_fetch_checks_the_leader_epoch_and_offsets(broker: Any) -> None:
     assert (at_end.error_code, at_end.high_watermark, bytes(at_end.records)) == (0, 2, b"")
 
 
-def test_fetch_size_limits_follow_kip_74(broker: Any) -> None:
+@pytest.mark.parametrize("fetch_max_bytes", [None, 2000])
+def test_fetch_size_limits_follow_kip_74(broker_factory: Any, fetch_max_bytes: int | None) -> None:
     """The first partition with data returns at least one whole batch even past the
-    limits; later ones are cut at what is left of MaxBytes."""
+    limits (MaxBytes 0 included); later ones are cut at what is left of
+    min(MaxBytes, the broker's fetch.max.bytes)."""
     from storage.records import iter_batches
 
+    overrides = {} if fetch_max_bytes is None else {"fetch.max.bytes": str(fetch_max_bytes)}
+    broker = broker_factory(overrides=overrides)
+    cap = 57671680 if fetch_max_bytes is None else fetch_max_bytes  # Kafka's default: 55 MiB
     raw = Raw(broker.port)
     create_topic(raw, "sizes", partitions=2)
     for index in (0, 1):
@@ -423,13 +428,23 @@ def test_fetch_size_limits_follow_kip_74(broker: Any) -> None:
         parts = raw.call(1, 12, body).responses[0].partitions
         return [bytes(p.records) for p in parts]
 
-    first, second = fetch(max_bytes=10, partition_max=10)
-    assert len(list(iter_batches(first))) == 1 and len(first) == batch_size
-    assert second == b""
-    first, second = fetch(max_bytes=batch_size * 2 + 50, partition_max=1 << 20)
-    assert len(first) == batch_size * 2 + 50  # a trailing partial batch, as Kafka sends
-    assert second == b""
-    first, second = fetch(max_bytes=1 << 20, partition_max=batch_size + 1)
-    assert len(first) == batch_size + 1 and len(second) == batch_size + 1
-    first, second = fetch(max_bytes=1 << 20, partition_max=1 << 20)
-    assert len(first) == len(second) == 3 * batch_size
+    def expect(max_bytes: int, partition_max: int) -> list[int]:
+        """Sizes Kafka's rules give: a whole first batch at least, then what is left."""
+        left = max(0, min(max_bytes, cap))
+        sizes = []
+        for i in (0, 1):
+            limit = max(0, min(partition_max, left))
+            size = min(limit, 3 * batch_size)
+            if i == 0 or sum(sizes) == 0:
+                size = max(size, batch_size)
+            sizes.append(size)
+            left -= size
+        return sizes
+
+    for max_bytes, partition_max in [(10, 10), (0, 1 << 20), (-1, 1 << 20), (1 << 20, 0),
+                                     (batch_size * 2 + 50, 1 << 20),
+                                     (1 << 20, batch_size + 1), (1 << 20, 1 << 20)]:
+        got = fetch(max_bytes, partition_max)
+        assert [len(r) for r in got] == expect(max_bytes, partition_max), (max_bytes, partition_max)
+        assert len(list(iter_batches(got[0]))) >= 1
+    assert expect(0, 1 << 20) == [batch_size, 0]  # MaxBytes 0: exactly one batch
