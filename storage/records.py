@@ -361,11 +361,20 @@ def _read_varlong(data: Buffer, p: int, end: int) -> tuple[int, int]:
 def _records_data(
     buf: Buffer, pos: int, h: BatchHeader, max_size: int = MAX_UNCOMPRESSED_BYTES
 ) -> tuple[Buffer, int, int]:
-    """The records region of the batch: (data, start, end), decompressed if needed."""
+    """The records region of the batch: (data, start, end), decompressed if needed.
+
+    An uncompressed region inside a memoryview (a Produce payload is a view of its
+    request frame) is copied to ``bytes`` once: the record walk takes strided
+    columns, which bytes slice about ten times faster than a memoryview's
+    ``tobytes`` does (3 vs 38 µs for a 5,000-record column here), and indexes single
+    bytes, also faster on bytes. The copy is one memcpy (~12 µs for 0.5 MiB).
+    """
     start = pos + HEADER_SIZE
     end = pos + h.batch_length + LOG_OVERHEAD
     codec = h.attributes & COMPRESSION_MASK
     if codec == 0:
+        if isinstance(buf, memoryview):
+            return buf[start:end].tobytes(), 0, end - start
         return buf, start, end
     if codec > 4:
         raise UnsupportedCompressionError(f"batch at {pos} uses compression codec {codec}")
