@@ -30,10 +30,15 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
+from array import array
+from bisect import bisect_right
 from pathlib import Path
 
 WARM_BYTES = 8192  # Kafka's warm section: the last 8 KiB of entries are searched first.
 
+_POS_AT = struct.Struct(">4xi")  # the position of an offset entry
+_REL_AT = struct.Struct(">8xi")  # the relative offset of a time entry
 _ZERO8 = bytes(8)
 _ZERO12 = bytes(12)
 
@@ -56,6 +61,9 @@ class _MmapIndex:
         self._size = 0
         self._entries = 0
         self._loaded = False
+        # Keys of entries [0, len(_keys)) as native ints (see _sync_keys); a prefix
+        # of the entries, emptied by everything that can shrink or rewrite them.
+        self._keys = array(self._KEY_CODE)
 
     # -- lifecycle -----------------------------------------------------------------
     @property
@@ -65,6 +73,7 @@ class _MmapIndex:
     def _load(self) -> None:
         if self._loaded:
             return
+        self._drop_keys()
         if not self.path.exists():
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -112,6 +121,7 @@ class _MmapIndex:
         if lo == 0 and not self._KEY_IS_OFFSET:
             lo = 1  # (ts 0, relative 0) is a legal first time entry: records at the epoch
         self._entries = lo
+        self._cut_keys(lo)
 
     @property
     def entries(self) -> int:
@@ -142,6 +152,7 @@ class _MmapIndex:
             self._mm = None
         os.truncate(self.path, rounded)
         self._entries = min(self._entries, rounded // self.ENTRY)
+        self._cut_keys(self._entries)
         self._map()
 
     def make_appendable(self) -> None:
@@ -170,11 +181,13 @@ class _MmapIndex:
             self._mm.close()
             self._mm = None
         self._loaded = False
+        self._drop_keys()
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
         self._load()
         self._entries = 0
+        self._drop_keys()
         self.make_appendable()
 
     def replace_entries(self, data: bytes) -> None:
@@ -190,6 +203,7 @@ class _MmapIndex:
         finally:
             os.close(fd)
         self._entries = len(data) // self.ENTRY
+        self._drop_keys()
         self._map()
         self._loaded = True
 
@@ -230,10 +244,61 @@ class _MmapIndex:
     # -- search ----------------------------------------------------------------------
     _K = struct.Struct(">i")
     _KEY_IS_OFFSET = True
+    _KEY_CODE = "i"  # array type code of a key: int32 relative offset / int64 timestamp
+    _KEY_SIZE = 4
+
+    def _drop_keys(self) -> None:
+        """Forget the cached keys (the entries were reloaded, replaced or unmapped)."""
+        if self._keys:
+            self._keys = array(self._KEY_CODE)
+
+    def _cut_keys(self, n: int) -> None:
+        """Entries from ``n`` on are gone: keep only the cached keys before them."""
+        if len(self._keys) > n:
+            del self._keys[n:]
+
+    def _sync_keys(self, n: int) -> array:
+        """The keys of entries [0, n) as an array, extended from the mapping with the
+        entries appended since the last search (two strided byte copies per key byte,
+        in C). Every operation that can shrink or rewrite entries cuts or drops the
+        cache, so the cached prefix always equals the file's entries."""
+        keys = self._keys
+        have = len(keys)
+        if have > n:  # defensive: never serve keys of entries that are gone
+            del keys[n:]
+            return keys
+        mm = self._mm
+        assert mm is not None
+        e, ks = self.ENTRY, self._KEY_SIZE
+        raw = mm[have * e:n * e]
+        packed = bytearray((n - have) * ks)
+        for j in range(ks):
+            packed[j::ks] = raw[j::e]
+        more = array(self._KEY_CODE, packed)
+        if sys.byteorder == "little":
+            more.byteswap()  # the files are big-endian
+        keys.extend(more)
+        return keys
 
     def _slot_for(self, target: int) -> int:
-        """Index of the largest entry whose key <= target, or -1 (Kafka's indexSlotRangeFor:
-        the warm last 8 KiB of entries first, then the rest)."""
+        """Index of the largest entry whose key <= target, or -1.
+
+        Kafka's indexSlotRangeFor binary-searches the mapping (the warm last 8 KiB
+        first, for the page cache). Here the keys are cached as a native array and
+        ``bisect`` runs in C; keys strictly increase, so the slot is the same."""
+        if not self._loaded:
+            self._load()
+        n = self._entries
+        keys = self._keys
+        if len(keys) != n:
+            keys = self._sync_keys(n)
+        if self._KEY_IS_OFFSET:
+            return bisect_right(keys, target - self.base_offset) - 1
+        return bisect_right(keys, target) - 1
+
+    def _slot_for_mmap(self, target: int) -> int:
+        """The binary search over the mapping itself (Kafka's, warm section first),
+        without the key cache: kept as the tests' reference for _slot_for."""
         n = self.entries
         if n == 0:
             return -1
@@ -305,7 +370,20 @@ class OffsetIndex(_MmapIndex):
         slot = self._slot_for(offset)
         if slot < 0:
             return self.base_offset, 0
-        return self.entry(slot)
+        rel, pos = self._S.unpack_from(self._mm, slot * 8)  # type: ignore[arg-type]
+        return self.base_offset + rel, pos
+
+    def floor_position(self, offset: int) -> int:
+        """lookup(offset)[1]: the .log position to scan from for ``offset`` (0 when no
+        entry is <= it). The time search's hot path, so the cached-keys case is inline."""
+        keys = self._keys
+        if self._loaded and len(keys) == self._entries:
+            slot = bisect_right(keys, offset - self.base_offset) - 1
+        else:
+            slot = self._slot_for(offset)
+        if slot < 0:
+            return 0
+        return _POS_AT.unpack_from(self._mm, slot * 8)[0]  # type: ignore[arg-type]
 
     def append(self, offset: int, position: int) -> None:
         self._load()
@@ -322,6 +400,7 @@ class OffsetIndex(_MmapIndex):
         slot = self._slot_for(offset - 1)
         self._load()
         self._entries = slot + 1
+        self._cut_keys(slot + 1)
 
 
 class TimeIndex(_MmapIndex):
@@ -333,6 +412,8 @@ class TimeIndex(_MmapIndex):
     _K = struct.Struct(">q")
 
     _KEY_IS_OFFSET = False
+    _KEY_CODE = "q"
+    _KEY_SIZE = 8
 
     def entry(self, i: int) -> tuple[int, int]:
         """(timestamp, absolute offset) of entry i."""
@@ -363,7 +444,21 @@ class TimeIndex(_MmapIndex):
         slot = self._slot_for(timestamp)
         if slot < 0:
             return -1, self.base_offset
-        return self.entry(slot)
+        ts, rel = self._S.unpack_from(self._mm, slot * 12)  # type: ignore[arg-type]
+        return ts, self.base_offset + rel
+
+    def floor_offset(self, timestamp: int) -> int:
+        """lookup(timestamp)[1]: the offset of the floor entry (the base offset when
+        no entry is <= timestamp). The time search's hot path, so the cached-keys case
+        is inline."""
+        keys = self._keys
+        if self._loaded and len(keys) == self._entries:
+            slot = bisect_right(keys, timestamp) - 1
+        else:
+            slot = self._slot_for(timestamp)
+        if slot < 0:
+            return self.base_offset
+        return self.base_offset + _REL_AT.unpack_from(self._mm, slot * 12)[0]  # type: ignore[arg-type]
 
     def first_at_or_after(self, timestamp: int) -> int:
         """Index of the first entry with ts >= target (= entries when none)."""
@@ -401,6 +496,7 @@ class TimeIndex(_MmapIndex):
             else:
                 lo = mid + 1
         self._entries = lo
+        self._cut_keys(lo)
 
 
 def index_paths(log_path: Path) -> tuple[Path, Path]:

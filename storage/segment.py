@@ -237,14 +237,14 @@ def first_record_at_or_after(
 
 
 _MASK7 = bytes(i & 0x7F for i in range(256))
-BLOCK = 32  # records per block of a batch summary
+BLOCK = 16  # records per block of a batch summary
 SUMMARY_MIN_RECORDS = 512  # smaller batches are searched directly
 # Block summaries of all segments in this process together stay within this many
-# blocks (16 bytes of arrays each, about twice that with their objects: ~64 MiB of heap
-# for 2M blocks, i.e. ~64M records in large batches). Past it a batch without a
+# blocks (8 bytes of arrays each, about twice that with their objects: ~64 MiB of heap
+# for 4M blocks, i.e. ~64M records in large batches). Past it a batch without a
 # summary is searched directly; nothing is evicted, because evicting and rebuilding
 # on the next touch measured slower than having no summaries at all.
-SUMMARY_MAX_BLOCKS = 2 << 20
+SUMMARY_MAX_BLOCKS = 4 << 20
 _summary_blocks_in_use = 0
 
 
@@ -282,11 +282,34 @@ def _run_values(data: Buf, ts_at: int, size: int, tw: int, n: int) -> list[int]:
 class BatchSummary(NamedTuple):
     """Per block of BLOCK records of one uncompressed CreateTime batch: the position of
     the block's first record (from the batch start) and the running max timestamp up
-    to the block's end. The first record with ts >= T lies in block
-    bisect_left(prefix_max, T). Arrays keep it at 16 bytes per block."""
+    to the block's end, stored as ``ts_base`` + prefix_max[b]. The first record with
+    ts >= T lies in block bisect_left(prefix_max, T - ts_base).
+
+    Positions are < 2**31 (a batch length is an int32), so they fit 4-byte lanes;
+    maxima are kept relative to the batch's base timestamp in 4-byte lanes when they
+    all fit (8-byte absolute values otherwise): 8 bytes per block."""
 
     positions: array
     prefix_max: array
+    ts_base: int
+
+
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+_UNIFORM = 1 << 31  # flag in a summary position: the block is a sorted uniform run
+
+
+def _summary_arrays(positions: list[int], uniform: list[bool], pos: int, prefix: list[int],
+                    base_ts: int) -> BatchSummary:
+    # A block past a torn batch end keeps position 0; bisect never picks it (its
+    # running max equals an earlier block's), but the lane must hold it.
+    rel_pos = array("I", [(x - pos if x else 0) | (_UNIFORM if f else 0)
+                          for x, f in zip(positions, uniform, strict=True)])
+    rel = [x - base_ts for x in prefix]
+    if rel and _I32_MIN <= min(rel) and max(rel) <= _I32_MAX:
+        return BatchSummary(rel_pos, array("i", rel), base_ts)
+    return BatchSummary(rel_pos, array("q", prefix), 0)
 
 
 def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
@@ -298,6 +321,7 @@ def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
     nblocks = (count + BLOCK - 1) // BLOCK
     block_max = [-(1 << 63)] * nblocks
     positions = [0] * nblocks
+    uniform = [False] * nblocks  # inside one run and in timestamp order
     p = start
     i = 0
     while i < count and p < end:
@@ -321,13 +345,21 @@ def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
                 starts = range(p + k0 * size, p + n * size, BLOCK * size)
                 positions[first_block:first_block + len(starts)] = starts
             first_end = min(n, (b0 + 1) * BLOCK - i) - 1
+            # blocks wholly inside the run: [fb, lb)
+            fb = -(-i // BLOCK)
+            lb = nblocks if i + n >= count else (i + n) // BLOCK
             if us == sorted(us):  # C-speed; then a block's max is its last value
                 vals = us[first_end::BLOCK]
                 if (n - 1 - first_end) % BLOCK:
                     vals.append(us[n - 1])
+                if fb < lb:
+                    uniform[fb:lb] = [True] * (lb - fb)
             else:
                 vals = [max(us[max(0, b * BLOCK - i):min(n, (b + 1) * BLOCK - i)])
                         for b in range(b0, b1 + 1)]
+                for b in range(fb, lb):
+                    chunk = us[b * BLOCK - i:(b + 1) * BLOCK - i]
+                    uniform[b] = chunk == sorted(chunk)
             block_max[b0:b1 + 1] = [max(a, base_ts + (v >> 1))
                                     for a, v in zip(block_max[b0:b1 + 1], vals, strict=True)]
         else:
@@ -344,29 +376,96 @@ def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
     for m in block_max:
         run = max(run, m)
         prefix.append(run)
-    return BatchSummary(array("q", [x - pos for x in positions]), array("q", prefix))
+    return _summary_arrays(positions, uniform, pos, prefix, base_ts)
 
 
-def search_with_summary(data: Buf, pos: int, h: BatchHeader, summary: BatchSummary,
-                        target_ts: int) -> tuple[int, int] | None:
+def search_with_summary(data: Buf, pos: int, h: BatchHeader | tuple[int, ...],
+                        summary: BatchSummary, target_ts: int) -> tuple[int, int] | None:
     """first_record_at_or_after for min_offset <= base offset, via the summary: only
-    the one block that must hold the answer is walked."""
-    b = bisect_left(summary.prefix_max, target_ts)
-    if b >= len(summary.prefix_max):
+    the one block that must hold the answer is searched.
+
+    A block flagged uniform (every record of it in one equal-layout run, timestamps in
+    order) is binary-searched: its record k sits at k * record size. Any other block
+    is walked record by record. Varints of one or two bytes (record lengths below
+    8 KiB, timestamp deltas within +-4 s of the base) are decoded inline, longer ones
+    by _uvarint. ``h`` is a BatchHeader or its plain tuple (fields by index)."""
+    prefix = summary.prefix_max
+    b = bisect_left(prefix, target_ts - summary.ts_base)
+    if b >= len(prefix):
         return None
-    p = pos + summary.positions[b]
-    end = pos + h.batch_length + LOG_OVERHEAD
-    base_ts = h.base_timestamp
-    stop = min(h.records_count - b * BLOCK, BLOCK)
-    for _ in range(stop):
-        u, q = _uvarint(data, p)
-        length = (u >> 1) ^ -(u & 1)
-        tu, r = _uvarint(data, q + 1)
-        ts = base_ts + ((tu >> 1) ^ -(tu & 1))
-        if ts >= target_ts:
+    p = summary.positions[b]
+    base_ts = h[7]
+    t = target_ts - base_ts  # ts >= target_ts <=> delta >= t
+    n = min(h[12] - b * BLOCK, BLOCK)
+    if p & _UNIFORM:
+        p = pos + (p ^ _UNIFORM)
+        u = data[p]
+        if u < 0x80:
+            q = p + 1
+        else:
+            c = data[p + 1]
+            if c < 0x80:
+                u = (u & 0x7F) | (c << 7)
+                q = p + 2
+            else:
+                u, q = _uvarint(data, p)
+        size = q - p + ((u >> 1) ^ -(u & 1))
+        ts_at = q + 1  # after the attributes byte
+        # Deltas in a run are >= 0 (even zig-zag): delta >= t <=> zig-zag >= 2t.
+        u_min = 2 * t
+        lo, hi = 0, n  # first k with delta >= t; block b holds one (prefix_max)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            at = ts_at + mid * size
+            tu = data[at]
+            if tu >= 0x80:
+                c = data[at + 1]
+                tu = (tu & 0x7F) | (c << 7) if c < 0x80 else _uvarint(data, at)[0]
+            if tu >= u_min:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo == n:
+            return None
+        r = ts_at + lo * size
+        tu = data[r]
+        if tu < 0x80:
+            r += 1
+        else:
+            tu, r = _uvarint(data, r)
+        u = data[r]
+        if u >= 0x80:
+            c = data[r + 1]
+            u = (u & 0x7F) | (c << 7) if c < 0x80 else _uvarint(data, r)[0]
+        return base_ts + (tu >> 1), h[0] + ((u >> 1) ^ -(u & 1))
+    p += pos
+    end = pos + h[1] + LOG_OVERHEAD
+    for _ in range(n):
+        u = data[p]
+        if u < 0x80:
+            q = p + 1
+        else:
+            c = data[p + 1]
+            if c < 0x80:
+                u = (u & 0x7F) | (c << 7)
+                q = p + 2
+            else:
+                u, q = _uvarint(data, p)
+        tu = data[q + 1]  # after the attributes byte
+        if tu < 0x80:
+            r = q + 2
+        else:
+            c = data[q + 2]
+            if c < 0x80:
+                tu = (tu & 0x7F) | (c << 7)
+                r = q + 3
+            else:
+                tu, r = _uvarint(data, q + 1)
+        d = (tu >> 1) ^ -(tu & 1)
+        if d >= t:
             u, _ = _uvarint(data, r)
-            return ts, h.base_offset + ((u >> 1) ^ -(u & 1))
-        p = q + length
+            return base_ts + d, h[0] + ((u >> 1) ^ -(u & 1))
+        p = q + ((u >> 1) ^ -(u & 1))
         if p >= end:
             break
     return None
@@ -710,41 +809,54 @@ class LogSegment:
 
         Exact: the time index floor entry (ts <= target) names a batch before which
         every record is below its ts, hence below target; every batch from there is
-        checked by header max and then record by record.
+        checked by header max and then record by record. Headers are read as plain
+        tuples (BatchHeader's field order) on this path; a BatchHeader is made only
+        for the direct in-batch search.
         """
-        self.check_indexes()
-        _, entry_off = self.time_index.lookup(target_ts)
-        start_off = max(entry_off, min_offset)
-        _, pos = self.offset_index.lookup(start_off)
-        mm = self.log_map()
-        if mm is None:
-            return None
+        if not self._indexes_checked:
+            self.check_indexes()
+        entry_off = self.time_index.floor_offset(target_ts)
+        start_off = entry_off if entry_off > min_offset else min_offset
+        pos = self.offset_index.floor_position(start_off)
         size = self.size
+        mm = self._mm
+        if mm is not None and self._fd is not None and len(mm) >= size:
+            _touch(self)  # what log_map() does when the mapping already covers the .log
+            self._mapped_since_release = True
+        else:
+            mm = self.log_map()
+            if mm is None:
+                return None
+            size = self.size
         unpack = HEADER_STRUCT.unpack_from
         while size - pos >= HEADER_SIZE:
-            h = BatchHeader._make(unpack(mm, pos))
-            if h.magic != MAGIC or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            h = unpack(mm, pos)
+            # 0 base offset, 1 batch length, 2 leader epoch, 3 magic, 5 attributes,
+            # 6 last offset delta, 8 max timestamp, 12 records count
+            if h[3] != MAGIC or h[1] < HEADER_SIZE - LOG_OVERHEAD:
                 raise CorruptRecordError(f"{self.log_path}: no valid batch header at {pos}")
-            bsize = h.batch_length + LOG_OVERHEAD
-            if pos + bsize > size or h.base_offset >= max_offset:
+            bsize = h[1] + LOG_OVERHEAD
+            if pos + bsize > size or h[0] >= max_offset:
                 return None
-            if h.base_offset + h.last_offset_delta >= start_off and h.max_timestamp >= target_ts:
+            if h[0] + h[6] >= start_off and h[8] >= target_ts:
                 summary = None
-                if (h.records_count >= SUMMARY_MIN_RECORDS and min_offset <= h.base_offset
-                        and not h.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK)):
-                    summary = self._summary_for(mm, pos, h)
+                if (h[12] >= SUMMARY_MIN_RECORDS and min_offset <= h[0]
+                        and not h[5] & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK)):
+                    summary = self._summaries.get(pos) or self._summary_for(mm, pos, h)
                 if summary is not None:
                     hit = search_with_summary(mm, pos, h, summary, target_ts)
                 else:
-                    hit = first_record_at_or_after(mm, pos, h, target_ts, min_offset)
+                    hit = first_record_at_or_after(mm, pos, BatchHeader._make(h), target_ts,
+                                                   min_offset)
                 if hit is not None:
                     if hit[1] >= max_offset:
                         return None
-                    return TimestampHit(hit[0], hit[1], h.partition_leader_epoch)
+                    return TimestampHit(hit[0], hit[1], h[2])
             pos += bsize
         return None
 
-    def _summary_for(self, mm: mmap.mmap, pos: int, h: BatchHeader) -> BatchSummary | None:
+    def _summary_for(self, mm: mmap.mmap, pos: int,
+                     h: BatchHeader | tuple[int, ...]) -> BatchSummary | None:
         """The batch's block summary, built on its second search (a one-off lookup
         is cheaper with the direct column search than with a summary build)."""
         summary = self._summaries.get(pos)
@@ -754,9 +866,9 @@ class LogSegment:
                     self._touched.clear()
                 self._touched.add(pos)
                 return None
-            if not _summary_fits(h.records_count):
+            if not _summary_fits(h[12]):
                 return None  # over the process-wide budget: search this batch directly
-            summary = self._keep_summary(pos, build_summary(mm, pos, h))
+            summary = self._keep_summary(pos, build_summary(mm, pos, BatchHeader._make(h)))
         return summary
 
     def _keep_summary(self, pos: int, summary: BatchSummary) -> BatchSummary:

@@ -13,8 +13,11 @@ from hypothesis import strategies as st
 
 from storage.config import LogConfig
 from storage.log import Log
-from storage.records import Record, build_batch, decode_batch, parse_header
+from storage.records import HEADER_SIZE, Record, build_batch, decode_batch, parse_header
 from storage.segment import (
+    _UNIFORM,
+    BLOCK,
+    _uvarint,
     build_summary,
     first_record_at_or_after,
     offset_of_first_max,
@@ -77,10 +80,54 @@ def test_block_summary_search_matches_a_scan(batch: tuple[bytes, list[Record]],
         return  # summaries are only built for uncompressed batches
     summary = build_summary(raw, 0, h)
     ts = [r.timestamp for r in recs]
-    assert summary.prefix_max[-1] == max(ts)
+    assert summary.prefix_max[-1] + summary.ts_base == max(ts)
+    # Brute force: every record's position, size and timestamp delta, then what each
+    # block must hold: its first record's position, the running max, and the uniform
+    # flag only where the block's records have one size, one timestamp-varint width
+    # and non-decreasing, non-negative deltas.
+    layout = []
+    p = HEADER_SIZE
+    for _ in recs:
+        u, q = _uvarint(raw, p)
+        tu, r = _uvarint(raw, q + 1)
+        layout.append((p, q - p + (u >> 1), r - q - 1, tu))
+        p = q + (u >> 1)
+    assert len(summary.positions) == -(-len(recs) // BLOCK)
+    for b, word in enumerate(summary.positions):
+        block = layout[b * BLOCK:(b + 1) * BLOCK]
+        assert word & ~_UNIFORM == block[0][0]
+        assert summary.prefix_max[b] + summary.ts_base == max(ts[:(b + 1) * BLOCK])
+        if word & _UNIFORM:
+            assert len({(size, tw) for _, size, tw, _ in block}) == 1
+            zz = [tu for *_, tu in block]
+            assert all(z % 2 == 0 for z in zz) and zz == sorted(zz)
     for _ in range(20):
         target = data.draw(st.one_of(st.integers(min(ts) - 2, max(ts) + 2), st.sampled_from(ts)))
         want = next(((r.timestamp, r.offset) for r in recs if r.timestamp >= target), None)
+        assert search_with_summary(raw, 0, h, summary, target) == want
+        assert search_with_summary(raw, 0, tuple(h), summary, target) == want
+
+
+@settings(max_examples=20)
+@given(n=st.integers(500, 1200), step=st.sampled_from([5_000_000, 50_000_000]),
+       seed=st.integers(0, 2**16), data=st.data())
+def test_block_summary_of_a_batch_spanning_more_than_int32_ms(
+        n: int, step: int, seed: int, data: st.DataObject) -> None:
+    """Block maxima that do not fit 4-byte lanes relative to the base timestamp fall
+    back to 8-byte absolute values; searches stay exact."""
+    import random
+
+    rng = random.Random(seed)
+    ts = [T0 + i * step - (rng.randint(0, 3 * step) if rng.random() < 0.05 else 0)
+          for i in range(n)]
+    raw = build_batch([Record(0, t, None, b"w" * rng.choice([10, 10, 300]), []) for t in ts])
+    h = parse_header(raw)
+    summary = build_summary(raw, 0, h)
+    assert summary.prefix_max.typecode == "q" and summary.ts_base == 0
+    assert summary.prefix_max[-1] == max(ts)
+    for _ in range(20):
+        target = data.draw(st.one_of(st.integers(min(ts) - 2, max(ts) + 2), st.sampled_from(ts)))
+        want = next(((t, o) for o, t in enumerate(ts) if t >= target), None)
         assert search_with_summary(raw, 0, h, summary, target) == want
 
 
@@ -176,7 +223,8 @@ def test_summaries_stop_at_the_process_budget_and_lookups_stay_exact(
 
     import storage.segment as segment
 
-    room = 50  # blocks: two 600-record batches (19 blocks each), not three
+    per_batch = -(-600 // segment.BLOCK)  # blocks of one 600-record batch
+    room = 2 * per_batch + per_batch // 2  # two batches fit, not three
     monkeypatch.setattr(segment, "SUMMARY_MAX_BLOCKS", segment._summary_blocks_in_use + room)
     in_use_before = segment._summary_blocks_in_use
     rng = random.Random(7)
