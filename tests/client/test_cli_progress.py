@@ -141,5 +141,5 @@ def test_consume_shows_a_progress_bar_counting_records_while_following(broker: A
             os.close(master)
     err = seen.decode("utf-8", "replace")
     assert f"consume {topic}" in err, err
-    drawn = [int(m) for m in re.findall(r"consume " + re.escape(topic) + r": (\d+)rec", err)]
+    drawn = [float(m) for m in re.findall(r"consume " + re.escape(topic) + r": ([0-9.]+)rec", err)]
     assert drawn and 0 < drawn[-1] <= LINES, err
