@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 import protocol.api as api
+import protocol.describe_configs as dc
 from client.connection import BrokerConnection, parse_bootstrap
 from client.partitioner import StickyPartitioner, choose_partition
 from protocol.errors import ErrorCode, KafkaError
@@ -38,6 +39,8 @@ from storage.errors import StorageError
 
 __all__ = [
     "Client",
+    "ConfigEntry",
+    "ConfigSynonym",
     "FetchResult",
     "ProducerRecord",
     "Record",
@@ -94,6 +97,9 @@ _API_NAMES = {
     DESCRIBE_CONFIGS: "DescribeConfigs",
 }
 
+#: DescribeConfigs resource names → Kafka's ConfigResource type ids.
+_RESOURCE_TYPES = {"topic": dc.RESOURCE_TOPIC, "broker": dc.RESOURCE_BROKER}
+
 #: Kafka's ``compression.type`` names → batch codec ids.
 COMPRESSION_CODECS: dict[str, int] = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -123,6 +129,33 @@ class Record(rec.Record):
 
     topic: str = ""
     partition: int = -1
+
+
+class ConfigSynonym(NamedTuple):
+    """Where a config's value may come from, highest priority first (DescribeConfigs v1+)."""
+
+    name: str
+    value: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One config of a topic or broker as DescribeConfigs reports it.
+
+    ``source`` is Kafka's ConfigSource name (``DYNAMIC_TOPIC_CONFIG``,
+    ``STATIC_BROKER_CONFIG``, ``DEFAULT_CONFIG``, ...); ``config_type`` is Kafka's
+    type name (``INT``, ``LONG``, ...) or None when the broker answered below v3.
+    """
+
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...] = ()
+    config_type: str | None = None
+    documentation: str | None = None
 
 
 @dataclass(slots=True)
@@ -487,23 +520,65 @@ class Client:
             _raise_for(t["error_code"], f"delete topic {name!r}", t.get("error_message"))
         self._topics.pop(name, None)
 
-    async def describe_configs(self, topic: str) -> dict[str, str | None] | None:
-        """The topic's configs via DescribeConfigs, or None if the broker lacks that API."""
+    async def describe_configs(
+        self, topic: str, keys: Sequence[str] | None = None
+    ) -> dict[str, str | None] | None:
+        """The topic's configs (name -> value) via DescribeConfigs, or None if the broker
+        lacks that API; ``keys`` limits the answer to those names (None = every config)."""
         if not self.supports(DESCRIBE_CONFIGS):
             return None
+        entries = await self.describe_config_entries(topic, keys=keys)
+        return {name: e.value for name, e in entries.items()}
+
+    async def describe_config_entries(
+        self,
+        name: str,
+        *,
+        resource: str = "topic",
+        keys: Sequence[str] | None = None,
+        synonyms: bool = False,
+        documentation: bool = False,
+    ) -> dict[str, ConfigEntry]:
+        """Every config of a topic (``resource="topic"``) or broker (``"broker"``, name =
+        its node id) with value, source and flags, via DescribeConfigs.
+
+        ``keys`` limits the answer to those names (None = all); ``synonyms`` and
+        ``documentation`` ask for those extras (documentation needs v3). Raises
+        KafkaError with the broker's error for that resource (e.g.
+        UNKNOWN_TOPIC_OR_PARTITION), or UNSUPPORTED_VERSION without the API.
+        """
+        try:
+            rtype = _RESOURCE_TYPES[resource]
+        except KeyError:
+            raise ValueError(f"resource must be one of {sorted(_RESOURCE_TYPES)}, got {resource!r}") from None
         body = {
             "resources": [
-                {"resource_type": 2, "resource_name": topic, "configuration_keys": None}
+                {"resource_type": rtype, "resource_name": name,
+                 "configuration_keys": None if keys is None else list(keys)}
             ],
-            "include_synonyms": False,
-            "include_documentation": False,
+            "include_synonyms": synonyms,
+            "include_documentation": documentation,
         }
-        resp = await self._request(DESCRIBE_CONFIGS, body)
-        out: dict[str, str | None] = {}
+        node = int(name) if rtype == dc.RESOURCE_BROKER and name.isdigit() else None
+        resp = await self._retry_read(lambda: self._request(DESCRIBE_CONFIGS, body, node))
+        out: dict[str, ConfigEntry] = {}
         for r in resp["results"]:
-            _raise_for(r["error_code"], f"describe configs of {topic!r}", r.get("error_message"))
+            _raise_for(r["error_code"], f"describe configs of {resource} {name!r}", r.get("error_message"))
             for c in r["configs"]:
-                out[c["name"]] = c["value"]
+                out[c["name"]] = ConfigEntry(
+                    name=c["name"],
+                    value=c["value"],
+                    source=dc.SOURCE_NAMES.get(c["config_source"], "UNKNOWN"),
+                    read_only=c["read_only"],
+                    sensitive=c["is_sensitive"],
+                    synonyms=tuple(
+                        ConfigSynonym(s["name"], s["value"], dc.SOURCE_NAMES.get(s["source"], "UNKNOWN"))
+                        for s in c["synonyms"]
+                    ),
+                    config_type=(dc.TYPE_NAMES.get(c["config_type"], "UNKNOWN")
+                                 if self.api_version(DESCRIBE_CONFIGS) >= 3 else None),
+                    documentation=c["documentation"],
+                )
         return out
 
     # ------------------------------------------------------------ produce

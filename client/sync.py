@@ -23,10 +23,10 @@ import concurrent.futures
 import functools
 import os
 import threading
-from collections.abc import Coroutine, Generator, Iterable, Mapping
+from collections.abc import Coroutine, Generator, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from client.aio import Client, FetchResult, ProducerRecord, Record, TopicPartition
+from client.aio import Client, ConfigEntry, FetchResult, ProducerRecord, Record, TopicPartition
 from client.producer import Producer, RecordMetadata
 
 __all__ = ["SyncClient", "SyncProducer"]
@@ -155,8 +155,22 @@ class SyncClient:
     def partitions_for(self, topic: str) -> list[int]:
         return self._call(self._client.partitions_for(topic))
 
-    def describe_configs(self, topic: str) -> dict[str, str | None] | None:
-        return self._call(self._client.describe_configs(topic))
+    def describe_configs(
+        self, topic: str, keys: Sequence[str] | None = None
+    ) -> dict[str, str | None] | None:
+        return self._call(self._client.describe_configs(topic, keys))
+
+    def describe_config_entries(
+        self,
+        name: str,
+        *,
+        resource: str = "topic",
+        keys: Sequence[str] | None = None,
+        synonyms: bool = False,
+        documentation: bool = False,
+    ) -> dict[str, ConfigEntry]:
+        return self._call(self._client.describe_config_entries(
+            name, resource=resource, keys=keys, synonyms=synonyms, documentation=documentation))
 
     def api_version(self, api_key: int) -> int:
         return self._client.api_version(api_key)

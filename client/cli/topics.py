@@ -2,8 +2,10 @@
 
 ``list`` prints one topic name per line (sorted) so scripts can consume it;
 ``describe`` prints partitions with their log start and end offsets and, when
-the broker implements DescribeConfigs, the topic's configs (``--format json``
-gives the same as one JSON object).
+the broker implements DescribeConfigs, a table of the topic's configs with each
+value and its source (``DYNAMIC_TOPIC_CONFIG`` = set on the topic,
+``STATIC_BROKER_CONFIG`` = from the broker's ``log.*`` setting, ``DEFAULT_CONFIG``);
+``--format json`` gives the same as one JSON object.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import sys
 from typing import Any
 
-from client.aio import Client
+from client.aio import DESCRIBE_CONFIGS, Client
 from client.cli._common import add_bootstrap, config_arg, print_table, run
 
 
@@ -90,12 +92,18 @@ async def _describe(args: argparse.Namespace) -> int:
         parts = await c.partitions_for(args.name)
         start = await c.earliest(args.name, parts)
         end = await c.latest(args.name, parts)
-        configs = await c.describe_configs(args.name)
+        entries = (await c.describe_config_entries(args.name)
+                   if c.supports(DESCRIBE_CONFIGS) else None)
     rows = [
         {"partition": p, "log_start_offset": start[p], "log_end_offset": end[p],
          "records": end[p] - start[p]}
         for p in parts
     ]
+    configs = None if entries is None else {
+        name: {"value": e.value, "source": e.source, "read_only": e.read_only,
+               "sensitive": e.sensitive}
+        for name, e in sorted(entries.items())
+    }
     info = {"topic": args.name, "partitions": rows, "configs": configs}
     if args.format == "json":
         print(json.dumps(info, indent=2, sort_keys=True))
@@ -109,10 +117,15 @@ async def _describe(args: argparse.Namespace) -> int:
             for r in rows
         ]
     )
-    if configs is not None:
-        print("Configs:")
-        for k in sorted(configs):
-            print(f"  {k}={configs[k]}")
+    if configs is None:
+        print("Configs: not shown (the broker does not implement DescribeConfigs)")
+    else:
+        print()
+        print_table(
+            [("CONFIG", "VALUE", "SOURCE")]
+            + [(name, "null" if c["value"] is None else str(c["value"]), str(c["source"]))
+               for name, c in configs.items()]
+        )
     return 0
 
 
