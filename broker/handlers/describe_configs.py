@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -135,7 +136,9 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
+@functools.cache
 def _broker_fields() -> dict[str, dataclasses.Field[Any]]:
+    """Kafka name -> field of every broker setting (fixed for the process)."""
     return BrokerConfig.settings()
 
 
