@@ -192,14 +192,16 @@ class Mirror:
         tgt_topics = await self.target.list_topics()
         if topic not in tgt_topics:
             configs: dict[str, str] = {"message.timestamp.type": "CreateTime"}
+            # Only what was set on the source topic itself is copied (as MirrorMaker 2
+            # does by default): a value the source inherits from its broker or from
+            # Kafka's defaults would become a fixed override on the target.
             try:
-                src_conf = await self.source.describe_configs(topic) or {}
+                entries = await self.source.describe_config_entries(topic, keys=_COPIED_CONFIGS)
             except KafkaError:
-                src_conf = {}
-            for name in _COPIED_CONFIGS:
-                value = src_conf.get(name)
-                if value is not None:
-                    configs[name] = value
+                entries = {}
+            for name, entry in entries.items():
+                if entry.source == "DYNAMIC_TOPIC_CONFIG" and entry.value is not None:
+                    configs[name] = entry.value
             try:
                 await self.target.create_topic(topic, len(parts), configs)
             except KafkaError as exc:

@@ -284,3 +284,29 @@ def test_mirror_refuses_a_target_topic_with_fewer_partitions(
     assert "target topic 'wide' lacks partitions [2]" in res.stderr
     with SyncClient(dst.bootstrap) as c:
         assert c.latest("wide") == {0: 0, 1: 0}  # nothing was copied
+
+
+def test_mirror_copies_only_the_configs_set_on_the_source_topic(
+    broker_factory: Callable[..., Any],
+) -> None:
+    """A config set on the source topic is set on the target topic; one the source only
+    inherits from its broker (log.segment.bytes here) is left to the target's broker."""
+    src = broker_factory(name="src", overrides={"log.segment.bytes": "2000000"})
+    dst = broker_factory(name="dst")
+    with SyncClient(src.bootstrap) as c:
+        c.create_topic("configured", 1, {"retention.ms": "86400000"})
+        c.produce("configured", [ProducerRecord(value=b"v", timestamp=BASE_TS)], partition=0)
+        source = c.describe_config_entries("configured")
+    assert source["segment.bytes"].value == "2000000"
+    assert source["segment.bytes"].source != "DYNAMIC_TOPIC_CONFIG"
+    res = mirror(src.bootstrap, dst.bootstrap, "configured")
+    assert res.returncode == 0, res.stdout + res.stderr
+    with SyncClient(dst.bootstrap) as c:
+        target = c.describe_config_entries("configured")
+    copied = {n for n, e in source.items() if e.source == "DYNAMIC_TOPIC_CONFIG"}
+    assert copied >= {"retention.ms"}
+    for name, entry in target.items():
+        if name in copied and name != "message.timestamp.type":
+            assert (entry.value, entry.source) == (source[name].value, "DYNAMIC_TOPIC_CONFIG")
+    assert target["segment.bytes"].source != "DYNAMIC_TOPIC_CONFIG"
+    assert target["segment.bytes"].value != "2000000"
