@@ -1005,25 +1005,26 @@ class Client:
         """Per partition, ``[first offset with ts >= start_ms, first offset with ts >= end_ms)``.
 
         A time with no record at or after it maps to the high watermark, so the
-        range ends at the current end of the partition. Three ListOffsets
-        (start, end, latest) are pipelined, not waited for one by one.
+        range ends at the current end of the partition. The two ListOffsets (start,
+        end) are pipelined; the high watermark is asked for afterwards, and only for
+        partitions where a time had no record (a time before the end always has one).
         """
         if start_ms < 0 or end_ms < 0:
             raise ValueError("start_ms and end_ms must be epoch ms >= 0")
         parts = await self.partitions_for(topic) if partitions is None else list(partitions)
         tps = [TopicPartition(topic, p) for p in parts]
-        starts, ends, latest = await asyncio.gather(
+        starts, ends = await asyncio.gather(
             self.list_offsets({tp: start_ms for tp in tps}),
             self.list_offsets({tp: end_ms for tp in tps}),
-            self.list_offsets({tp: LATEST for tp in tps}),
         )
+        open_ended = [tp for tp in tps if starts[tp][0] < 0 or ends[tp][0] < 0]
+        latest = await self.list_offsets({tp: LATEST for tp in open_ended})
         out: dict[int, tuple[int, int]] = {}
         for tp in tps:
-            hw = latest[tp][0]
             s = starts[tp][0]
             e = ends[tp][0]
-            s = hw if s < 0 else s
-            e = hw if e < 0 else e
+            s = latest[tp][0] if s < 0 else s
+            e = latest[tp][0] if e < 0 else e
             out[tp.partition] = (s, max(s, e))
         return out
 
