@@ -39,6 +39,8 @@ WARM_BYTES = 8192  # Kafka's warm section: the last 8 KiB of entries are searche
 
 _POS_AT = struct.Struct(">4xi")  # the position of an offset entry
 _REL_AT = struct.Struct(">8xi")  # the relative offset of a time entry
+_LITTLE = sys.byteorder == "little"
+_KEY_CHUNK = 8192  # entries converted per step when the key cache is extended
 _ZERO8 = bytes(8)
 _ZERO12 = bytes(12)
 
@@ -259,9 +261,10 @@ class _MmapIndex:
 
     def _sync_keys(self, n: int) -> array:
         """The keys of entries [0, n) as an array, extended from the mapping with the
-        entries appended since the last search (two strided byte copies per key byte,
-        in C). Every operation that can shrink or rewrite entries cuts or drops the
-        cache, so the cached prefix always equals the file's entries."""
+        entries appended since the last search: per key byte, one strided copy in C
+        (big-endian on disk, reordered to native). Chunks of _KEY_CHUNK entries keep
+        the temporaries small. Every operation that can shrink or rewrite entries
+        cuts or drops the cache, so the cached prefix always equals the file's."""
         keys = self._keys
         have = len(keys)
         if have > n:  # defensive: never serve keys of entries that are gone
@@ -270,14 +273,14 @@ class _MmapIndex:
         mm = self._mm
         assert mm is not None
         e, ks = self.ENTRY, self._KEY_SIZE
-        raw = mm[have * e:n * e]
-        packed = bytearray((n - have) * ks)
-        for j in range(ks):
-            packed[j::ks] = raw[j::e]
-        more = array(self._KEY_CODE, packed)
-        if sys.byteorder == "little":
-            more.byteswap()  # the files are big-endian
-        keys.extend(more)
+        order = range(ks - 1, -1, -1) if _LITTLE else range(ks)
+        for lo in range(have, n, _KEY_CHUNK):
+            hi = min(n, lo + _KEY_CHUNK)
+            raw = mm[lo * e:hi * e]
+            packed = bytearray((hi - lo) * ks)
+            for j, dst in enumerate(order):
+                packed[dst::ks] = raw[j::e]
+            keys.frombytes(packed)
         return keys
 
     def _slot_for(self, target: int) -> int:

@@ -80,6 +80,9 @@ class TimestampHit(NamedTuple):
     leader_epoch: int
 
 
+_new_tuple = tuple.__new__  # TimestampHit from a tuple in C, without its Python __new__
+
+
 def _uvarint(data: Buf, p: int) -> tuple[int, int]:
     """Unsigned LEB128 at p: (value, position after it). Unlike the codec's bounded
     reader this trusts its input: segment bytes were validated on append or in
@@ -292,6 +295,7 @@ class BatchSummary(NamedTuple):
     positions: array
     prefix_max: array
     ts_base: int
+    header: bytes  # the batch's header bytes: a search reads them here, not from the .log
 
 
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
@@ -300,16 +304,31 @@ _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 _UNIFORM = 1 << 31  # flag in a summary position: the block is a sorted uniform run
 
 
+def _raw_varint(v: int, width: int) -> int:
+    """``v`` written as a ``width``-byte varint (continuation bits on all but the last
+    byte) read as a little-endian integer; for 0 <= v < 2**(7*width) this rises with
+    v, and any such varint compares against it as its value against v. Below that
+    range -1, above it 2**(8*width) (below / above every such varint)."""
+    if v < 0:
+        return -1
+    if v >> (7 * width):
+        return 1 << (8 * width)
+    raw = 0
+    for j in range(width):
+        raw |= (((v >> (7 * j)) & 0x7F) | (0x80 if j < width - 1 else 0)) << (8 * j)
+    return raw
+
+
 def _summary_arrays(positions: list[int], uniform: list[bool], pos: int, prefix: list[int],
-                    base_ts: int) -> BatchSummary:
+                    base_ts: int, header: bytes) -> BatchSummary:
     # A block past a torn batch end keeps position 0; bisect never picks it (its
     # running max equals an earlier block's), but the lane must hold it.
     rel_pos = array("I", [(x - pos if x else 0) | (_UNIFORM if f else 0)
                           for x, f in zip(positions, uniform, strict=True)])
     rel = [x - base_ts for x in prefix]
     if rel and _I32_MIN <= min(rel) and max(rel) <= _I32_MAX:
-        return BatchSummary(rel_pos, array("i", rel), base_ts)
-    return BatchSummary(rel_pos, array("q", prefix), 0)
+        return BatchSummary(rel_pos, array("i", rel), base_ts, header)
+    return BatchSummary(rel_pos, array("q", prefix), 0, header)
 
 
 def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
@@ -376,7 +395,8 @@ def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
     for m in block_max:
         run = max(run, m)
         prefix.append(run)
-    return _summary_arrays(positions, uniform, pos, prefix, base_ts)
+    return _summary_arrays(positions, uniform, pos, prefix, base_ts,
+                           bytes(data[pos:pos + HEADER_SIZE]))
 
 
 def search_with_summary(data: Buf, pos: int, h: BatchHeader | tuple[int, ...],
@@ -389,14 +409,15 @@ def search_with_summary(data: Buf, pos: int, h: BatchHeader | tuple[int, ...],
     is walked record by record. Varints of one or two bytes (record lengths below
     8 KiB, timestamp deltas within +-4 s of the base) are decoded inline, longer ones
     by _uvarint. ``h`` is a BatchHeader or its plain tuple (fields by index)."""
-    prefix = summary.prefix_max
-    b = bisect_left(prefix, target_ts - summary.ts_base)
+    positions, prefix, ts_base, _ = summary
+    b = bisect_left(prefix, target_ts - ts_base)
     if b >= len(prefix):
         return None
-    p = summary.positions[b]
+    p = positions[b]
     base_ts = h[7]
-    t = target_ts - base_ts  # ts >= target_ts <=> delta >= t
-    n = min(h[12] - b * BLOCK, BLOCK)
+    n = h[12] - b * BLOCK
+    if n > BLOCK:
+        n = BLOCK
     if p & _UNIFORM:
         p = pos + (p ^ _UNIFORM)
         u = data[p]
@@ -410,34 +431,53 @@ def search_with_summary(data: Buf, pos: int, h: BatchHeader | tuple[int, ...],
             else:
                 u, q = _uvarint(data, p)
         size = q - p + ((u >> 1) ^ -(u & 1))
-        ts_at = q + 1  # after the attributes byte
-        # Deltas in a run are >= 0 (even zig-zag): delta >= t <=> zig-zag >= 2t.
-        u_min = 2 * t
-        lo, hi = 0, n  # first k with delta >= t; block b holds one (prefix_max)
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            at = ts_at + mid * size
-            tu = data[at]
-            if tu >= 0x80:
-                c = data[at + 1]
-                tu = (tu & 0x7F) | (c << 7) if c < 0x80 else _uvarint(data, at)[0]
-            if tu >= u_min:
-                hi = mid
+        at0 = q + 1  # record 0's timestamp varint, after the attributes byte
+        # In a run every delta is >= 0 (even zig-zag: delta >= t <=> zig-zag >= 2t)
+        # and every timestamp varint has one width tw, so a varint's bytes read as a
+        # little-endian integer rise with its value: one integer compare per probe
+        # against 2t written in tw bytes.
+        u_min = 2 * (target_ts - base_ts)
+        lo, hi = 0, n  # first k whose timestamp >= target; block b holds one
+        if data[at0] < 0x80:
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if data[at0 + mid * size] >= u_min:
+                    hi = mid
+                else:
+                    lo = mid + 1
+        elif data[at0 + 1] < 0x80:  # _raw_varint(u_min, 2), inline
+            if u_min < 0:
+                raw_min = -1
+            elif u_min < 1 << 14:
+                raw_min = (u_min & 0x7F) | 0x80 | (u_min >> 7) << 8
             else:
-                lo = mid + 1
+                raw_min = 1 << 16
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                a = at0 + mid * size
+                if data[a] | data[a + 1] << 8 >= raw_min:
+                    hi = mid
+                else:
+                    lo = mid + 1
+        else:
+            tw = _uvarint(data, at0)[1] - at0
+            raw_min = _raw_varint(u_min, tw)
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                a = at0 + mid * size
+                if int.from_bytes(data[a:a + tw], "little") >= raw_min:
+                    hi = mid
+                else:
+                    lo = mid + 1
         if lo == n:
             return None
-        r = ts_at + lo * size
-        tu = data[r]
-        if tu < 0x80:
-            r += 1
-        else:
-            tu, r = _uvarint(data, r)
+        tu, r = _uvarint(data, at0 + lo * size)
         u = data[r]
         if u >= 0x80:
             c = data[r + 1]
             u = (u & 0x7F) | (c << 7) if c < 0x80 else _uvarint(data, r)[0]
         return base_ts + (tu >> 1), h[0] + ((u >> 1) ^ -(u & 1))
+    t = target_ts - base_ts  # ts >= target_ts <=> delta >= t
     p += pos
     end = pos + h[1] + LOG_OVERHEAD
     for _ in range(n):
@@ -828,21 +868,32 @@ class LogSegment:
             if mm is None:
                 return None
             size = self.size
-        unpack = HEADER_STRUCT.unpack_from
+        unpack_from = HEADER_STRUCT.unpack_from
+        unpack = HEADER_STRUCT.unpack
+        summaries = self._summaries
         while size - pos >= HEADER_SIZE:
-            h = unpack(mm, pos)
-            # 0 base offset, 1 batch length, 2 leader epoch, 3 magic, 5 attributes,
-            # 6 last offset delta, 8 max timestamp, 12 records count
-            if h[3] != MAGIC or h[1] < HEADER_SIZE - LOG_OVERHEAD:
-                raise CorruptRecordError(f"{self.log_path}: no valid batch header at {pos}")
+            # A summarised batch's header is a copy kept with its summary (validated
+            # when it was built; the bytes at pos never change while it exists): no
+            # page of the .log is touched to read or skip it.
+            summary = summaries.get(pos) if summaries else None
+            if summary is not None:
+                h = unpack(summary.header)
+            else:
+                h = unpack_from(mm, pos)
+                # 0 base offset, 1 batch length, 2 leader epoch, 3 magic, 5 attributes,
+                # 6 last offset delta, 8 max timestamp, 12 records count
+                if h[3] != MAGIC or h[1] < HEADER_SIZE - LOG_OVERHEAD:
+                    raise CorruptRecordError(f"{self.log_path}: no valid batch header at {pos}")
             bsize = h[1] + LOG_OVERHEAD
             if pos + bsize > size or h[0] >= max_offset:
                 return None
             if h[0] + h[6] >= start_off and h[8] >= target_ts:
-                summary = None
                 if (h[12] >= SUMMARY_MIN_RECORDS and min_offset <= h[0]
                         and not h[5] & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK)):
-                    summary = self._summaries.get(pos) or self._summary_for(mm, pos, h)
+                    if summary is None:
+                        summary = self._summary_for(mm, pos, h)
+                else:
+                    summary = None
                 if summary is not None:
                     hit = search_with_summary(mm, pos, h, summary, target_ts)
                 else:
@@ -851,7 +902,7 @@ class LogSegment:
                 if hit is not None:
                     if hit[1] >= max_offset:
                         return None
-                    return TimestampHit(hit[0], hit[1], h[2])
+                    return _new_tuple(TimestampHit, (hit[0], hit[1], h[2]))
             pos += bsize
         return None
 

@@ -153,3 +153,38 @@ IndexKeysMachine.TestCase.settings = settings(
     max_examples=60, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 TestIndexKeys = IndexKeysMachine.TestCase
+
+
+def test_key_cache_over_many_chunks_and_partial_extensions(tmp_path: Path) -> None:
+    """Indexes larger than one conversion chunk, extended a few entries at a time and
+    in one go, agree with a scan at every key and between keys."""
+    import random
+
+    from storage import index
+
+    rng = random.Random(5)
+    n = 2 * index._KEY_CHUNK + 123
+    oi = OffsetIndex(tmp_path / "0.index", BASE, n * 8)
+    ti = TimeIndex(tmp_path / "0.timeindex", BASE, (n + 1) * 12)
+    offs, tss = [], []
+    off, ts = BASE, 1_700_000_000_000
+    for i in range(n):
+        off += rng.randint(1, 1000)
+        ts += rng.randint(1, 10**6)
+        oi.append(off, i * 100)
+        ti.maybe_append(ts, off)
+        offs.append(off)
+        tss.append(ts)
+        if i in (0, 5, 8191, 8192, 9000):  # partial extensions across chunk edges
+            assert oi.lookup(off) == (off, i * 100) and ti.lookup(ts) == (ts, off)
+    assert list(oi._keys) == [o - BASE for o in offs[:9001]]
+    for _ in range(3000):
+        k = rng.randrange(n) if rng.random() < 0.99 else rng.choice([0, n - 1])
+        assert oi.floor_position(offs[k]) == k * 100
+        assert oi.floor_position(offs[k] - 1) == ((k - 1) * 100 if k else 0)
+        assert ti.floor_offset(tss[k]) == offs[k]
+        assert ti.floor_offset(tss[k] - 1) == (offs[k - 1] if k else BASE)
+    assert list(oi._keys) == [o - BASE for o in offs]
+    assert list(ti._keys) == tss
+    oi.release()
+    ti.release()
