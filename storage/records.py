@@ -981,12 +981,21 @@ def _run_timestamps(data: Buffer, p: int, lay: _Layout, k: int) -> tuple[int, in
     key, lane, half_range = _run_keys(data, p, lay.size, lay.ts_off, lay.ts_width, k)
     lane_bits = 8 * lane
     ones = _lane_ones(k, lane)
-    width = 7 * lay.ts_width
-    mx = _lane_max(key, k, lane_bits, ones)
-    top = (1 << width) - 1
-    mn = top - _lane_max(ones * top - key, k, lane_bits, ones)
-    # First lane equal to mx: zero lanes of key ^ mx stay below the top bit after -1.
     high = ones << (lane_bits - 1)
+    # Producers mostly stamp records in order: when every lane is >= the one before
+    # it (lane i+1 against lane i with _lane_max's borrow-free compare, all at once),
+    # min and max are the first and last lanes and the two tournaments are skipped.
+    rest = (k - 1) * lane_bits
+    below_last = (1 << rest) - 1
+    tops = high & below_last
+    if (((key >> lane_bits) | tops) - (key & below_last)) & tops == tops:
+        mx = key >> rest
+        mn = key & ((1 << lane_bits) - 1)
+    else:
+        mx = _lane_max(key, k, lane_bits, ones)
+        top = (1 << (7 * lay.ts_width)) - 1
+        mn = top - _lane_max(ones * top - key, k, lane_bits, ones)
+    # First lane equal to mx: zero lanes of key ^ mx stay below the top bit after -1.
     z = key ^ (ones * mx)
     equal = high ^ (((z | high) - ones) & high)
     first = ((equal & -equal).bit_length() - 1) // lane_bits
