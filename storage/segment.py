@@ -176,7 +176,7 @@ def _search_run(data: Buf, p: int, size: int, lw: int, tw: int, kmax: int,
 
 
 def first_record_at_or_after(
-    buf: Buf, pos: int, h: BatchHeader, target_ts: int, min_offset: int
+    buf: Buf, pos: int, h: BatchHeader | tuple[int, ...], target_ts: int, min_offset: int
 ) -> tuple[int, int] | None:
     """(timestamp, offset) of the first record in offset order with ts >= target_ts and
     offset >= min_offset, in the batch at ``pos`` of ``buf``; None when there is none.
@@ -185,43 +185,65 @@ def first_record_at_or_after(
     of records with identical layout (same length bytes, same timestamp-varint width,
     non-negative deltas) are searched column-wise with bytes.translate and integer
     masks, so a 10,000-record batch costs a few C passes instead of 10,000 steps.
+    ``h`` is a BatchHeader or its plain tuple (fields read by index).
     """
-    if h.attributes & TIMESTAMP_TYPE_MASK:
+    # 0 base offset, 1 batch length, 5 attributes, 6 last offset delta,
+    # 7 base timestamp, 8 max timestamp, 12 records count
+    attributes = h[5]
+    base_off = h[0]
+    if attributes & TIMESTAMP_TYPE_MASK:
         # LogAppendTime: every record reports the batch max timestamp.
-        if h.max_timestamp < target_ts or h.base_offset + h.last_offset_delta < min_offset:
+        if h[8] < target_ts or base_off + h[6] < min_offset:
             return None
-        return h.max_timestamp, max(min_offset, h.base_offset)
-    codec = h.attributes & COMPRESSION_MASK
+        return h[8], max(min_offset, base_off)
+    codec = attributes & COMPRESSION_MASK
     start = pos + HEADER_SIZE
-    end = pos + h.batch_length + LOG_OVERHEAD
+    end = pos + h[1] + LOG_OVERHEAD
     data: Buf = buf
     if codec:
         data = codecs.decompress(codec, buf[start:end])
         start, end = 0, len(data)
-    base_ts = h.base_timestamp
-    base_off = h.base_offset
+    base_ts = h[7]
     # Column search needs offsets to rise with position only from min_offset on;
     # when the log start lies inside this batch, walk record by record.
     columns = min_offset <= base_off
     u_min = 2 * (target_ts - base_ts)  # zig-zag of the smallest qualifying delta if >= 0
-    count = h.records_count
+    count = h[12]
     p = start
     i = 0
     while i < count and p < end:
-        u, q = _uvarint(data, p)
-        length = (u >> 1) ^ -(u & 1)
+        u = data[p]  # varints of 1-2 bytes inline, as in search_with_summary
+        if u < 0x80:
+            q = p + 1
+        else:
+            c = data[p + 1]
+            if c < 0x80:
+                u = (u & 0x7F) | (c << 7)
+                q = p + 2
+            else:
+                u, q = _uvarint(data, p)
         lw = q - p
-        size = lw + length
+        size = lw + ((u >> 1) ^ -(u & 1))
         ts_at = q + 1
-        tu, r = _uvarint(data, ts_at)
+        tu = data[ts_at]
+        if tu < 0x80:
+            r = ts_at + 1
+        else:
+            c = data[ts_at + 1]
+            if c < 0x80:
+                tu = (tu & 0x7F) | (c << 7)
+                r = ts_at + 2
+            else:
+                tu, r = _uvarint(data, ts_at)
         ts = base_ts + ((tu >> 1) ^ -(tu & 1))
         if ts >= target_ts:
             u, _ = _uvarint(data, r)
             off = base_off + ((u >> 1) ^ -(u & 1))
             if off >= min_offset:
                 return ts, off
-        kmax = min(count - i, (end - p) // size) if size > 0 else 1
-        if columns and kmax >= _MIN_RUN and not tu & 1 and u_min > 0:
+        # kmax <= count - i: a batch with fewer records left than a run never gets here
+        if (columns and count - i >= _MIN_RUN and size > 0 and not tu & 1 and u_min > 0
+                and (kmax := min(count - i, (end - p) // size)) >= _MIN_RUN):
             k, n = _search_run(data, p, size, lw, r - ts_at, kmax, u_min)
             if n > 1:
                 if k > 0:
@@ -452,6 +474,20 @@ def search_with_summary(data: Buf, pos: int, h: BatchHeader | tuple[int, ...],
                 raw_min = (u_min & 0x7F) | 0x80 | (u_min >> 7) << 8
             else:
                 raw_min = 1 << 16
+            if n == 16 == BLOCK:  # a whole block: the four probes unrolled
+                a = at0 + 7 * size
+                if data[a] | data[a + 1] << 8 < raw_min:
+                    lo = 8
+                a = at0 + (lo + 3) * size
+                if data[a] | data[a + 1] << 8 < raw_min:
+                    lo += 4
+                a = at0 + (lo + 1) * size
+                if data[a] | data[a + 1] << 8 < raw_min:
+                    lo += 2
+                a = at0 + lo * size
+                if data[a] | data[a + 1] << 8 < raw_min:
+                    lo += 1
+                hi = lo
             while lo < hi:
                 mid = (lo + hi) >> 1
                 a = at0 + mid * size
@@ -888,17 +924,15 @@ class LogSegment:
             if pos + bsize > size or h[0] >= max_offset:
                 return None
             if h[0] + h[6] >= start_off and h[8] >= target_ts:
-                if (h[12] >= SUMMARY_MIN_RECORDS and min_offset <= h[0]
+                if min_offset > h[0]:
+                    summary = None  # the log start lies inside: a summary cannot skip it
+                elif (summary is None and h[12] >= SUMMARY_MIN_RECORDS
                         and not h[5] & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK)):
-                    if summary is None:
-                        summary = self._summary_for(mm, pos, h)
-                else:
-                    summary = None
+                    summary = self._summary_for(mm, pos, h)
                 if summary is not None:
                     hit = search_with_summary(mm, pos, h, summary, target_ts)
                 else:
-                    hit = first_record_at_or_after(mm, pos, BatchHeader._make(h), target_ts,
-                                                   min_offset)
+                    hit = first_record_at_or_after(mm, pos, h, target_ts, min_offset)
                 if hit is not None:
                     if hit[1] >= max_offset:
                         return None

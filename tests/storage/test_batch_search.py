@@ -60,6 +60,7 @@ def test_first_record_at_or_after_matches_a_scan(batch: tuple[bytes, list[Record
         want = next(((r.timestamp, r.offset) for r in recs
                      if r.timestamp >= target and r.offset >= min_offset), None)
         assert first_record_at_or_after(raw, 0, h, target, min_offset) == want
+        assert first_record_at_or_after(raw, 0, tuple(h), target, min_offset) == want
 
 
 @given(batch=batches())
