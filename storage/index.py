@@ -27,6 +27,7 @@ a first time entry (0, 0) is kept (records stamped at the epoch).
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import struct
@@ -39,6 +40,7 @@ WARM_BYTES = 8192  # Kafka's warm section: the last 8 KiB of entries are searche
 
 _POS_AT = struct.Struct(">4xi")  # the position of an offset entry
 _REL_AT = struct.Struct(">8xi")  # the relative offset of a time entry
+_GENERATIONS = itertools.count()
 _LITTLE = sys.byteorder == "little"
 _KEY_CHUNK = 8192  # entries converted per step when the key cache is extended
 _ZERO8 = bytes(8)
@@ -66,6 +68,9 @@ class _MmapIndex:
         # Keys of entries [0, len(_keys)) as native ints (see _sync_keys); a prefix
         # of the entries, emptied by everything that can shrink or rewrite them.
         self._keys = array(self._KEY_CODE)
+        # A process-unique number taken anew whenever entries may have shrunk or been
+        # rewritten (or reloaded): caches built from entries compare it (appends keep it).
+        self.generation = next(_GENERATIONS)
 
     # -- lifecycle -----------------------------------------------------------------
     @property
@@ -251,11 +256,13 @@ class _MmapIndex:
 
     def _drop_keys(self) -> None:
         """Forget the cached keys (the entries were reloaded, replaced or unmapped)."""
+        self.generation = next(_GENERATIONS)
         if self._keys:
             self._keys = array(self._KEY_CODE)
 
     def _cut_keys(self, n: int) -> None:
         """Entries from ``n`` on are gone: keep only the cached keys before them."""
+        self.generation = next(_GENERATIONS)
         if len(self._keys) > n:
             del self._keys[n:]
 
@@ -449,6 +456,20 @@ class TimeIndex(_MmapIndex):
             return -1, self.base_offset
         ts, rel = self._S.unpack_from(self._mm, slot * 12)  # type: ignore[arg-type]
         return ts, self.base_offset + rel
+
+    def floor_entry(self, timestamp: int) -> tuple[int, int, int]:
+        """(slot, timestamp, absolute offset) of the largest entry with ts <= target, or
+        (-1, -1, base offset)."""
+        keys = self._keys
+        if self._loaded and len(keys) == self._entries:
+            slot = bisect_right(keys, timestamp) - 1
+        else:
+            slot = self._slot_for(timestamp)
+            keys = self._keys
+        if slot < 0:
+            return -1, -1, self.base_offset
+        return (slot, keys[slot],
+                self.base_offset + _REL_AT.unpack_from(self._mm, slot * 12)[0])  # type: ignore[arg-type]
 
     def floor_offset(self, timestamp: int) -> int:
         """lookup(timestamp)[1]: the offset of the floor entry (the base offset when

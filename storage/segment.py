@@ -606,6 +606,9 @@ class LogSegment:
         self._mm: mmap.mmap | None = None
         self._summaries: dict[int, BatchSummary] = {}
         self._summary_blocks = 0
+        # _walk_start per time-index slot (-1: not yet), valid for these generations
+        self._walk_from = array("i")
+        self._walk_gens = (-1, -1)
         self._mapped_since_release = False
         self._touched: set[int] = set()
         try:
@@ -891,9 +894,6 @@ class LogSegment:
         """
         if not self._indexes_checked:
             self.check_indexes()
-        entry_off = self.time_index.floor_offset(target_ts)
-        start_off = entry_off if entry_off > min_offset else min_offset
-        pos = self.offset_index.floor_position(start_off)
         size = self.size
         mm = self._mm
         if mm is not None and self._fd is not None and len(mm) >= size:
@@ -904,6 +904,20 @@ class LogSegment:
             if mm is None:
                 return None
             size = self.size
+        slot, entry_ts, entry_off = self.time_index.floor_entry(target_ts)
+        if entry_ts < target_ts and min_offset <= entry_off and slot >= 0:
+            start_off = entry_off
+            memo = self._walk_from  # _walk_start's memo, read inline when it is valid
+            if (slot < len(memo) and self.offset_index.generation == self._walk_gens[0]
+                    and self.time_index.generation == self._walk_gens[1]):
+                pos = memo[slot]
+                if pos < 0:
+                    pos = self._walk_start(mm, size, slot, entry_ts, entry_off)
+            else:
+                pos = self._walk_start(mm, size, slot, entry_ts, entry_off)
+        else:
+            start_off = entry_off if entry_off > min_offset else min_offset
+            pos = self.offset_index.floor_position(start_off)
         unpack_from = HEADER_STRUCT.unpack_from
         unpack = HEADER_STRUCT.unpack
         summaries = self._summaries
@@ -939,6 +953,50 @@ class LogSegment:
                     return _new_tuple(TimestampHit, (hit[0], hit[1], h[2]))
             pos += bsize
         return None
+
+    def _walk_start(self, mm: mmap.mmap, size: int, slot: int, entry_ts: int,
+                    entry_off: int) -> int:
+        """Where the batch walk of a search starts, for every target T > entry_ts whose
+        time-index floor is entry ``slot`` (entry_ts, entry_off) with the log start at
+        or below entry_off: the offset-index floor of entry_off, then past the batches
+        every such T skips (last offset < entry_off, or header max <= entry_ts).
+
+        Skipping them here is what the walk would do: each is skipped, or ends the
+        search with no hit (base offset >= the high watermark, or a torn tail), and
+        then so would every later batch. Memoised per slot while neither index was
+        cut or rewritten (their ``generation``) and the .log was not cut (_unmap), for
+        floors that appends cannot move (an offset entry exactly at entry_off)."""
+        oi, ti = self.offset_index, self.time_index
+        memo = self._walk_from
+        if oi.generation != self._walk_gens[0] or ti.generation != self._walk_gens[1]:
+            memo = self._walk_from = array("i")
+            self._walk_gens = (oi.generation, ti.generation)
+        if slot < len(memo):
+            pos = memo[slot]
+            if pos >= 0:
+                return pos
+        floor_off, pos = oi.lookup(entry_off)
+        summaries = self._summaries
+        unpack_from = HEADER_STRUCT.unpack_from
+        while size - pos >= HEADER_SIZE:
+            summary = summaries.get(pos)
+            if summary is not None:
+                h = HEADER_STRUCT.unpack(summary.header)
+            else:
+                h = unpack_from(mm, pos)
+                if h[3] != MAGIC or h[1] < HEADER_SIZE - LOG_OVERHEAD:
+                    raise CorruptRecordError(f"{self.log_path}: no valid batch header at {pos}")
+            bsize = h[1] + LOG_OVERHEAD
+            if pos + bsize > size or (h[0] + h[6] >= entry_off and h[8] > entry_ts):
+                break
+            pos += bsize
+        if floor_off == entry_off and pos <= INT32_MAX and (
+                oi.generation, ti.generation) == self._walk_gens:
+            n = ti.entries
+            if len(memo) < n:
+                memo.extend(array("i", [-1]) * (n - len(memo)))
+            memo[slot] = pos
+        return pos
 
     def _summary_for(self, mm: mmap.mmap, pos: int,
                      h: BatchHeader | tuple[int, ...]) -> BatchSummary | None:
@@ -1004,6 +1062,7 @@ class LogSegment:
 
     def _unmap(self) -> None:
         global _summary_blocks_in_use
+        self._walk_from = array("i")  # positions past a cut would be stale
         self._summaries.clear()
         _summary_blocks_in_use -= self._summary_blocks
         self._summary_blocks = 0
