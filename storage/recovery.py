@@ -1,8 +1,11 @@
 """Rebuilding a segment from its ``.log`` after an unclean shutdown or a lost index.
 
 Kafka's ``LogSegment.recover``: every batch from the start of the segment is checked
-(header, size, CRC-32C, offsets increasing and within the segment's relative
-range); the first batch that fails ends the valid prefix. The ``.log`` is cut to
+(header, size, CRC-32C, offsets within the segment's relative range) and, stricter
+than Kafka, offsets must be contiguous — the first batch at the segment's base
+offset, each next one right after the previous — because Chronolog never compacts:
+a gap can only be a damaged base offset, which the CRC does not cover. The first
+batch that fails ends the valid prefix. The ``.log`` is cut to
 that prefix, both indexes are rebuilt with Kafka's recover-time rule (an entry for
 a batch when more than ``index.interval.bytes`` lie between its position and the
 last indexed batch's position), the final time entry (segment max) is added and
@@ -89,7 +92,10 @@ def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool
         if crc(view[rel + 21: rel + bsize]) != stored_crc:
             break
         last = base_off + last_delta
-        if base_off < expected or last_delta < 0 or last - base > INT32_MAX:
+        # Contiguous offsets: Chronolog never compacts, so the first batch starts at
+        # the segment's base and each next one right after the previous. A gap can
+        # only be damage to the base offset, a field the CRC does not cover.
+        if base_off != expected or last_delta < 0 or last - base > INT32_MAX:
             break
         if first_ts is None:
             first_ts = batch_max

@@ -351,3 +351,27 @@ def test_a_damaged_active_tail_after_a_clean_shutdown_is_recovered_not_fatal(
     assert log.recovered_bytes_cut == 80
     assert_exact(log, batches)
     log.close()
+
+
+@pytest.mark.parametrize("victim", [0, 5])
+def test_a_damaged_base_offset_ends_the_valid_prefix(tmp_path: Path, victim: int) -> None:
+    """The base offset is outside the CRC: a flipped bit there leaves a batch whose CRC
+    holds but whose offsets leave a gap. Recovery cuts at it, so every offset below
+    the cut still reads the batch that holds it (found by hypothesis: seed=0, a flip
+    of 1 in the first batch's base offset)."""
+    d = tmp_path / "t-0"
+    log, batches = write_log(d, n=12, seed=0)
+    crash(log)
+    first = sorted(d.glob("*.log"))[0]
+    data = bytearray(first.read_bytes())
+    positions = [pos for pos, _ in iter_batches(bytes(data))]
+    assert len(positions) > victim
+    data[positions[victim] + 7] ^= 1  # lowest byte of the base offset
+    first.write_bytes(bytes(data))
+    log = Log(d, CFG, recovery_point=0, clean_shutdown=False)
+    assert log.log_end_offset == len(records_of(batches[:victim]))
+    off = 0
+    for tss in batches[:victim]:
+        assert [r.timestamp for r in decode_batch(log.read(off, 1))] == tss
+        off += len(tss)
+    log.close()
