@@ -457,6 +457,17 @@ class TimeIndex(_MmapIndex):
         ts, rel = self._S.unpack_from(self._mm, slot * 12)  # type: ignore[arg-type]
         return ts, self.base_offset + rel
 
+    def floor_key(self, timestamp: int) -> tuple[int, int]:
+        """(slot, timestamp) of the largest entry with ts <= target, or (-1, -1),
+        from the cached keys alone (no read of the mapping)."""
+        keys = self._keys
+        if self._loaded and len(keys) == self._entries:
+            slot = bisect_right(keys, timestamp) - 1
+        else:
+            slot = self._slot_for(timestamp)
+            keys = self._keys
+        return (slot, keys[slot]) if slot >= 0 else (-1, -1)
+
     def floor_entry(self, timestamp: int) -> tuple[int, int, int]:
         """(slot, timestamp, absolute offset) of the largest entry with ts <= target, or
         (-1, -1, base offset)."""

@@ -888,9 +888,9 @@ class LogSegment:
 
         Exact: the time index floor entry (ts <= target) names a batch before which
         every record is below its ts, hence below target; every batch from there is
-        checked by header max and then record by record. Headers are read as plain
-        tuples (BatchHeader's field order) on this path; a BatchHeader is made only
-        for the direct in-batch search.
+        checked by header max and then record by record (the batches every target
+        above the entry skips are skipped once per slot, see _walk_start). Headers
+        are plain tuples (BatchHeader's field order) on this path.
         """
         if not self._indexes_checked:
             self.check_indexes()
@@ -904,18 +904,23 @@ class LogSegment:
             if mm is None:
                 return None
             size = self.size
-        slot, entry_ts, entry_off = self.time_index.floor_entry(target_ts)
-        if entry_ts < target_ts and min_offset <= entry_off and slot >= 0:
-            start_off = entry_off
-            memo = self._walk_from  # _walk_start's memo, read inline when it is valid
-            if (slot < len(memo) and self.offset_index.generation == self._walk_gens[0]
-                    and self.time_index.generation == self._walk_gens[1]):
-                pos = memo[slot]
+        pos = -1
+        if min_offset <= self.base_offset:
+            # The log start is not inside this segment: for T above the floor entry the
+            # walk starts where _walk_start says, and from there every batch ends at or
+            # after the entry's offset, so start_off = min_offset checks the same.
+            slot, entry_ts = self.time_index.floor_key(target_ts)
+            if entry_ts < target_ts and slot >= 0:
+                start_off = min_offset
+                memo = self._walk_from  # _walk_start's memo, read inline when valid
+                if (slot < len(memo) and self.offset_index.generation == self._walk_gens[0]
+                        and self.time_index.generation == self._walk_gens[1]):
+                    pos = memo[slot]
                 if pos < 0:
-                    pos = self._walk_start(mm, size, slot, entry_ts, entry_off)
-            else:
-                pos = self._walk_start(mm, size, slot, entry_ts, entry_off)
-        else:
+                    pos = self._walk_start(mm, size, slot, entry_ts,
+                                           self.time_index.entry(slot)[1])
+        if pos < 0:
+            entry_off = self.time_index.floor_offset(target_ts)
             start_off = entry_off if entry_off > min_offset else min_offset
             pos = self.offset_index.floor_position(start_off)
         unpack_from = HEADER_STRUCT.unpack_from
