@@ -110,6 +110,8 @@ class PartitionManager:
         self.cluster_id = ""
         # Partitions whose newest batches may lack lookup summaries (see summarize_step).
         self._unsummarised: set[tuple[str, int]] = set()
+        # Partitions whose roll fsyncs run on a worker thread right now (one at a time each).
+        self._roll_flushing: set[tuple[str, int]] = set()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -410,6 +412,8 @@ class PartitionManager:
         key = (topic, partition)
         count = result.last_offset - result.base_offset + 1
         self._unsummarised.add(key)
+        if plog.roll_flush_pending and key not in self._roll_flushing:
+            self._start_roll_flush(key, plog)
         unflushed = self._unflushed.get(key, 0) + count
         if unflushed >= plog.config.flush_messages:
             plog.flush()
@@ -424,6 +428,37 @@ class PartitionManager:
                 if not fut.done():
                     fut.set_result(None)
         return result
+
+    def _start_roll_flush(self, key: tuple[str, int], plog: Log) -> None:
+        """fsync what a roll sealed on a worker thread, as Kafka's scheduled flush-log
+        task does: the append that rolled is answered without waiting for the disk.
+        Without a running loop (tools, tests) it is left to the next flush()."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            work = plog.take_roll_flush()
+        except OSError:  # e.g. out of descriptors: the batch is appended; flush() syncs later
+            log.exception("cannot start the fsync after rolling %s-%d", key[0], key[1])
+            return
+        if work is None:
+            return
+        self._roll_flushing.add(key)
+        fut = loop.run_in_executor(None, work.run)
+
+        def done(f: asyncio.Future[None]) -> None:
+            self._roll_flushing.discard(key)
+            exc = f.exception() if not f.cancelled() else None
+            if f.cancelled() or exc is not None:
+                log.error("fsync after rolling %s-%d failed; the next flush retries it",
+                          key[0], key[1], exc_info=exc)
+                plog.roll_flush_failed(work)
+                return
+            plog.roll_flush_done(work)
+            if plog.roll_flush_pending and self.logdir is not None:
+                self._start_roll_flush(key, plog)  # rolled again meanwhile
+
+        fut.add_done_callback(done)
 
     # ------------------------------------------------------------ fetch waiters
 

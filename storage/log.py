@@ -9,8 +9,10 @@ Invariants:
   segments 0..i, so the first segment whose max >= T is found by binary search;
 - an append either writes one whole batch and indexes it, or changes nothing
   (validation errors happen before any write; an I/O error truncates back);
-- ``recovery_point`` only advances on flush (and on roll, which flushes the sealed
-  segment): every byte below it is on disk.
+- ``recovery_point`` only advances on flush, and after a roll's deferred flush
+  (``take_roll_flush`` / ``roll_flush_done``) has fsynced the sealed segment:
+  every byte below it is on disk. A roll itself does no fsync, so an append that
+  rolls never waits for the disk (Kafka schedules that flush asynchronously too).
 """
 
 from __future__ import annotations
@@ -80,6 +82,40 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class RollFlush:
+    """The fsyncs a roll leaves behind, runnable on any thread.
+
+    It holds its own descriptors (a duplicate of each sealed ``.log`` and of its two
+    index files, opened when the roll happened), so a segment deleted or closed on
+    the event loop meanwhile cannot make it sync some other file. ``run`` fsyncs
+    them and the directory; ``Log.roll_flush_done`` then advances the recovery point
+    on the log's own thread and ``close`` releases the descriptors.
+    """
+
+    __slots__ = ("fds", "directory", "upto", "segments", "generation")
+
+    def __init__(self, fds: list[int], directory: Path, upto: int,
+                 segments: list[LogSegment], generation: int) -> None:
+        self.fds = fds
+        self.directory = directory
+        self.upto = upto
+        self.segments = segments
+        self.generation = generation
+
+    def run(self) -> None:
+        for fd in self.fds:
+            os.fsync(fd)
+        fsync_dir(self.directory)  # the new segment's file names, as Kafka's flushDir
+
+    def close(self) -> None:
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 class Log:
     """One partition directory (``<topic>-<partition>``) of Kafka-format segments."""
 
@@ -103,7 +139,14 @@ class Log:
         self.recovered_bytes_cut = 0
         self.recovered_segments = 0
         self._summary_cursor = (0, 0)  # (segment base offset, batch position) to resume at
+        # Rolls whose fsyncs are deferred (see take_roll_flush): the sealed segments,
+        # the offset the recovery point may reach once they are synced, and a counter
+        # bumped by every truncation so a flush taken before one is not trusted after.
+        self._sealed_unflushed: list[LogSegment] = []
+        self._roll_flush_upto = 0
+        self._generation = 0
         self._load(log_start_offset, recovery_point, clean_shutdown)
+        self._roll_flush_upto = max(self._roll_flush_upto, self.recovery_point)
 
     @classmethod
     def open(
@@ -375,7 +418,7 @@ class Log:
             self._bases.pop()
         else:
             old.seal()
-            old.flush()
+            self._sealed_unflushed.append(old)
         seg = LogSegment.create(self.dir, base, self.config, now_ms=now,
                                 jitter_ms=self.config.random_segment_jitter())
         seg.prepare_active()
@@ -384,10 +427,64 @@ class Log:
         self._leo = max(self._leo, base)
         # An empty first segment replaced past a gap: the log now starts at the new one.
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        fsync_dir(self.dir)  # the new files' names survive a power loss, as Kafka's flushDir
-        self.recovery_point = max(self.recovery_point, min(base, self._leo))
+        # No fsync here: the sealed segment and the directory are synced by the
+        # RollFlush that take_roll_flush() hands out (the broker runs it on a worker
+        # thread), or by the next flush(); the recovery point waits for that.
+        self._roll_flush_upto = max(self._roll_flush_upto, min(base, self._leo))
         self._prefix_max = None
         return seg
+
+    # -- deferred flush after a roll -----------------------------------------------
+    @property
+    def roll_flush_pending(self) -> bool:
+        """A roll happened whose fsyncs nobody has taken yet."""
+        return self._roll_flush_upto > self.recovery_point
+
+    def take_roll_flush(self) -> RollFlush | None:
+        """The fsyncs owed by rolls so far, as work for any thread (None if none).
+        Call on the log's thread; after ``work.run()`` hand it to roll_flush_done."""
+        if not self.roll_flush_pending:
+            return None
+        sealed, self._sealed_unflushed = self._live(self._sealed_unflushed), []
+        fds: list[int] = []
+        try:
+            for seg in sealed:
+                fds.append(os.dup(seg.fd()))
+                for index in (seg.offset_index, seg.time_index):
+                    try:
+                        fds.append(os.open(index.path, os.O_RDONLY))
+                    except FileNotFoundError:
+                        pass
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            self._sealed_unflushed = sealed + self._sealed_unflushed
+            raise
+        return RollFlush(fds, self.dir, self._roll_flush_upto, sealed, self._generation)
+
+    def roll_flush_done(self, work: RollFlush) -> None:
+        """``work`` ran: advance the recovery point to the roll's base offset, unless a
+        truncation happened meanwhile (then the offsets below it are new, unsynced
+        data). Closes the work's descriptors."""
+        work.close()
+        if work.generation != self._generation:
+            return
+        for seg in work.segments:
+            seg.dirty = False
+        self.recovery_point = max(self.recovery_point, min(work.upto, self._leo))
+
+    def roll_flush_failed(self, work: RollFlush) -> None:
+        """``work.run()`` raised: its segments stay owed to the next flush()."""
+        work.close()
+        if work.generation == self._generation:
+            self._sealed_unflushed = self._live(work.segments) + self._sealed_unflushed
+
+    def _live(self, segs: list[LogSegment]) -> list[LogSegment]:
+        """Those of ``segs`` still in the log (retention or truncation may have deleted some)."""
+        if not segs:
+            return segs
+        alive = {id(seg) for seg in self.segments}
+        return [seg for seg in segs if id(seg) in alive]
 
     # -- read ------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
@@ -575,10 +672,13 @@ class Log:
         self._leo = max(seg.next_offset, seg.base_offset)
         self.log_start_offset = min(self.log_start_offset, self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
+        self._roll_flush_upto = min(self._roll_flush_upto, self._leo)
         self._forget_derived()
 
     def _forget_derived(self) -> None:
         """Drop what was derived from the removed batches (after a truncation)."""
+        self._generation += 1  # a deferred flush taken before this no longer speaks for the log
+        self._sealed_unflushed = self._live(self._sealed_unflushed)
         self._prefix_max = None
         self._latest_epoch = None
         self._last_append_time = None
@@ -595,6 +695,7 @@ class Log:
         self._leo = offset
         self.log_start_offset = offset
         self.recovery_point = offset
+        self._roll_flush_upto = offset
         self._forget_derived()
 
     def advance_log_start_offset(self, offset: int) -> None:
@@ -655,12 +756,17 @@ class Log:
 
     # -- durability ------------------------------------------------------------------
     def flush(self) -> None:
-        """fsync every segment written since the last flush; advance the recovery point."""
+        """fsync every segment written since the last flush (including any a roll
+        left to a deferred flush) and the directory; advance the recovery point."""
         for seg in self.segments:
             if seg.dirty:
                 seg.flush()
         self.active.flush()
+        if self._sealed_unflushed or self._roll_flush_upto > self.recovery_point:
+            fsync_dir(self.dir)
+        self._sealed_unflushed = []
         self.recovery_point = self._leo
+        self._roll_flush_upto = max(self._roll_flush_upto, self._leo)
 
     def close(self) -> None:
         """Flush, write final time entries, trim indexes and close every file."""

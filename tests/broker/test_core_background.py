@@ -71,3 +71,22 @@ def test_flush_every_n_messages(broker_factory: Any) -> None:
         raw.read()
     path = b.data_dir / "recovery-point-offset-checkpoint"
     assert wait_until(lambda: read_checkpoint(path).get(("counted", 0)) == 6)
+
+
+def test_a_roll_is_synced_off_the_request_path_and_moves_the_recovery_point(
+        broker_factory: Any) -> None:
+    """With no flush policy, only rolls sync data. A roll itself syncs nothing (see
+    tests/storage/test_roll_flush.py); the broker runs its fsyncs on a worker thread,
+    and then the recovery point reaches the base offset of the newest segment (what
+    the checkpoint file records)."""
+    b = broker_factory(overrides={"log.flush.offset.checkpoint.interval.ms": "200"})
+    raw = Raw(b.port)
+    create_topic(raw, "rolling", configs={"segment.bytes": "1024"})
+    for _ in range(6):
+        cid, frame = produce_frame(raw, "rolling", [b"x" * 200] * 3)
+        raw.send(frame)
+        assert raw.read()[1].responses[0].partition_responses[0].error_code == 0
+    segment_bases = sorted(int(p.stem) for p in (b.data_dir / "rolling-0").glob("*.log"))
+    assert len(segment_bases) > 1
+    path = b.data_dir / "recovery-point-offset-checkpoint"
+    assert wait_until(lambda: read_checkpoint(path).get(("rolling", 0)) == segment_bases[-1])
