@@ -305,19 +305,39 @@ def _run_values(data: Buf, ts_at: int, size: int, tw: int, n: int) -> list[int]:
 
 
 class BatchSummary(NamedTuple):
-    """Per block of BLOCK records of one uncompressed CreateTime batch: the position of
-    the block's first record (from the batch start) and the running max timestamp up
-    to the block's end, stored as ``ts_base`` + prefix_max[b]. The first record with
-    ts >= T lies in block bisect_left(prefix_max, T - ts_base).
+    """Per block of BLOCK records of one uncompressed CreateTime batch: the running max
+    timestamp up to the block's end and the position of the block's first record
+    (from the batch start), plus a copy of the batch header, all in one array so a
+    search touches few objects:
 
-    Positions are < 2**31 (a batch length is an int32), so they fit 4-byte lanes;
-    maxima are kept relative to the batch's base timestamp in 4-byte lanes when they
-    all fit (8-byte absolute values otherwise): 8 bytes per block."""
+    - lanes [0, blocks): running maxima, stored as max - ``ts_base``; the first
+      record with ts >= T lies in block bisect_left(data, T - ts_base, 0, blocks);
+    - lanes [blocks, 2 * blocks): positions (< 2**31: a batch length is an int32),
+      bit 31 set for a sorted uniform block (see search_with_summary);
+    - from byte ``header_at``: the batch's 61 header bytes.
 
-    positions: array
-    prefix_max: array
+    Lanes are 4-byte unsigned ('I') when every max lies within +-2**31 ms of the
+    batch's base timestamp (ts_base = base - 2**31), else 8-byte ('q', ts_base 0):
+    8 bytes per block plus the header."""
+
+    data: array
+    blocks: int
     ts_base: int
-    header: bytes  # the batch's header bytes: a search reads them here, not from the .log
+    header_at: int
+
+    @property
+    def prefix_max(self) -> array:
+        """The stored running maxima (add ts_base for timestamps); a copy."""
+        return self.data[:self.blocks]
+
+    @property
+    def positions(self) -> array:
+        """The position lanes (flag bit included); a copy."""
+        return self.data[self.blocks:2 * self.blocks]
+
+    @property
+    def header(self) -> bytes:
+        return self.data.tobytes()[self.header_at:self.header_at + HEADER_SIZE]
 
 
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
@@ -345,12 +365,19 @@ def _summary_arrays(positions: list[int], uniform: list[bool], pos: int, prefix:
                     base_ts: int, header: bytes) -> BatchSummary:
     # A block past a torn batch end keeps position 0; bisect never picks it (its
     # running max equals an earlier block's), but the lane must hold it.
-    rel_pos = array("I", [(x - pos if x else 0) | (_UNIFORM if f else 0)
-                          for x, f in zip(positions, uniform, strict=True)])
+    words = [(x - pos if x else 0) | (_UNIFORM if f else 0)
+             for x, f in zip(positions, uniform, strict=True)]
+    n = len(prefix)
     rel = [x - base_ts for x in prefix]
     if rel and _I32_MIN <= min(rel) and max(rel) <= _I32_MAX:
-        return BatchSummary(rel_pos, array("i", rel), base_ts, header)
-    return BatchSummary(rel_pos, array("q", prefix), 0, header)
+        ts_base = base_ts + _I32_MIN  # stored maxima in [0, 2**32)
+        data = array("I", [x - ts_base for x in prefix] + words)
+    else:
+        ts_base = 0
+        data = array("q", prefix + words)
+    header_at = 2 * n * data.itemsize
+    data.frombytes(bytes(header) + bytes(-len(header) % data.itemsize))
+    return BatchSummary(data, n, ts_base, header_at)
 
 
 def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
@@ -431,11 +458,11 @@ def search_with_summary(data: Buf, pos: int, h: BatchHeader | tuple[int, ...],
     is walked record by record. Varints of one or two bytes (record lengths below
     8 KiB, timestamp deltas within +-4 s of the base) are decoded inline, longer ones
     by _uvarint. ``h`` is a BatchHeader or its plain tuple (fields by index)."""
-    positions, prefix, ts_base, _ = summary
-    b = bisect_left(prefix, target_ts - ts_base)
-    if b >= len(prefix):
+    lanes, nb, ts_base, _ = summary
+    b = bisect_left(lanes, target_ts - ts_base, 0, nb)
+    if b >= nb:
         return None
-    p = positions[b]
+    p = lanes[nb + b]
     base_ts = h[7]
     n = h[12] - b * BLOCK
     if n > BLOCK:
@@ -924,7 +951,6 @@ class LogSegment:
             start_off = entry_off if entry_off > min_offset else min_offset
             pos = self.offset_index.floor_position(start_off)
         unpack_from = HEADER_STRUCT.unpack_from
-        unpack = HEADER_STRUCT.unpack
         summaries = self._summaries
         while size - pos >= HEADER_SIZE:
             # A summarised batch's header is a copy kept with its summary (validated
@@ -932,7 +958,7 @@ class LogSegment:
             # page of the .log is touched to read or skip it.
             summary = summaries.get(pos) if summaries else None
             if summary is not None:
-                h = unpack(summary.header)
+                h = unpack_from(summary[0], summary[3])
             else:
                 h = unpack_from(mm, pos)
                 # 0 base offset, 1 batch length, 2 leader epoch, 3 magic, 5 attributes,
@@ -986,7 +1012,7 @@ class LogSegment:
         while size - pos >= HEADER_SIZE:
             summary = summaries.get(pos)
             if summary is not None:
-                h = HEADER_STRUCT.unpack(summary.header)
+                h = unpack_from(summary.data, summary.header_at)
             else:
                 h = unpack_from(mm, pos)
                 if h[3] != MAGIC or h[1] < HEADER_SIZE - LOG_OVERHEAD:
@@ -1023,8 +1049,8 @@ class LogSegment:
         """Remember ``summary``, counted against the process-wide SUMMARY_MAX_BLOCKS."""
         global _summary_blocks_in_use
         self._summaries[pos] = summary
-        self._summary_blocks += len(summary.positions)
-        _summary_blocks_in_use += len(summary.positions)
+        self._summary_blocks += summary.blocks
+        _summary_blocks_in_use += summary.blocks
         return summary
 
     def build_summaries(self, start: int, deadline: float) -> int:
