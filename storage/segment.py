@@ -924,7 +924,13 @@ class LogSegment:
         size = self.size
         mm = self._mm
         if mm is not None and self._fd is not None and len(mm) >= size:
-            _touch(self)  # what log_map() does when the mapping already covers the .log
+            # What log_map() does when the mapping already covers the .log: _touch,
+            # inline (a pinned segment is never in _OPEN: prepare_active took it out).
+            if not self.pinned:
+                try:
+                    _OPEN.move_to_end(id(self))
+                except KeyError:
+                    _touch(self)
             self._mapped_since_release = True
         else:
             mm = self.log_map()
