@@ -310,11 +310,14 @@ class BatchSummary(NamedTuple):
     (from the batch start), plus a copy of the batch header, all in one array so a
     search touches few objects:
 
-    - lanes [0, blocks): running maxima, stored as max - ``ts_base``; the first
-      record with ts >= T lies in block bisect_left(data, T - ts_base, 0, blocks);
-    - lanes [blocks, 2 * blocks): positions (< 2**31: a batch length is an int32),
-      bit 31 set for a sorted uniform block (see search_with_summary);
-    - from byte ``header_at``: the batch's 61 header bytes.
+    - the first 64 bytes (``first`` lanes): the batch's 61 header bytes, first so
+      that reading them also brings in the start of the maxima;
+    - lanes [first, first + blocks): running maxima, stored as max - ``ts_base``;
+      the first record with ts >= T lies in block
+      bisect_left(data, T - ts_base, first, first + blocks) - first;
+    - lanes [first + blocks, first + 2 * blocks): positions (< 2**31: a batch
+      length is an int32), bit 31 set for a sorted uniform block (see
+      search_with_summary).
 
     Lanes are 4-byte unsigned ('I') when every max lies within +-2**31 ms of the
     batch's base timestamp (ts_base = base - 2**31), else 8-byte ('q', ts_base 0):
@@ -323,21 +326,21 @@ class BatchSummary(NamedTuple):
     data: array
     blocks: int
     ts_base: int
-    header_at: int
+    first: int
 
     @property
     def prefix_max(self) -> array:
         """The stored running maxima (add ts_base for timestamps); a copy."""
-        return self.data[:self.blocks]
+        return self.data[self.first:self.first + self.blocks]
 
     @property
     def positions(self) -> array:
         """The position lanes (flag bit included); a copy."""
-        return self.data[self.blocks:2 * self.blocks]
+        return self.data[self.first + self.blocks:self.first + 2 * self.blocks]
 
     @property
     def header(self) -> bytes:
-        return self.data.tobytes()[self.header_at:self.header_at + HEADER_SIZE]
+        return self.data.tobytes()[:HEADER_SIZE]
 
 
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
@@ -369,15 +372,16 @@ def _summary_arrays(positions: list[int], uniform: list[bool], pos: int, prefix:
              for x, f in zip(positions, uniform, strict=True)]
     n = len(prefix)
     rel = [x - base_ts for x in prefix]
+    head = bytes(header) + bytes(64 - len(header))
     if rel and _I32_MIN <= min(rel) and max(rel) <= _I32_MAX:
         ts_base = base_ts + _I32_MIN  # stored maxima in [0, 2**32)
-        data = array("I", [x - ts_base for x in prefix] + words)
+        data = array("I", head)
+        data.extend(array("I", [x - ts_base for x in prefix] + words))
     else:
         ts_base = 0
-        data = array("q", prefix + words)
-    header_at = 2 * n * data.itemsize
-    data.frombytes(bytes(header) + bytes(-len(header) % data.itemsize))
-    return BatchSummary(data, n, ts_base, header_at)
+        data = array("q", head)
+        data.extend(array("q", prefix + words))
+    return BatchSummary(data, n, ts_base, 64 // data.itemsize)
 
 
 def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
@@ -458,13 +462,13 @@ def search_with_summary(data: Buf, pos: int, h: BatchHeader | tuple[int, ...],
     is walked record by record. Varints of one or two bytes (record lengths below
     8 KiB, timestamp deltas within +-4 s of the base) are decoded inline, longer ones
     by _uvarint. ``h`` is a BatchHeader or its plain tuple (fields by index)."""
-    lanes, nb, ts_base, _ = summary
-    b = bisect_left(lanes, target_ts - ts_base, 0, nb)
-    if b >= nb:
+    lanes, nb, ts_base, first = summary
+    b = bisect_left(lanes, target_ts - ts_base, first, first + nb)  # a lane index
+    if b >= first + nb:
         return None
     p = lanes[nb + b]
     base_ts = h[7]
-    n = h[12] - b * BLOCK
+    n = h[12] - (b - first) * BLOCK
     if n > BLOCK:
         n = BLOCK
     if p & _UNIFORM:
@@ -964,7 +968,7 @@ class LogSegment:
             # page of the .log is touched to read or skip it.
             summary = summaries.get(pos) if summaries else None
             if summary is not None:
-                h = unpack_from(summary[0], summary[3])
+                h = unpack_from(summary[0])
             else:
                 h = unpack_from(mm, pos)
                 # 0 base offset, 1 batch length, 2 leader epoch, 3 magic, 5 attributes,
@@ -1018,7 +1022,7 @@ class LogSegment:
         while size - pos >= HEADER_SIZE:
             summary = summaries.get(pos)
             if summary is not None:
-                h = unpack_from(summary.data, summary.header_at)
+                h = unpack_from(summary.data)
             else:
                 h = unpack_from(mm, pos)
                 if h[3] != MAGIC or h[1] < HEADER_SIZE - LOG_OVERHEAD:
