@@ -35,6 +35,7 @@ from array import array
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterator
+from itertools import accumulate
 from pathlib import Path
 from typing import NamedTuple
 
@@ -344,6 +345,7 @@ class BatchSummary(NamedTuple):
 
 
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+_NO_RECORD = -(1 << 63)  # the max of a block no record reached (a torn batch)
 
 
 _UNIFORM = 1 << 31  # flag in a summary position: the block is a sorted uniform run
@@ -364,36 +366,36 @@ def _raw_varint(v: int, width: int) -> int:
     return raw
 
 
-def _summary_arrays(positions: list[int], uniform: list[bool], pos: int, prefix: list[int],
-                    base_ts: int, header: bytes) -> BatchSummary:
-    # A block past a torn batch end keeps position 0; bisect never picks it (its
-    # running max equals an earlier block's), but the lane must hold it.
-    words = [(x - pos if x else 0) | (_UNIFORM if f else 0)
-             for x, f in zip(positions, uniform, strict=True)]
+def _summary_arrays(words: list[int], prefix: list[int], base_ts: int,
+                    header: bytes) -> BatchSummary:
+    """Pack the position words (0 for a block past a torn batch end: bisect never
+    picks it, its running max equals an earlier block's) and the running maxima
+    relative to base_ts (non-decreasing, so prefix[0] and prefix[-1] bound them)
+    into one array."""
     n = len(prefix)
-    rel = [x - base_ts for x in prefix]
     head = bytes(header) + bytes(64 - len(header))
-    if rel and _I32_MIN <= min(rel) and max(rel) <= _I32_MAX:
-        ts_base = base_ts + _I32_MIN  # stored maxima in [0, 2**32)
-        data = array("I", head)
-        data.extend(array("I", [x - ts_base for x in prefix] + words))
-    else:
-        ts_base = 0
-        data = array("q", head)
-        data.extend(array("q", prefix + words))
-    return BatchSummary(data, n, ts_base, 64 // data.itemsize)
+    if n and _I32_MIN <= prefix[0] and prefix[-1] <= _I32_MAX:
+        data = array("I", head)  # stored maxima in [0, 2**32): ts_base = base - 2**31
+        data.extend(array("I", map((1 << 31).__add__, prefix)))
+        data.extend(array("I", words))
+        return BatchSummary(data, n, base_ts + _I32_MIN, 64 // 4)
+    data = array("q", head)  # absolute maxima; a block with no record stays lowest
+    data.extend(array("q", [x + base_ts if x != _NO_RECORD else x for x in prefix]))
+    data.extend(array("q", words))
+    return BatchSummary(data, n, 0, 64 // 8)
 
 
 def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
-    """One pass over the batch, column-wise over uniform runs (see _search_run)."""
+    """One pass over the batch, column-wise over uniform runs (see _search_run);
+    per-block work is done with C-level slices, ranges and maps. Maxima are kept
+    relative to the base timestamp until they are packed."""
     start = pos + HEADER_SIZE
     end = pos + h.batch_length + LOG_OVERHEAD
-    base_ts = h.base_timestamp
     count = h.records_count
     nblocks = (count + BLOCK - 1) // BLOCK
-    block_max = [-(1 << 63)] * nblocks
-    positions = [0] * nblocks
-    uniform = [False] * nblocks  # inside one run and in timestamp order
+    block_max = [_NO_RECORD] * nblocks  # relative to the base timestamp
+    words = [0] * nblocks  # block start relative to pos, | _UNIFORM when flagged
+    half = (1).__rrshift__  # v -> v >> 1: a run's zig-zag values are even
     p = start
     i = 0
     while i < count and p < end:
@@ -412,44 +414,46 @@ def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
             b0 = i // BLOCK
             b1 = (i + n - 1) // BLOCK
             k0 = -i % BLOCK  # first record of this run that starts a block
-            if k0 < n:
-                first_block = (i + k0) // BLOCK
-                starts = range(p + k0 * size, p + n * size, BLOCK * size)
-                positions[first_block:first_block + len(starts)] = starts
-            first_end = min(n, (b0 + 1) * BLOCK - i) - 1
-            # blocks wholly inside the run: [fb, lb)
+            # blocks starting in the run: [fb, fb + len(starts)); wholly inside: [fb, lb)
             fb = -(-i // BLOCK)
             lb = nblocks if i + n >= count else (i + n) // BLOCK
+            starts = range(p - pos + k0 * size, p - pos + n * size, BLOCK * size)
+            if k0 < n:
+                words[fb:fb + len(starts)] = starts
+            first_end = min(n, (b0 + 1) * BLOCK - i) - 1
             if us == sorted(us):  # C-speed; then a block's max is its last value
                 vals = us[first_end::BLOCK]
                 if (n - 1 - first_end) % BLOCK:
                     vals.append(us[n - 1])
-                if fb < lb:
-                    uniform[fb:lb] = [True] * (lb - fb)
+                if fb < lb:  # flagged: the same starts, with bit 31 (they are < 2**31)
+                    flagged = range(starts.start + _UNIFORM,
+                                    starts.start + _UNIFORM + (lb - fb) * starts.step,
+                                    starts.step)
+                    words[fb:lb] = flagged
             else:
                 vals = [max(us[max(0, b * BLOCK - i):min(n, (b + 1) * BLOCK - i)])
                         for b in range(b0, b1 + 1)]
                 for b in range(fb, lb):
                     chunk = us[b * BLOCK - i:(b + 1) * BLOCK - i]
-                    uniform[b] = chunk == sorted(chunk)
-            block_max[b0:b1 + 1] = [max(a, base_ts + (v >> 1))
-                                    for a, v in zip(block_max[b0:b1 + 1], vals, strict=True)]
+                    if chunk == sorted(chunk):
+                        words[b] |= _UNIFORM
+            new = list(map(half, vals))
+            # only block b0 can hold records from before this run
+            if new[0] < block_max[b0]:
+                new[0] = block_max[b0]
+            block_max[b0:b1 + 1] = new
         else:
             b = i // BLOCK
             if i % BLOCK == 0:
-                positions[b] = p
-            ts = base_ts + ((tu >> 1) ^ -(tu & 1))
-            if ts > block_max[b]:
-                block_max[b] = ts
+                words[b] = p - pos
+            d = (tu >> 1) ^ -(tu & 1)
+            if d > block_max[b]:
+                block_max[b] = d
         p += n * size
         i += n
-    prefix = []
-    run = -(1 << 63)
-    for m in block_max:
-        run = max(run, m)
-        prefix.append(run)
-    return _summary_arrays(positions, uniform, pos, prefix, base_ts,
-                           bytes(data[pos:pos + HEADER_SIZE]))
+    # running maxima (a batch in timestamp order has them already: a C-speed check)
+    prefix = block_max if block_max == sorted(block_max) else list(accumulate(block_max, max))
+    return _summary_arrays(words, prefix, h.base_timestamp, bytes(data[pos:pos + HEADER_SIZE]))
 
 
 def search_with_summary(data: Buf, pos: int, h: BatchHeader | tuple[int, ...],

@@ -256,3 +256,20 @@ def test_summaries_stop_at_the_process_budget_and_lookups_stay_exact(
     assert len(kept) == 2
     log.close()
     assert segment._summary_blocks_in_use == in_use_before  # closing gives the budget back
+
+
+def test_block_summary_of_a_torn_batch_has_lowest_maxima_past_its_records() -> None:
+    """Blocks no record reaches (a header counting more records than its bytes hold)
+    keep the previous running max, or the lowest value when there is none; searches
+    over the records that are there stay exact."""
+    recs = [Record(0, T0 + 3 * i, None, b"t" * 20, []) for i in range(600)]
+    raw = build_batch(recs)
+    h = parse_header(raw)
+    more = build_summary(raw, 0, h._replace(records_count=700))
+    assert len(more.positions) == -(-700 // BLOCK)
+    for target in (T0 - 1, T0, T0 + 1, T0 + 900, T0 + 1797, T0 + 1798):
+        want = next(((r.timestamp, i) for i, r in enumerate(recs) if r.timestamp >= target), None)
+        assert search_with_summary(raw, 0, h._replace(records_count=700), more, target) == want
+    empty = build_summary(raw, 0, h._replace(batch_length=HEADER_SIZE - 12))
+    assert empty.prefix_max.typecode == "q" and empty.prefix_max[-1] == -(1 << 63)
+    assert search_with_summary(raw, 0, h, empty, T0) is None
