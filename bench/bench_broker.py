@@ -443,6 +443,9 @@ def run(report: Report, scratch: str) -> None:
         bench_raw_throughput(report, port, proc.pid)
         # Both topics hold timestamps T0 + offset: the 1M one as the producer sent them,
         # the 10M one as storage wrote them.
+        # The produce and raw runs just appended 2M records: let the broker finish their
+        # background summaries first, as it would between a burst of writes and reads.
+        wait_until_idle(proc.pid)
         bench_lookups(report, port, [("bench-1m", N_PRODUCE), ("bench-10m", N_BIG)], proc.pid)
         anon, file_backed = _rss_parts_mib(proc.pid)
         report.add(SECTION, "broker RSS right after lookups, 10M records stored",
