@@ -538,13 +538,6 @@ class PartitionManager:
             self._unsummarised.discard(key)
         return True
 
-    def release_pages(self, now_ms: int | None = None) -> None:
-        """Return mapped .log pages to the page cache, as Kafka's reads through the
-        page cache never hold them (the broker runs this every 250 ms)."""
-        if self.logdir is not None:
-            for plog in self.logdir.logs().values():
-                plog.release_pages()
-
     def checkpoint(self, now_ms: int | None = None) -> None:
         """Write the recovery-point and log-start-offset checkpoint files."""
         if self.logdir is not None:

@@ -55,9 +55,6 @@ MAX_IN_FLIGHT = 64
 SUMMARY_SLICE_MS = 2.0
 SUMMARY_GAP_S = 0.002
 SUMMARY_IDLE_S = 1.0
-# How often mapped .log pages are handed back to the page cache (bounds RSS to what
-# lookups and fetches touch in a quarter of a second).
-PAGE_RELEASE_INTERVAL_MS = 250
 
 
 class _NullMetrics:
@@ -547,9 +544,6 @@ class Broker:
                 self._every(cfg.log_flush_scheduler_interval_ms, self.partitions.flush_due,
                             "flush"), name="flush"))
         self._background.append(self.loop.create_task(self._summarize(), name="summaries"))
-        self._background.append(self.loop.create_task(
-            self._every(PAGE_RELEASE_INTERVAL_MS, self.partitions.release_pages, "page release"),
-            name="page-release"))
         if cfg.connections_max_idle_ms >= 0:
             interval = max(10, min(cfg.connections_max_idle_ms // 4, 10_000))
             self._background.append(self.loop.create_task(

@@ -584,7 +584,7 @@ class Log:
     def build_summaries(self, budget_ms: float) -> bool:
         """Build block summaries of large batches for at most ``budget_ms`` (a broker
         calls this from its background task), so that even the first lookup in a
-        10,000-record batch walks one 32-record block. Resumes where the previous
+        10,000-record batch reads and walks one 16-record block. Resumes where the previous
         call stopped; returns True once every segment is summarised. Appends after
         that are summarised by later calls (or on their second lookup)."""
         deadline = time.monotonic() + budget_ms / 1000.0
@@ -595,7 +595,6 @@ class Log:
         while i < len(self.segments):
             seg = self.segments[i]
             nxt = seg.build_summaries(pos, deadline)
-            seg.release_pages()  # the walk touched every page of the range
             if nxt >= 0:
                 self._summary_cursor = (seg.base_offset, nxt)
                 return False
@@ -605,12 +604,6 @@ class Log:
                 return True
             i, pos = i + 1, 0
         return True
-
-    def release_pages(self) -> None:
-        """Drop the resident pages of every segment's .log mapping (see
-        LogSegment.release_pages); a broker calls this periodically to bound RSS."""
-        for seg in self.segments:
-            seg.release_pages()
 
     def latest_epoch(self) -> int:
         if self._latest_epoch is None:

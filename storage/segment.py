@@ -26,7 +26,6 @@ slices, ``bytes.translate``, integer masks); everything else record by record.
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import sys
@@ -55,8 +54,14 @@ from storage.records import (
     column,
 )
 
-Buf = bytes | memoryview | mmap.mmap
+Buf = bytes | bytearray | memoryview
 _READ_CHUNK = 64 * 1024
+# A timestamp search reads headers it has no summary copy of in reads of this many
+# bytes (several index intervals of small batches; one 1,000-record batch header).
+_WALK_CHUNK = 8 * 1024
+# Background summary building reads the .log in windows of this many bytes (or one
+# larger batch): a transient buffer, freed after each slice.
+_SUMMARY_WINDOW = 1 << 20
 INT32_MAX = 0x7FFFFFFF
 
 
@@ -458,20 +463,47 @@ def build_summary(data: Buf, pos: int, h: BatchHeader) -> BatchSummary:
     return _summary_arrays(words, prefix, h.base_timestamp, bytes(data[pos:pos + HEADER_SIZE]))
 
 
+def summary_block(summary: BatchSummary, target_ts: int) -> int:
+    """The lane index (first <= b < first + blocks) of the one block that must hold the
+    first record with ts >= target_ts, or -1 when no record of the batch does."""
+    lanes, nb, ts_base, first = summary
+    b = bisect_left(lanes, target_ts - ts_base, first, first + nb)
+    return b if b < first + nb else -1
+
+
+def block_range(summary: BatchSummary, b: int, batch_size: int) -> tuple[int, int]:
+    """[start, end) of lane ``b``'s block, in bytes from the batch start: what
+    search_block reads of the batch (the rest of the batch may be absent)."""
+    lanes, nb = summary[0], summary[1]
+    start = lanes[nb + b] & ~_UNIFORM
+    if b + 1 < summary[3] + nb:
+        end = lanes[nb + b + 1] & ~_UNIFORM
+        if end > start:  # 0 marks a block past a torn batch's last record
+            return start, end
+    return start, batch_size
+
+
 def search_with_summary(data: Buf, pos: int, h: BatchHeader | tuple[int, ...],
                         summary: BatchSummary, target_ts: int) -> tuple[int, int] | None:
     """first_record_at_or_after for min_offset <= base offset, via the summary: only
-    the one block that must hold the answer is searched.
+    the one block that must hold the answer is searched (summary_block, then
+    search_block)."""
+    b = summary_block(summary, target_ts)
+    return None if b < 0 else search_block(data, pos, h, summary, b, target_ts)
+
+
+def search_block(data: Buf, pos: int, h: BatchHeader | tuple[int, ...],
+                 summary: BatchSummary, b: int, target_ts: int) -> tuple[int, int] | None:
+    """The first record with ts >= target_ts in lane ``b``'s block (summary_block) of
+    the batch at ``pos`` of ``data``. Only the block's bytes (block_range) are read, so
+    ``data`` may hold just them, with ``pos`` = minus the block's start.
 
     A block flagged uniform (every record of it in one equal-layout run, timestamps in
     order) is binary-searched: its record k sits at k * record size. Any other block
     is walked record by record. Varints of one or two bytes (record lengths below
     8 KiB, timestamp deltas within +-4 s of the base) are decoded inline, longer ones
     by _uvarint. ``h`` is a BatchHeader or its plain tuple (fields by index)."""
-    lanes, nb, ts_base, first = summary
-    b = bisect_left(lanes, target_ts - ts_base, first, first + nb)  # a lane index
-    if b >= first + nb:
-        return None
+    lanes, nb, _, first = summary
     p = lanes[nb + b]
     base_ts = h[7]
     n = h[12] - (b - first) * BLOCK
@@ -594,9 +626,9 @@ def offset_of_first_max(buf: Buf, pos: int, h: BatchHeader) -> int:
 
 
 MAX_OPEN_SEGMENTS = 2000
-"""Sealed segments whose files stay open at once (each holds up to four descriptors:
-the .log, its read mapping and two index mappings). Past this, the least recently
-used one closes its files; they reopen on next use. Active (pinned) segments are
+"""Sealed segments whose files stay open at once (each holds up to three descriptors:
+the .log and two index mappings; the .log itself is never mapped). Past this, the
+least recently used one closes its files; they reopen on next use. Active (pinned) segments are
 not counted: they are always open."""
 
 _OPEN: OrderedDict[int, LogSegment] = OrderedDict()
@@ -640,13 +672,11 @@ class LogSegment:
         self.offset_index = OffsetIndex(f"{stem}.index", base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(f"{stem}.timeindex", base_offset, config.segment_index_bytes)
         self._fd: int | None = None
-        self._mm: mmap.mmap | None = None
         self._summaries: dict[int, BatchSummary] = {}
         self._summary_blocks = 0
         # _walk_start per time-index slot (-1: not yet), valid for these generations
         self._walk_from = array("i")
         self._walk_gens = (-1, -1)
-        self._mapped_since_release = False
         self._touched: set[int] = set()
         try:
             self.size = self.log_path.stat().st_size
@@ -684,15 +714,12 @@ class LogSegment:
         return self._fd
 
     def close_files(self) -> None:
-        """Give back descriptors and mappings of an unpinned segment (LRU eviction).
-        Indexes are trimmed to their entries first, so no zero padding is left behind
-        (it would read back as entries); everything reopens lazily; block summaries
-        stay valid."""
+        """Give back descriptors and index mappings of an unpinned segment (LRU
+        eviction). Indexes are trimmed to their entries first, so no zero padding is
+        left behind (it would read back as entries); everything reopens lazily; block
+        summaries stay valid."""
         self.offset_index.close()
         self.time_index.close()
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -928,25 +955,27 @@ class LogSegment:
         checked by header max and then record by record (the batches every target
         above the entry skips are skipped once per slot, see _walk_start). Headers
         are plain tuples (BatchHeader's field order) on this path.
+
+        The .log is read with pread, never mapped (as Kafka reads it through a
+        FileChannel): a summarised batch's header comes from its summary and only the
+        one block searched is read; other headers come from _WALK_CHUNK-byte reads,
+        an unsummarised batch is read whole. The process's RSS holds no .log page.
         """
         if not self._indexes_checked:
             self.check_indexes()
+        fd = self._fd
+        if fd is None:
+            fd = self.fd()
+        elif not self.pinned:
+            # What fd() does: _touch, inline (a pinned segment is never in _OPEN:
+            # prepare_active took it out).
+            try:
+                _OPEN.move_to_end(id(self))
+            except KeyError:
+                _touch(self)
         size = self.size
-        mm = self._mm
-        if mm is not None and self._fd is not None and len(mm) >= size:
-            # What log_map() does when the mapping already covers the .log: _touch,
-            # inline (a pinned segment is never in _OPEN: prepare_active took it out).
-            if not self.pinned:
-                try:
-                    _OPEN.move_to_end(id(self))
-                except KeyError:
-                    _touch(self)
-            self._mapped_since_release = True
-        else:
-            mm = self.log_map()
-            if mm is None:
-                return None
-            size = self.size
+        if size <= 0:
+            return None
         pos = -1
         if min_offset <= self.base_offset:
             # The log start is not inside this segment: for T above the floor entry the
@@ -960,7 +989,7 @@ class LogSegment:
                         and self.time_index.generation == self._walk_gens[1]):
                     pos = memo[slot]
                 if pos < 0:
-                    pos = self._walk_start(mm, size, slot, entry_ts,
+                    pos = self._walk_start(fd, size, slot, entry_ts,
                                            self.time_index.entry(slot)[1])
         if pos < 0:
             entry_off = self.time_index.floor_offset(target_ts)
@@ -968,15 +997,25 @@ class LogSegment:
             pos = self.offset_index.floor_position(start_off)
         unpack_from = HEADER_STRUCT.unpack_from
         summaries = self._summaries
+        pread = os.pread
+        buf = b""  # .log bytes [buf_pos, buf_pos + len(buf)), read as the walk needs
+        buf_pos = 0
         while size - pos >= HEADER_SIZE:
             # A summarised batch's header is a copy kept with its summary (validated
             # when it was built; the bytes at pos never change while it exists): no
-            # page of the .log is touched to read or skip it.
+            # byte of the .log is read to read or skip it.
             summary = summaries.get(pos) if summaries else None
             if summary is not None:
                 h = unpack_from(summary[0])
             else:
-                h = unpack_from(mm, pos)
+                rel = pos - buf_pos
+                if rel + HEADER_SIZE > len(buf):
+                    buf = pread(fd, _WALK_CHUNK, pos)
+                    buf_pos = pos
+                    rel = 0
+                    if len(buf) < HEADER_SIZE:
+                        return None  # the file is shorter than self.size says
+                h = unpack_from(buf, rel)
                 # 0 base offset, 1 batch length, 2 leader epoch, 3 magic, 5 attributes,
                 # 6 last offset delta, 8 max timestamp, 12 records count
                 if h[3] != MAGIC or h[1] < HEADER_SIZE - LOG_OVERHEAD:
@@ -989,11 +1028,24 @@ class LogSegment:
                     summary = None  # the log start lies inside: a summary cannot skip it
                 elif (summary is None and h[12] >= SUMMARY_MIN_RECORDS
                         and not h[5] & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK)):
-                    summary = self._summary_for(mm, pos, h)
+                    summary = self._summary_for(fd, pos, h)
                 if summary is not None:
-                    hit = search_with_summary(mm, pos, h, summary, target_ts)
+                    b = summary_block(summary, target_ts)
+                    if b < 0:
+                        hit = None
+                    else:
+                        start, end = block_range(summary, b, bsize)
+                        hit = search_block(pread(fd, end - start, pos + start), -start,
+                                           h, summary, b, target_ts)
                 else:
-                    hit = first_record_at_or_after(mm, pos, h, target_ts, min_offset)
+                    rel = pos - buf_pos
+                    if rel + bsize > len(buf):
+                        buf = pread(fd, bsize if bsize > _WALK_CHUNK else _WALK_CHUNK, pos)
+                        buf_pos = pos
+                        rel = 0
+                        if len(buf) < bsize:
+                            return None  # the file is shorter than self.size says
+                    hit = first_record_at_or_after(buf, rel, h, target_ts, min_offset)
                 if hit is not None:
                     if hit[1] >= max_offset:
                         return None
@@ -1001,7 +1053,7 @@ class LogSegment:
             pos += bsize
         return None
 
-    def _walk_start(self, mm: mmap.mmap, size: int, slot: int, entry_ts: int,
+    def _walk_start(self, fd: int, size: int, slot: int, entry_ts: int,
                     entry_off: int) -> int:
         """Where the batch walk of a search starts, for every target T > entry_ts whose
         time-index floor is entry ``slot`` (entry_ts, entry_off) with the log start at
@@ -1025,12 +1077,19 @@ class LogSegment:
         floor_off, pos = oi.lookup(entry_off)
         summaries = self._summaries
         unpack_from = HEADER_STRUCT.unpack_from
+        buf = b""
+        buf_pos = 0
         while size - pos >= HEADER_SIZE:
             summary = summaries.get(pos)
             if summary is not None:
                 h = unpack_from(summary.data)
             else:
-                h = unpack_from(mm, pos)
+                if pos - buf_pos + HEADER_SIZE > len(buf):
+                    buf = os.pread(fd, _WALK_CHUNK, pos)
+                    buf_pos = pos
+                    if len(buf) < HEADER_SIZE:
+                        break
+                h = unpack_from(buf, pos - buf_pos)
                 if h[3] != MAGIC or h[1] < HEADER_SIZE - LOG_OVERHEAD:
                     raise CorruptRecordError(f"{self.log_path}: no valid batch header at {pos}")
             bsize = h[1] + LOG_OVERHEAD
@@ -1045,7 +1104,7 @@ class LogSegment:
             memo[slot] = pos
         return pos
 
-    def _summary_for(self, mm: mmap.mmap, pos: int,
+    def _summary_for(self, fd: int, pos: int,
                      h: BatchHeader | tuple[int, ...]) -> BatchSummary | None:
         """The batch's block summary, built on its second search (a one-off lookup
         is cheaper with the direct column search than with a summary build)."""
@@ -1058,7 +1117,8 @@ class LogSegment:
                 return None
             if not _summary_fits(h[12]):
                 return None  # over the process-wide budget: search this batch directly
-            summary = self._keep_summary(pos, build_summary(mm, pos, BatchHeader._make(h)))
+            data = os.pread(fd, h[1] + LOG_OVERHEAD, pos)
+            summary = self._keep_summary(pos, build_summary(data, 0, BatchHeader._make(h)))
         return summary
 
     def _keep_summary(self, pos: int, summary: BatchSummary) -> BatchSummary:
@@ -1070,56 +1130,66 @@ class LogSegment:
         return summary
 
     def build_summaries(self, start: int, deadline: float) -> int:
-        """Summarise the large batches from position ``start`` until time.monotonic()
-        passes ``deadline``; returns the position to resume from (-1 when done)."""
-        mm = self.log_map()
-        if mm is None:
+        """Summarise the large batches from position ``start`` (a batch boundary) until
+        time.monotonic() passes ``deadline``; returns the position to resume from (-1
+        when done). The .log is read in windows of _SUMMARY_WINDOW bytes (or one
+        whole larger batch) with pread; nothing is mapped."""
+        self.fd()
+        if max(self.size, 0) - start < HEADER_SIZE:
             return -1
+        unpack = HEADER_STRUCT.unpack_from
+        make = BatchHeader._make
+        pos = start
+        buf = b""
+        buf_pos = pos
         walked = 0
-        for info in self.iter_batches(start):
-            h = info.header
+        while self.size - pos >= HEADER_SIZE:
+            stop = self.size
+            rel = pos - buf_pos
+            if rel + HEADER_SIZE > len(buf):
+                # fd() per read: a slice survives an LRU eviction in between
+                buf = os.pread(self.fd(), min(_SUMMARY_WINDOW, stop - pos), pos)
+                buf_pos, rel = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return -1
+            h = make(unpack(buf, rel))
+            if h.magic != MAGIC or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                raise CorruptRecordError(f"{self.log_path}: no valid batch header at {pos}")
+            size = h.batch_length + LOG_OVERHEAD
+            if pos + size > stop:
+                return -1  # a torn tail
             if (h.records_count >= SUMMARY_MIN_RECORDS
                     and not h.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK)
-                    and info.position not in self._summaries):
+                    and pos not in self._summaries):
                 if not _summary_fits(h.records_count):
                     return -1  # the budget is spent: the rest is searched directly
-                self._keep_summary(info.position, build_summary(mm, info.position, h))
+                if rel + size > len(buf):
+                    buf = os.pread(self.fd(), max(size, min(_SUMMARY_WINDOW, stop - pos)), pos)
+                    buf_pos, rel = pos, 0
+                    if len(buf) < size:
+                        return -1
+                self._keep_summary(pos, build_summary(buf, rel, h))
                 if time.monotonic() >= deadline:
-                    return info.position + info.size
+                    return pos + size
+            pos += size
             walked += 1
             if walked & 255 == 0 and time.monotonic() >= deadline:
                 # many small batches: the header walk itself must respect the budget
-                return info.position + info.size
+                return pos
         return -1
 
-    def log_map(self) -> mmap.mmap | None:
-        """A read-only mapping of the .log covering its current size (remapped as the
-        active segment grows; dropped before any truncation)."""
-        fd = self.fd()
-        size = self.size
-        if size <= 0:
-            return None
-        mm = self._mm
-        if mm is None or len(mm) < size:
-            if mm is not None:
-                mm.close()
-            mm = self._mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
-        self._mapped_since_release = True
-        return mm
-
     def _unmap(self) -> None:
+        """Forget what describes .log positions (block summaries, walk starts): the
+        .log is about to be cut or rewritten."""
         global _summary_blocks_in_use
         self._walk_from = array("i")  # positions past a cut would be stale
         self._summaries.clear()
         _summary_blocks_in_use -= self._summary_blocks
         self._summary_blocks = 0
         self._touched.clear()
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
 
     def _unmap_and_close(self) -> None:
-        """Drop the mapping and block summaries and close the log file (close, release)."""
+        """Drop the block summaries and close the log file (close, release)."""
         self._unmap()
         if self._fd is not None:
             os.close(self._fd)
@@ -1180,18 +1250,6 @@ class LogSegment:
             self._rolling_base_ts = None
             self.created_ms = int(time.time() * 1000)
         return cut
-
-    def release_pages(self) -> None:
-        """Return the .log mapping's resident pages to the OS page cache.
-
-        Kafka reads .log files through the page cache, so those pages never count in
-        its process; an mmap makes every page a search touches resident here. Clean
-        file pages dropped with MADV_DONTNEED stay cached by the kernel and come back
-        on the next touch as a minor fault; nothing is written or lost.
-        """
-        if self._mm is not None and self._mapped_since_release:
-            self._mm.madvise(mmap.MADV_DONTNEED)
-            self._mapped_since_release = False
 
     def close(self) -> None:
         """Final time entry, trim indexes, close files (Kafka's LogSegment.close)."""
