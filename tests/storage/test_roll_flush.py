@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage.config import LogConfig
-from storage.log import Log
+from storage.log import Log, RollFlush
 from storage.records import Record, build_batch
 
 T0 = 1_700_000_000_000
@@ -20,6 +20,16 @@ CFG = LogConfig(segment_bytes=600, index_interval_bytes=100, retention_ms=-1, re
 
 def _batch(i: int) -> bytes:
     return build_batch([Record(0, T0 + i, None, b"v" * 150, [])])
+
+
+def _rolled(directory: Path, batches: int, cfg: LogConfig = CFG) -> tuple[Log, RollFlush]:
+    """A log that rolled while ``batches`` were appended, and the flush it owes."""
+    log = Log(directory, cfg)
+    for i in range(batches):
+        log.append(_batch(i), now_ms=T0)
+    work = log.take_roll_flush()
+    assert work is not None
+    return log, work
 
 
 def _run_on_a_thread(work: object) -> None:
@@ -46,11 +56,7 @@ def test_a_roll_does_not_move_the_recovery_point_until_its_flush_ran(tmp_path: P
 
 
 def test_a_truncation_meanwhile_keeps_the_recovery_point_below_new_data(tmp_path: Path) -> None:
-    log = Log(tmp_path / "t-0", CFG)
-    for i in range(6):
-        log.append(_batch(i), now_ms=T0)
-    work = log.take_roll_flush()
-    assert work is not None
+    log, work = _rolled(tmp_path / "t-0", 6)
     log.truncate_to(1)
     for i in range(6):  # offsets 1.. again, new and unsynced
         log.append(_batch(10 + i), now_ms=T0)
@@ -70,7 +76,7 @@ def test_segments_deleted_before_the_flush_is_taken_are_skipped(tmp_path: Path) 
         log.append(_batch(i), now_ms=T0)
     assert log.delete_old_segments(T0) > 0
     work = log.take_roll_flush()
-    assert work is not None
+    assert work is not None and work.segments
     alive = {id(s) for s in log.segments}
     assert all(id(s) in alive for s in work.segments)
     _run_on_a_thread(work)
@@ -80,11 +86,7 @@ def test_segments_deleted_before_the_flush_is_taken_are_skipped(tmp_path: Path) 
 
 
 def test_a_failed_flush_is_owed_to_the_next_flush(tmp_path: Path) -> None:
-    log = Log(tmp_path / "t-0", CFG)
-    for i in range(3):
-        log.append(_batch(i), now_ms=T0)
-    work = log.take_roll_flush()
-    assert work is not None
+    log, work = _rolled(tmp_path / "t-0", 3)
     sealed = list(work.segments)
     log.roll_flush_failed(work)  # what the broker calls when work.run() raised
     assert log.recovery_point == 0 and log.roll_flush_pending
