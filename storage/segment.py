@@ -60,8 +60,10 @@ _READ_CHUNK = 64 * 1024
 # bytes (several index intervals of small batches; one 1,000-record batch header).
 _WALK_CHUNK = 8 * 1024
 # Background summary building reads the .log in windows of this many bytes (or one
-# larger batch): a transient buffer, freed after each slice.
-_SUMMARY_WINDOW = 1 << 20
+# larger batch). With 1 MiB windows the broker kept ~1.7 MiB more anonymous RSS
+# after building (buffers past malloc's mmap threshold stay in its heap); with
+# 128 KiB none, at the same build CPU (measured, 10M records in 1,000-record batches).
+_SUMMARY_WINDOW = 128 << 10
 INT32_MAX = 0x7FFFFFFF
 
 
