@@ -55,6 +55,7 @@ from storage.records import (
 )
 
 Buf = bytes | bytearray | memoryview
+_FIRST_READ = 4096  # first read of a header walk (iter_batches)
 _READ_CHUNK = 64 * 1024
 # A timestamp search reads headers it has no summary copy of in reads of this many
 # bytes (several index intervals of small batches; one 1,000-record batch header).
@@ -783,11 +784,16 @@ class LogSegment:
         buf_pos = pos
         unpack = HEADER_STRUCT.unpack_from
         make = BatchHeader._make
+        # Start small and double: a Fetch or a find_batch usually needs one or two
+        # headers right at the indexed position (reading 64 KiB for them cost more than
+        # the header), while a long walk soon reads whole chunks.
+        chunk = _FIRST_READ
         while stop - pos >= HEADER_SIZE:
             rel = pos - buf_pos
             if rel < 0 or rel + HEADER_SIZE > len(buf):
                 # fd() per refill: a lazily consumed walk survives an LRU eviction
-                buf = os.pread(self.fd(), min(_READ_CHUNK, stop - pos), pos)
+                buf = os.pread(self.fd(), min(chunk, stop - pos), pos)
+                chunk = min(chunk * 2, _READ_CHUNK)
                 buf_pos = pos
                 rel = 0
                 if len(buf) < HEADER_SIZE:
