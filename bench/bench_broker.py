@@ -450,9 +450,9 @@ def run(report: Report, scratch: str) -> None:
         anon, file_backed = _rss_parts_mib(proc.pid)
         report.add(SECTION, "broker RSS right after lookups, 10M records stored",
                    _rss_mib(proc.pid), "MiB", "<= 150",
-                   note=f"anonymous {anon:.0f} MiB + file-backed (mmapped segments/indexes) "
+                   note=f"anonymous {anon:.0f} MiB + file-backed (mapped indexes, code) "
                         f"{file_backed:.0f} MiB")
-        time.sleep(2.0)  # the broker returns mapped .log pages every 250 ms
+        time.sleep(2.0)  # and once the lookups' garbage and buffers have settled
         anon, file_backed = _rss_parts_mib(proc.pid)
         report.add(SECTION, "broker RSS 2 s after lookups, 10M records stored",
                    _rss_mib(proc.pid), "MiB", "<= 150",
