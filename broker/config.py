@@ -156,6 +156,13 @@ class BrokerConfig:
         "max.connections", INT_MAX, "Connections accepted at once; more are closed at once.",
         minimum=0,
     )
+    idle_poll_us: int = _setting(
+        "idle.poll.us", 200,
+        "After each request, keep polling the sockets this long before the event loop "
+        "sleeps (Seastar's idle-poll-time; 0 = sleep at once). Spares a request that "
+        "follows soon the cost of waking a sleeping CPU; spins at most this long per gap.",
+        minimum=0,
+    )
     connections_max_idle_ms: int = _setting(
         "connections.max.idle.ms", 600000, "Close a connection idle this long (-1 = never).",
         minimum=-1,
