@@ -468,20 +468,6 @@ class TimeIndex(_MmapIndex):
             keys = self._keys
         return (slot, keys[slot]) if slot >= 0 else (-1, -1)
 
-    def floor_entry(self, timestamp: int) -> tuple[int, int, int]:
-        """(slot, timestamp, absolute offset) of the largest entry with ts <= target, or
-        (-1, -1, base offset)."""
-        keys = self._keys
-        if self._loaded and len(keys) == self._entries:
-            slot = bisect_right(keys, timestamp) - 1
-        else:
-            slot = self._slot_for(timestamp)
-            keys = self._keys
-        if slot < 0:
-            return -1, -1, self.base_offset
-        return (slot, keys[slot],
-                self.base_offset + _REL_AT.unpack_from(self._mm, slot * 12)[0])  # type: ignore[arg-type]
-
     def floor_offset(self, timestamp: int) -> int:
         """lookup(timestamp)[1]: the offset of the floor entry (the base offset when
         no entry is <= timestamp). The time search's hot path, so the cached-keys case
