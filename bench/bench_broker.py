@@ -227,6 +227,53 @@ def bench_lookups(report: Report, port: int, topics: list[tuple[str, int]], pid:
     c.close()
 
 
+_ECHO_SERVER = """
+import asyncio, socket, sys, uvloop
+class Echo(asyncio.Protocol):
+    def connection_made(self, t):
+        self.t = t
+        t.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def data_received(self, d):  # one request per chunk here: answer its correlation id
+        self.t.write(b"\\x00\\x00\\x00\\x06" + d[8:12] + b"\\x00\\x00")
+async def main():
+    server = await asyncio.get_running_loop().create_server(Echo, "127.0.0.1", int(sys.argv[1]))
+    print("ready", flush=True)
+    await server.serve_forever()
+uvloop.run(main())
+"""
+
+
+def bench_echo_floor(report: Report) -> None:
+    """The machine's floor for one request in flight: a bare uvloop server that answers
+    every frame with a fixed 6-byte body, no Kafka work, measured with the same blocking
+    client as the broker rows. Two processes waking each other up per round trip is
+    what it costs; the broker's rows sit above this."""
+    import subprocess
+    import sys
+
+    from bench.harness import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", _ECHO_SERVER, str(port)],
+                            stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        c = RawClient(port)
+        frame = api.encode_request(18, 3, 1, "bench", API_VERSIONS_BODY)
+        for _ in range(500):
+            c.sock.sendall(frame)
+            c.read_frame()
+        lat, total = _time_calls(lambda _: (c.sock.sendall(frame), c.read_frame()),
+                                 list(range(N_CALLS)))
+        c.close()
+    finally:
+        proc.kill()
+        proc.wait()
+    report.add(SECTION, "bare uvloop echo round trip p50 (machine floor)", percentile(lat, 50),
+               "µs", note=f"{len(lat) / total:,.0f} round trips/s with one in flight; "
+                          f"no Kafka work at all")
+
+
 def bench_raw_throughput(report: Report, port: int, pid: int) -> None:
     """The broker alone: pre-built 5,000-record batches (about 0.5 MiB, under
     message.max.bytes) through Produce v9 (acks=1, 8 requests in flight), then Fetch v12
@@ -454,6 +501,7 @@ def run(report: Report, scratch: str) -> None:
         # The produce and raw runs just appended 2M records: let the broker finish their
         # background summaries first, as it would between a burst of writes and reads.
         wait_until_idle(proc.pid)
+        bench_echo_floor(report)
         bench_lookups(report, port, [("bench-1m", N_PRODUCE), ("bench-10m", N_BIG)], proc.pid)
         anon, file_backed = _rss_parts_mib(proc.pid)
         report.add(SECTION, "broker RSS right after lookups, 10M records stored",
