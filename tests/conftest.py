@@ -108,6 +108,22 @@ class BrokerProcess:
         return self.start()
 
 
+@pytest.fixture(scope="session")
+def broker_process_class() -> type[BrokerProcess]:
+    """For fixtures of a wider scope than ``broker_factory`` that start their own brokers."""
+    return BrokerProcess
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """ONE real local SparkSession for the whole run (starting one costs 5-10 s and ~400 MB)."""
+    from pipeline.session import spark_session
+
+    session = spark_session(app_name="chronolog-tests")
+    yield session
+    session.stop()
+
+
 @pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator[object]:
     """Start brokers: ``broker_factory(overrides={...})``; all are stopped afterwards."""

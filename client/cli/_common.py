@@ -1,6 +1,7 @@
 """Shared plumbing of the client sub-commands (topics, produce, consume, offsets).
 
-Invariants: every command takes ``--bootstrap-server`` (default 127.0.0.1:9092);
+Invariants: every command takes ``--bootstrap-server`` (default: the environment's
+``CHRONOLOG_BOOTSTRAP_SERVER``, else 127.0.0.1:9092);
 a Kafka error prints ``error: <CODE>: <message>`` on stderr and exits 1; a bad
 argument (unparseable time, bad ``k=v``) exits 2 as argparse does; a closed
 stdout pipe (``| head``) ends the command quietly with 0.
@@ -20,14 +21,15 @@ from client.timeparse import TimeParseError, parse_time
 from protocol.errors import KafkaError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_ENV = "CHRONOLOG_BOOTSTRAP_SERVER"
 
 
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap-server",
-        default=DEFAULT_BOOTSTRAP,
+        default=os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP,
         metavar="HOST:PORT",
-        help=f"broker to connect to (default {DEFAULT_BOOTSTRAP})",
+        help=f"broker to connect to (default ${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})",
     )
     parser.add_argument(
         "--request-timeout",

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from client.cli._common import DEFAULT_BOOTSTRAP, time_arg
+from client.cli._common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, time_arg
 
 
 def register(subparsers: Any) -> None:
@@ -50,8 +50,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="Spark master (default: a local session, local[2])")
     p.add_argument("--min-partitions", type=int, default=None, metavar="N",
                    help="split the window into at least N Spark tasks")
-    p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
-                   help=f"broker the Spark tasks connect to (default {DEFAULT_BOOTSTRAP})")
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                   default=os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP,
+                   help=f"broker the Spark tasks connect to (default ${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

@@ -1,6 +1,5 @@
-"""Pipeline fixtures: ONE real local SparkSession for the suite, and a log toolkit.
+"""Pipeline fixtures: a log toolkit (the one SparkSession is in tests/conftest.py).
 
-Starting Spark costs 5-10 s and ~400 MB, so the session is session-scoped.
 ``LogTool`` produces records to a real broker with chosen timestamps and reads
 every partition back through ``storage.records.decode_batch`` (the codec), so
 tests have a brute-force oracle that shares no code with the Spark path.
@@ -17,15 +16,6 @@ import pytest
 
 from client import SyncClient, TopicPartition
 from storage.records import Record, build_batch, decode_batch, iter_batches
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    from pipeline.session import spark_session
-
-    session = spark_session(app_name="chronolog-tests")
-    yield session
-    session.stop()
 
 
 @dataclass(frozen=True)
