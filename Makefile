@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: install run test bench lint format check-java check-compose clean
+.PHONY: install run test bench chaos lint format check-java check-compose clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -39,6 +39,12 @@ test: install check-java check-compose
 
 bench: install check-java
 	$(BIN)/python -m bench
+
+## kill -9 rounds under load and simulated power loss, longer than the short run in `make test`.
+CHAOS_ROUNDS ?= 25
+chaos: install
+	CHRONOLOG_CHAOS_ROUNDS=$(CHAOS_ROUNDS) CHRONOLOG_POWER_LOSS_EXAMPLES=50 \
+	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/reliability
 
 lint: install
 	$(BIN)/ruff check broker protocol storage client pipeline tests bench

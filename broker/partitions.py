@@ -146,6 +146,13 @@ class PartitionManager:
                 topic, partition, plog.log_start_offset, plog.log_end_offset,
                 functools.partial(_headers_from, plog),
             )
+        for (topic, partition), plog in sorted(self.logdir.logs().items()):
+            if plog.recovered_bytes_cut:
+                log.warning(
+                    "recovery of %s-%d removed a damaged or torn tail of %d bytes; "
+                    "the log now ends at offset %d",
+                    topic, partition, plog.recovered_bytes_cut, plog.log_end_offset,
+                )
         now = int(time.time() * 1000)
         for key in self.logdir.logs():
             self._last_flush_ms[key] = now
