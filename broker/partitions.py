@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config import BrokerConfig, ConfigError
+from broker.group_commit import GroupCommit
 from broker.group_offsets import GroupOffsetStore, store_for
 from broker.producers import ProducerStateManager
 from protocol.errors import ErrorCode, KafkaError
@@ -112,6 +113,8 @@ class PartitionManager:
         self._unsummarised: set[tuple[str, int]] = set()
         # Partitions whose roll fsyncs run on a worker thread right now (one at a time each).
         self._roll_flushing: set[tuple[str, int]] = set()
+        # fsyncs owed to flush.messages, batched per event-loop pass (made on first use).
+        self._commit: GroupCommit | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -382,13 +385,16 @@ class PartitionManager:
 
     def append(
         self, topic: str, partition: int, batch: bytes | bytearray | memoryview,
-        now_ms: int | None = None,
+        now_ms: int | None = None, syncs: list[asyncio.Future[None]] | None = None,
     ) -> AppendResult:
         """Append one client batch: idempotence check, validate + write, producer state, wake fetches.
 
         Raises KafkaError or a storage exception (mapped by broker.errors); on any
         error nothing was appended. A retried idempotent batch already in the log is
-        answered with the original offsets and not appended again.
+        answered with the original offsets and not appended again. When the append
+        reaches the topic's ``flush.messages`` and the caller passes ``syncs``, the
+        fsync joins the next group commit and its future is added to ``syncs`` (the
+        caller answers once it completes); otherwise the log is flushed inline.
         """
         plog = self.get_log(topic, partition)
         now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -423,7 +429,11 @@ class PartitionManager:
             self._start_roll_flush(key, plog)
         unflushed = self._unflushed.get(key, 0) + count
         if unflushed >= plog.config.flush_messages:
-            plog.flush()
+            commit = self._group_commit()
+            if syncs is not None and commit is not None:
+                syncs.append(commit.join(key, plog))
+            else:
+                plog.flush()
             unflushed = 0
             self._last_flush_ms[key] = now
         self._unflushed[key] = unflushed
@@ -435,6 +445,14 @@ class PartitionManager:
                 if not fut.done():
                     fut.set_result(None)
         return result
+
+    def _group_commit(self) -> GroupCommit | None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return None
+        if self._commit is None:
+            self._commit = GroupCommit(loop)
+        return self._commit
 
     def _start_roll_flush(self, key: tuple[str, int], plog: Log) -> None:
         """fsync what a roll sealed on a worker thread, as Kafka's scheduled flush-log

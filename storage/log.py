@@ -88,13 +88,14 @@ class RollFlush:
     It holds its own descriptors (a duplicate of each sealed ``.log`` and of its two
     index files, opened when the roll happened), so a segment deleted or closed on
     the event loop meanwhile cannot make it sync some other file. ``run`` fsyncs
-    them and the directory; ``Log.roll_flush_done`` then advances the recovery point
+    them and the directory (None: no new file names to sync); ``Log.roll_flush_done``
+    then advances the recovery point
     on the log's own thread and ``close`` releases the descriptors.
     """
 
     __slots__ = ("fds", "directory", "upto", "segments", "generation")
 
-    def __init__(self, fds: list[int], directory: Path, upto: int,
+    def __init__(self, fds: list[int], directory: Path | None, upto: int,
                  segments: list[LogSegment], generation: int) -> None:
         self.fds = fds
         self.directory = directory
@@ -105,7 +106,8 @@ class RollFlush:
     def run(self) -> None:
         for fd in self.fds:
             os.fsync(fd)
-        fsync_dir(self.directory)  # the new segment's file names, as Kafka's flushDir
+        if self.directory is not None:  # a roll made files: their names, as Kafka's flushDir
+            fsync_dir(self.directory)
 
     def close(self) -> None:
         fds, self.fds = self.fds, []
@@ -461,6 +463,23 @@ class Log:
             self._sealed_unflushed = sealed + self._sealed_unflushed
             raise
         return RollFlush(fds, self.dir, self._roll_flush_upto, sealed, self._generation)
+
+    def take_flush(self) -> RollFlush:
+        """Every fsync owed up to the log end offset now — the segments rolls sealed and
+        the active segment's ``.log`` — as work for any thread (group commit: one such
+        work covers every append made before it was taken). Call on the log's thread;
+        after ``work.run()`` hand it to roll_flush_done (or roll_flush_failed)."""
+        work = self.take_roll_flush()
+        fd = os.dup(self.active.fd())
+        if work is None:
+            # Nothing of the active segment synced yet: its file name may be new too.
+            new_file = self.recovery_point <= self.active.base_offset
+            work = RollFlush([fd], self.dir if new_file else None, self._leo, [],
+                             self._generation)
+        else:
+            work.fds.append(fd)
+            work.upto = self._leo
+        return work
 
     def roll_flush_done(self, work: RollFlush) -> None:
         """``work`` ran: advance the recovery point to the roll's base offset, unless a

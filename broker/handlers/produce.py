@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -58,6 +59,8 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
     now_ms = int(time.time() * 1000)
     failures = 0
     responses = []
+    syncs: list[asyncio.Future[None]] = []  # group commits this request's appends joined
+    synced: list[dict[str, Any]] = []  # the partition answers that wait for them
     for topic in body["topic_data"]:
         name = topic["name"]
         parts = []
@@ -80,19 +83,36 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
                 records = pdata["records"]
                 if records is None:
                     raise KafkaError(ErrorCode.INVALID_RECORD, "a produce request needs records")
-                result = pm.append(name, index, records, now_ms)
+                waiting = len(syncs)
+                result = pm.append(name, index, records, now_ms, syncs if acks else None)
             except Exception as exc:
                 parts.append(_failed(index, partition_error(exc, f"produce to {name}-{index}")))
                 failures += 1
                 continue
             parts.append(_ok(index, result.base_offset, result.log_append_time_ms,
                              result.log_start_offset))
+            if len(syncs) > waiting:
+                synced.append(parts[-1])
         responses.append({"name": name, "partition_responses": parts})
+    if syncs:
+        await _durable(syncs, synced)
     if acks == 0:
         if failures:
             ctx.close_after = f"acks=0 produce failed for {failures} partition(s)"
         return None
     return {"responses": responses, "throttle_time_ms": 0}
+
+
+async def _durable(syncs: list[asyncio.Future[None]], synced: list[dict[str, Any]]) -> None:
+    """Wait for the group commits (log.flush.interval.messages); a failed fsync turns every
+    partition that waited into KAFKA_STORAGE_ERROR: its data may not be on disk."""
+    results = await asyncio.gather(*set(syncs), return_exceptions=True)
+    failed = next((r for r in results if isinstance(r, BaseException)), None)
+    if failed is None:
+        return
+    err = partition_error(failed, "fsync of a produce")
+    for part in synced:
+        part.update(_failed(part["index"], err))
 
 
 def _all_failed(body: Any, err: PartitionError) -> dict[str, Any]:
