@@ -156,6 +156,21 @@ class BrokerConfig:
         "max.connections", INT_MAX, "Connections accepted at once; more are closed at once.",
         minimum=0,
     )
+    max_connections_per_ip: int = _setting(
+        "max.connections.per.ip", INT_MAX,
+        "Connections accepted at once from one IP address; more are closed at once.", minimum=0,
+    )
+    queued_max_requests: int = _setting(
+        "queued.max.requests", 500,
+        "Requests being served at once across all connections (those waiting, e.g. Fetch "
+        "long-polls); at the limit no connection's further requests are read until one "
+        "finishes.", minimum=1,
+    )
+    queued_max_request_bytes: int = _setting(
+        "queued.max.request.bytes", -1,
+        "Bytes of the requests being served at once across all connections; at the limit "
+        "no further requests are read until one finishes (-1 = no limit).", minimum=-1,
+    )
     idle_poll_us: int = _setting(
         "idle.poll.us", 200,
         "After each request, keep polling the sockets this long before the event loop "

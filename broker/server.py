@@ -5,6 +5,13 @@ Invariants:
   requests run concurrently (a Fetch long-poll does not hold up the decoding of
   what follows), but each response waits in its slot until every earlier one
   has been written. acks=0 Produce fills its slot with nothing.
+- Back-pressure: a connection's requests are decoded only while its answers are
+  being read (the transport is below its write high-water mark), it has fewer than
+  MAX_IN_FLIGHT requests waiting, and the broker serves fewer than
+  ``queued.max.requests`` (and ``queued.max.request.bytes``) waiting requests in
+  all; otherwise the rest of what it sent stays unparsed in its buffer and the
+  socket is not read, so a client that never reads costs one answer's worth of
+  memory, not one per request it pipelined.
 - A bad frame (negative or larger than ``socket.request.max.bytes``, unknown API
   key or version, undecodable header/body) closes that one connection after the
   responses already due, with one log line saying why. An unsupported
@@ -50,6 +57,9 @@ FETCH_KEY = 1
 # Stop reading a connection with this many requests in flight (Kafka mutes a
 # channel with one); resume when half of them are answered.
 MAX_IN_FLIGHT = 64
+# Answers served inline are gathered and written once per chunk read, or as soon as
+# they hold this many bytes, so that the transport can push back (pause_writing).
+OUT_CHUNK = 256 * 1024
 # Background summary building: slices of 2 ms with 2 ms for requests in between while
 # there is work, then a look every second for batches appended since.
 SUMMARY_SLICE_MS = 2.0
@@ -83,12 +93,13 @@ METRICS: Any = _metrics()
 class _Slot:
     """One request's place in its connection's response order."""
 
-    __slots__ = ("done", "data", "close_reason")
+    __slots__ = ("done", "data", "close_reason", "size")
 
-    def __init__(self) -> None:
+    def __init__(self, size: int = 0) -> None:
         self.done = False
         self.data: bytes | None = None
         self.close_reason: str | None = None
+        self.size = size  # the request's bytes, while it counts against queued.max.*
 
 
 class Connection(asyncio.Protocol):
@@ -106,6 +117,12 @@ class Connection(asyncio.Protocol):
         self._writing_paused = False
         self._corked = False
         self._out: list[bytes] = []
+        self._out_size = 0
+        # Whole frames left unparsed in _buf by back-pressure, and the guard that keeps
+        # their processing from starting again inside itself.
+        self._held = False
+        self._processing = False
+        self._ip: str | None = None
         self.last_active = time.monotonic()
         self._max_frame = broker.config.socket_request_max_bytes
 
@@ -132,13 +149,33 @@ class Connection(asyncio.Protocol):
             self._closing = True
             transport.close()
             return
+        ip = peer[0] if isinstance(peer, tuple) else str(peer)
+        count = broker.per_ip.get(ip, 0)
+        if count >= broker.config.max_connections_per_ip:
+            log.warning("closing connection from %s: max.connections.per.ip (%d) reached",
+                        self.peer, broker.config.max_connections_per_ip)
+            self._closing = True
+            transport.close()
+            return
+        broker.per_ip[ip] = count + 1
+        self._ip = ip
         broker.connections.add(self)
         METRICS.connection_opened()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        if self in self.broker.connections:
-            self.broker.connections.discard(self)
+        broker = self.broker
+        broker.held.discard(self)
+        self._buf = bytearray()
+        if self._ip is not None:
+            left = broker.per_ip.get(self._ip, 1) - 1
+            if left > 0:
+                broker.per_ip[self._ip] = left
+            else:
+                broker.per_ip.pop(self._ip, None)
+            self._ip = None
+        if self in broker.connections:
+            broker.connections.discard(self)
             METRICS.connection_closed()
         for task in list(self._tasks):
             if task.get_name() == "fetch":
@@ -151,6 +188,7 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._writing_paused = False
         self._update_reading()
+        self.release()
 
     def close(self, reason: str) -> None:
         """Close this connection after the responses already written; log why once."""
@@ -186,7 +224,8 @@ class Connection(asyncio.Protocol):
         n = len(data)
         METRICS.bytes_in(n)
         buf = self._buf
-        if not buf and n >= 4 and _SIZE.unpack_from(data)[0] == n - 4 <= self._max_frame:
+        if (not buf and n >= 4 and _SIZE.unpack_from(data)[0] == n - 4 <= self._max_frame
+                and not self._held and not self._blocked()):
             # The usual chunk (one client waiting on one answer): exactly one whole frame.
             self._corked = True
             try:
@@ -207,9 +246,37 @@ class Connection(asyncio.Protocol):
             size = _SIZE.unpack_from(view, 0)[0]
             if 0 <= size <= self._max_frame and n - 4 < size:
                 return
+        if self._held:  # back-pressure: keep it for when the answers are read
+            if view is not buf:
+                self._buf = bytearray(view)
+            return
+        self._process(view)
+
+    def _blocked(self) -> bool:
+        """Back-pressure: stop decoding this connection's requests for now."""
+        broker = self.broker
+        return (self._writing_paused or len(self._pending) >= MAX_IN_FLIGHT
+                or broker.queued >= broker.queued_max
+                or 0 <= broker.queued_bytes_max <= broker.queued_bytes)
+
+    def release(self) -> None:
+        """Serve frames that back-pressure held, once it has eased."""
+        if not self._held or self._processing or self._closing or self._blocked():
+            return
+        self._held = False
+        self.broker.held.discard(self)
+        self._process(self._buf)
+        self._update_reading()
+
+    def _process(self, view: bytes | bytearray) -> None:
+        """Serve the whole frames at the start of ``view`` and keep the rest in ``_buf``,
+        stopping early (and holding the rest) while :meth:`_blocked`."""
+        n = len(view)
+        buf = self._buf
         # Answers produced while this chunk is parsed (pipelined requests served inline)
-        # are gathered and written with one call at the end.
+        # are gathered and written with one call at the end, or when OUT_CHUNK is reached.
         self._corked = True
+        self._processing = True
         # Slices of a memoryview copy once; slicing the bytearray itself and then
         # calling bytes() copied every large frame twice. Released before returning
         # so the bytearray can grow again on the next chunk.
@@ -217,6 +284,10 @@ class Connection(asyncio.Protocol):
         try:
             pos = 0
             while n - pos >= 4:
+                if self._blocked():
+                    self._held = True
+                    self.broker.held.add(self)
+                    break
                 size = _SIZE.unpack_from(view, pos)[0]
                 if size < 0 or size > self._max_frame:
                     self.close(
@@ -234,6 +305,8 @@ class Connection(asyncio.Protocol):
                 if self._closing:
                     self._buf = bytearray()
                     return
+                if self._out_size >= OUT_CHUNK:
+                    self._write_out()  # may pause writing: the next frame then waits
             if pos == n:
                 self._buf = bytearray()
             elif pos or view is not buf:
@@ -241,13 +314,17 @@ class Connection(asyncio.Protocol):
         finally:
             mv.release()
             self._corked = False
+            self._processing = False
             self._write_out()
+        if self._held:
+            self._update_reading()
 
     def _write_out(self) -> None:
         out = self._out
         if out and self.transport is not None:
             data = out[0] if len(out) == 1 else b"".join(out)
             out.clear()
+            self._out_size = 0
             self.transport.write(data)
             METRICS.bytes_out(len(data))
 
@@ -306,8 +383,10 @@ class Connection(asyncio.Protocol):
             METRICS.request(route.name, _perf() - started)
             self._emit(data, reason)
             return
-        slot = _Slot()
+        slot = _Slot(len(frame))
         self._pending.append(slot)
+        broker.queued += 1
+        broker.queued_bytes += slot.size
         task = broker.loop.create_task(
             self._finish(slot, route, request, ctx, coro, waiting, started),
             name="fetch" if api_key == FETCH_KEY else route.name,
@@ -332,6 +411,7 @@ class Connection(asyncio.Protocol):
             return
         if data is not None:
             self._out.append(data)
+            self._out_size += len(data)
         if close_reason is not None:
             self.close(close_reason)
         elif not self._corked:
@@ -391,6 +471,11 @@ class Connection(asyncio.Protocol):
             slot.data, slot.close_reason = self._response(route, request, ctx, None, exc)
         finally:
             slot.done = True
+            broker = self.broker
+            broker.queued -= 1
+            broker.queued_bytes -= slot.size
+            if broker.held:
+                broker.release_held()
             METRICS.request(route.name, _perf() - started)
             self._flush()
 
@@ -403,12 +488,15 @@ class Connection(asyncio.Protocol):
                 continue
             if slot.data is not None:
                 self._out.append(slot.data)
+                self._out_size += len(slot.data)
             if slot.close_reason is not None:
                 self.close(slot.close_reason)
         if not self._corked:
             self._write_out()
         self.last_active = time.monotonic()
         self._update_reading()
+        if self._held:
+            self.release()
 
     def _update_reading(self) -> None:
         transport = self.transport
@@ -416,6 +504,7 @@ class Connection(asyncio.Protocol):
             return
         want_pause = (
             self._writing_paused
+            or self._held
             or len(self._pending) >= MAX_IN_FLIGHT
             or self.broker.stopping
         )
@@ -457,7 +546,16 @@ class Broker:
         self.partitions = PartitionManager(config)
         self.routes: dict[int, Route] = dispatch.table()
         self.connections: set[Connection] = set()
+        self.per_ip: dict[str, int] = {}
         self.inflight: set[asyncio.Task[None]] = set()
+        # Requests being served (suspended handlers) across all connections, against
+        # queued.max.requests / queued.max.request.bytes, and the connections whose
+        # further requests wait for them.
+        self.queued = 0
+        self.queued_bytes = 0
+        self.queued_max = config.queued_max_requests
+        self.queued_bytes_max = config.queued_max_request_bytes
+        self.held: set[Connection] = set()
         self.stopping = False
         # Idle polling (see _idle_poll): when the latest request arrived, and the future
         # that wakes the poller once it sleeps.
@@ -476,6 +574,13 @@ class Broker:
         self.loop: asyncio.AbstractEventLoop
         self.host = config.host
         self.port = config.port
+
+    def release_held(self) -> None:
+        """Back-pressure eased: let held connections serve what they buffered (next pass)."""
+        if self.queued < self.queued_max and not (
+                0 <= self.queued_bytes_max <= self.queued_bytes):
+            for conn in list(self.held):
+                self.loop.call_soon(conn.release)
 
     # ------------------------------------------------------------ versions
 
