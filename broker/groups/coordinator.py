@@ -276,6 +276,8 @@ class GroupCoordinator:
         if group_id not in self._groups:
             self.classic(group_id, create=True)
         await self.store.commit_async(group_id, items)
+        if group_id not in self._groups:  # deleted while the write was in flight
+            self.classic(group_id, create=True)
 
     async def expire_offsets(self, now_ms: int) -> int:
         """KIP-211 expiry: drop offsets whose base is older than offsets.retention.minutes,
