@@ -28,6 +28,8 @@ from construct import Construct, ConstructError, Container
 
 from protocol import (
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_topics,
     delete_topics,
     describe_configs,
@@ -59,6 +61,8 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 class ApiRange(NamedTuple):
@@ -86,6 +90,8 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.DELETE_TOPICS: ApiRange("DeleteTopics", 1, 6, 1, 4),
     ApiKey.INIT_PRODUCER_ID: ApiRange("InitProducerId", 0, 4, 0, 2),
     ApiKey.DESCRIBE_CONFIGS: ApiRange("DescribeConfigs", 0, 4, 0, 4),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ApiRange("ConsumerGroupHeartbeat", 0, 1, 0, 0),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: ApiRange("ConsumerGroupDescribe", 0, 1, 0, 0),
 }
 
 MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
@@ -101,6 +107,8 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.DELETE_TOPICS: (delete_topics.REQUEST, delete_topics.RESPONSE),
     ApiKey.INIT_PRODUCER_ID: (init_producer_id.REQUEST, init_producer_id.RESPONSE),
     ApiKey.DESCRIBE_CONFIGS: (describe_configs.REQUEST, describe_configs.RESPONSE),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (consumer_group_heartbeat.REQUEST, consumer_group_heartbeat.RESPONSE),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (consumer_group_describe.REQUEST, consumer_group_describe.RESPONSE),
 }
 
 
