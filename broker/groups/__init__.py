@@ -1,0 +1,1 @@
+"""Consumer group coordination: classic groups and KIP-848 consumer groups."""
