@@ -47,6 +47,8 @@ HANDLER_MODULES: dict[int, str] = {
     20: "delete_topics",
     22: "init_producer_id",
     32: "describe_configs",
+    68: "consumer_group_heartbeat",
+    69: "consumer_group_describe",
 }
 
 

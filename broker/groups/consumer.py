@@ -37,6 +37,9 @@ UNRELEASED_INSTANCE_ID 111, FENCED_INSTANCE_ID 82, UNSUPPORTED_ASSIGNOR 112,
 GROUP_MAX_SIZE_REACHED 81, INVALID_REGULAR_EXPRESSION 128; commits get
 STALE_MEMBER_EPOCH 113 or UNSUPPORTED_VERSION 35 (OffsetCommit below v9).
 
+An empty SubscribedTopicRegex means "no regex" (librdkafka 2.16 sends "" with
+every subscription by names; Kafka's clients send it to drop a regex).
+
 One deliberate difference from Kafka: a known member that heartbeats with epoch
 0 (it rejoins after its own error handling, keeping its member id, as
 librdkafka does) is taken as a fresh join of that member instead of being
@@ -164,8 +167,6 @@ def validate_heartbeat(req: HeartbeatRequest, group_id: str) -> None:
         raise bad("RackId can't be empty.")
     if req.server_assignor is not None and not req.server_assignor:
         raise bad("ServerAssignor can't be empty.")
-    if req.subscribed_topic_regex is not None and not req.subscribed_topic_regex:
-        raise bad("SubscribedTopicRegex can't be empty.")
     if req.api_version >= 1 and not req.member_id:
         raise bad("MemberId can't be empty.")
     if req.member_epoch == JOIN_EPOCH:
@@ -393,13 +394,15 @@ class ConsumerGroup:
             if req.server_assignor != member.server_assignor:
                 member.server_assignor = req.server_assignor
                 bump = True
-        if req.subscribed_topic_regex is not None and req.subscribed_topic_regex != member.subscribed_topic_regex:
-            try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as exc:
-                raise KafkaError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                             f"SubscribedTopicRegex {req.subscribed_topic_regex} is invalid: {exc}") from None
-            member.subscribed_topic_regex = req.subscribed_topic_regex
+        regex = req.subscribed_topic_regex or None  # "" clears a regex subscription
+        if req.subscribed_topic_regex is not None and regex != member.subscribed_topic_regex:
+            if regex is not None:
+                try:
+                    re.compile(regex)
+                except re.error as exc:
+                    raise KafkaError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                     f"SubscribedTopicRegex {regex} is invalid: {exc}") from None
+            member.subscribed_topic_regex = regex
             bump = True
         if req.subscribed_topic_names is not None:
             names = tuple(sorted(set(req.subscribed_topic_names)))
