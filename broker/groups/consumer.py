@@ -49,6 +49,7 @@ fenced again, which would loop until its session expired.
 from __future__ import annotations
 
 import base64
+import math
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -57,6 +58,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from broker.groups.assignors import ASSIGNORS, Assignment, MemberSpec
+from broker.groups.coordinator import Effects, register_group_type
 from protocol.errors import ErrorCode, KafkaError
 
 JOIN_EPOCH = 0
@@ -199,7 +201,6 @@ class ConsumerGroup:
     """One KIP-848 group; see the module docstring. Not thread-safe (one event loop)."""
 
     group_type = "consumer"
-    protocol_type = "consumer"
 
     def __init__(self, group_id: str, settings: ConsumerGroupSettings, image: TopicImage,
                  clock: Callable[[], float]) -> None:
@@ -237,6 +238,26 @@ class ConsumerGroup:
     def is_empty(self) -> bool:
         return not self.members
 
+    def is_disposable(self) -> bool:
+        """Never had a member (a first join that failed): the coordinator may forget it."""
+        return not self.members and self.group_epoch == 0
+
+    def protocol_type(self) -> str:
+        """What ListGroups shows (Kafka: "consumer" for KIP-848 groups)."""
+        return "consumer"
+
+    def offset_expiry_base_ms(self, topic: str, commit_timestamp_ms: int) -> int | None:
+        """KIP-211 for consumer groups: offsets of a topic some member subscribes to never
+        expire; the others count from their last commit."""
+        for m in self.members.values():
+            if topic in self._subscribed_topics(m):
+                return None
+        return commit_timestamp_ms
+
+    def on_timer(self, now_ms: int) -> Effects:
+        """The coordinator's timer: expire sessions and revocations; persist if any went."""
+        return Effects(persist=bool(self.expire()))
+
     def validate_offset_commit(self, member_id: str, generation_or_epoch: int,
                                instance_id: str | None, api_version: int) -> int:
         """Kafka's ``ConsumerGroup.validateOffsetCommit``: 0, 25, 35 or 113."""
@@ -267,6 +288,7 @@ class ConsumerGroup:
     def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
         """One ConsumerGroupHeartbeat (already validated); raises KafkaError."""
         now = self.clock()
+        self._check_assignor_and_regex(req)
         self.expire()
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(req)
@@ -295,6 +317,19 @@ class ConsumerGroup:
             member.member_id, member.member_epoch, self.settings.heartbeat_interval_ms,
             dict(member.assigned) if full or changed else None,
         )
+
+    def _check_assignor_and_regex(self, req: HeartbeatRequest) -> None:
+        """UNSUPPORTED_ASSIGNOR (112) and INVALID_REGULAR_EXPRESSION (128), before anything changes."""
+        if req.server_assignor is not None and req.server_assignor not in self.settings.assignors:
+            raise KafkaError(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                             f"ServerAssignor {req.server_assignor} is not supported. Supported "
+                             f"assignors: {', '.join(self.settings.assignors)}.")
+        if req.subscribed_topic_regex:
+            try:
+                re.compile(req.subscribed_topic_regex)
+            except re.error as exc:
+                raise KafkaError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                 f"SubscribedTopicRegex {req.subscribed_topic_regex} is invalid: {exc}") from None
 
     def _join(self, req: HeartbeatRequest) -> Member:
         member_id = req.member_id or new_member_id()
@@ -386,22 +421,11 @@ class ConsumerGroup:
     def _update_member(self, member: Member, req: HeartbeatRequest) -> bool:
         """Apply the request's non-null fields; True if the assignment must be recomputed."""
         bump = member.member_epoch == JOIN_EPOCH and member.member_id not in self.target
-        if req.server_assignor is not None:
-            if req.server_assignor not in self.settings.assignors:
-                raise KafkaError(ErrorCode.UNSUPPORTED_ASSIGNOR,
-                             f"ServerAssignor {req.server_assignor} is not supported. Supported "
-                             f"assignors: {', '.join(self.settings.assignors)}.")
-            if req.server_assignor != member.server_assignor:
-                member.server_assignor = req.server_assignor
-                bump = True
+        if req.server_assignor is not None and req.server_assignor != member.server_assignor:
+            member.server_assignor = req.server_assignor
+            bump = True
         regex = req.subscribed_topic_regex or None  # "" clears a regex subscription
         if req.subscribed_topic_regex is not None and regex != member.subscribed_topic_regex:
-            if regex is not None:
-                try:
-                    re.compile(regex)
-                except re.error as exc:
-                    raise KafkaError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                                     f"SubscribedTopicRegex {regex} is invalid: {exc}") from None
             member.subscribed_topic_regex = regex
             bump = True
         if req.subscribed_topic_names is not None:
@@ -594,12 +618,12 @@ class ConsumerGroup:
             self.remove_member(member_id)
         return gone
 
-    def next_deadline_ms(self) -> float | None:
+    def next_deadline_ms(self) -> int | None:
         """When :meth:`expire` next has something to do (None: no members)."""
         deadlines = [m.session_deadline_ms for m in self.members.values()]
         deadlines += [m.revocation_deadline_ms for m in self.members.values()
                       if m.state is MemberState.UNREVOKED_PARTITIONS and m.revocation_deadline_ms is not None]
-        return min(deadlines) if deadlines else None
+        return math.ceil(min(deadlines)) if deadlines else None
 
     # ------------------------------------------------------------ describe
 
@@ -702,3 +726,33 @@ class ConsumerGroup:
                 group.static_members[m.instance_id] = m.member_id
             group.target[m.member_id] = _freeze(r["target"])
         return group
+
+
+def consumer_group(coordinator: Any, group_id: str, *, create: bool) -> ConsumerGroup:
+    """The KIP-848 group ``group_id`` from the coordinator's registry, created by a join.
+
+    Raises GROUP_ID_NOT_FOUND (69) for a missing group when not joining, and for an id
+    held by a classic group with members; a classic group without members (a simple
+    group that only holds offsets) makes way for the consumer group and keeps its offsets.
+    """
+    group = coordinator.group(group_id)
+    if isinstance(group, ConsumerGroup):
+        return group
+    if group is None and not create:
+        raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+    if group is not None:
+        if not create or not group.is_empty() or getattr(group, "pending_members", None):
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        coordinator.remove(group_id)
+    settings = ConsumerGroupSettings.from_config(coordinator.config)
+    new = ConsumerGroup(group_id, settings, coordinator.topics, coordinator.clock)
+    coordinator.add(new)
+    return new
+
+
+def _from_record(record: dict[str, Any], coordinator: Any) -> ConsumerGroup:
+    return ConsumerGroup.from_record(record, ConsumerGroupSettings.from_config(coordinator.config),
+                                     coordinator.topics, coordinator.clock)
+
+
+register_group_type(ConsumerGroup.group_type, _from_record)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.groups.consumer import ConsumerGroup
 from protocol.errors import ErrorCode
 
 NO_OPERATIONS = -2147483648
@@ -30,9 +31,8 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         if not group_id:
             out.append(_failed(group_id, int(ErrorCode.INVALID_GROUP_ID), "Group id can't be empty."))
             continue
-        from broker.handlers.consumer_group_heartbeat import _interim
-        group = _interim(ctx).get(group_id)
-        if group is None or group.group_type != "consumer" or group.state_name() == "Dead":
+        group = ctx.broker.groups.group(group_id)
+        if not isinstance(group, ConsumerGroup) or group.state_name() == "Dead":
             message = (f"Group {group_id} not found." if group is None
                        else f"Group {group_id} is not a consumer group.")
             out.append(_failed(group_id, int(ErrorCode.GROUP_ID_NOT_FOUND), message))

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from broker.groups.consumer import HeartbeatRequest, validate_heartbeat
+from broker.groups.consumer import HeartbeatRequest, consumer_group, validate_heartbeat
+from broker.groups.coordinator import Effects
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("chronolog.groups")
@@ -57,14 +58,21 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         client_host=client_host(ctx),
         api_version=request.api_version,
     )
-    coordinator = _interim(ctx)
+    coordinator = ctx.broker.groups
     try:
         validate_heartbeat(req, body.group_id)
-        group = coordinator.consumer_group(body.group_id, create=req.member_epoch == 0)
+        group = consumer_group(coordinator, body.group_id, create=req.member_epoch == 0)
         before = group.version
-        resp = group.heartbeat(req)
-        if group.version != before:
-            await coordinator.persist(group)
+        try:
+            resp = group.heartbeat(req)
+        finally:
+            if group.version != before:
+                await coordinator.persist(group)
+            # re-arms the group's timer; forgets a group whose first join failed
+            await coordinator.run_effects(group, Effects())
+    except OSError as exc:
+        log.error("group %r state could not be stored: %s", body.group_id, exc)
+        return error_body(request, int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "group state not stored")
     except KafkaError as exc:
         if exc.code not in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH):
             log.info("ConsumerGroupHeartbeat from %s for group %r: %s", ctx.peer, body.group_id, exc)
@@ -97,37 +105,3 @@ def error_body(request: Any, code: int, message: str | None = None) -> dict[str,
         "assignment": None,
     }
 
-
-class _InterimGroups:
-    """Stands in for the group coordinator until it lands (removed at merge)."""
-
-    def __init__(self, ctx: Any) -> None:
-        import time
-
-        from broker.groups.consumer import ConsumerGroupSettings
-        self.groups: dict[str, Any] = {}
-        self.settings = ConsumerGroupSettings.from_config(ctx.config)
-        self.image = ctx.partitions
-        self.clock = lambda: time.monotonic() * 1000
-
-    def get(self, group_id: str) -> Any:
-        return self.groups.get(group_id)
-
-    def consumer_group(self, group_id: str, create: bool) -> Any:
-        from broker.groups.consumer import ConsumerGroup
-        g = self.groups.get(group_id)
-        if g is None:
-            if not create:
-                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-            g = self.groups[group_id] = ConsumerGroup(group_id, self.settings, self.image, self.clock)
-        return g
-
-    async def persist(self, group: Any) -> None:
-        return None
-
-
-def _interim(ctx: Any) -> Any:
-    g = getattr(ctx.broker, "groups", None)
-    if g is None:
-        g = ctx.broker.groups = _InterimGroups(ctx)
-    return g
