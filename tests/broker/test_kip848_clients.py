@@ -206,3 +206,18 @@ def test_group_survives_a_broker_restart_without_fatal_errors(cluster: Any, tmp_
     assert (g.error_code, g.group_state, missing.error_code) == (0, "Stable", 69)
     assert sorted(len(m.assignment.topic_partitions[0].partitions) for m in g.members) == [3, 3]
     assert {m.member_type for m in g.members} == {1}
+    listed = raw.call(16, 5, {"states_filter": [], "types_filter": ["CONSUMER"]})
+    assert [(x.group_id, x.group_type, x.protocol_type, x.group_state) for x in listed.groups] == [
+        ("g-restart", "consumer", "consumer", "Stable")]
+    assert raw.call(16, 5, {"states_filter": [], "types_filter": ["classic"]}).groups == []
+    # librdkafka's AdminClient asks ConsumerGroupDescribe first (falls back to DescribeGroups on 69)
+    from confluent_kafka import ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    described = admin.describe_consumer_groups(["g-restart"])["g-restart"].result(10)
+    assert described.type == ConsumerGroupType.CONSUMER
+    assert str(described.state).endswith("STABLE")
+    owned = sorted(tp.partition for m in described.members for tp in m.assignment.topic_partitions)
+    assert owned == list(range(PARTITIONS))
+    assert described.is_simple_consumer_group is False
