@@ -329,3 +329,17 @@ def test_no_partition_is_ever_owned_by_two_clients_and_the_group_converges(ops: 
         assert owned == sorted((t, p) for t, n in image.topics.items() for p in range(n))
         assert g.state_name() == "Stable"
         assert {c.epoch for c in clients if c.joined} == {g.group_epoch}
+
+
+def test_a_subscribed_topic_created_later_bumps_the_group_epoch_and_is_assigned() -> None:
+    g, _, image = make({"t": 2})
+    r = join(g, "a", topics=["t", "later"])
+    assert r.assignment == {"t": fs(0, 1)}
+    assert beat(g, "a", r.member_epoch, r.assignment).assignment is None  # nothing changed
+    image.topics["later"] = 3
+    r2 = beat(g, "a", r.member_epoch, r.assignment)
+    assert (g.group_epoch, r2.member_epoch) == (2, 2)
+    assert r2.assignment == {"t": fs(0, 1), "later": fs(0, 1, 2)}
+    del image.topics["later"]  # deleted again: its partitions are revoked
+    r3 = beat(g, "a", r2.member_epoch, r2.assignment)
+    assert g.group_epoch == 3 and r3.assignment == {"t": fs(0, 1)}
