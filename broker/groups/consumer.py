@@ -389,7 +389,9 @@ class ConsumerGroup:
                              f"The consumer group has reached its maximum capacity of "
                              f"{self.settings.max_size} members.")
 
-    def _existing(self, req: HeartbeatRequest) -> Member:
+    def _known(self, req: HeartbeatRequest) -> Member:
+        """The member a heartbeat or leave names: UNKNOWN_MEMBER_ID (25) if none, and
+        FENCED_INSTANCE_ID (82) if its instance id now belongs to another member."""
         if req.instance_id is None:
             member = self.members.get(req.member_id)
             if member is None:
@@ -404,18 +406,17 @@ class ConsumerGroup:
                                  f"Static member {req.member_id} with instance id {req.instance_id} "
                                  f"was fenced by member {holder_id}.")
             member = self.members[holder_id]
-        received = req.member_epoch
-        if received > member.member_epoch:
+        return member
+
+    def _existing(self, req: HeartbeatRequest) -> Member:
+        member = self._known(req)
+        received, known = req.member_epoch, member.member_epoch
+        if received > known or (received < known and (
+                received != member.previous_member_epoch or not _is_subset(req.owned, member.assigned))):
             raise KafkaError(ErrorCode.FENCED_MEMBER_EPOCH,
-                         f"The consumer group member has a greater member epoch ({received}) than the "
-                         f"one known by the group coordinator ({member.member_epoch}). The member "
-                         "must abandon all its partitions and rejoin.")
-        if received < member.member_epoch and (
-                received != member.previous_member_epoch or not _is_subset(req.owned, member.assigned)):
-            raise KafkaError(ErrorCode.FENCED_MEMBER_EPOCH,
-                         f"The consumer group member has a smaller member epoch ({received}) than the "
-                         f"one known by the group coordinator ({member.member_epoch}). The member "
-                         "must abandon all its partitions and rejoin.")
+                             f"The consumer group member has a {'greater' if received > known else 'smaller'} "
+                             f"member epoch ({received}) than the one known by the group coordinator "
+                             f"({known}). The member must abandon all its partitions and rejoin.")
         return member
 
     def _update_member(self, member: Member, req: HeartbeatRequest) -> bool:
@@ -569,27 +570,14 @@ class ConsumerGroup:
     # ------------------------------------------------------------ leaving and timers
 
     def _leave(self, req: HeartbeatRequest) -> HeartbeatResponse:
-        if req.instance_id is None:
-            member = self.members.get(req.member_id)
-            if member is None:
-                raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 f"Member {req.member_id} is not a member of group {self.group_id}.")
-        else:
-            holder_id = self.static_members.get(req.instance_id)
-            if holder_id is None:
-                raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
-            if holder_id != req.member_id:
-                raise KafkaError(ErrorCode.FENCED_INSTANCE_ID,
-                                 f"Static member {req.member_id} with instance id {req.instance_id} "
-                                 f"was fenced by member {holder_id}.")
-            member = self.members[holder_id]
-            if req.member_epoch == STATIC_LEAVE_EPOCH:
-                # A temporary leave: the assignment waits for the same instance to return.
-                member.member_epoch = STATIC_LEAVE_EPOCH
-                member.revocation_deadline_ms = None
-                self.version += 1
-                return HeartbeatResponse(member.member_id, STATIC_LEAVE_EPOCH,
-                                         self.settings.heartbeat_interval_ms, None)
+        member = self._known(req)
+        if req.instance_id is not None and req.member_epoch == STATIC_LEAVE_EPOCH:
+            # A temporary leave: the assignment waits for the same instance to return.
+            member.member_epoch = STATIC_LEAVE_EPOCH
+            member.revocation_deadline_ms = None
+            self.version += 1
+            return HeartbeatResponse(member.member_id, STATIC_LEAVE_EPOCH,
+                                     self.settings.heartbeat_interval_ms, None)
         self.remove_member(member.member_id)
         return HeartbeatResponse(member.member_id, LEAVE_EPOCH, self.settings.heartbeat_interval_ms, None)
 

@@ -126,7 +126,7 @@ def ownership_intervals(members: list[Member]) -> dict[int, list[tuple[float, fl
 def assert_never_owned_twice(members: list[Member]) -> None:
     for p, spans in ownership_intervals(members).items():
         spans.sort()
-        for (a0, a1, am), (b0, _b1, bm) in zip(spans, spans[1:], strict=False):
+        for (_a0, a1, am), (b0, _b1, bm) in zip(spans, spans[1:], strict=False):
             assert a1 <= b0, f"partition {p} owned by {am} until {a1} and by {bm} from {b0}"
 
 
