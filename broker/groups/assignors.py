@@ -22,6 +22,7 @@ Invariants (property-tested in tests/broker/test_kip848_assignors.py):
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -61,16 +62,21 @@ def uniform(members: Sequence[MemberSpec], topics: Mapping[str, int]) -> dict[st
             if tp not in taken and len(held[m.member_id]) < quota:
                 held[m.member_id].add(tp)
                 taken.add(tp)
-    # 2. what is left goes to the eligible member holding the fewest
+    # 2. what is left goes to the eligible member holding the fewest (ties: lowest id)
+    size = {mid: len(tps) for mid, tps in held.items()}
     for t in sorted(subscribers):
+        heap = [(size[mid], mid) for mid in subscribers[t]]
+        heapq.heapify(heap)
         for p in range(topics[t]):
             if (t, p) not in taken:
-                target = min(subscribers[t], key=lambda mid: (len(held[mid]), mid))
+                n, target = heapq.heappop(heap)
                 held[target].add((t, p))
                 taken.add((t, p))
+                size[target] = n + 1
+                heapq.heappush(heap, (n + 1, target))
     # 3. balance: move partitions from a member to an eligible one holding two or more fewer
     owned = {m.member_id: {(t, p) for t, ps in m.owned.items() for p in ps} for m in order}
-    _balance(held, subscribers, owned)
+    _balance(held, size, subscribers, owned)
     out: dict[str, Assignment] = {}
     for m in order:
         per_topic: dict[str, set[int]] = {}
@@ -80,28 +86,33 @@ def uniform(members: Sequence[MemberSpec], topics: Mapping[str, int]) -> dict[st
     return out
 
 
-def _balance(held: dict[str, set[tuple[str, int]]], subscribers: Mapping[str, list[str]],
-             owned: Mapping[str, set[tuple[str, int]]]) -> None:
+def _balance(held: dict[str, set[tuple[str, int]]], size: dict[str, int],
+             subscribers: Mapping[str, list[str]], owned: Mapping[str, set[tuple[str, int]]]) -> None:
     """Move partitions until none can go to an eligible member with two or more fewer.
 
     Each move lowers the sum of squared sizes, so this ends. A giver parts first
-    with partitions it did not own before (stickiness), then with its highest."""
+    with partitions it did not own before (stickiness), then with its highest.
+    ``subscribers`` lists are sorted by member id, so ``min`` breaks ties by id."""
     moved = True
     while moved:
         moved = False
-        for giver in sorted(held, key=lambda mid: (-len(held[mid]), mid)):
+        for giver in sorted(held, key=lambda mid: (-size[mid], mid)):
             for t in sorted({t for t, _ in held[giver]}):
-                while True:
-                    taker = min(subscribers[t], key=lambda mid: (len(held[mid]), mid))
-                    if len(held[giver]) - len(held[taker]) < 2:
-                        break
-                    mine = [tp for tp in held[giver] if tp[0] == t]
-                    if not mine:
-                        break
-                    tp = max(mine, key=lambda x: (x not in owned[giver], x))
+                subs = subscribers[t]
+                taker = min(subs, key=size.__getitem__)
+                if size[giver] - size[taker] < 2:
+                    continue
+                # new partitions first, then the highest: sorted once, popped from the end
+                mine = sorted((tp for tp in held[giver] if tp[0] == t),
+                              key=lambda x: (x not in owned[giver], x))
+                while mine and size[giver] - size[taker] >= 2:
+                    tp = mine.pop()
                     held[giver].discard(tp)
                     held[taker].add(tp)
+                    size[giver] -= 1
+                    size[taker] += 1
                     moved = True
+                    taker = min(subs, key=size.__getitem__)
 
 
 def range_(members: Sequence[MemberSpec], topics: Mapping[str, int]) -> dict[str, Assignment]:
