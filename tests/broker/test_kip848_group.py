@@ -343,3 +343,17 @@ def test_a_subscribed_topic_created_later_bumps_the_group_epoch_and_is_assigned(
     del image.topics["later"]  # deleted again: its partitions are revoked
     r3 = beat(g, "a", r2.member_epoch, r2.assignment)
     assert g.group_epoch == 3 and r3.assignment == {"t": fs(0, 1)}
+
+
+def test_a_fenced_member_rejoining_with_epoch_zero_and_its_id_is_taken_back() -> None:
+    g, _, _ = make()
+    join(g, "a")
+    join(g, "b")
+    settle(g)
+    assert code_of(lambda: beat(g, "a", 9, {})) == ErrorCode.FENCED_MEMBER_EPOCH
+    # librdkafka gives up its partitions and rejoins at epoch 0 under the same member id
+    r = join(g, "a")
+    assert r.member_epoch == g.assignment_epoch and r.member_id == "a"
+    settle(g)
+    assert sorted(p for m in g.members.values() for p in m.assigned.get("t", ())) == list(range(6))
+    assert g.state_name() == "Stable"
