@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from broker.groups.consumer import (
@@ -276,15 +276,17 @@ class Client:
     epoch: int = 0
     owned: dict[str, frozenset[int]] = field(default_factory=dict)
     joined: bool = False
+    instance_id: str | None = None
+    restarts: int = 0
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["join", "beat", "beat", "beat", "leave", "tick", "grow"]),
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["join", "beat", "beat", "beat", "leave", "tick", "grow", "bounce"]),
                           st.integers(0, 3)), max_size=60),
        st.sampled_from(["uniform", "range"]))
 def test_no_partition_is_ever_owned_by_two_clients_and_the_group_converges(ops: list[Any], assignor: str) -> None:
     g, clock, image = make({"t": 5, "u": 3})
-    clients = [Client(f"c{i}") for i in range(4)]
+    clients = [Client(f"c{i}", instance_id=f"i{i}" if i < 2 else None) for i in range(4)]
 
     def apply(c: Client, r: Any) -> None:
         c.epoch = r.member_epoch
@@ -299,16 +301,27 @@ def test_no_partition_is_ever_owned_by_two_clients_and_the_group_converges(ops: 
                     assert (t, p) not in seen, f"{t}-{p} owned twice"
                     seen.add((t, p))
 
-    for op, i in ops:
+    for op, i in [("join", 0), ("join", 1), ("join", 2), *ops]:
         c = clients[i]
         try:
             if op == "join" and not c.joined:
-                apply(c, join(g, c.member_id, topics=["t", "u"], server_assignor=assignor))
+                apply(c, join(g, c.member_id, topics=["t", "u"], server_assignor=assignor,
+                              instance_id=c.instance_id))
                 c.joined = True
             elif op == "beat" and c.joined:
-                apply(c, beat(g, c.member_id, c.epoch, dict(c.owned)))
+                apply(c, beat(g, c.member_id, c.epoch, dict(c.owned), instance_id=c.instance_id))
+            elif op == "bounce" and c.joined and c.instance_id is not None:
+                # a static member restarts: temporary leave, then a new process (member id)
+                beat(g, c.member_id, -2, None, instance_id=c.instance_id)
+                c.owned, c.epoch = {}, 0
+                check()
+                c.restarts += 1
+                event("static member bounced")
+                c.member_id = f"{c.member_id.split('.')[0]}.{c.restarts}"
+                apply(c, join(g, c.member_id, topics=["t", "u"], server_assignor=assignor,
+                              instance_id=c.instance_id))
             elif op == "leave" and c.joined:
-                beat(g, c.member_id, -1, None)
+                beat(g, c.member_id, -1, None, instance_id=c.instance_id)
                 c.owned, c.joined, c.epoch = {}, False, 0
             elif op == "tick":
                 clock.now += 1000
@@ -322,7 +335,7 @@ def test_no_partition_is_ever_owned_by_two_clients_and_the_group_converges(ops: 
     for _ in range(8):
         for c in clients:
             if c.joined:
-                apply(c, beat(g, c.member_id, c.epoch, dict(c.owned)))
+                apply(c, beat(g, c.member_id, c.epoch, dict(c.owned), instance_id=c.instance_id))
                 check()
     if any(c.joined for c in clients):
         owned = sorted((t, p) for c in clients for t, ps in c.owned.items() for p in ps)
