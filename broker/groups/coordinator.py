@@ -139,6 +139,7 @@ class GroupCoordinator:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._deadlines: dict[str, int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         self._load()
 
     # ---- registry --------------------------------------------------------------------
@@ -313,7 +314,6 @@ class GroupCoordinator:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Arm the timers of the loaded groups; from now on timers fire on ``loop``."""
         self._loop = loop
-        self._tasks: set[asyncio.Task[None]] = set()
         self._deadlines.clear()
         for group in self._groups.values():
             self.schedule(group)

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from protocol.api import decode_response, encode_request
 from tests.broker.test_clients_common import RawConnection, bring_back, running_broker
@@ -402,3 +404,57 @@ def test_group_state_survives_a_restart(broker_factory: Any, how: str) -> None:
     assert e.group_state == "Empty"
     assert fetch(b, "emptied") == {("gt", 2): 5}
     assert "Traceback" not in b.log()
+
+
+# ---- mangled group requests ------------------------------------------------------------------------
+
+
+def _seeds() -> list[bytes]:
+    join = {"group_id": "fz", "session_timeout_ms": 1000, "rebalance_timeout_ms": 1000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": subscription(["gt"])}], "reason": None}
+    member = {"group_id": "fz", "generation_id": 1, "member_id": "m", "group_instance_id": "i"}
+    reqs: list[tuple[int, int, dict[str, Any]]] = [
+        (11, 0, join), (11, 5, join), (11, 9, join),
+        (14, 3, {**member, "assignments": [{"member_id": "m", "assignment": b"a"}]}),
+        (14, 5, {**member, "protocol_type": "consumer", "protocol_name": "range", "assignments": []}),
+        (12, 0, member), (12, 4, member),
+        (13, 0, {"group_id": "fz", "member_id": "m"}),
+        (13, 5, {"group_id": "fz", "members": [{"member_id": "m", "group_instance_id": "i", "reason": "r"}]}),
+        (15, 6, {"groups": ["fz", ""], "include_authorized_operations": True}),
+        (16, 5, {"states_filter": ["Stable"], "types_filter": ["classic"]}),
+        (42, 2, {"groups_names": ["fz"]}),
+        (47, 0, {"group_id": "fz", "topics": [{"name": "gt", "partitions": [{"partition_index": 0}]}]}),
+        (8, 9, {"group_id": "fz", "generation_id_or_member_epoch": 1, "member_id": "m", "group_instance_id": None,
+                "topics": [{"name": "gt", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                          "committed_leader_epoch": -1,
+                                                          "committed_metadata": ""}]}]}),
+        (9, 9, {"groups": [{"group_id": "fz", "member_id": "m", "member_epoch": 3, "topics": None}],
+                "require_stable": True}),
+    ]
+    return [encode_request(k, v, 5, "fuzz", body) for k, v, body in reqs]
+
+
+SEEDS = _seeds()
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.sampled_from(SEEDS), flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)),
+                                                     max_size=4), cut=st.one_of(st.none(), st.integers(0, 10**6)))
+def test_mangled_group_requests_are_answered_or_close_their_connection(
+    shared: BrokerProcess, seed: bytes, flips: list[tuple[int, int]], cut: int | None
+) -> None:
+    body = bytearray(seed[4:])
+    for pos, value in flips:
+        body[8 + pos % max(1, len(body) - 8)] = value  # the header's key/version stay valid
+    if cut is not None:
+        body = body[: 8 + cut % max(1, len(body) - 7)]
+    with RawConnection(shared) as c:
+        c.send(len(body).to_bytes(4, "big") + bytes(body))
+        assert c.outcome(3.0) in ("answered", "closed")
+    with RawConnection(shared) as c:  # and everyone else is still served
+        assert c.request(18, 3, {"client_software_name": "x", "client_software_version": "1"}).error_code == 0
+
+
+def test_no_request_so_far_made_a_handler_fail(shared: BrokerProcess) -> None:
+    assert "Traceback" not in shared.log()
