@@ -37,8 +37,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
                        else f"Group {group_id} is not a consumer group.")
             out.append(_failed(group_id, int(ErrorCode.GROUP_ID_NOT_FOUND), message))
             continue
-        group.expire()
-        out.append(group.describe())
+        out.append(group.describe())  # sessions end on the coordinator's timer, not here
     return {"throttle_time_ms": 0, "groups": out}
 
 
