@@ -193,7 +193,7 @@ def _freeze(assignment: Mapping[str, Iterable[int]]) -> dict[str, frozenset[int]
 
 def _is_subset(owned: Mapping[str, frozenset[int]] | None, assigned: Mapping[str, frozenset[int]]) -> bool:
     if owned is None:
-        return True
+        return False  # as Kafka: a lost-response retry must say what it owns
     return all(ps <= assigned.get(t, frozenset()) for t, ps in owned.items())
 
 
