@@ -1,6 +1,6 @@
 """One KIP-848 group member in its own process: confluent-kafka with group.protocol=consumer.
 
-Usage: python -m tests.broker.kip848_member BOOTSTRAP GROUP TOPIC LOGFILE
+Usage: python -m tests.broker.kip848_member BOOTSTRAP GROUP TOPIC LOGFILE [INSTANCE_ID]
 
 Writes one JSON line per event to LOGFILE, each with ``ts`` (time.time(), the same
 clock in every process on the machine):
@@ -26,6 +26,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 def main() -> int:
     bootstrap, group, topic, path = sys.argv[1:5]
+    static = {"group.instance.id": sys.argv[5]} if len(sys.argv) > 5 else {}
     out = open(path, "a", buffering=1)
 
     def log(kind: str, **fields: Any) -> None:
@@ -49,6 +50,7 @@ def main() -> int:
         "auto.offset.reset": "earliest",
         "error_cb": on_error,
         "topic.metadata.refresh.interval.ms": 1000,
+        **static,
     })
 
     def on_assign(c: Any, parts: list[TopicPartition]) -> None:

@@ -37,12 +37,14 @@ ROOT = Path(__file__).resolve().parents[2]
 class Member:
     """One consumer process and its event log."""
 
-    def __init__(self, name: str, bootstrap: str, group: str, log_dir: Path) -> None:
+    def __init__(self, name: str, bootstrap: str, group: str, log_dir: Path,
+                 instance_id: str | None = None) -> None:
         self.name = name
         self.log = log_dir / f"{name}.jsonl"
         self.killed_at: float | None = None
+        static = [] if instance_id is None else [instance_id]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.broker.kip848_member", bootstrap, group, TOPIC, str(self.log)],
+            [sys.executable, "-m", "tests.broker.kip848_member", bootstrap, group, TOPIC, str(self.log), *static],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(log_dir / f"{name}.stderr", "wb"),
         )
 
@@ -221,3 +223,32 @@ def test_group_survives_a_broker_restart_without_fatal_errors(cluster: Any, tmp_
     owned = sorted(tp.partition for m in described.members for tp in m.assignment.topic_partitions)
     assert owned == list(range(PARTITIONS))
     assert described.is_simple_consumer_group is False
+
+
+def test_a_static_member_restarting_gets_its_partitions_back_without_a_rebalance(
+        cluster: Any, tmp_path: Path) -> None:
+    b, members = cluster
+    a = Member("a", b.bootstrap, "g-static", tmp_path, instance_id="host-a")
+    c = Member("c", b.bootstrap, "g-static", tmp_path, instance_id="host-c")
+    members += [a, c]
+    wait_until("two static members split the topic", split([a, c], [3, 3]))
+    raw = Raw(b.port)
+
+    def describe() -> Any:
+        return raw.call(69, 1, {"group_ids": ["g-static"], "include_authorized_operations": False}).groups[0]
+
+    before = describe()
+    mine = a.owned()
+    # a second process with the same instance id while the first is alive: refused (111), fatal
+    dup = Member("dup", b.bootstrap, "g-static", tmp_path, instance_id="host-a")
+    members.append(dup)
+    wait_until("the duplicate instance is refused", lambda: bool(dup.fatal()))
+    assert "instance" in dup.fatal()[0]["text"].lower()
+    a.close()  # a static member's close is a temporary leave (epoch -2): its partitions wait
+    a2 = Member("a2", b.bootstrap, "g-static", tmp_path, instance_id="host-a")
+    members.append(a2)
+    wait_until("the restarted instance owns what it owned", lambda: a2.owned() == mine)
+    after = describe()
+    assert after.group_epoch == before.group_epoch  # no rebalance
+    assert c.owned() == set(range(PARTITIONS)) - mine
+    assert_never_owned_twice([a, c, a2])
