@@ -370,3 +370,12 @@ def test_a_fenced_member_rejoining_with_epoch_zero_and_its_id_is_taken_back() ->
     settle(g)
     assert sorted(p for m in g.members.values() for p in m.assigned.get("t", ())) == list(range(6))
     assert g.state_name() == "Stable"
+
+
+def test_regex_subscriptions_use_re2_so_a_backtracking_pattern_is_answered() -> None:
+    # Python's re needs ~fib(60) steps to reject this name; RE2 (Kafka's engine) is linear.
+    g, _, _ = make({"a" * 60: 2, "aab": 1})
+    r = join(g, "m", topics=None, subscribed_topic_regex="(a|aa)+b")
+    assert r.assignment == {"aab": fs(0)}
+    assert code_of(lambda: join(g, "n", topics=None, subscribed_topic_regex="(?<=x)y")) == \
+        ErrorCode.INVALID_REGULAR_EXPRESSION  # look-behind: not RE2 (nor RE2/J)
