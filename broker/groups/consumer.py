@@ -366,15 +366,15 @@ class ConsumerGroup:
             self.version += 1
             return member
         holder = self.members[holder_id]
-        if holder_id == member_id:
-            self._reset(holder)
-            return holder
         if holder.member_epoch != STATIC_LEAVE_EPOCH:
+            if holder_id == member_id:
+                self._reset(holder)  # the same member rejoining
+                return holder
             raise KafkaError(ErrorCode.UNRELEASED_INSTANCE_ID,
-                         f"Static member {member_id} with instance id {req.instance_id} cannot join "
-                         f"the group because the instance id is owned by {holder_id} member.")
-        # The static member comes back under a new member id: it takes over the old
-        # member's assignment at epoch 0 and reconciles without a new group epoch.
+                             f"Static member {member_id} with instance id {req.instance_id} cannot join "
+                             f"the group because the instance id is owned by {holder_id} member.")
+        # The static member comes back (usually under a new member id): it takes over the
+        # old member's assignment at epoch 0 and reconciles without a new group epoch.
         del self.members[holder_id]
         for tp in [tp for tp, owner in self._owners.items() if owner == holder_id]:
             self._owners[tp] = member_id
