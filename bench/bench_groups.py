@@ -185,6 +185,38 @@ def _commits(report: Report, port: int) -> None:
                note=f"commit/no-op = {p50 / percentile(floor, 50):.1f}x")
 
 
+def _heartbeats(report: Report, port: int, n: int = 2000) -> None:
+    """Heartbeat round trips of a raw member of a Stable group: each one re-arms the
+    group's precise timer (cancel + call_later), which is what a heartbeat costs here."""
+    c = _Conn(port)
+    join = {"group_id": "bench-hb", "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000,
+            "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]}
+    resp = decode_response(11, 5, c.round_trip(c.frame(11, 5, join)))[1]
+    join["member_id"] = resp.member_id
+    resp = decode_response(11, 5, c.round_trip(c.frame(11, 5, join)))[1]  # waits the initial delay
+    member, generation = resp.member_id, resp.generation_id
+    sync = {"group_id": "bench-hb", "generation_id": generation, "member_id": member,
+            "group_instance_id": None, "assignments": [{"member_id": member, "assignment": b""}]}
+    assert decode_response(14, 3, c.round_trip(c.frame(14, 3, sync)))[1].error_code == 0
+    noop = c.frame(18, 3, {"client_software_name": "bench", "client_software_version": "1"})
+    lat: list[float] = []
+    floor: list[float] = []
+    for _ in range(n):
+        frame = c.frame(12, 3, {"group_id": "bench-hb", "generation_id": generation, "member_id": member,
+                                "group_instance_id": None})
+        t0 = time.perf_counter()
+        raw = c.round_trip(frame)
+        t1 = time.perf_counter()
+        c.round_trip(noop)
+        lat.append((t1 - t0) * 1e6)
+        floor.append((time.perf_counter() - t1) * 1e6)
+    assert decode_response(12, 3, raw)[1].error_code == 0
+    c.sock.close()
+    report.add("groups", "Heartbeat round trip p50", percentile(lat, 50), "µs",
+               note=f"no-op p50 {percentile(floor, 50):.0f} µs in the same run")
+
+
 def run(report: Report, scratch: str) -> None:
     base = Path(scratch)
     proc, port = start_broker(base, base / "data", {"group.initial.rebalance.delay.ms": str(DELAY_MS)})
@@ -192,6 +224,7 @@ def run(report: Report, scratch: str) -> None:
         _fdatasync_floor(report, base / "data")
         _commits(report, port)
         _concurrent_commits(report, port)
+        _heartbeats(report, port)
         _rebalance(report, port)
     finally:
         stop_broker(proc)

@@ -5,8 +5,9 @@
 It consumes TOPIC in GROUP with a real client (confluent-kafka, kafka-python or
 aiokafka), commits each record synchronously and only then appends
 ``partition offset value`` to ``WORKDIR/NAME.out`` (so the file holds exactly the
-records whose commit the broker acknowledged); after every poll it rewrites
-``WORKDIR/NAME.json`` with its current assignment. SIGTERM closes the consumer
+records whose commit the broker acknowledged); when its assignment changes it rewrites
+``WORKDIR/NAME.json`` and appends it to ``WORKDIR/NAME.history``. GROUP_SESSION_MS
+and GROUP_INSTANCE_ID (static membership) come from the environment. SIGTERM closes the consumer
 (LeaveGroup); SIGKILL is a crash.
 """
 
@@ -20,14 +21,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SESSION_MS = 2000
+SESSION_MS = int(os.environ.get("GROUP_SESSION_MS", "2000"))
 HEARTBEAT_MS = 300
+INSTANCE_ID = os.environ.get("GROUP_INSTANCE_ID")  # static membership (confluent only)
 
 
 class Member:
     def __init__(self, workdir: Path, name: str) -> None:
         self.out = open(workdir / f"{name}.out", "a")
         self.status = workdir / f"{name}.json"
+        self.history = workdir / f"{name}.history"
         self.stop = False
         self._last: list[int] | None = None
         signal.signal(signal.SIGTERM, self._on_term)
@@ -44,6 +47,8 @@ class Member:
         if partitions == self._last:
             return
         self._last = partitions
+        with open(self.history, "a") as f:
+            f.write(json.dumps(partitions) + "\n")
         tmp = self.status.with_suffix(".tmp")
         tmp.write_text(json.dumps({"assigned": partitions, "pid": os.getpid()}))
         os.replace(tmp, self.status)
@@ -52,11 +57,14 @@ class Member:
 def run_confluent(m: Member, bootstrap: str, group: str, topic: str, strategy: str) -> None:
     from confluent_kafka import Consumer, KafkaException
 
-    c = Consumer({
+    conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "session.timeout.ms": SESSION_MS,
         "heartbeat.interval.ms": HEARTBEAT_MS, "partition.assignment.strategy": strategy,
-    })
+    }
+    if INSTANCE_ID:
+        conf["group.instance.id"] = INSTANCE_ID
+    c = Consumer(conf)
     c.subscribe([topic])
     while not m.stop:
         msg = c.poll(0.05)

@@ -161,3 +161,16 @@ async def test_an_empty_groups_state_timestamp_survives_a_reopen(tmp_path: Path)
     assert await again.expire_offsets(4 * 60_000 - 1) == 0
     assert await again.expire_offsets(4 * 60_000) == 1
     again.store.close()
+
+
+async def test_an_empty_group_without_offsets_is_deleted_by_the_cleanup(tmp_path: Path) -> None:
+    now = [0]
+    coord = coordinator(tmp_path, now)
+    await empty_consumer_group(coord, "bare", 0)  # became Empty, never committed
+    assert coord.store.has_record("bare")
+    await coord.commit_offsets("kept", [("t", 0, CommittedOffset(1, -1, "", 0))])
+    await coord.store.delete_offsets("kept", [("t", 0)])  # a simple group whose offsets went
+    assert await coord.expire_offsets(1) == 0
+    assert coord.group("bare") is None and coord.group("kept") is None
+    coord.store.close()
+    assert GroupStore(tmp_path).group_records() == {}
