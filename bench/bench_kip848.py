@@ -18,55 +18,28 @@ ApiVersions round trips on the same connection in the same run.
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.bench_groups import _Conn, _create_topic
 from bench.harness import start_broker, stop_broker
 from bench.report import Report, percentile
-from protocol.api import decode_response, encode_request
+from protocol.api import decode_response
 
 PARTITIONS = 12
 HEARTBEATS = 3000
 
 
-class _Conn:
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.corr = 0
-
-    def call(self, key: int, version: int, body: dict[str, Any]) -> Any:
-        self.corr += 1
-        self.sock.sendall(encode_request(key, version, self.corr, "bench", body))
-        (size,) = struct.unpack(">i", self._read(4))
-        return decode_response(key, version, self._read(size))[1]
-
-    def _read(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            buf += chunk
-        return bytes(buf)
-
-
-def _create_topic(port: int, name: str) -> None:
-    c = _Conn(port)
-    resp = c.call(19, 5, {"topics": [{"name": name, "num_partitions": PARTITIONS, "replication_factor": 1,
-                                      "assignments": [], "configs": []}], "timeout_ms": 5000})
-    assert resp.topics[0].error_code == 0
-    c.sock.close()
+def _call(c: _Conn, key: int, version: int, body: dict[str, Any]) -> Any:
+    return decode_response(key, version, c.round_trip(c.frame(key, version, body)))[1]
 
 
 def _settle(report: Report, port: int, interval_ms: int) -> None:
     from confluent_kafka import Consumer
 
     topic = f"kip848-{interval_ms}"
-    _create_topic(port, topic)
+    _create_topic(port, topic, PARTITIONS)
     owned: list[set[int]] = [set(), set(), set()]
 
     def callbacks(k: int) -> dict[str, Any]:
@@ -100,9 +73,9 @@ def _settle(report: Report, port: int, interval_ms: int) -> None:
 
 
 def _heartbeats(report: Report, port: int) -> None:
-    _create_topic(port, "kip848-hb")
+    _create_topic(port, "kip848-hb", PARTITIONS)
     c = _Conn(port)
-    join = c.call(68, 1, {"group_id": "bench-hb", "member_id": "bench-member-0000000000", "member_epoch": 0,
+    join = _call(c, 68, 1, {"group_id": "bench-hb", "member_id": "bench-member-0000000000", "member_epoch": 0,
                           "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["kip848-hb"],
                           "topic_partitions": []})
     owned = [{"topic_id": t.topic_id, "partitions": list(t.partitions)} for t in join.assignment.topic_partitions]
@@ -113,9 +86,9 @@ def _heartbeats(report: Report, port: int) -> None:
     floor: list[float] = []
     for i in range(HEARTBEATS + 200):
         t0 = time.perf_counter()
-        resp = c.call(68, 1, beat)
+        resp = _call(c, 68, 1, beat)
         t1 = time.perf_counter()
-        c.call(18, 3, noop)
+        _call(c, 18, 3, noop)
         t2 = time.perf_counter()
         if i >= 200:
             lat.append((t1 - t0) * 1e6)
@@ -128,6 +101,7 @@ def _heartbeats(report: Report, port: int) -> None:
     report.add("kip848", "ConsumerGroupHeartbeat round trip p99 (steady state)", percentile(lat, 99), "µs")
     report.add("kip848", "no-op round trip p50 (same run)", percentile(floor, 50), "µs",
                note=f"heartbeat/no-op = {p50 / percentile(floor, 50):.1f}x")
+    report.add("kip848", "no-op round trip p99 (same run)", percentile(floor, 99), "µs")
 
 
 def run(report: Report, scratch: str) -> None:
