@@ -238,6 +238,42 @@ class BrokerConfig:
         "offset.metadata.max.bytes", 4096, "Largest metadata string of a committed offset.",
         minimum=0,
     )
+    # --- KIP-848 consumer groups (ConsumerGroupHeartbeat) ---
+    group_consumer_session_timeout_ms: int = _setting(
+        "group.consumer.session.timeout.ms", 45000,
+        "A KIP-848 member that sends no heartbeat for this long is removed from its group.",
+        minimum=1,
+    )
+    group_consumer_min_session_timeout_ms: int = _setting(
+        "group.consumer.min.session.timeout.ms", 45000,
+        "Lowest allowed group.consumer.session.timeout.ms.", minimum=1,
+    )
+    group_consumer_max_session_timeout_ms: int = _setting(
+        "group.consumer.max.session.timeout.ms", 60000,
+        "Highest allowed group.consumer.session.timeout.ms.", minimum=1,
+    )
+    group_consumer_heartbeat_interval_ms: int = _setting(
+        "group.consumer.heartbeat.interval.ms", 5000,
+        "How often KIP-848 members are told to heartbeat.", minimum=1,
+    )
+    group_consumer_min_heartbeat_interval_ms: int = _setting(
+        "group.consumer.min.heartbeat.interval.ms", 5000,
+        "Lowest allowed group.consumer.heartbeat.interval.ms.", minimum=1,
+    )
+    group_consumer_max_heartbeat_interval_ms: int = _setting(
+        "group.consumer.max.heartbeat.interval.ms", 15000,
+        "Highest allowed group.consumer.heartbeat.interval.ms.", minimum=1,
+    )
+    group_consumer_max_size: int = _setting(
+        "group.consumer.max.size", INT_MAX,
+        "Most members a KIP-848 consumer group may have (GROUP_MAX_SIZE_REACHED beyond).",
+        minimum=1,
+    )
+    group_consumer_assignors: str = _setting(
+        "group.consumer.assignors", "uniform,range",
+        "Server-side assignors KIP-848 members may name; the first is the default "
+        "(short names or Kafka's class names).",
+    )
     # --- UDP ingest and metrics (operations) ---
     udp_listeners: str = _setting(
         "udp.listeners", "", "host:port[,host:port] to receive records as UDP datagrams."
@@ -331,6 +367,25 @@ class BrokerConfig:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
         self.topic_config()  # the broker defaults must make a valid topic config
+        self._validate_consumer_groups()
+
+    def _validate_consumer_groups(self) -> None:
+        """Kafka's GroupCoordinatorConfig checks for the KIP-848 settings."""
+        for what, value, lo, hi in (
+            ("group.consumer.session.timeout.ms", self.group_consumer_session_timeout_ms,
+             self.group_consumer_min_session_timeout_ms, self.group_consumer_max_session_timeout_ms),
+            ("group.consumer.heartbeat.interval.ms", self.group_consumer_heartbeat_interval_ms,
+             self.group_consumer_min_heartbeat_interval_ms,
+             self.group_consumer_max_heartbeat_interval_ms),
+        ):
+            if not lo <= value <= hi:
+                raise ConfigError(f"{what} must be between {lo} and {hi} (its min/max settings), got {value}")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise ConfigError("group.consumer.heartbeat.interval.ms must be less than "
+                              "group.consumer.session.timeout.ms")
+        from broker.groups.assignors import assignor_names
+
+        assignor_names(self.group_consumer_assignors)  # raises ConfigError for an unknown name
 
     # ------------------------------------------------------------------ derived
 

@@ -55,6 +55,8 @@ HANDLER_MODULES: dict[int, str] = {
     32: "describe_configs",
     42: "delete_groups",
     47: "offset_delete",
+    68: "consumer_group_heartbeat",
+    69: "consumer_group_describe",
 }
 
 

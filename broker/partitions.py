@@ -250,6 +250,18 @@ class PartitionManager:
         t = self.topics.get(topic)
         return t.partitions if t is not None else 0
 
+    def topic_id(self, topic: str) -> bytes:
+        """The topic's persistent id (``partition.metadata``); zeros if it does not exist."""
+        topic_id = self.logdir.topic_id(topic) if self.logdir is not None else None
+        return topic_id if topic_id is not None else bytes(16)
+
+    def topic_by_id(self, topic_id: bytes) -> str | None:
+        """The name of the topic with ``topic_id``; None if there is none."""
+        if self.logdir is None:
+            return None
+        name = self.logdir.topic_by_id(topic_id)
+        return name if name in self.topics else None
+
     def has_partition(self, topic: str, partition: int) -> bool:
         return 0 <= partition < self.partition_count(topic)
 

@@ -617,7 +617,8 @@ class Broker:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.partitions.open(self.loop)
-        self.groups = GroupCoordinator(self.config, self.partitions.group_offsets)
+        self.groups = GroupCoordinator(self.config, self.partitions.group_offsets,
+                                       topics=self.partitions)
         self.groups.start(self.loop)
         host, port = self.config.host, self.config.port
         # The listener is bound first (so port 0 resolves and a taken port fails early)

@@ -28,6 +28,8 @@ from construct import Construct, ConstructError, Container
 
 from protocol import (
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_topics,
     delete_groups,
     delete_topics,
@@ -75,6 +77,8 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 class ApiRange(NamedTuple):
@@ -111,6 +115,8 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.DELETE_GROUPS: ApiRange("DeleteGroups", 0, 2, 0, 2),
     # OffsetDelete has no flexible version: 1 is past the only one served.
     ApiKey.OFFSET_DELETE: ApiRange("OffsetDelete", 0, 0, 0, 1),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ApiRange("ConsumerGroupHeartbeat", 0, 1, 0, 0),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: ApiRange("ConsumerGroupDescribe", 0, 1, 0, 0),
 }
 
 MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
@@ -134,6 +140,8 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.DESCRIBE_CONFIGS: (describe_configs.REQUEST, describe_configs.RESPONSE),
     ApiKey.DELETE_GROUPS: (delete_groups.REQUEST, delete_groups.RESPONSE),
     ApiKey.OFFSET_DELETE: (offset_delete.REQUEST, offset_delete.RESPONSE),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (consumer_group_heartbeat.REQUEST, consumer_group_heartbeat.RESPONSE),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (consumer_group_describe.REQUEST, consumer_group_describe.RESPONSE),
 }
 
 

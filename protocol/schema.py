@@ -14,6 +14,9 @@ Invariants:
   API table (``protocol.api.API_VERSIONS``), not by the message.
 - A field's default follows Kafka's generator: explicit ``default``, else 0 /
   false / "" / empty / zero UUID, and ``None`` for nullable records.
+- A nullable single struct (``obj`` with ``nullable``) is an int8 marker (-1 null,
+  1 present) before the struct, as Kafka's generator writes it; declare it with
+  ``default=None`` when Kafka's default is null.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 from construct import Construct, Float64b, Int8sb, Int16sb, Int32sb, Int64sb
 
-from protocol.wire import KArray, KBool, KBytes, KString, KStruct, KUuid
+from protocol.wire import KArray, KBool, KBytes, KNullableStruct, KString, KStruct, KUuid
 
 ZERO_UUID = bytes(16)
 
@@ -157,7 +160,8 @@ def F(
 
 def _element_codec(t: str | StructType, version: int, flexible: bool, nullable: bool) -> Construct:
     if isinstance(t, StructType):
-        return struct_codec(t.fields, version, flexible)
+        inner = struct_codec(t.fields, version, flexible)
+        return KNullableStruct(inner) if nullable and not t.array else inner
     if t in _INTS:
         return _INTS[t]
     if t == "bool":

@@ -4,6 +4,11 @@ Layout (as Apache Kafka's ``LogManager``):
 - ``<topic>-<partition>/`` one directory per partition log;
 - ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``
   (see :mod:`storage.checkpoint`);
+- ``<topic>-<partition>/partition.metadata``: the topic's id (see
+  :mod:`storage.partition_metadata`); every partition of a topic holds the same
+  id. A topic found without one (written by an older Chronolog) gets one new id
+  on open, written into each of its directories; directories that disagree take
+  the id of the topic's lowest partition that has one;
 - ``.kafka_cleanshutdown``: written last by :meth:`LogDir.close` after every log was
   flushed and sealed; when present at startup recovery is skipped; it is deleted
   once the logs are open, so a crash from then on is treated as unclean.
@@ -25,6 +30,7 @@ from storage.checkpoint import read_checkpoint, write_checkpoint
 from storage.config import LogConfig
 from storage.fsutil import fsync_dir
 from storage.log import Log
+from storage.partition_metadata import new_topic_id, read_topic_id, write_topic_id
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -55,6 +61,9 @@ class LogDir:
         self.default_config = default_config
         self._config_for = config_for
         self._logs: dict[tuple[str, int], Log] = {}
+        self._topic_ids: dict[str, bytes] = {}
+        self._topics_by_id: dict[bytes, str] = {}
+        self._partition_counts: dict[str, int] = {}
         marker = self.path / CLEAN_SHUTDOWN_FILE
         self.clean_shutdown = marker.exists()
         recovery = read_checkpoint(self.path / RECOVERY_POINT_CHECKPOINT)
@@ -76,9 +85,34 @@ class LogDir:
                 recovery_point=recovery.get(key),
                 clean_shutdown=self.clean_shutdown,
             )
+        self._load_topic_ids()
         if marker.exists():
             marker.unlink()
         self._closed = False
+
+    def _load_topic_ids(self) -> None:
+        found: dict[str, bytes] = {}
+        for (topic, _partition), log in sorted(self._logs.items()):
+            self._partition_counts[topic] = self._partition_counts.get(topic, 0) + 1
+            if topic not in found:
+                topic_id = read_topic_id(log.dir)
+                if topic_id is not None and topic_id not in self._topics_by_id:
+                    found[topic] = topic_id
+                    self._topics_by_id[topic_id] = topic
+        for (topic, _partition), log in sorted(self._logs.items()):
+            topic_id = found.get(topic)
+            if topic_id is None:
+                topic_id = found[topic] = self._new_id()
+                self._topics_by_id[topic_id] = topic
+            if read_topic_id(log.dir) != topic_id:
+                write_topic_id(log.dir, topic_id)
+        self._topic_ids = found
+
+    def _new_id(self) -> bytes:
+        while True:
+            topic_id = new_topic_id()
+            if topic_id not in self._topics_by_id:
+                return topic_id
 
     def _config(self, topic: str) -> LogConfig:
         if self._config_for is not None:
@@ -95,6 +129,14 @@ class LogDir:
     def get(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
 
+    def topic_id(self, topic: str) -> bytes | None:
+        """The topic's id (the same in every partition directory); None if it has no log."""
+        return self._topic_ids.get(topic)
+
+    def topic_by_id(self, topic_id: bytes) -> str | None:
+        """The name of the topic with this id; None if no such topic is open."""
+        return self._topics_by_id.get(bytes(topic_id))
+
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The log of (topic, partition), created empty with ``config`` if missing; an
         existing log takes ``config`` when one is given."""
@@ -105,7 +147,13 @@ class LogDir:
                 raise ValueError(f"illegal topic name {topic!r} or partition {partition}")
             log = Log(self.path / partition_dir_name(topic, partition),
                       config or self._config(topic))
+            topic_id = self._topic_ids.get(topic)
+            if topic_id is None:
+                topic_id = self._topic_ids[topic] = self._new_id()
+                self._topics_by_id[topic_id] = topic
+            write_topic_id(log.dir, topic_id)
             self._logs[key] = log
+            self._partition_counts[topic] = self._partition_counts.get(topic, 0) + 1
             fsync_dir(self.path)  # the new partition directory survives a power loss
         elif config is not None:
             log.update_config(config)
@@ -121,6 +169,12 @@ class LogDir:
         doomed = self.path / f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}-delete"
         os.replace(log.dir, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
+        self._partition_counts[topic] -= 1
+        if not self._partition_counts[topic]:
+            del self._partition_counts[topic]
+            topic_id = self._topic_ids.pop(topic, None)  # a re-created topic gets a new id
+            if topic_id is not None:
+                self._topics_by_id.pop(topic_id, None)
         return True
 
     # -- durability -------------------------------------------------------------------

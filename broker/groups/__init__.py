@@ -1,2 +1,3 @@
 """Consumer groups: the coordinator (registry and timers), the classic protocol's state
-machine, and the durable store of group state and committed offsets."""
+machine, KIP-848 consumer groups (``consumer``, ``assignors``), and the durable store
+of group state and committed offsets."""

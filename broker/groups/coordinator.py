@@ -132,11 +132,14 @@ class GroupCoordinator:
     """Every group of this broker, by id; their timers; their durable state."""
 
     def __init__(self, config: BrokerConfig, store: GroupStore, *,
-                 clock: Callable[[], int] = wall_ms) -> None:
+                 clock: Callable[[], int] = wall_ms, topics: Any = None) -> None:
         _load_group_types()
         self.config = config
         self.store = store
         self.clock = clock
+        # The topics KIP-848 groups assign (``broker.groups.consumer.TopicImage``: partition
+        # counts and topic ids); the broker passes its PartitionManager.
+        self.topics = topics
         self._groups: dict[str, Group] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._deadlines: dict[str, int] = {}
@@ -179,7 +182,12 @@ class GroupCoordinator:
                 return None
             return self.add(ClassicGroup(group_id, self.config, self.clock()))  # type: ignore[return-value]
         if not isinstance(g, ClassicGroup):
-            raise InconsistentGroupType(group_id)
+            if not (create and g.is_empty()):
+                raise InconsistentGroupType(group_id)
+            # An empty KIP-848 group makes way for a classic one (Kafka's
+            # getOrMaybeCreateClassicGroup); the committed offsets stay.
+            self.remove(group_id)
+            return self.add(ClassicGroup(group_id, self.config, self.clock()))  # type: ignore[return-value]
         return g
 
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[Group]:

@@ -109,6 +109,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
             out.append(_failed(name, int(exc.code), exc.message or None))
             continue
         out.append(_created(name, partitions, log_config, overrides))
+        out[-1]["topic_id"] = pm.topic_id(name)  # v7+: the new topic's id (zeros if validate_only)
     return {"throttle_time_ms": 0, "topics": out}
 
 

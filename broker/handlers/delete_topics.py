@@ -1,8 +1,8 @@
 """DeleteTopics (20), v1-6: remove topics, their logs and their producer state.
 
 Invariants: each topic is answered on its own — UNKNOWN_TOPIC_OR_PARTITION (3)
-for a name we do not have, UNKNOWN_TOPIC_ID (100) for an id-only entry (every
-topic id here is zero), TOPIC_DELETION_DISABLED (73) when ``delete.topic.enable``
+for a name we do not have, UNKNOWN_TOPIC_ID (100) for an id (v6, null name)
+that no topic has, TOPIC_DELETION_DISABLED (73) when ``delete.topic.enable``
 is false. A deleted topic's files are gone when the answer is sent.
 """
 
@@ -32,9 +32,13 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     out = []
     for name, topic_id in _entries(request):
         if name is None:
-            out.append(_answer(None, topic_id, int(ErrorCode.UNKNOWN_TOPIC_ID),
-                               "topic ids are not used by this broker; delete by name"))
-            continue
+            name = pm.topic_by_id(topic_id)
+            if name is None:
+                out.append(_answer(None, topic_id, int(ErrorCode.UNKNOWN_TOPIC_ID),
+                                   "This server does not host this topic ID."))
+                continue
+        elif topic_id == ZERO_UUID:
+            topic_id = pm.topic_id(name)
         if not ctx.config.delete_topic_enable:
             out.append(_answer(name, topic_id, int(ErrorCode.TOPIC_DELETION_DISABLED),
                                "delete.topic.enable is false"))

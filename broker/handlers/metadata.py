@@ -4,7 +4,11 @@ Invariants:
 - One broker (``node.id``, the advertised host and port) leads every partition,
   is its only replica and its whole ISR; it is also the controller, because
   admin clients send CreateTopics to ControllerId.
-- Topic ids are all zero (clients then keep using names; see kafka-facts §8).
+- From v10 every topic carries its persistent id (``partition.metadata``); v12
+  clients may ask by id alone (null name), as librdkafka does to resolve KIP-848
+  assignments: a known id is answered under its name, an unknown one with
+  UNKNOWN_TOPIC_ID (100), a null name and the id echoed. Before v10 a null name
+  cannot be sent.
 - v0: an empty topic list means every topic. v1+: null means every topic, an
   empty list none. An unknown topic is created when ``auto.create.topics.enable``
   and (from v4) the request's AllowAutoTopicCreation allow it, and is answered
@@ -23,11 +27,12 @@ ZERO_UUID = bytes(16)
 NO_OPERATIONS = -2147483648
 
 
-def _topic_entry(name: str | None, error: int, partitions: list[dict[str, Any]]) -> dict[str, Any]:
+def _topic_entry(name: str | None, error: int, partitions: list[dict[str, Any]],
+                 topic_id: bytes = ZERO_UUID) -> dict[str, Any]:
     return {
         "error_code": error,
         "name": name,
-        "topic_id": ZERO_UUID,
+        "topic_id": topic_id,
         "is_internal": False,
         "partitions": partitions,
         "topic_authorized_operations": NO_OPERATIONS,
@@ -56,20 +61,27 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     node = ctx.config.node_id
     requested = body.topics
     if requested is None or (version == 0 and len(requested) == 0):
-        names: list[str | None] = list(pm.topic_names())
+        names: list[str | bytes] = list(pm.topic_names())
         allow_create = False
     else:
-        names = [t.name for t in requested]
+        names = [bytes(t.topic_id or ZERO_UUID) if t.name is None else t.name for t in requested]
         allow_create = bool(body.allow_auto_topic_creation) if version >= 4 else True
     topics = []
-    seen: set[str | None] = set()
-    for name in names:
-        if name in seen:
+    seen: set[str | bytes] = set()
+    for entry in names:
+        if entry in seen:
             continue
-        seen.add(name)
-        if name is None:
-            topics.append(_topic_entry(None, int(ErrorCode.UNKNOWN_TOPIC_ID), []))
-            continue
+        seen.add(entry)
+        if isinstance(entry, bytes):  # by id (v10+ with a null name)
+            by_id = pm.topic_by_id(entry)
+            if by_id is None or by_id in seen:
+                if by_id is None:
+                    topics.append(_topic_entry(None, int(ErrorCode.UNKNOWN_TOPIC_ID), [], entry))
+                continue
+            seen.add(by_id)
+            name = by_id
+        else:
+            name = entry
         count = pm.partition_count(name)
         if count == 0 and allow_create:
             try:
@@ -81,7 +93,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
         if count == 0:
             topics.append(_topic_entry(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), []))
             continue
-        topics.append(_topic_entry(name, 0, _partitions(node, count)))
+        topics.append(_topic_entry(name, 0, _partitions(node, count), pm.topic_id(name)))
     host, port = ctx.config.advertised_host_port(ctx.broker.port)
     return {
         "throttle_time_ms": 0,

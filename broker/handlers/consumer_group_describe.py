@@ -1,0 +1,46 @@
+"""ConsumerGroupDescribe (69), v0-1: KIP-848 groups, their epochs, members and assignments.
+
+Invariants: one answer per requested id, in order. An empty id is INVALID_GROUP_ID
+(24); an unknown group, or one that is not a KIP-848 consumer group, is
+GROUP_ID_NOT_FOUND (69) — clients (librdkafka, Kafka's Admin) then fall back to
+DescribeGroups. Assignments list each topic by id and name; v1 adds MemberType 1
+(consumer) to each member.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.groups.consumer import ConsumerGroup
+from protocol.errors import ErrorCode
+
+NO_OPERATIONS = -2147483648
+
+
+def _failed(group_id: str, code: int, message: str) -> dict[str, Any]:
+    return {
+        "error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
+        "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+        "authorized_operations": NO_OPERATIONS,
+    }
+
+
+async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    out = []
+    for group_id in request.body.group_ids:
+        if not group_id:
+            out.append(_failed(group_id, int(ErrorCode.INVALID_GROUP_ID), "Group id can't be empty."))
+            continue
+        group = ctx.broker.groups.group(group_id)
+        if not isinstance(group, ConsumerGroup) or group.state_name() == "Dead":
+            message = (f"Group {group_id} not found." if group is None
+                       else f"Group {group_id} is not a consumer group.")
+            out.append(_failed(group_id, int(ErrorCode.GROUP_ID_NOT_FOUND), message))
+            continue
+        out.append(group.describe())  # sessions end on the coordinator's timer, not here
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0,
+            "groups": [_failed(g, code, "unexpected server error") for g in request.body.group_ids]}

@@ -1,0 +1,254 @@
+"""KIP-848 groups with real clients: confluent-kafka (librdkafka 2.16) with
+group.protocol=consumer, each member in its own process (tests/broker/kip848_member.py).
+
+Ownership is checked from the members' own rebalance callbacks: per partition, the
+intervals during which each member held it must never overlap (revoke before assign).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.broker.test_core_server import Raw
+
+TOPIC = "kip848"
+PARTITIONS = 6
+# Seconds, lowered from Kafka's 45 s / 5 s through the min settings.
+SESSION_MS = 3000
+HEARTBEAT_MS = 250
+FAST_GROUPS = {
+    "group.consumer.session.timeout.ms": str(SESSION_MS),
+    "group.consumer.min.session.timeout.ms": "1000",
+    "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
+    "group.consumer.min.heartbeat.interval.ms": "100",
+}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Member:
+    """One consumer process and its event log."""
+
+    def __init__(self, name: str, bootstrap: str, group: str, log_dir: Path,
+                 instance_id: str | None = None) -> None:
+        self.name = name
+        self.log = log_dir / f"{name}.jsonl"
+        self.killed_at: float | None = None
+        static = [] if instance_id is None else [instance_id]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.broker.kip848_member", bootstrap, group, TOPIC, str(self.log), *static],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(log_dir / f"{name}.stderr", "wb"),
+        )
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        out = []
+        for line in self.log.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass  # a line being written
+        return out
+
+    def owned(self) -> set[int]:
+        held: set[int] = set()
+        for e in self.events():
+            if e["kind"] == "assign":
+                held |= set(e["partitions"])
+            elif e["kind"] in ("revoke", "lost"):
+                held -= set(e["partitions"])
+        return held if self.killed_at is None else set()
+
+    def done(self) -> list[tuple[int, int]]:
+        return [(e["partition"], e["offset"]) for e in self.events() if e["kind"] == "done"]
+
+    def fatal(self) -> list[dict[str, Any]]:
+        return [e for e in self.events() if e["kind"] == "error" and (e["fatal"] or e["code"] == -150)]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(20)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        self.killed_at = time.time()
+
+
+def wait_until(what: str, cond: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting until {what}")
+
+
+def split(members: list[Member], sizes: list[int] | None = None) -> Callable[[], bool]:
+    """The live members own every partition between them, disjointly (in the given sizes)."""
+
+    def check() -> bool:
+        owned = [m.owned() for m in members]
+        if sorted(p for o in owned for p in o) != list(range(PARTITIONS)):
+            return False
+        return sizes is None or sorted(len(o) for o in owned) == sorted(sizes)
+
+    return check
+
+
+def ownership_intervals(members: list[Member]) -> dict[int, list[tuple[float, float, str]]]:
+    """Per partition, (from, to, member) spans taken from the rebalance callbacks."""
+    spans: dict[int, list[tuple[float, float, str]]] = {}
+    for m in members:
+        start: dict[int, float] = {}
+        for e in m.events():
+            if e["kind"] == "assign":
+                for p in e["partitions"]:
+                    start.setdefault(p, e["ts"])
+            elif e["kind"] in ("revoke", "lost"):
+                for p in e["partitions"]:
+                    if p in start:
+                        spans.setdefault(p, []).append((start.pop(p), e["ts"], m.name))
+        end = m.killed_at if m.killed_at is not None else float("inf")
+        for p, t in start.items():
+            spans.setdefault(p, []).append((t, end, m.name))
+    return spans
+
+
+def assert_never_owned_twice(members: list[Member]) -> None:
+    for p, spans in ownership_intervals(members).items():
+        spans.sort()
+        for (_a0, a1, am), (b0, _b1, bm) in zip(spans, spans[1:], strict=False):
+            assert a1 <= b0, f"partition {p} owned by {am} until {a1} and by {bm} from {b0}"
+
+
+def produce(bootstrap: str, first: int, count: int) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(first, first + count):
+        p.produce(TOPIC, value=str(i).encode(), partition=i % PARTITIONS)
+    assert p.flush(10) == 0
+
+
+@pytest.fixture
+def cluster(broker_factory: Any, tmp_path: Path) -> Iterator[tuple[Any, list[Member]]]:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = broker_factory(overrides=FAST_GROUPS)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(10)
+    members: list[Member] = []
+    yield b, members
+    for m in members:
+        if m.proc.poll() is None:
+            m.proc.kill()
+            m.proc.wait()
+
+
+def test_members_split_rebalance_and_take_over_without_double_ownership_and_each_record_once(
+        cluster: Any, tmp_path: Path) -> None:
+    b, members = cluster
+
+    def start(name: str) -> Member:
+        m = Member(name, b.bootstrap, "g-split", tmp_path)
+        members.append(m)
+        return m
+
+    produce(b.bootstrap, 0, 300)
+    a, bb = start("a"), start("b")
+    wait_until("two members split 6 partitions 3/3", split([a, bb], [3, 3]))
+    c = start("c")
+    produce(b.bootstrap, 300, 300)
+    wait_until("a third member gets 2 of them", split([a, bb, c], [2, 2, 2]))
+    c.close()
+    wait_until("the closed member's partitions return", split([a, bb], [3, 3]))
+    wait_until("all 600 records are processed", lambda: len(a.done() + bb.done() + c.done()) >= 600)
+    bb.kill()  # no LeaveGroup: only the session timeout frees its partitions
+    killed = time.monotonic()
+    produce(b.bootstrap, 600, 60)
+    wait_until("the survivor takes over after the session timeout", split([a], [6]), timeout=SESSION_MS / 1000 + 10)
+    assert time.monotonic() - killed >= SESSION_MS / 1000 * 0.9  # not before the session ran out
+    wait_until("the records after the kill are processed", lambda: len(a.done() + bb.done() + c.done()) >= 660)
+    time.sleep(0.5)
+    assert_never_owned_twice(members)
+    done = a.done() + bb.done() + c.done()
+    assert len(done) == len(set(done)) == 660  # every record processed (and committed) exactly once
+    by_partition: dict[int, list[int]] = {}
+    for p, o in done:
+        by_partition.setdefault(p, []).append(o)
+    assert {p: sorted(v) for p, v in by_partition.items()} == {p: list(range(110)) for p in range(PARTITIONS)}
+    assert not any(m.fatal() for m in members)
+
+
+def test_group_survives_a_broker_restart_without_fatal_errors(cluster: Any, tmp_path: Path) -> None:
+    b, members = cluster
+    a = Member("a", b.bootstrap, "g-restart", tmp_path)
+    c = Member("c", b.bootstrap, "g-restart", tmp_path)
+    members += [a, c]
+    wait_until("two members split the topic", split([a, c], [3, 3]))
+    b.restart()
+    produce(b.bootstrap, 0, 60)
+    wait_until("records produced after the restart are consumed", lambda: len(a.done() + c.done()) >= 60)
+    assert not a.fatal() and not c.fatal(), (a.fatal(), c.fatal())
+    assert split([a, c], [3, 3])()
+    raw = Raw(b.port)
+    desc = raw.call(69, 1, {"group_ids": ["g-restart", "nope"], "include_authorized_operations": False})
+    g, missing = desc.groups
+    assert (g.error_code, g.group_state, missing.error_code) == (0, "Stable", 69)
+    assert sorted(len(m.assignment.topic_partitions[0].partitions) for m in g.members) == [3, 3]
+    assert {m.member_type for m in g.members} == {1}
+    listed = raw.call(16, 5, {"states_filter": [], "types_filter": ["CONSUMER"]})
+    assert [(x.group_id, x.group_type, x.protocol_type, x.group_state) for x in listed.groups] == [
+        ("g-restart", "consumer", "consumer", "Stable")]
+    assert raw.call(16, 5, {"states_filter": [], "types_filter": ["classic"]}).groups == []
+    # librdkafka's AdminClient asks ConsumerGroupDescribe first (falls back to DescribeGroups on 69)
+    from confluent_kafka import ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    described = admin.describe_consumer_groups(["g-restart"])["g-restart"].result(10)
+    assert described.type == ConsumerGroupType.CONSUMER
+    assert str(described.state).endswith("STABLE")
+    owned = sorted(tp.partition for m in described.members for tp in m.assignment.topic_partitions)
+    assert owned == list(range(PARTITIONS))
+    assert described.is_simple_consumer_group is False
+
+
+def test_a_static_member_restarting_gets_its_partitions_back_without_a_rebalance(
+        cluster: Any, tmp_path: Path) -> None:
+    b, members = cluster
+    a = Member("a", b.bootstrap, "g-static", tmp_path, instance_id="host-a")
+    c = Member("c", b.bootstrap, "g-static", tmp_path, instance_id="host-c")
+    members += [a, c]
+    wait_until("two static members split the topic", split([a, c], [3, 3]))
+    raw = Raw(b.port)
+
+    def describe() -> Any:
+        return raw.call(69, 1, {"group_ids": ["g-static"], "include_authorized_operations": False}).groups[0]
+
+    before = describe()
+    mine = a.owned()
+    # a second process with the same instance id while the first is alive: refused (111), fatal
+    dup = Member("dup", b.bootstrap, "g-static", tmp_path, instance_id="host-a")
+    members.append(dup)
+    wait_until("the duplicate instance is refused", lambda: bool(dup.fatal()))
+    assert "instance" in dup.fatal()[0]["text"].lower()
+    a.close()  # a static member's close is a temporary leave (epoch -2): its partitions wait
+    a2 = Member("a2", b.bootstrap, "g-static", tmp_path, instance_id="host-a")
+    members.append(a2)
+    wait_until("the restarted instance owns what it owned", lambda: a2.owned() == mine)
+    after = describe()
+    assert after.group_epoch == before.group_epoch  # no rebalance
+    assert c.owned() == set(range(PARTITIONS)) - mine
+    assert_never_owned_twice([a, c, a2])
