@@ -390,6 +390,9 @@ def test_group_state_survives_a_restart(broker_factory: Any, how: str) -> None:
     while describe(b, "emptied").group_state != "Empty":
         assert time.monotonic() < deadline
         time.sleep(0.02)
+    # Becoming Empty is no answer to anyone, so nothing promised it durable yet; the store
+    # writes in order, so an acknowledged commit made after it proves it is on disk.
+    assert a.commit({("gt", 1): 77}) == {("gt", 1): NONE}
     for m in (a, m2, gone):
         m.close()
     bring_back(b, how)
