@@ -24,7 +24,7 @@ from typing import Any
 
 from construct import Construct, Float64b, Int8sb, Int16sb, Int32sb, Int64sb
 
-from protocol.wire import KArray, KBool, KBytes, KString, KStruct, KUuid
+from protocol.wire import KArray, KBool, KBytes, KNullableStruct, KString, KStruct, KUuid
 
 ZERO_UUID = bytes(16)
 
@@ -157,7 +157,8 @@ def F(
 
 def _element_codec(t: str | StructType, version: int, flexible: bool, nullable: bool) -> Construct:
     if isinstance(t, StructType):
-        return struct_codec(t.fields, version, flexible)
+        inner = struct_codec(t.fields, version, flexible)
+        return KNullableStruct(inner) if nullable else inner
     if t in _INTS:
         return _INTS[t]
     if t == "bool":

@@ -501,3 +501,52 @@ class KStruct(Construct):
         lines.append("    return objdict")
         code.append("\n".join(lines))
         return f"{fname}(obj, io, this)"
+
+
+class KNullableStruct(Construct):
+    """A nullable nested struct (Kafka's ``"nullableVersions"`` on a struct field): an int8
+    marker, -1 = null and 1 = present (followed by the struct), in every encoding."""
+
+    def __init__(self, subcon: Construct) -> None:
+        super().__init__()
+        self.subcon = subcon
+        self.flagbuildnone = True
+
+    def _parse(self, stream: Any, context: Any, path: Any) -> Any:
+        marker = read_exact(stream, 1)[0]
+        if marker == 0xFF:
+            return None
+        return self.subcon._parsereport(stream, context, path)
+
+    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
+        if obj is None:
+            stream.write(b"\xff")
+            return None
+        stream.write(b"\x01")
+        self.subcon._build(obj, stream, context, path)
+        return obj
+
+    def _emitparse(self, code: Any) -> str:
+        code.append(_HELPERS)
+        fname = f"parse_knullable_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(io, this):
+                if read_exact(io, 1)[0] == 0xFF:
+                    return None
+                return {self.subcon._compileparse(code)}
+        """)
+        return f"{fname}(io, this)"
+
+    def _emitbuild(self, code: Any) -> str:
+        code.append(_HELPERS)
+        fname = f"build_knullable_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(obj, io, this):
+                if obj is None:
+                    io.write(b'\\xff')
+                    return None
+                io.write(b'\\x01')
+                {self.subcon._compilebuild(code)}
+                return obj
+        """)
+        return f"{fname}(obj, io, this)"
