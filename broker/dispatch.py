@@ -45,8 +45,20 @@ HANDLER_MODULES: dict[int, str] = {
     18: "api_versions",
     19: "create_topics",
     20: "delete_topics",
+    21: "delete_records",
     22: "init_producer_id",
+    23: "offset_for_leader_epoch",
     32: "describe_configs",
+    33: "alter_configs",
+    35: "describe_log_dirs",
+    37: "create_partitions",
+    43: "elect_leaders",
+    44: "incremental_alter_configs",
+    45: "alter_partition_reassignments",
+    46: "list_partition_reassignments",
+    60: "describe_cluster",
+    61: "describe_producers",
+    75: "describe_topic_partitions",
 }
 
 

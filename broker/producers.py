@@ -427,6 +427,11 @@ class ProducerStateManager:
     def entry(self, topic: str, partition: int, producer_id: int) -> ProducerEntry | None:
         return self._partitions.get((topic, partition), {}).get(producer_id)
 
+    def active(self, topic: str, partition: int) -> dict[int, ProducerEntry]:
+        """Producer id -> state of every producer still tracked on the partition
+        (DescribeProducers)."""
+        return dict(self._partitions.get((topic, partition), {}))
+
 
 class _Snapshot(NamedTuple):
     offset: int
