@@ -23,7 +23,7 @@ from typing import Any
 
 from broker.config import ConfigError
 from broker.dispatch import RequestContext
-from broker.partitions import validate_topic_name
+from broker.partitions import Topic, validate_topic_name
 from protocol import describe_configs as dc
 from protocol import incremental_alter_configs as iac
 from protocol.errors import ErrorCode, KafkaError
@@ -96,29 +96,43 @@ def replacement(configs: Sequence[Any]) -> Transform:
     return lambda _current: dict(values)
 
 
+def existing_topic(ctx: RequestContext, name: str) -> Topic:
+    """The topic a TOPIC resource names; raises KafkaError 17 (illegal name) or 3 (absent)."""
+    validate_topic_name(name)
+    topic = ctx.partitions.topics.get(name)
+    if topic is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                         f"Topic {name!r} does not exist on this broker")
+    return topic
+
+
+def check_broker_name(ctx: RequestContext, name: str) -> None:
+    """A BROKER resource is "" (the cluster default) or this node's id, else
+    INVALID_REQUEST (42) with Kafka's message."""
+    if not name:
+        return
+    try:
+        node = int(name)
+    except ValueError:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Broker id must be an integer, but it is: {name}") from None
+    if node != ctx.config.node_id:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {ctx.config.node_id} or empty "
+                         f"string, but received {name}")
+
+
 def alter(ctx: RequestContext, rtype: int, name: str, transform: Transform, validate_only: bool) -> None:
     """Apply ``transform`` to one resource's dynamic configs; raises KafkaError."""
     pm = ctx.partitions
     if rtype == dc.RESOURCE_TOPIC:
         if not name:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
-        validate_topic_name(name)
-        topic = pm.topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"Topic {name!r} does not exist on this broker")
+        topic = existing_topic(ctx, name)
         pm.alter_topic_configs(name, transform(dict(topic.configs)), validate_only=validate_only)
         return
     if rtype == dc.RESOURCE_BROKER:
-        if name:
-            try:
-                node = int(name)
-            except ValueError:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 f"Node id must be an integer, but it is: {name}") from None
-            if node != ctx.config.node_id:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 f"Unexpected broker id, expected {ctx.config.node_id}, but received {name}")
+        check_broker_name(ctx, name)
         try:
             pm.alter_broker_configs(name, transform(pm.dynamic.level(name)), validate_only=validate_only)
         except ConfigError as exc:

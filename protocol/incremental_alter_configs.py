@@ -6,6 +6,7 @@ resource types are ``protocol.describe_configs``'s ids.
 
 from __future__ import annotations
 
+from protocol import alter_configs
 from protocol.schema import F, arr, message
 
 OP_SET = 0
@@ -27,13 +28,5 @@ REQUEST = message(
     F("validate_only", "bool"),
 )
 
-RESPONSE = message(
-    "IncrementalAlterConfigsResponse",
-    F("throttle_time_ms", "int32"),
-    F("responses", arr(
-        F("error_code", "int16"),
-        F("error_message", "string", nullable="0+"),
-        F("resource_type", "int8"),
-        F("resource_name", "string"),
-    )),
-)
+# The same answer as the legacy AlterConfigs: one result per resource.
+RESPONSE = message("IncrementalAlterConfigsResponse", *alter_configs.RESPONSE.fields)

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.config import BrokerConfig
+from broker.config_admin import check_broker_name, existing_topic
 from broker.dispatch import RequestContext
 from broker.dynamic_config import DynamicBrokerConfigs, dynamic_names
-from broker.partitions import validate_topic_name
 from protocol import describe_configs as dc
 from protocol.errors import ErrorCode, KafkaError
 
@@ -268,26 +268,12 @@ def _entries(resource: Any, ctx: RequestContext) -> list[Entry]:
     """The resource's configs; raises KafkaError for a resource we cannot describe."""
     rtype, name = resource.resource_type, resource.resource_name
     if rtype == dc.RESOURCE_TOPIC:
-        validate_topic_name(name)
-        topic = ctx.partitions.topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"Topic {name!r} does not exist on this broker")
+        topic = existing_topic(ctx, name)
         effective = ctx.partitions.log_config(name).to_kafka()
         return topic_entries(ctx.config, topic.configs, effective, ctx.partitions.dynamic)
     if rtype == dc.RESOURCE_BROKER:
-        if not name:
-            return broker_entries(ctx.config, ctx.partitions.dynamic, default_level=True)
-        try:
-            node = int(name)
-        except ValueError:
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Broker id must be an integer, but it is: {name}") from None
-        if node != ctx.config.node_id:
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Unexpected broker id, expected {ctx.config.node_id} or empty "
-                             f"string, but received {name}")
-        return broker_entries(ctx.config, ctx.partitions.dynamic)
+        check_broker_name(ctx, name)
+        return broker_entries(ctx.config, ctx.partitions.dynamic, default_level=not name)
     raise KafkaError(ErrorCode.INVALID_REQUEST,
                      f"Unsupported resource type {rtype} for resource {name!r}: Chronolog "
                      f"describes TOPIC ({dc.RESOURCE_TOPIC}) and BROKER ({dc.RESOURCE_BROKER}) "

@@ -16,11 +16,11 @@ import json
 import sys
 from typing import Any
 
-from client.aio import Client
 from client.cli._common import (
     add_bootstrap,
     add_command,
     allow_relative_times,
+    connect,
     print_table,
     run,
     time_arg,
@@ -48,9 +48,7 @@ def register(subparsers: Any) -> None:
 async def _delete_records(args: argparse.Namespace) -> int:
     from client import admin
 
-    async with await Client.connect(
-        args.bootstrap_server, client_id="chronolog-cli", request_timeout=args.request_timeout
-    ) as client:
+    async with await connect(args) as client:
         parts = sorted(args.partition) if args.partition else await client.partitions_for(args.topic)
         if args.before_time is not None:
             offsets = await admin.offsets_before_time(client, args.topic, args.before_time, parts)

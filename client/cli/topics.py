@@ -21,8 +21,8 @@ import json
 import sys
 from typing import Any
 
-from client.aio import DESCRIBE_CONFIGS, Client
-from client.cli._common import add_bootstrap, config_arg, print_table, run
+from client.aio import DESCRIBE_CONFIGS
+from client.cli._common import add_bootstrap, config_arg, connect, print_table, run
 
 
 def register(subparsers: Any) -> None:
@@ -74,10 +74,7 @@ def register(subparsers: Any) -> None:
     rm.set_defaults(func=lambda a: run(lambda: _delete(a)))
 
 
-async def _connect(args: argparse.Namespace) -> Client:
-    return await Client.connect(
-        args.bootstrap_server, client_id="chronolog-cli", request_timeout=args.request_timeout
-    )
+_connect = connect
 
 
 async def _create(args: argparse.Namespace) -> int:

@@ -27,14 +27,14 @@ from aiokafka.protocol.admin import (
 )
 from confluent_kafka import Consumer, ElectionType, Producer
 from confluent_kafka import TopicPartition as CkTP
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 from kafka import KafkaProducer
 from kafka import TopicPartition as KpTP
-from kafka.admin import KafkaAdminClient
 from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest
 
 from client import admin
 from client.aio import Client, ProducerRecord
+from tests.broker.admin_common import Shared, admin_broker
 from tests.broker.test_core_server import Raw
 from tests.conftest import BrokerProcess, free_port_number
 
@@ -42,22 +42,15 @@ TIMEOUT = 15.0
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, AdminClient, KafkaAdminClient]]:
-    data = tmp_path_factory.mktemp("admin-cluster") / "data"
-    data.mkdir()
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
     mport = free_port_number()
-    b = BrokerProcess(data, free_port_number(), {"metrics.listener": f"127.0.0.1:{mport}"}).start()
-    b.metrics_port = mport  # type: ignore[attr-defined]
-    ck = AdminClient({"bootstrap.servers": b.bootstrap})
-    fs = ck.create_topics([NewTopic("alpha", 3, 1), NewTopic("beta", 2, 1), NewTopic("gamma", 1, 1)])
-    for f in fs.values():
-        f.result(TIMEOUT)
-    kp = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=int(TIMEOUT * 1000))
-    try:
-        yield b, ck, kp
-    finally:
-        kp.close()
-        b.stop()
+    with admin_broker(tmp_path_factory, "admin-cluster", {"metrics.listener": f"127.0.0.1:{mport}"}) as brokers:
+        b, ck, _ = brokers
+        b.metrics_port = mport  # type: ignore[attr-defined]
+        fs = ck.create_topics([NewTopic("alpha", 3, 1), NewTopic("beta", 2, 1), NewTopic("gamma", 1, 1)])
+        for f in fs.values():
+            f.result(TIMEOUT)
+        yield brokers
 
 
 def produce(b: BrokerProcess, topic: str, partition: int, n: int) -> list[int]:
@@ -77,7 +70,7 @@ def requests_served(b: BrokerProcess, api: str) -> float:
 
 
 def test_describe_cluster_is_this_broker_as_its_own_controller(
-        shared: tuple[BrokerProcess, AdminClient, KafkaAdminClient]) -> None:
+        shared: Shared) -> None:
     b, ck, kp = shared
     cluster_id = ck.list_topics(timeout=TIMEOUT).cluster_id  # Metadata's answer
     got = kp.describe_cluster()
@@ -111,7 +104,7 @@ def _sizes_on_disk(data: Path) -> dict[tuple[str, int], int]:
 
 
 def test_describe_log_dirs_gives_each_partitions_bytes_on_disk(
-        shared: tuple[BrokerProcess, AdminClient, KafkaAdminClient]) -> None:
+        shared: Shared) -> None:
     b, _, kp = shared
     produce(b, "alpha", 1, 37)
     produce(b, "beta", 0, 5)
@@ -133,7 +126,7 @@ def test_describe_log_dirs_gives_each_partitions_bytes_on_disk(
 
 
 def test_offset_for_leader_epoch_answers_epoch_zero_up_to_the_log_end(
-        shared: tuple[BrokerProcess, AdminClient, KafkaAdminClient]) -> None:
+        shared: Shared) -> None:
     b, _, kp = shared
     offsets = produce(b, "gamma", 0, 12)
     leo = offsets[-1] + 1
@@ -176,7 +169,7 @@ def test_offset_for_leader_epoch_answers_epoch_zero_up_to_the_log_end(
 
 
 def test_describe_topic_partitions_pages_through_every_partition_in_name_order(
-        shared: tuple[BrokerProcess, AdminClient, KafkaAdminClient]) -> None:
+        shared: Shared) -> None:
     b, ck, kp = shared
     md = ck.list_topics(timeout=TIMEOUT)
     oracle = [(t, p) for t in sorted(md.topics) for p in sorted(md.topics[t].partitions)]
@@ -211,7 +204,7 @@ def test_describe_topic_partitions_pages_through_every_partition_in_name_order(
 
 
 def test_describe_producers_lists_the_idempotent_producers_of_a_partition(
-        shared: tuple[BrokerProcess, AdminClient, KafkaAdminClient]) -> None:
+        shared: Shared) -> None:
     b, ck, kp = shared
     ck.create_topics([NewTopic("idem", 2, 1)])["idem"].result(TIMEOUT)
     kprod = KafkaProducer(bootstrap_servers=b.bootstrap, enable_idempotence=True)
@@ -240,7 +233,7 @@ def test_describe_producers_lists_the_idempotent_producers_of_a_partition(
 
 
 def test_elect_leaders_is_never_needed_on_one_node(
-        shared: tuple[BrokerProcess, AdminClient, KafkaAdminClient]) -> None:
+        shared: Shared) -> None:
     _, ck, kp = shared
     tp = CkTP("alpha", 1)
     result = ck.elect_leaders(ElectionType.PREFERRED, [tp]).result(TIMEOUT)
@@ -259,7 +252,7 @@ def test_elect_leaders_is_never_needed_on_one_node(
 
 
 def test_partition_reassignments_keep_the_only_replica_and_list_nothing(
-        shared: tuple[BrokerProcess, AdminClient, KafkaAdminClient]) -> None:
+        shared: Shared) -> None:
     b, _, kp = shared
     got = kp.alter_partition_reassignments({KpTP("beta", 0): [0], KpTP("beta", 1): [1],
                                             KpTP("gamma", 0): None, KpTP("nowhere", 0): [0]})

@@ -15,26 +15,18 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTP
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
-from kafka.admin import KafkaAdminClient
 from kafka.admin import NewPartitions as KpNewPartitions
 
+from tests.broker.admin_common import Shared, admin_broker
 from tests.broker.test_core_server import Raw
-from tests.conftest import BrokerProcess, free_port_number
 
 TIMEOUT = 15.0
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, AdminClient, KafkaAdminClient]]:
-    data = tmp_path_factory.mktemp("create-partitions") / "data"
-    data.mkdir()
-    b = BrokerProcess(data, free_port_number()).start()
-    kp = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=int(TIMEOUT * 1000))
-    try:
-        yield b, AdminClient({"bootstrap.servers": b.bootstrap}), kp
-    finally:
-        kp.close()
-        b.stop()
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    with admin_broker(tmp_path_factory, "create-partitions") as brokers:
+        yield brokers
 
 
 def partitions_of(ck: AdminClient, topic: str) -> list[int]:
@@ -46,7 +38,7 @@ def ck_grow(ck: AdminClient, topic: str, count: int, validate_only: bool = False
 
 
 def test_confluent_grows_a_topic_and_the_new_partition_takes_records(
-        shared: tuple[BrokerProcess, AdminClient, KafkaAdminClient]) -> None:
+        shared: Shared) -> None:
     b, ck, _ = shared
     ck.create_topics([NewTopic("grow", 1, 1)])["grow"].result(TIMEOUT)
     ck_grow(ck, "grow", 4, validate_only=True)
@@ -68,7 +60,7 @@ def test_confluent_grows_a_topic_and_the_new_partition_takes_records(
 
 
 def test_shrinking_or_keeping_the_count_is_invalid_partitions(
-        shared: tuple[BrokerProcess, AdminClient, KafkaAdminClient]) -> None:
+        shared: Shared) -> None:
     _, ck, kp = shared
     ck.create_topics([NewTopic("fixed", 3, 1)])["fixed"].result(TIMEOUT)
     for count in (2, 3):
@@ -81,7 +73,7 @@ def test_shrinking_or_keeping_the_count_is_invalid_partitions(
 
 
 def test_kafka_python_grows_with_assignments_checked_as_kafka_does(
-        shared: tuple[BrokerProcess, AdminClient, KafkaAdminClient]) -> None:
+        shared: Shared) -> None:
     _, ck, kp = shared
     ck.create_topics([NewTopic("assigned", 1, 1)])["assigned"].result(TIMEOUT)
     cases: list[tuple[Any, int]] = [
@@ -98,7 +90,7 @@ def test_kafka_python_grows_with_assignments_checked_as_kafka_does(
 
 
 def test_a_topic_named_twice_is_invalid_request_for_each(
-        shared: tuple[BrokerProcess, AdminClient, KafkaAdminClient]) -> None:
+        shared: Shared) -> None:
     b, ck, _ = shared
     ck.create_topics([NewTopic("twice", 1, 1)])["twice"].result(TIMEOUT)
     raw = Raw(b.port)

@@ -24,12 +24,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTP
-from kafka.admin import KafkaAdminClient
 
 from client import admin
 from client.aio import Client, ProducerRecord
 from protocol.errors import ErrorCode, KafkaError
-from tests.conftest import BrokerProcess, free_port_number
+from tests.broker.admin_common import Shared, admin_broker
 
 TIMEOUT = 15.0
 T0 = int(time.time() * 1000) - 600_000
@@ -37,16 +36,9 @@ SEGMENT = {"segment.bytes": "1500"}
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, AdminClient, KafkaAdminClient]]:
-    data = tmp_path_factory.mktemp("delete-records") / "data"
-    data.mkdir()
-    b = BrokerProcess(data, free_port_number()).start()
-    kp = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=int(TIMEOUT * 1000))
-    try:
-        yield b, AdminClient({"bootstrap.servers": b.bootstrap}), kp
-    finally:
-        kp.close()
-        b.stop()
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    with admin_broker(tmp_path_factory, "delete-records") as brokers:
+        yield brokers
 
 
 def oracle(records: list[tuple[int, int]], start: int, t: int) -> tuple[int, int] | None:
@@ -85,7 +77,7 @@ async def observe(bootstrap: str, topic: str, probes: list[int]) -> tuple[int, d
        how=st.sampled_from(["confluent", "kafka-python", "time"]), where=st.floats(0, 1),
        extra=st.lists(st.integers(-5, 3_005), max_size=5))
 def test_delete_records_by_offset_or_time_from_real_clients_matches_the_oracle(
-    shared: tuple[BrokerProcess, AdminClient, KafkaAdminClient],
+    shared: Shared,
     batches: list[list[int]], how: str, where: float, extra: list[int],
 ) -> None:
     b, ck, kp = shared
@@ -119,7 +111,7 @@ def test_delete_records_by_offset_or_time_from_real_clients_matches_the_oracle(
     assert seen == [off for off, _ in records if off >= cut]
 
 
-def test_kafkas_answers_for_bad_deletes(shared: tuple[BrokerProcess, AdminClient, KafkaAdminClient]) -> None:
+def test_kafkas_answers_for_bad_deletes(shared: Shared) -> None:
     b, ck, kp = shared
     ck.create_topics([NewTopic("dr-codes", 2, 1), NewTopic("dr-compacted", 1, 1,
                       config={"cleanup.policy": "compact"})])["dr-codes"].result(TIMEOUT)
