@@ -17,6 +17,7 @@ Invariants (Kafka's ``ConfigAdminManager`` and ``ConfigurationControlManager``):
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,6 +28,8 @@ from broker.partitions import Topic, validate_topic_name
 from protocol import describe_configs as dc
 from protocol import incremental_alter_configs as iac
 from protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger("chronolog.broker")
 
 #: LIST-typed configs (the only ones APPEND / SUBTRACT apply to) and Kafka's default.
 LIST_DEFAULTS: dict[str, str] = {
@@ -159,6 +162,8 @@ def handle_resources(ctx: RequestContext, body: Any,
             alter(ctx, r.resource_type, r.resource_name, make(r.configs), bool(body.validate_only))
         except KafkaError as exc:
             code, message = int(exc.code), exc.message or None
+            log.info("refused a config change of resource %d %r from %s: %s", r.resource_type,
+                     r.resource_name, ctx.peer, exc)
         out.append({"error_code": code, "error_message": message,
                     "resource_type": r.resource_type, "resource_name": r.resource_name})
     return {"throttle_time_ms": 0, "responses": out}

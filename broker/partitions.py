@@ -474,6 +474,8 @@ class PartitionManager:
         if target > plog.log_start_offset:
             plog.advance_log_start_offset(target)
             deleted = plog.delete_segments_below_log_start()
+            if self.producers is not None:
+                self.producers.evict_below(topic, partition, plog.log_start_offset)
             self.checkpoint()
             log.info("delete-records moved the log start of %s-%d to %d (%d segment(s) deleted)",
                      topic, partition, plog.log_start_offset, deleted)

@@ -11,11 +11,14 @@ Invariants (Kafka's ``ReplicationControlManager.createPartitions``):
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any
 
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger("chronolog.broker")
 
 
 def _check_assignments(topic: Any, current: int, node_id: int) -> None:
@@ -49,6 +52,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
             pm.create_partitions(topic.name, topic.count, validate_only=bool(body.validate_only))
         except KafkaError as exc:
             code, message = int(exc.code), exc.message or None
+            log.info("refused CreatePartitions of %r from %s: %s", topic.name, ctx.peer, exc)
         out.append({"name": topic.name, "error_code": code, "error_message": message})
     return {"throttle_time_ms": 0, "results": out}
 

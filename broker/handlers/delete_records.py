@@ -13,10 +13,13 @@ Invariants (Kafka's ``Partition.deleteRecordsOnLeader``):
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from broker.dispatch import RequestContext
 from protocol.errors import KafkaError
+
+log = logging.getLogger("chronolog.broker")
 
 
 async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -29,6 +32,8 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
                 low, code = pm.delete_records(topic.name, p.partition_index, p.offset), 0
             except KafkaError as exc:
                 low, code = -1, int(exc.code)
+                log.info("refused DeleteRecords of %s-%d to %d from %s: %s", topic.name,
+                         p.partition_index, p.offset, ctx.peer, exc)
             parts.append({"partition_index": p.partition_index, "low_watermark": low,
                           "error_code": code})
         topics.append({"name": topic.name, "partitions": parts})
