@@ -101,3 +101,24 @@ def test_a_topic_named_twice_is_invalid_request_for_each(
         raw.close()
     assert [(r.name, r.error_code) for r in resp.results] == [("twice", 42), ("twice", 42)]
     assert partitions_of(ck, "twice") == [0]
+
+
+def test_absurd_counts_and_partitions_get_kafkas_errors_and_the_broker_serves_on(shared: Shared) -> None:
+    b, ck, _ = shared
+    ck.create_topics([NewTopic("absurd", 1, 1)])["absurd"].result(TIMEOUT)
+    raw = Raw(b.port)
+    try:
+        for count in (-5, 0, 2**31 - 1):
+            resp = raw.call(37, 0, {"topics": [{"name": "absurd", "count": count, "assignments": None}],
+                                    "timeout_ms": 1000, "validate_only": False})
+            assert [r.error_code for r in resp.results] == [37], count
+        resp = raw.call(21, 0, {"topics": [{"name": "absurd", "partitions": [
+            {"partition_index": -1, "offset": 0}, {"partition_index": 2**31 - 1, "offset": -1}]}],
+            "timeout_ms": 1000})
+        assert [p.error_code for p in resp.topics[0].partitions] == [3, 3]
+        resp = raw.call(44, 1, {"resources": [{"resource_type": 2, "resource_name": "absurd", "configs": [
+            {"name": "x" * 5000, "config_operation": 9, "value": None}]}], "validate_only": False})
+        assert [r.error_code for r in resp.responses] == [42]
+    finally:
+        raw.close()
+    assert partitions_of(ck, "absurd") == [0]
