@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
+#: Kafka's ``cleanup.policy`` list items (``TopicConfig.CLEANUP_POLICY_*``).
+CLEANUP_POLICIES = ("compact", "delete")
 
 
 class ConfigError(ValueError):
@@ -496,6 +498,11 @@ def check_topic_config(name: str, value: str | None) -> None:
 
     if value is None:
         raise ConfigError(f"Null value not supported for topic config {name}")
+    if name == "cleanup.policy":
+        bad = [v for v in value.split(",") if v.strip() not in CLEANUP_POLICIES]
+        if bad:
+            raise ConfigError(f"Invalid value {value} for configuration cleanup.policy: String must "
+                              f"be one of: {', '.join(CLEANUP_POLICIES)}")
     try:
         LogConfig.from_kafka({name: value})
     except ValueError as exc:

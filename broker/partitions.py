@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config import BrokerConfig, ConfigError
+from broker.dynamic_config import DynamicBrokerConfigs
 from broker.group_commit import GroupCommit
 from broker.groups.store import GroupStore, store_for
 from broker.producers import ProducerStateManager
@@ -107,6 +108,7 @@ class PartitionManager:
         self._last_flush_ms: dict[tuple[str, int], int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._default_log_config = config.topic_config()
+        self.dynamic = DynamicBrokerConfigs(self.state_dir, config)
         self._metrics = _metrics()
         self.cluster_id = ""
         # Partitions whose newest batches may lack lookup summaries (see summarize_step).
@@ -123,6 +125,8 @@ class PartitionManager:
         self._loop = loop
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._read_or_create_meta()
+        self.dynamic.load()  # before any topic config is derived from the broker defaults
+        self._default_log_config = self.config.topic_config()
         self.topics = self._read_registry()
         started = time.monotonic()
         self.logdir = LogDir(self.data_dir, self._default_log_config, config_for=self._config_for)
@@ -378,6 +382,124 @@ class PartitionManager:
         # the same name must not resume from them.
         self.group_offsets.delete_topic(name)
         log.info("deleted topic %r (%d partitions)", name, t.partitions)
+
+    # ------------------------------------------------------------ online changes (admin APIs)
+
+    def alter_topic_configs(
+        self, name: str, overrides: dict[str, str], *, validate_only: bool = False
+    ) -> LogConfig:
+        """Make ``overrides`` the topic's whole set of config overrides, without a restart:
+        validated as CreateTopics validates them (INVALID_CONFIG, 40), written to the
+        registry (atomic rename) and then handed to every partition log, so a new
+        ``retention.ms`` counts at the next retention check and a new ``segment.bytes``
+        at the next roll. Raises KafkaError 17 / 3 / 40."""
+        validate_topic_name(name)
+        t = self.topics.get(name)
+        if t is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Topic {name!r} does not exist on this broker")
+        try:
+            log_config = self.config.topic_config(overrides)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if validate_only:
+            return log_config
+        previous = (t.configs, t.log_config)
+        t.configs, t.log_config = dict(overrides), log_config
+        try:
+            self._write_registry()
+        except BaseException:
+            t.configs, t.log_config = previous
+            raise
+        self._push_log_config(t)
+        log.info("topic %r configs are now %s", name, t.configs)
+        return log_config
+
+    def alter_broker_configs(
+        self, resource_name: str, values: dict[str, str], *, validate_only: bool = False
+    ) -> None:
+        """Replace one dynamic broker-config level ("" = cluster default, else this node's
+        id): persisted first, then applied to the live config and to every topic that
+        takes a default from it. Raises ConfigError for what Kafka refuses."""
+        self.dynamic.replace(resource_name, values, validate_only=validate_only)
+        if validate_only:
+            return
+        self._default_log_config = self.config.topic_config()
+        for t in self.topics.values():
+            t.log_config = self.config.topic_config(t.configs)
+            self._push_log_config(t)
+        if self.producers is not None:
+            self.producers.producer_id_expiration_ms = self.config.producer_id_expiration_ms
+        log.info("dynamic broker configs (%s) are now %s",
+                 "cluster default" if resource_name == "" else f"broker {resource_name}", values)
+
+    def _push_log_config(self, t: Topic) -> None:
+        if self.logdir is None or t.log_config is None:
+            return
+        for p in range(t.partitions):
+            plog = self.logdir.get(t.name, p)
+            if plog is not None:
+                plog.update_config(t.log_config)
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        """Grow ``name`` to ``count`` partitions (never shrink, as Kafka): the new logs are
+        created, then the registry records the new count. Raises KafkaError 3 / 37."""
+        assert self.logdir is not None, "partition manager is not open"
+        t = self.topics.get(name)
+        if t is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"This server does not host this topic ID or name: {name}")
+        if count < t.partitions:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {t.partitions} partitions, which is higher "
+                             f"than the requested {count}.")
+        if count == t.partitions:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic already has {t.partitions} partitions.")
+        if count > MAX_PARTITIONS:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Number of partitions must be at most {MAX_PARTITIONS}, got {count}.")
+        if validate_only:
+            return
+        before = t.partitions
+        now = int(time.time() * 1000)
+        for p in range(before, count):
+            self.logdir.get_or_create(name, p, self.log_config(name))
+            self._last_flush_ms[(name, p)] = now
+        t.partitions = count
+        try:
+            self._write_registry()
+        except BaseException:
+            t.partitions = before  # the new (empty) logs are adopted back on the next start
+            raise
+        log.info("topic %r now has %d partitions (was %d)", name, count, before)
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """KIP-107: move the log start of one partition up to ``offset`` (-1 = the high
+        watermark), delete the segments wholly below it and checkpoint the new start at
+        once; returns the log start afterwards (the answer's low watermark). A lower
+        offset than the current start changes nothing. Raises KafkaError 3 / 1 / 44."""
+        plog = self.get_log(topic, partition)
+        policy = self.log_config(topic).to_kafka().get("cleanup.policy", "delete")
+        if "delete" not in [p.strip() for p in policy.split(",")]:
+            raise KafkaError(ErrorCode.POLICY_VIOLATION,
+                             f"Records of partition {topic}-{partition} can not be deleted "
+                             f"while cleanup.policy={policy}")
+        hw = plog.high_watermark
+        target = hw if offset == -1 else offset
+        if target < 0 or target > hw:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"Cannot increment the log start offset to {offset} of partition "
+                             f"{topic}-{partition} since it is larger than the high watermark {hw}")
+        if target > plog.log_start_offset:
+            plog.advance_log_start_offset(target)
+            deleted = plog.delete_segments_below_log_start()
+            if self.producers is not None:
+                self.producers.evict_below(topic, partition, plog.log_start_offset)
+            self.checkpoint()
+            log.info("delete-records moved the log start of %s-%d to %d (%d segment(s) deleted)",
+                     topic, partition, plog.log_start_offset, deleted)
+        return plog.log_start_offset
 
     # ------------------------------------------------------------ partitions
 

@@ -427,6 +427,22 @@ class ProducerStateManager:
     def entry(self, topic: str, partition: int, producer_id: int) -> ProducerEntry | None:
         return self._partitions.get((topic, partition), {}).get(producer_id)
 
+    def evict_below(self, topic: str, partition: int, log_start_offset: int) -> int:
+        """Forget the producers whose last batch lies wholly below a new log start
+        (Kafka's ``evictUnretainedProducers`` after DeleteRecords), as a restart that
+        replays the log from that start would; returns how many."""
+        entries = self._partitions.get((topic, partition), {})
+        gone = [pid for pid, e in entries.items()
+                if e.batches and e.batches[-1].last_offset < log_start_offset]
+        for pid in gone:
+            del entries[pid]
+        return len(gone)
+
+    def active(self, topic: str, partition: int) -> dict[int, ProducerEntry]:
+        """Producer id -> state of every producer still tracked on the partition
+        (DescribeProducers)."""
+        return dict(self._partitions.get((topic, partition), {}))
+
 
 class _Snapshot(NamedTuple):
     offset: int

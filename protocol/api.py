@@ -27,27 +27,39 @@ from typing import Any, NamedTuple
 from construct import Construct, ConstructError, Container
 
 from protocol import (
+    alter_configs,
+    alter_partition_reassignments,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
+    create_partitions,
     create_topics,
     delete_groups,
+    delete_records,
     delete_topics,
+    describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
+    describe_producers,
+    describe_topic_partitions,
+    elect_leaders,
     fastpath,
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sync_group,
 )
@@ -73,12 +85,24 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 class ApiRange(NamedTuple):
@@ -110,13 +134,25 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.API_VERSIONS: ApiRange("ApiVersions", 0, 4, 0, 3),
     ApiKey.CREATE_TOPICS: ApiRange("CreateTopics", 2, 7, 2, 5),
     ApiKey.DELETE_TOPICS: ApiRange("DeleteTopics", 1, 6, 1, 4),
+    ApiKey.DELETE_RECORDS: ApiRange("DeleteRecords", 0, 2, 0, 2),
     ApiKey.INIT_PRODUCER_ID: ApiRange("InitProducerId", 0, 4, 0, 2),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: ApiRange("OffsetForLeaderEpoch", 0, 4, 0, 4),
     ApiKey.DESCRIBE_CONFIGS: ApiRange("DescribeConfigs", 0, 4, 0, 4),
+    ApiKey.ALTER_CONFIGS: ApiRange("AlterConfigs", 0, 2, 0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: ApiRange("DescribeLogDirs", 0, 4, 0, 2),
+    ApiKey.CREATE_PARTITIONS: ApiRange("CreatePartitions", 0, 3, 0, 2),
     ApiKey.DELETE_GROUPS: ApiRange("DeleteGroups", 0, 2, 0, 2),
+    ApiKey.ELECT_LEADERS: ApiRange("ElectLeaders", 0, 2, 0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiRange("IncrementalAlterConfigs", 0, 1, 0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: ApiRange("AlterPartitionReassignments", 0, 1, 0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: ApiRange("ListPartitionReassignments", 0, 0, 0, 0),
     # OffsetDelete has no flexible version: 1 is past the only one served.
     ApiKey.OFFSET_DELETE: ApiRange("OffsetDelete", 0, 0, 0, 1),
+    ApiKey.DESCRIBE_CLUSTER: ApiRange("DescribeCluster", 0, 2, 0, 0),
+    ApiKey.DESCRIBE_PRODUCERS: ApiRange("DescribeProducers", 0, 0, 0, 0),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ApiRange("ConsumerGroupHeartbeat", 0, 1, 0, 0),
     ApiKey.CONSUMER_GROUP_DESCRIBE: ApiRange("ConsumerGroupDescribe", 0, 1, 0, 0),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: ApiRange("DescribeTopicPartitions", 0, 0, 0, 0),
 }
 
 MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
@@ -136,12 +172,26 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.API_VERSIONS: (api_versions.REQUEST, api_versions.RESPONSE),
     ApiKey.CREATE_TOPICS: (create_topics.REQUEST, create_topics.RESPONSE),
     ApiKey.DELETE_TOPICS: (delete_topics.REQUEST, delete_topics.RESPONSE),
+    ApiKey.DELETE_RECORDS: (delete_records.REQUEST, delete_records.RESPONSE),
     ApiKey.INIT_PRODUCER_ID: (init_producer_id.REQUEST, init_producer_id.RESPONSE),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (offset_for_leader_epoch.REQUEST, offset_for_leader_epoch.RESPONSE),
     ApiKey.DESCRIBE_CONFIGS: (describe_configs.REQUEST, describe_configs.RESPONSE),
+    ApiKey.ALTER_CONFIGS: (alter_configs.REQUEST, alter_configs.RESPONSE),
+    ApiKey.DESCRIBE_LOG_DIRS: (describe_log_dirs.REQUEST, describe_log_dirs.RESPONSE),
+    ApiKey.CREATE_PARTITIONS: (create_partitions.REQUEST, create_partitions.RESPONSE),
     ApiKey.DELETE_GROUPS: (delete_groups.REQUEST, delete_groups.RESPONSE),
+    ApiKey.ELECT_LEADERS: (elect_leaders.REQUEST, elect_leaders.RESPONSE),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (incremental_alter_configs.REQUEST, incremental_alter_configs.RESPONSE),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (alter_partition_reassignments.REQUEST,
+                                           alter_partition_reassignments.RESPONSE),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (list_partition_reassignments.REQUEST,
+                                          list_partition_reassignments.RESPONSE),
     ApiKey.OFFSET_DELETE: (offset_delete.REQUEST, offset_delete.RESPONSE),
+    ApiKey.DESCRIBE_CLUSTER: (describe_cluster.REQUEST, describe_cluster.RESPONSE),
+    ApiKey.DESCRIBE_PRODUCERS: (describe_producers.REQUEST, describe_producers.RESPONSE),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (consumer_group_heartbeat.REQUEST, consumer_group_heartbeat.RESPONSE),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (consumer_group_describe.REQUEST, consumer_group_describe.RESPONSE),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (describe_topic_partitions.REQUEST, describe_topic_partitions.RESPONSE),
 }
 
 

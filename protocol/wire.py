@@ -513,6 +513,7 @@ class KNullableStruct(Construct):
     def __init__(self, subcon: Construct) -> None:
         super().__init__()
         self.subcon = subcon
+        self.flagbuildnone = True
 
     def _parse(self, stream: Any, context: Any, path: Any) -> Any:
         marker = read_exact(stream, 1)[0]

@@ -738,9 +738,13 @@ class Log:
                     return True
                 return False
             deleted += self._delete_while(over)
-        deleted += self._delete_while(
-            lambda _seg, next_base: next_base <= self.log_start_offset)
+        deleted += self.delete_segments_below_log_start()
         return deleted
+
+    def delete_segments_below_log_start(self) -> int:
+        """Delete the segments wholly below the log start offset (after DeleteRecords moved
+        it, KIP-107); the segment holding the log start stays. Returns how many went."""
+        return self._delete_while(lambda _seg, next_base: next_base <= self.log_start_offset)
 
     def _delete_while(self, predicate: object) -> int:
         assert callable(predicate)

@@ -11,11 +11,13 @@ Invariants:
   default (``BrokerConfig`` keeps no record of which names a file or flag named).
   An illegal name is INVALID_TOPIC_EXCEPTION (17), an absent topic
   UNKNOWN_TOPIC_OR_PARTITION (3).
-- BROKER (4): name = our ``node.id`` -> every broker setting (read-only: nothing can be
-  altered at runtime), source 4 or 5 as above, null for unset nullable settings;
-  name "" -> the cluster-wide dynamic defaults, of which there are none (an empty
-  list, as Kafka answers without dynamic configs); another id or a non-integer name
-  -> INVALID_REQUEST (42) with a message.
+- BROKER (4): name = our ``node.id`` -> every broker setting, source
+  DYNAMIC_BROKER_CONFIG (2) / DYNAMIC_DEFAULT_BROKER_CONFIG (3) when set through
+  AlterConfigs / IncrementalAlterConfigs (``broker.dynamic_config``), else 4 or 5 as
+  above, null for unset nullable settings; read-only unless Kafka lets it change at
+  runtime; name "" -> the cluster-wide dynamic defaults that are set (source 3); another
+  id or a non-integer name -> INVALID_REQUEST (42) with a message.
+- A topic config's broker synonyms include the dynamic levels too (2, then 3, before 4).
 - Any other resource type -> INVALID_REQUEST (42) with a message naming it.
 - ``configuration_keys`` null or empty = every config; unknown keys are skipped.
 - Synonyms (v1+, only when IncludeSynonyms): the topic override first, then set
@@ -34,8 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.config import BrokerConfig
+from broker.config_admin import check_broker_name, existing_topic
 from broker.dispatch import RequestContext
-from broker.partitions import validate_topic_name
+from broker.dynamic_config import DynamicBrokerConfigs, dynamic_names
 from protocol import describe_configs as dc
 from protocol.errors import ErrorCode, KafkaError
 
@@ -149,11 +152,19 @@ def broker_value(config: BrokerConfig, name: str) -> tuple[str | None, bool]:
     return _text(value), value is not None and value != f.default
 
 
-def _broker_synonyms(config: BrokerConfig, names: Sequence[str]) -> list[Synonym]:
+def _broker_synonyms(config: BrokerConfig, names: Sequence[str],
+                     dynamic: DynamicBrokerConfigs | None = None) -> list[Synonym]:
     fields = _broker_fields()
     out: list[Synonym] = []
+    static = config
+    if dynamic is not None:
+        static = dynamic.static
+        for level, source in (("broker", dc.SOURCE_DYNAMIC_BROKER_CONFIG),
+                              ("default", dc.SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG)):
+            values = dynamic.per_broker if level == "broker" else dynamic.cluster_default
+            out += [Synonym(n, values[n], source) for n in names if n in values]
     for name in names:
-        value, is_set = broker_value(config, name)
+        value, is_set = broker_value(static, name)
         if is_set:
             out.append(Synonym(name, value, dc.SOURCE_STATIC_BROKER_CONFIG))
     for name in names:
@@ -164,12 +175,13 @@ def _broker_synonyms(config: BrokerConfig, names: Sequence[str]) -> list[Synonym
 
 
 def topic_entries(
-    config: BrokerConfig, overrides: Mapping[str, str], effective: Mapping[str, str]
+    config: BrokerConfig, overrides: Mapping[str, str], effective: Mapping[str, str],
+    dynamic: DynamicBrokerConfigs | None = None,
 ) -> list[Entry]:
     """Every config of a topic with these overrides and effective values, sorted by name."""
     out = []
     for name in sorted(effective):
-        synonyms = _broker_synonyms(config, TOPIC_SYNONYMS.get(name, ()))
+        synonyms = _broker_synonyms(config, TOPIC_SYNONYMS.get(name, ()), dynamic)
         if name in overrides:
             synonyms.insert(0, Synonym(name, effective[name], dc.SOURCE_DYNAMIC_TOPIC_CONFIG))
         source = synonyms[0].source if synonyms else dc.SOURCE_DEFAULT_CONFIG
@@ -194,20 +206,29 @@ def _broker_type(name: str, default: Any) -> int:
     return dc.TYPE_LONG if name in _BROKER_LONGS else dc.TYPE_INT
 
 
-def broker_entries(config: BrokerConfig) -> list[Entry]:
-    """Every broker setting under its Kafka name, sorted by name."""
+def broker_entries(config: BrokerConfig, dynamic: DynamicBrokerConfigs | None = None,
+                   *, default_level: bool = False) -> list[Entry]:
+    """Every broker setting under its Kafka name, sorted by name; ``default_level`` gives
+    the cluster-wide dynamic defaults instead (resource name "")."""
     out = []
     fields = _broker_fields()
+    changeable = dynamic_names()
     for name in sorted(fields):
         f = fields[name]
-        value, _ = broker_value(config, name)
-        synonyms = _broker_synonyms(config, (name,))
+        if default_level:
+            if dynamic is None or name not in dynamic.cluster_default:
+                continue
+            value: str | None = dynamic.cluster_default[name]
+            synonyms = [Synonym(name, value, dc.SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG)]
+        else:
+            value, _ = broker_value(config, name)
+            synonyms = _broker_synonyms(config, (name,), dynamic)
         source = synonyms[0].source if synonyms else dc.SOURCE_DEFAULT_CONFIG
         out.append(Entry(
             name=name,
             value=value,
             source=source,
-            read_only=True,
+            read_only=name not in changeable,
             is_default=source == dc.SOURCE_DEFAULT_CONFIG,
             config_type=_broker_type(name, f.default),
             documentation=f.metadata.get("doc") or None,
@@ -247,26 +268,12 @@ def _entries(resource: Any, ctx: RequestContext) -> list[Entry]:
     """The resource's configs; raises KafkaError for a resource we cannot describe."""
     rtype, name = resource.resource_type, resource.resource_name
     if rtype == dc.RESOURCE_TOPIC:
-        validate_topic_name(name)
-        topic = ctx.partitions.topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"Topic {name!r} does not exist on this broker")
+        topic = existing_topic(ctx, name)
         effective = ctx.partitions.log_config(name).to_kafka()
-        return topic_entries(ctx.config, topic.configs, effective)
+        return topic_entries(ctx.config, topic.configs, effective, ctx.partitions.dynamic)
     if rtype == dc.RESOURCE_BROKER:
-        if not name:
-            return []  # cluster-wide dynamic defaults: this broker has none
-        try:
-            node = int(name)
-        except ValueError:
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Broker id must be an integer, but it is: {name}") from None
-        if node != ctx.config.node_id:
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Unexpected broker id, expected {ctx.config.node_id} or empty "
-                             f"string, but received {name}")
-        return broker_entries(ctx.config)
+        check_broker_name(ctx, name)
+        return broker_entries(ctx.config, ctx.partitions.dynamic, default_level=not name)
     raise KafkaError(ErrorCode.INVALID_REQUEST,
                      f"Unsupported resource type {rtype} for resource {name!r}: Chronolog "
                      f"describes TOPIC ({dc.RESOURCE_TOPIC}) and BROKER ({dc.RESOURCE_BROKER}) "

@@ -15,10 +15,13 @@ import os
 import re
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from client.timeparse import TimeParseError, parse_time
 from protocol.errors import KafkaError
+
+if TYPE_CHECKING:
+    from client.aio import Client
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "CHRONOLOG_BOOTSTRAP_SERVER"
@@ -37,6 +40,15 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
         default=30.0,
         metavar="SECONDS",
         help="give up on a request after this long (default 30)",
+    )
+
+
+async def connect(args: argparse.Namespace) -> Client:
+    """The CLI's client for ``--bootstrap-server`` / ``--request-timeout``."""
+    from client.aio import Client
+
+    return await Client.connect(
+        args.bootstrap_server, client_id="chronolog-cli", request_timeout=args.request_timeout
     )
 
 

@@ -1,4 +1,4 @@
-"""``chronolog topics create|list|describe|delete``: manage topics on a broker.
+"""``chronolog topics create|list|describe|alter|delete``: manage topics on a broker.
 
 ``list`` prints one topic name per line (sorted) so scripts can consume it;
 ``describe`` prints partitions with their log start and end offsets and, when
@@ -6,6 +6,12 @@ the broker implements DescribeConfigs, a table of the topic's configs with each
 value and its source (``DYNAMIC_TOPIC_CONFIG`` = set on the topic,
 ``STATIC_BROKER_CONFIG`` = from the broker's ``log.*`` setting, ``DEFAULT_CONFIG``);
 ``--format json`` gives the same as one JSON object.
+
+``alter`` changes a topic while the broker runs: ``--config k=v`` sets and
+``--delete-config k`` removes topic configs (IncrementalAlterConfigs: the configs not
+named keep their values; a removed one falls back to the broker default), and
+``--partitions N`` grows the topic to N partitions (CreatePartitions; never fewer).
+``--validate-only`` asks the broker to check the change and apply nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +21,8 @@ import json
 import sys
 from typing import Any
 
-from client.aio import DESCRIBE_CONFIGS, Client
-from client.cli._common import add_bootstrap, config_arg, print_table, run
+from client.aio import DESCRIBE_CONFIGS
+from client.cli._common import add_bootstrap, config_arg, connect, print_table, run
 
 
 def register(subparsers: Any) -> None:
@@ -50,16 +56,25 @@ def register(subparsers: Any) -> None:
     add_bootstrap(d)
     d.set_defaults(func=lambda a: run(lambda: _describe(a)))
 
+    al = sub.add_parser("alter", help="change topic configs or grow partitions, online")
+    al.add_argument("name")
+    al.add_argument("--config", type=config_arg, action="append", default=[], metavar="NAME=VALUE",
+                    help="set a topic config, e.g. retention.ms=3600000 (repeatable)")
+    al.add_argument("--delete-config", action="append", default=[], metavar="NAME",
+                    help="remove a topic config override (repeatable)")
+    al.add_argument("--partitions", type=int, default=None, help="grow to this many partitions")
+    al.add_argument("--validate-only", action="store_true",
+                    help="let the broker check the change without applying it")
+    add_bootstrap(al)
+    al.set_defaults(func=lambda a: run(lambda: _alter(a)))
+
     rm = sub.add_parser("delete", help="delete a topic and its data")
     rm.add_argument("name")
     add_bootstrap(rm)
     rm.set_defaults(func=lambda a: run(lambda: _delete(a)))
 
 
-async def _connect(args: argparse.Namespace) -> Client:
-    return await Client.connect(
-        args.bootstrap_server, client_id="chronolog-cli", request_timeout=args.request_timeout
-    )
+_connect = connect
 
 
 async def _create(args: argparse.Namespace) -> int:
@@ -126,6 +141,25 @@ async def _describe(args: argparse.Namespace) -> int:
             + [(name, "null" if c["value"] is None else str(c["value"]), str(c["source"]))
                for name, c in configs.items()]
         )
+    return 0
+
+
+async def _alter(args: argparse.Namespace) -> int:
+    from client import admin
+
+    if not args.config and not args.delete_config and args.partitions is None:
+        raise ValueError("nothing to alter: give --config, --delete-config or --partitions")
+    verb = "Would change" if args.validate_only else "Changed"
+    async with await _connect(args) as c:
+        if args.config or args.delete_config:
+            await admin.alter_topic_configs(c, args.name, dict(args.config), args.delete_config,
+                                            validate_only=args.validate_only)
+            changes = [f"{k}={v}" for k, v in args.config] + [f"-{k}" for k in args.delete_config]
+            print(f"{verb} configs of topic {args.name}: {', '.join(changes)}.")
+        if args.partitions is not None:
+            await admin.create_partitions(c, args.name, args.partitions,
+                                          validate_only=args.validate_only)
+            print(f"{verb} topic {args.name} to {args.partitions} partition(s).")
     return 0
 
 

@@ -1,0 +1,48 @@
+"""DeleteRecords (21, KIP-107), v0-2: move partitions' log start offsets forward.
+
+Invariants (Kafka's ``Partition.deleteRecordsOnLeader``):
+- Per partition: absent topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (3); offset -1
+  means the high watermark; an offset below 0 (other than -1) or above the high
+  watermark -> OFFSET_OUT_OF_RANGE (1); a topic whose cleanup.policy lacks ``delete``
+  -> POLICY_VIOLATION (44); an offset at or below the current start changes nothing.
+- LowWatermark is the log start afterwards (-1 on error). The new start is checkpointed
+  at once and the segments wholly below it are deleted at once (Kafka leaves both to
+  its periodic tasks); ListOffsets EARLIEST, time lookups, Fetch (OFFSET_OUT_OF_RANGE
+  below it) and retention all use it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from broker.dispatch import RequestContext
+from protocol.errors import KafkaError
+
+log = logging.getLogger("chronolog.broker")
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    pm = ctx.partitions
+    topics = []
+    for topic in request.body.topics:
+        parts = []
+        for p in topic.partitions:
+            try:
+                low, code = pm.delete_records(topic.name, p.partition_index, p.offset), 0
+            except KafkaError as exc:
+                low, code = -1, int(exc.code)
+                log.info("refused DeleteRecords of %s-%d to %d from %s: %s", topic.name,
+                         p.partition_index, p.offset, ctx.peer, exc)
+            parts.append({"partition_index": p.partition_index, "low_watermark": low,
+                          "error_code": code})
+        topics.append({"name": topic.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "low_watermark": -1, "error_code": code}
+            for p in t.partitions]}
+        for t in request.body.topics]}

@@ -1,0 +1,52 @@
+"""DescribeCluster (60), v0-2: this broker is the whole cluster and its controller.
+
+Invariants: Brokers = [this node with its advertised host and port]; ControllerId = this
+node (it is in Brokers, as Kafka requires); EndpointType 2 (controllers) ->
+MISMATCHED_ENDPOINT_TYPE (114), another unknown type -> UNSUPPORTED_ENDPOINT_TYPE (115);
+ClusterAuthorizedOperations only when asked: without an authorizer every CLUSTER
+operation is allowed (Kafka's answer without ACLs), else -2147483648.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.dispatch import RequestContext
+from protocol import describe_cluster as dcl
+from protocol.errors import ErrorCode
+
+# ALTER 7, CREATE 5, CLUSTER_ACTION 9, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
+# IDEMPOTENT_WRITE 12: Kafka's supported operations on the CLUSTER resource.
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+def _answer(code: int, message: str | None, endpoint_type: int, body: dict[str, Any]) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
+            "endpoint_type": endpoint_type, "cluster_id": "", "controller_id": -1, "brokers": [],
+            "cluster_authorized_operations": dcl.AUTHORIZED_OPERATIONS_OMITTED, **body}
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    body = request.body
+    etype = body.endpoint_type if request.api_version >= 1 else dcl.ENDPOINT_BROKERS
+    if etype == dcl.ENDPOINT_CONTROLLERS:
+        return _answer(int(ErrorCode.MISMATCHED_ENDPOINT_TYPE),
+                       "The request was sent to an endpoint of type BROKER, but we wanted an "
+                       "endpoint of type CONTROLLER", etype, {})
+    if etype != dcl.ENDPOINT_BROKERS:
+        return _answer(int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+                       f"Unsupported endpoint type {etype}", etype, {})
+    node = ctx.config.node_id
+    host, port = ctx.config.advertised_host_port(ctx.broker.port)
+    ops = (CLUSTER_OPERATIONS if body.include_cluster_authorized_operations
+           else dcl.AUTHORIZED_OPERATIONS_OMITTED)
+    return _answer(0, None, etype, {
+        "cluster_id": ctx.partitions.cluster_id,
+        "controller_id": node,
+        "brokers": [{"broker_id": node, "host": host, "port": port, "rack": None, "is_fenced": False}],
+        "cluster_authorized_operations": ops,
+    })
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return _answer(code, "unexpected server error", dcl.ENDPOINT_BROKERS, {})

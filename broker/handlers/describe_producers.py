@@ -1,0 +1,44 @@
+"""DescribeProducers (61, KIP-664), v0: the idempotent producers a partition tracks.
+
+Invariants: one entry per producer id in ``broker.producers`` for that partition (the
+state that deduplicates retried batches), with its epoch, last sequence and the time of
+its last append (LastTimestamp, ms); CoordinatorEpoch and CurrentTxnStartOffset are -1
+(no transactions). Unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.dispatch import RequestContext
+from protocol.errors import KafkaError
+
+
+def _partition(ctx: RequestContext, topic: str, partition: int) -> dict[str, Any]:
+    try:
+        ctx.partitions.get_log(topic, partition)
+    except KafkaError as exc:
+        return {"partition_index": partition, "error_code": int(exc.code),
+                "error_message": exc.message or None, "active_producers": []}
+    producers = ctx.partitions.producers
+    active = producers.active(topic, partition) if producers is not None else {}
+    return {"partition_index": partition, "error_code": 0, "error_message": None,
+            "active_producers": [
+                {"producer_id": pid, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
+                 "last_timestamp": e.last_seen_ms, "coordinator_epoch": -1,
+                 "current_txn_start_offset": -1}
+                for pid, e in sorted(active.items())]}
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [_partition(ctx, t.name, p) for p in t.partition_indexes]}
+        for t in request.body.topics]}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": p, "error_code": code, "error_message": "unexpected server error",
+             "active_producers": []} for p in t.partition_indexes]}
+        for t in request.body.topics]}

@@ -1,0 +1,80 @@
+"""DescribeTopicPartitions (75, KIP-966), v0: topics and partitions, paged by a cursor.
+
+Invariants (Kafka's ``DescribeTopicPartitionsRequestHandler``):
+- An empty topic list means every topic. Topics are answered in name order; an unknown
+  one gets UNKNOWN_TOPIC_OR_PARTITION (3), an illegal name INVALID_TOPIC_EXCEPTION (17).
+- At most clamp(ResponsePartitionLimit, 1, 2000) partitions per answer; when more remain,
+  NextCursor names the topic and partition the next page starts at, else it is null.
+- A cursor whose topic is not among those asked for, or whose partition is negative ->
+  INVALID_REQUEST (42) for the whole request (every topic answered with it).
+- Every partition is led by this broker, epoch 0, replicas = ISR = [this broker]; ELR
+  fields are null (no eligible-leader-replica tracking on one node).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.dispatch import RequestContext
+from broker.partitions import validate_topic_name
+from protocol import describe_topic_partitions as dtp
+from protocol.errors import ErrorCode, KafkaError
+
+ZERO_UUID = bytes(16)
+MAX_LIMIT = 2000
+
+
+def _topic(name: str, code: int, partitions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": ZERO_UUID, "is_internal": False,
+            "partitions": partitions,
+            "topic_authorized_operations": dtp.AUTHORIZED_OPERATIONS_OMITTED}
+
+
+def _partition(node: int, p: int) -> dict[str, Any]:
+    return {"error_code": 0, "partition_index": p, "leader_id": node, "leader_epoch": 0,
+            "replica_nodes": [node], "isr_nodes": [node], "eligible_leader_replicas": None,
+            "last_known_elr": None, "offline_replicas": []}
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    body = request.body
+    pm = ctx.partitions
+    node = ctx.config.node_id
+    names = sorted({t.name for t in body.topics}) if body.topics else pm.topic_names()
+    cursor = body.cursor
+    if cursor is not None and (cursor.partition_index < 0 or cursor.topic_name not in names):
+        return {"throttle_time_ms": 0, "next_cursor": None, "topics": [
+            _topic(n, int(ErrorCode.INVALID_REQUEST), []) for n in names]}
+    limit = min(max(body.response_partition_limit, 1), MAX_LIMIT)
+    start_topic = cursor.topic_name if cursor is not None else None
+    start_partition = cursor.partition_index if cursor is not None else 0
+    out: list[dict[str, Any]] = []
+    next_cursor = None
+    budget = limit
+    for name in names:
+        if start_topic is not None and name < start_topic:
+            continue
+        first = start_partition if name == start_topic else 0
+        try:
+            validate_topic_name(name)
+            count = pm.partition_count(name)
+            if count == 0:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        except KafkaError as exc:
+            out.append(_topic(name, int(exc.code), []))
+            continue
+        if budget == 0:
+            next_cursor = {"topic_name": name, "partition_index": first}
+            break
+        last = min(count, first + budget)
+        out.append(_topic(name, 0, [_partition(node, p) for p in range(first, last)]))
+        budget -= last - first
+        if last < count:
+            next_cursor = {"topic_name": name, "partition_index": last}
+            break
+    return {"throttle_time_ms": 0, "topics": out, "next_cursor": next_cursor}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "next_cursor": None,
+            "topics": [_topic(t.name, code, []) for t in request.body.topics]}

@@ -1,0 +1,33 @@
+"""ElectLeaders (43), v0-2, on one node: there is never another leader to elect.
+
+Invariants: a named existing partition -> ELECTION_NOT_NEEDED (84), as Kafka answers
+when the preferred (or only) replica already leads; unknown -> UNKNOWN_TOPIC_OR_PARTITION
+(3); null TopicPartitions (every partition) -> no entries, error NONE (Kafka omits the
+partitions that need no election). The top-level ErrorCode (v1+) is NONE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.dispatch import RequestContext
+from protocol.errors import ErrorCode
+
+
+def _result(ctx: RequestContext, topic: str, p: int) -> dict[str, Any]:
+    if ctx.partitions.has_partition(topic, p):
+        return {"partition_id": p, "error_code": int(ErrorCode.ELECTION_NOT_NEEDED),
+                "error_message": "Leader election not needed for topic partition."}
+    return {"partition_id": p, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            "error_message": "The partition does not exist."}
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    wanted = request.body.topic_partitions or []
+    return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": [
+        {"topic": t.topic, "partition_result": [_result(ctx, t.topic, p) for p in t.partitions]}
+        for t in wanted]}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": code, "replica_election_results": []}

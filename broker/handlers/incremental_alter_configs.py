@@ -1,0 +1,16 @@
+"""IncrementalAlterConfigs (44), v0-1: SET / DELETE / APPEND / SUBTRACT on topic configs
+and dynamic broker configs, applied at once and persisted (see ``broker.config_admin``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker import config_admin
+from broker.dispatch import RequestContext
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    return config_admin.handle_resources(ctx, request.body, config_admin.incremental)
+
+
+error_body = config_admin.error_body

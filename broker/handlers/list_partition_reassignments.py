@@ -1,0 +1,17 @@
+"""ListPartitionReassignments (46, KIP-455), v0: a single node never moves a replica,
+so there is never an ongoing reassignment: an empty list, error NONE, whatever is asked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.dispatch import RequestContext
+
+
+async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": []}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": "unexpected server error",
+            "topics": []}

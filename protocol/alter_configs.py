@@ -1,0 +1,33 @@
+"""AlterConfigs (key 33): versions 0-2, flexible from 2.
+
+Invariant: the legacy form replaces a resource's whole set of dynamic configs:
+keys not listed are deleted (Kafka's semantics, unlike IncrementalAlterConfigs).
+"""
+
+from __future__ import annotations
+
+from protocol.schema import F, arr, message
+
+REQUEST = message(
+    "AlterConfigsRequest",
+    F("resources", arr(
+        F("resource_type", "int8"),
+        F("resource_name", "string"),
+        F("configs", arr(
+            F("name", "string"),
+            F("value", "string", nullable="0+"),
+        )),
+    )),
+    F("validate_only", "bool"),
+)
+
+RESPONSE = message(
+    "AlterConfigsResponse",
+    F("throttle_time_ms", "int32"),
+    F("responses", arr(
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+"),
+        F("resource_type", "int8"),
+        F("resource_name", "string"),
+    )),
+)
