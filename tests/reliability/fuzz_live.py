@@ -158,7 +158,7 @@ async def _lane(port: int, frames: list[bytes], rng: random.Random, stats: Stats
         round_ = Stats()
         try:
             await asyncio.wait_for(_read_all(reader, round_), HANG_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             # A request may legitimately wait that long (a Fetch long-poll, a parked
             # JoinGroup/SyncGroup with a mutated timeout): not a hang if the broker answers
             # a fresh connection at once and the round held such a request.
@@ -188,7 +188,7 @@ async def _responsive(port: int) -> bool:
         await asyncio.wait_for(reader.readexactly(8), 5)
         writer.close()
         return True
-    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+    except (TimeoutError, OSError, asyncio.IncompleteReadError):
         return False
 
 
