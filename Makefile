@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: install run test bench lint format check-java check-compose clean
+.PHONY: install run test test-docker bench lint format check-java check-compose clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -30,6 +30,11 @@ check-compose:
 	  echo "docker-compose not found: installing Debian's docker-compose"; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose; }
 
+## Build the images with podman and run the compose integration suite (docs/operations.md);
+## installs podman & co. with apt-get if missing. Host ports: CHRONOLOG_HOST_PORT etc.
+test-docker:
+	$(PYTHON) docker/podman/run_stack.py
+
 run: install
 	$(BIN)/chronolog serve --data-dir $(DATA) --host $(HOST) --port $(PORT)
 
@@ -41,7 +46,7 @@ bench: install check-java
 	$(BIN)/python -m bench
 
 lint: install
-	$(BIN)/ruff check broker protocol storage client pipeline tests bench
+	$(BIN)/ruff check broker protocol storage client pipeline tests bench docker
 	$(BIN)/mypy broker protocol storage client pipeline
 
 format: install
