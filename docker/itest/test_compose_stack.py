@@ -313,8 +313,8 @@ def crashed(stack: Stack, control: BrokerControl, data_dir: Path, clients: Clien
         with lock:
             return sum(map(len, acked.values()))
 
-    # A killed container's network namespace vanishes without a FIN or RST, so requests in
-    # flight are only given up at request.timeout.ms (30 s by default); then retried.
+    # A request in flight at the kill is retried once librdkafka gives up on it: on a reset
+    # at once, else after request.timeout.ms (30 s by default, 5 s here).
     p = producer(stack, **{"message.timeout.ms": 120000, "request.timeout.ms": 5000,
                            "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 500,
                            "linger.ms": 2})
