@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: install run test bench chaos fuzz lint format check-java check-compose clean
+.PHONY: install run test test-docker bench chaos fuzz lint format check-java check-compose clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -29,6 +29,11 @@ check-compose:
 	@command -v docker-compose >/dev/null 2>&1 || { \
 	  echo "docker-compose not found: installing Debian's docker-compose"; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose; }
+
+## Build the images with podman and run the compose integration suite (docs/operations.md);
+## installs podman & co. with apt-get if missing. Host ports: CHRONOLOG_HOST_PORT etc.
+test-docker:
+	$(PYTHON) docker/podman/run_stack.py
 
 run: install
 	$(BIN)/chronolog serve --data-dir $(DATA) --host $(HOST) --port $(PORT)
@@ -53,7 +58,7 @@ fuzz: install
 	  --dir $$(mktemp -d /tmp/chronolog-fuzz-XXXXXX)
 
 lint: install
-	$(BIN)/ruff check broker protocol storage client pipeline tests bench
+	$(BIN)/ruff check broker protocol storage client pipeline tests bench docker
 	$(BIN)/mypy broker protocol storage client pipeline
 
 format: install
