@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: install run test test-docker bench chaos fuzz lint format check-java check-compose clean
+.PHONY: install run test test-docker bench chaos fuzz soak lint format check-java check-compose clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -50,6 +50,11 @@ CHAOS_ROUNDS ?= 25
 chaos: install
 	CHRONOLOG_CHAOS_ROUNDS=$(CHAOS_ROUNDS) CHRONOLOG_POWER_LOSS_EXAMPLES=50 \
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/reliability
+
+## Ten minutes of steady load with rolls and retention; writes docs/soak.md and docs/soak.png.
+SOAK_MINUTES ?= 10
+soak: install
+	$(BIN)/python -m bench.soak --minutes $(SOAK_MINUTES) --out docs
 
 ## 1,000,000 mutated requests of every API and version against a live broker (bounded: 30 min).
 FUZZ_REQUESTS ?= 1000000
