@@ -26,7 +26,20 @@ import threading
 from collections.abc import Coroutine, Generator, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from client.aio import Client, ConfigEntry, FetchResult, ProducerRecord, Record, TopicPartition
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from client.aio import (
+    DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_MAX_IN_FLIGHT,
+    Client,
+    ConfigEntry,
+    FetchResult,
+    ProducerRecord,
+    Record,
+    TopicPartition,
+)
 from client.producer import Producer, RecordMetadata
 
 __all__ = ["SyncClient", "SyncProducer"]
@@ -188,12 +201,28 @@ class SyncClient:
         partition: int | None = None,
         acks: int = 1,
         compression: str | None = None,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> list[int]:
+        """See :meth:`client.Client.produce`."""
         return self._call(
             self._client.produce(
-                topic, list(records), partition=partition, acks=acks, compression=compression
+                topic, list(records), partition=partition, acks=acks, compression=compression,
+                max_batch_bytes=max_batch_bytes, max_in_flight=max_in_flight,
             )
         )
+
+    def produce_arrow(
+        self, topic: str, table: pa.Table | pa.RecordBatch, **kwargs: Any
+    ) -> npt.NDArray[np.int64]:
+        """Bulk-produce an Arrow table; see :meth:`client.Client.produce_arrow`."""
+        return self._call(self._client.produce_arrow(topic, table, **kwargs))
+
+    def produce_columns(self, topic: str, values: Any, keys: Any = None, timestamps: Any = None,
+                        headers: Any = None, **kwargs: Any) -> npt.NDArray[np.int64]:
+        """Produce records given as columns; see :meth:`client.Client.produce_columns`."""
+        return self._call(
+            self._client.produce_columns(topic, values, keys, timestamps, headers, **kwargs))
 
     def produce_batch(self, topic: str, partition: int, batch: bytes, *, acks: int = 1) -> int:
         return self._call(self._client.produce_batch(topic, partition, batch, acks=acks))
@@ -269,7 +298,22 @@ class SyncClient:
         )
         return self._iterate_chunks(chunks)
 
-    def _iterate_chunks(self, chunks: Any) -> Generator[list[Record], None, None]:
+    def consume_arrow(
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        end_offset: int | None = None,
+        *,
+        follow: bool = False,
+    ) -> Generator[pa.RecordBatch, None, None]:
+        """Arrow record batches, one per Fetch; see :meth:`client.Client.consume_arrow`."""
+        chunks = self._client.consume_arrow(
+            topic, partition, start_offset, end_offset, follow=follow
+        )
+        return self._iterate_chunks(chunks)
+
+    def _iterate_chunks(self, chunks: Any) -> Generator[Any, None, None]:
         try:
             while True:
                 try:
