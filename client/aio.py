@@ -54,6 +54,7 @@ __all__ = [
     "ConfigEntry",
     "ConfigSynonym",
     "FetchResult",
+    "Placement",
     "ProducerRecord",
     "Record",
     "TopicPartition",
@@ -129,6 +130,13 @@ _MAX_FETCH_BYTES = 256 * 1024 * 1024
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+
+class Placement(NamedTuple):
+    """Where produced rows went: per input row, its partition and offset (-1 under acks=0)."""
+
+    partitions: npt.NDArray[np.int64]
+    offsets: npt.NDArray[np.int64]
 
 
 class FetchResult(NamedTuple):
@@ -680,12 +688,12 @@ class Client:
         except (pa.ArrowException, TypeError):  # bytearray, memoryview: normalise first
             kcol = columnar.binary_column([_b(k) for k in keys])
             vcol = columnar.binary_column([_b(v) for v in values])
-        offsets = await self.produce_columns(
+        placed = await self.produce_columns(
             topic, vcol, kcol, stamps, hdrs if any(hdrs) else None, partition=partition,
             acks=acks, compression=compression, max_batch_bytes=max_batch_bytes,
             max_in_flight=max_in_flight,
         )
-        return offsets.tolist()  # type: ignore[no-any-return]
+        return placed.offsets.tolist()  # type: ignore[no-any-return]
 
     async def produce_arrow(
         self,
@@ -696,8 +704,8 @@ class Client:
         compression: str | int | None = None,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-    ) -> npt.NDArray[np.int64]:
-        """Bulk-produce an Arrow table; returns each row's offset (NumPy, input order).
+    ) -> Placement:
+        """Bulk-produce an Arrow table; returns each row's partition and offset (input order).
 
         Columns: ``value`` (binary or string, required); optional ``key``,
         ``timestamp`` (epoch ms as int64, or any Arrow timestamp; null = now),
@@ -733,9 +741,9 @@ class Client:
         compression: str | int | None = None,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-    ) -> npt.NDArray[np.int64]:
+    ) -> Placement:
         """Produce records given as columns (see ``storage.columnar.build_batch_columns``
-        for the accepted forms); returns each record's offset in input order.
+        for the accepted forms); returns each record's partition and offset in input order.
 
         ``partition`` sends every record there; otherwise ``partitions`` (-1 = let
         the default partitioner choose) and then the default partitioner place them.
@@ -748,7 +756,7 @@ class Client:
         n = len(vcol)
         offsets = np.full(n, -1, dtype=np.int64)
         if n == 0:
-            return offsets
+            return Placement(offsets.copy(), offsets)
         kcol = columnar.binary_column(keys, n)
         ts = columnar.timestamp_column(timestamps, n, _now_ms())
         if len(kcol) != n or len(ts) != n:
@@ -797,7 +805,10 @@ class Client:
                         offsets[idx] = np.arange(base, base + idx.stop - idx.start)
                     else:
                         offsets[idx] = np.arange(base, base + len(idx))
-        return offsets
+        part_of = np.empty(n, dtype=np.int64)
+        for p, members in groups.items():
+            part_of[slice(None) if members is None else members] = p
+        return Placement(part_of, offsets)
 
     async def _place(
         self, topic: str, keys: pa.BinaryArray, n: int, partition: int | None,

@@ -26,8 +26,6 @@ import threading
 from collections.abc import Coroutine, Generator, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 
 from client.aio import (
@@ -36,6 +34,7 @@ from client.aio import (
     Client,
     ConfigEntry,
     FetchResult,
+    Placement,
     ProducerRecord,
     Record,
     TopicPartition,
@@ -212,14 +211,12 @@ class SyncClient:
             )
         )
 
-    def produce_arrow(
-        self, topic: str, table: pa.Table | pa.RecordBatch, **kwargs: Any
-    ) -> npt.NDArray[np.int64]:
+    def produce_arrow(self, topic: str, table: pa.Table | pa.RecordBatch, **kwargs: Any) -> Placement:
         """Bulk-produce an Arrow table; see :meth:`client.Client.produce_arrow`."""
         return self._call(self._client.produce_arrow(topic, table, **kwargs))
 
     def produce_columns(self, topic: str, values: Any, keys: Any = None, timestamps: Any = None,
-                        headers: Any = None, **kwargs: Any) -> npt.NDArray[np.int64]:
+                        headers: Any = None, **kwargs: Any) -> Placement:
         """Produce records given as columns; see :meth:`client.Client.produce_columns`."""
         return self._call(
             self._client.produce_columns(topic, values, keys, timestamps, headers, **kwargs))
