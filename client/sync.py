@@ -113,6 +113,7 @@ class SyncClient:
     ) -> None:
         self._pid = os.getpid()
         self._loop = _loop()
+        self._last_write: concurrent.futures.Future[None] | None = None
         self._client: Client = _run(
             self._loop,
             Client.connect(bootstrap, client_id=client_id, request_timeout=request_timeout),
@@ -223,6 +224,35 @@ class SyncClient:
 
     def produce_batch(self, topic: str, partition: int, batch: bytes, *, acks: int = 1) -> int:
         return self._call(self._client.produce_batch(topic, partition, batch, acks=acks))
+
+    def send_batches(
+        self, topic: str, batches: Mapping[int, bytes], *, acks: int = 1
+    ) -> concurrent.futures.Future[dict[int, int]]:
+        """Send pre-built batches (one per partition) in one Produce request per leader,
+        without waiting: the future resolves to the base offset per partition (-1 for
+        acks=0) or raises the request's KafkaError.
+
+        Requests from successive calls are written in call order (each waits for the
+        previous one to be on the wire, not answered), so a caller keeps several in
+        flight and a partition's batches are still appended in call order.
+        """
+        if os.getpid() != self._pid:
+            raise RuntimeError("this SyncClient was created in another process; create a new one")
+        prev = self._last_write
+        written: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._last_write = written
+        aio = self._client
+
+        async def run() -> dict[int, int]:
+            try:
+                if prev is not None:
+                    await asyncio.wrap_future(prev)
+                sent = await aio._send_produce(topic, batches, acks)
+            finally:
+                written.set_result(None)
+            return await aio._wait_produce(topic, batches, sent)
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop)
 
     def producer(self, **kwargs: Any) -> SyncProducer:
         """A batching producer (same options as :class:`client.producer.Producer`)."""

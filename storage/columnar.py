@@ -67,6 +67,7 @@ __all__ = [
     "build_batch_columns",
     "decode_columns",
     "encoded_sizes",
+    "header_section_sizes",
     "timestamp_column",
 ]
 
@@ -251,7 +252,7 @@ def _offset_deltas(n: int, suffix: bytes) -> tuple[pa.BinaryArray, I64]:
     cached = _OFFSET_DELTAS.get(suffix)
     if cached is None or len(cached[1]) < n:
         m = max(n, 1 << 16)
-        cached = _OFFSET_DELTAS[suffix] = _varint_column(
+        cached = _OFFSET_DELTAS[suffix] = _varints_column(
             np.arange(m, dtype=np.uint64) << np.uint64(1), b"", suffix)
     col, size = cached
     return col.slice(0, n), size[:n]  # type: ignore[return-value]
@@ -285,6 +286,11 @@ def _encode_headers(
         raise ValueError(f"{len(blobs)} header lists for {n} records")
     arr = pa.array(blobs, type=pa.binary())
     return arr, np.fromiter(map(len, blobs), dtype=np.int64, count=n)  # type: ignore[return-value]
+
+
+def header_section_sizes(headers: Sequence[Any] | pa.Array | None, n: int) -> I64:
+    """Each record's encoded header bytes beyond the one :data:`RECORD_BOUND` counts."""
+    return _encode_headers(headers, n)[1] - 1
 
 
 def _uvarint(v: int, out: bytearray) -> None:
