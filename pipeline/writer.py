@@ -251,7 +251,8 @@ class _Task:
         rows = self.pending.pop((topic, partition), None)
         if rows is None or not rows.tables:
             return
-        table = pa.concat_tables(rows.tables) if len(rows.tables) > 1 else rows.tables[0]
+        table = (pa.concat_tables(rows.tables, promote_options="default")  # headers may be absent
+                 if len(rows.tables) > 1 else rows.tables[0])
         sizes = np.concatenate(rows.sizes) if len(rows.sizes) > 1 else rows.sizes[0]
         cum = np.cumsum(sizes)
         limit = max(1, self.opts.batch_bytes - HEADER_SIZE)
