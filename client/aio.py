@@ -55,6 +55,7 @@ __all__ = [
     "ConfigSynonym",
     "FetchResult",
     "Placement",
+    "ProduceWindow",
     "ProducerRecord",
     "Record",
     "TopicPartition",
@@ -323,6 +324,55 @@ METADATA_MAX_AGE_S = 300.0
 class _TopicMeta:
     partitions: dict[int, int]  # partition -> leader node id
     fetched_at: float = field(default_factory=time.monotonic)
+
+
+def _take(col: Any, idx: npt.NDArray[np.int64] | slice) -> Any:
+    return col[idx] if isinstance(idx, slice) else col.take(pa.array(idx))
+
+
+class ProduceWindow:
+    """Produce requests kept in flight, in order, across calls (see ``produce_columns``).
+
+    At most ``max_in_flight`` requests are unanswered; sending one more first
+    waits for the oldest. The first failure is raised by the ``send`` or
+    ``drain`` that meets it; after it nothing more should be sent (requests
+    already in flight behind it may still be appended).
+    """
+
+    def __init__(self, client: Client, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
+        self.client = client
+        self.max_in_flight = max_in_flight
+        self._pending: collections.deque[
+            tuple[str, dict[int, bytes], list[Any], Callable[[dict[int, int]], None]]
+        ] = collections.deque()
+
+    async def send(self, topic: str, batches: dict[int, bytes], acks: int,
+                   on_answer: Callable[[dict[int, int]], None]) -> None:
+        """Write one request per leader for ``batches``; ``on_answer(base offsets)`` runs
+        when they are answered."""
+        while len(self._pending) >= self.max_in_flight:
+            await self._finish_oldest()
+        sent = await self.client._send_produce(topic, batches, acks)
+        self._pending.append((topic, batches, sent, on_answer))
+
+    async def _finish_oldest(self) -> None:
+        topic, batches, sent, on_answer = self._pending.popleft()
+        on_answer(await self.client._wait_produce(topic, batches, sent))
+
+    async def drain(self) -> None:
+        """Wait for every answer; raise the first error."""
+        while self._pending:
+            await self._finish_oldest()
+
+    async def abandon(self) -> None:
+        """Read (without raising) the answers still outstanding after a failure."""
+        while self._pending:
+            _, _, sent, _ = self._pending.popleft()
+            for conn, fut in sent:
+                with contextlib.suppress(KafkaError):
+                    await conn.wait(fut)
 
 
 class Client:
@@ -741,12 +791,17 @@ class Client:
         compression: str | int | None = None,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        window: ProduceWindow | None = None,
     ) -> Placement:
         """Produce records given as columns (see ``storage.columnar.build_batch_columns``
         for the accepted forms); returns each record's partition and offset in input order.
 
         ``partition`` sends every record there; otherwise ``partitions`` (-1 = let
         the default partitioner choose) and then the default partitioner place them.
+        With a ``window`` (:class:`ProduceWindow`) the call returns once its requests
+        are written: requests of successive calls share the window's in-flight
+        bound and order, and the returned offsets are filled in as answers arrive
+        (complete after ``await window.drain()``).
         """
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be -1 (all), 0 or 1, got {acks}")
@@ -780,34 +835,40 @@ class Client:
         chunks: dict[int, list[npt.NDArray[np.int64] | slice]] = {
             p: _cut(idx, sizes, limit, n) for p, idx in groups.items()}
 
-        def take(c: Any, idx: npt.NDArray[np.int64] | slice) -> Any:
-            return c[idx] if isinstance(idx, slice) else c.take(pa.array(idx))
+        own = window is None
+        win = ProduceWindow(self, max_in_flight) if window is None else window
+        part_of = np.empty(n, dtype=np.int64)
+        for p, members in groups.items():
+            part_of[slice(None) if members is None else members] = p
 
-        def rounds() -> Iterable[dict[int, tuple[bytes, npt.NDArray[np.int64] | slice]]]:
+        def fill(placed: dict[int, npt.NDArray[np.int64] | slice]) -> Callable[[dict[int, int]], None]:
+            def done(bases: dict[int, int]) -> None:
+                for p, base in bases.items():
+                    if base >= 0:
+                        idx = placed[p]
+                        count = idx.stop - idx.start if isinstance(idx, slice) else len(idx)
+                        offsets[idx] = np.arange(base, base + count)
+            return done
+
+        try:
             for r in range(max(len(c) for c in chunks.values())):
-                out = {}
+                batches: dict[int, bytes] = {}
+                placed: dict[int, npt.NDArray[np.int64] | slice] = {}
                 for p, cs in chunks.items():
                     if r < len(cs):
                         idx = cs[r]
                         hs = None
                         if hlist is not None:
                             hs = hlist[idx] if isinstance(idx, slice) else [hlist[i] for i in idx]
-                        batch = columnar.build_batch_columns(
-                            take(kcol, idx), take(vcol, idx), ts[idx], hs, compression=codec)
-                        out[p] = (batch, idx)
-                yield out
-
-        async for bases, placed in self._produce_rounds(topic, rounds(), acks, max_in_flight):
-            for p, base in bases.items():
-                if base >= 0:
-                    idx = placed[p]
-                    if isinstance(idx, slice):
-                        offsets[idx] = np.arange(base, base + idx.stop - idx.start)
-                    else:
-                        offsets[idx] = np.arange(base, base + len(idx))
-        part_of = np.empty(n, dtype=np.int64)
-        for p, members in groups.items():
-            part_of[slice(None) if members is None else members] = p
+                        batches[p] = columnar.build_batch_columns(
+                            _take(kcol, idx), _take(vcol, idx), ts[idx], hs, compression=codec)
+                        placed[p] = idx
+                await win.send(topic, batches, acks, fill(placed))
+            if own:
+                await win.drain()
+        finally:
+            if own:
+                await win.abandon()
         return Placement(part_of, offsets)
 
     async def _place(
@@ -837,38 +898,6 @@ class Client:
         """Append one pre-built ``storage.records`` batch; returns its base offset (-1 for acks=0)."""
         sent = await self._send_produce(topic, {partition: batch}, acks)
         return (await self._wait_produce(topic, {partition: batch}, sent))[partition]
-
-    async def _produce_rounds(
-        self,
-        topic: str,
-        rounds: Iterable[dict[int, tuple[bytes, T]]],
-        acks: int,
-        max_in_flight: int,
-    ) -> AsyncIterator[tuple[dict[int, int], dict[int, T]]]:
-        """Send each round (one batch per partition) as soon as it is built, keeping at
-        most ``max_in_flight`` rounds unanswered; yield (base offsets, tags) in order.
-
-        On the first failure nothing more is sent; the rounds already in flight are
-        waited for (so no answer is left unread) and the first error is raised.
-        """
-        window: collections.deque[tuple[dict[int, bytes], dict[int, T], list[Any]]] = (
-            collections.deque())
-        try:
-            for rnd in rounds:
-                batches = {p: b for p, (b, _) in rnd.items()}
-                tags = {p: t for p, (_, t) in rnd.items()}
-                window.append((batches, tags, await self._send_produce(topic, batches, acks)))
-                if len(window) >= max_in_flight:
-                    batches, tags, sent = window.popleft()
-                    yield await self._wait_produce(topic, batches, sent), tags
-            while window:
-                batches, tags, sent = window.popleft()
-                yield await self._wait_produce(topic, batches, sent), tags
-        finally:
-            for _, _, sent in window:  # after a failure: read, don't raise, the rest
-                for conn, fut in sent:
-                    with contextlib.suppress(KafkaError):
-                        await conn.wait(fut)
 
     async def _send_produce(
         self, topic: str, batches: Mapping[int, bytes], acks: int
