@@ -30,31 +30,25 @@ This module depends on NumPy and PyArrow and on nothing above ``storage``.
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import crc32c as _crc32c
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage import codecs
-from storage.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionError
+from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records import (
-    ATTRIBUTES_OFFSET,
     CONTROL_MASK,
-    CRC_OFFSET,
     HEADER_SIZE,
-    HEADER_STRUCT,
-    LOG_APPEND_TIME,
     LOG_OVERHEAD,
-    MAGIC,
     TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK,
+    assemble_batch,
+    check_batch_options,
     crc_ok,
     iter_batches,
 )
@@ -79,8 +73,6 @@ HEADER_STRUCT_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", 
 """One header as Arrow sees it (Spark's Kafka schema: ``struct<key:string,value:binary>``)."""
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_STRUCT_TYPE))
 
-_U32 = struct.Struct(">I")
-_INT32_MAX = (1 << 31) - 1
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _EMPTY = pa.scalar(b"", pa.binary())
@@ -353,10 +345,7 @@ def build_batch_columns(
     for all, or ``None`` (now); ``headers`` ``None`` or one header list (or None)
     per record. The result equals ``storage.records.build_batch`` of the rows.
     """
-    if not 0 <= compression <= 4:
-        raise UnsupportedCompressionError(f"compression codec {compression} is not one of 0..4")
-    if timestamp_type not in (0, LOG_APPEND_TIME):
-        raise ValueError(f"timestamp type {timestamp_type} is neither 0 nor 1")
+    check_batch_options(compression, timestamp_type)
     vcol = binary_column(values)
     n = len(vcol)
     kcol = binary_column(keys, n)
@@ -365,8 +354,6 @@ def build_batch_columns(
     ts = timestamp_column(timestamps, n)
     if len(ts) != n:
         raise ValueError(f"{len(ts)} timestamps for {n} values")
-    if n > _INT32_MAX:
-        raise InvalidRecordError("too many records for one batch")
     hcol, hlen = _encode_headers(headers, n)
     if n:
         base_ts = int(ts[0])
@@ -407,26 +394,12 @@ def build_batch_columns(
     else:
         base_ts = max_ts = -1
         parts = []
-    if compression:
-        parts = [codecs.compress(compression, b"".join(parts), compression_level)]
-    attributes = compression
-    if timestamp_type == LOG_APPEND_TIME:
-        attributes |= TIMESTAMP_TYPE_MASK
-    if is_transactional:
-        attributes |= TRANSACTIONAL_MASK
-    size = HEADER_SIZE + sum(len(p) for p in parts)
-    if size - LOG_OVERHEAD > _INT32_MAX:
-        raise InvalidRecordError("batch larger than 2 GiB")
-    header = bytearray(HEADER_SIZE)
-    HEADER_STRUCT.pack_into(
-        header, 0, base_offset, size - LOG_OVERHEAD, partition_leader_epoch, MAGIC, 0,
-        attributes, n - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, n,
+    return assemble_batch(
+        parts, n, base_ts, max_ts, base_offset=base_offset, compression=compression,
+        timestamp_type=timestamp_type, producer_id=producer_id, producer_epoch=producer_epoch,
+        base_sequence=base_sequence, partition_leader_epoch=partition_leader_epoch,
+        is_transactional=is_transactional, compression_level=compression_level,
     )
-    crc = _crc32c.crc32c(memoryview(header)[ATTRIBUTES_OFFSET:])
-    for p in parts:
-        crc = _crc32c.crc32c(p, crc)
-    _U32.pack_into(header, CRC_OFFSET, crc)
-    return b"".join((header, *parts))
 
 
 # ---------------------------------------------------------------- decoding

@@ -198,23 +198,16 @@ async def read_blocks(source: BinaryIO, block: int = 1 << 20) -> AsyncIterator[t
 
 
 async def read_lines(source: BinaryIO, block: int = 1 << 16) -> AsyncIterator[bytes]:
-    """Lines of ``source`` (each with its ending), read off the event loop.
+    """Lines of ``source`` (each with its ending, as read), off the event loop (see read_blocks).
 
     Reading happens in a worker thread, a block of whatever is available at a
-    time (``read1``), so a slow pipe (``tail -f log | chronolog produce``) never
-    stalls the loop: lingering batches are still sent while input waits.
+    time, so a slow pipe (``tail -f log | chronolog produce``) never stalls the
+    loop: lingering batches are still sent while input waits.
     """
-    loop = asyncio.get_running_loop()
-    read1 = getattr(source, "read1", source.read)
-    rest = b""
-    while True:
-        chunk: bytes = await loop.run_in_executor(None, read1, block)
-        if not chunk:
-            if rest:
-                yield rest
-            return
-        lines = (rest + chunk).split(b"\n")
-        rest = lines.pop()
+    async for lines, nbytes in read_blocks(source, block):
+        if nbytes == len(lines[0]) and len(lines) == 1:  # the last line, without a newline
+            yield lines[0]
+            continue
         for line in lines:
             yield line + b"\n"
 
