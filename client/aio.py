@@ -34,20 +34,27 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
-
-import numpy as np
-import numpy.typing as npt
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import protocol.api as api
 import protocol.describe_configs as dc
+from client._lazy import LazyModule
 from client.connection import BrokerConnection, parse_bootstrap
 from client.partitioner import StickyPartitioner, partitions_for_keys
 from protocol.errors import ErrorCode, KafkaError
-from storage import columnar
 from storage import records as rec
 from storage.errors import StorageError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pyarrow as pa
+
+    from storage import columnar
+else:  # imported on first use (see client._lazy)
+    np = LazyModule("numpy")
+    pa = LazyModule("pyarrow")
+    columnar = LazyModule("storage.columnar")
 
 __all__ = [
     "Client",
@@ -327,7 +334,7 @@ class _TopicMeta:
 
 
 def _take(col: Any, idx: npt.NDArray[np.int64] | slice) -> Any:
-    return col[idx] if isinstance(idx, slice) else col.take(pa.array(idx))
+    return col[idx] if isinstance(idx, slice) else col.take(columnar.numeric_array(idx))
 
 
 class ProduceWindow:
@@ -1375,15 +1382,16 @@ def decode_records(
         ) from e
 
 
-#: The columns of :meth:`Client.consume_arrow`'s batches.
-ARROW_SCHEMA = pa.schema([
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.int64()),
-    pa.field("timestamp_type", pa.int32()),
-    pa.field("headers", columnar.HEADERS_TYPE),
-])
+def arrow_schema() -> pa.Schema:
+    """The columns of :meth:`Client.consume_arrow`'s batches."""
+    return pa.schema([
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.int64()),
+        pa.field("timestamp_type", pa.int32()),
+        pa.field("headers", columnar.HEADERS_TYPE),
+    ])
 
 
 def decode_arrow(
@@ -1400,7 +1408,7 @@ def decode_arrow(
     nxt = res.next_offset if end is None else min(res.next_offset, end)
     if res.columns is None:
         return None, nxt
-    return pa.RecordBatch.from_arrays(list(res.columns.values()), schema=ARROW_SCHEMA), nxt
+    return pa.RecordBatch.from_arrays(list(res.columns.values()), schema=arrow_schema()), nxt
 
 
 def _decode_records(

@@ -19,10 +19,20 @@ tested).
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
-import pyarrow as pa
+from client._lazy import LazyModule
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pyarrow as pa
+
+    from storage import columnar
+else:  # NumPy and PyArrow only when a whole column is partitioned
+    np = LazyModule("numpy")
+    pa = LazyModule("pyarrow")
+    columnar = LazyModule("storage.columnar")
 
 __all__ = ["murmur2", "partition_for_key", "partitions_for_keys", "StickyPartitioner"]
 
@@ -99,13 +109,9 @@ def choose_partition(
     return sticky.partition(topic, num_partitions)
 
 
-_SEED32 = np.uint32(0x9747B28C)
-_M32 = np.uint32(0x5BD1E995)
-
-
 def _finish32(h: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
     h ^= h >> np.uint32(13)
-    h *= _M32
+    h *= np.uint32(_M)
     h ^= h >> np.uint32(15)
     return h
 
@@ -128,14 +134,14 @@ def partitions_for_keys(keys: pa.Array, num_partitions: int) -> npt.NDArray[np.i
     )
     valid = (
         np.ones(n, dtype=bool) if col.null_count == 0
-        else np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        else columnar.validity(col)
     )
     starts = offsets[:-1].astype(np.int64)
     lengths = np.diff(offsets).astype(np.int64)
     with np.errstate(over="ignore"):
         for length in np.unique(lengths[valid]).tolist():
             idx = np.flatnonzero(valid & (lengths == length))
-            h = np.full(len(idx), _SEED32 ^ np.uint32(length & 0xFFFFFFFF), dtype=np.uint32)
+            h = np.full(len(idx), np.uint32(_SEED) ^ np.uint32(length & 0xFFFFFFFF), dtype=np.uint32)
             if length:
                 mat = data[starts[idx][:, None] + np.arange(length, dtype=np.int64)]
                 whole = length - (length & 3)
@@ -143,10 +149,10 @@ def partitions_for_keys(keys: pa.Array, num_partitions: int) -> npt.NDArray[np.i
                     words = np.ascontiguousarray(mat[:, :whole]).view("<u4")
                     for j in range(whole // 4):
                         k = words[:, j].astype(np.uint32)
-                        k *= _M32
+                        k *= np.uint32(_M)
                         k ^= k >> np.uint32(24)
-                        k *= _M32
-                        h *= _M32
+                        k *= np.uint32(_M)
+                        h *= np.uint32(_M)
                         h ^= k
                 tail = length & 3
                 if tail == 3:
@@ -155,7 +161,7 @@ def partitions_for_keys(keys: pa.Array, num_partitions: int) -> npt.NDArray[np.i
                     h ^= mat[:, whole + 1].astype(np.uint32) << np.uint32(8)
                 if tail >= 1:
                     h ^= mat[:, whole].astype(np.uint32)
-                    h *= _M32
+                    h *= np.uint32(_M)
             h = _finish32(h)
             out[idx] = (h & np.uint32(0x7FFFFFFF)).astype(np.int64) % num_partitions
     return out

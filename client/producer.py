@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from client._lazy import LazyModule
 from client.aio import (
     _RECORD_OVERHEAD,
     METADATA_MAX_AGE_S,
@@ -44,7 +45,8 @@ from client.aio import (
 from client.partitioner import StickyPartitioner, choose_partition
 from protocol.errors import ErrorCode, KafkaError
 from storage import records as rec
-from storage.columnar import build_batch_columns
+
+columnar = LazyModule("storage.columnar")  # NumPy and PyArrow only once a batch is built
 
 __all__ = ["Producer", "RecordMetadata"]
 
@@ -267,7 +269,7 @@ class Producer:
             return self._pid
 
     def _build(self, pend: _Pending, **producer: Any) -> bytes:
-        return build_batch_columns(
+        return columnar.build_batch_columns(
             pend.keys, pend.values, pend.timestamps,
             pend.headers if pend.has_headers else None, compression=self.codec, **producer,
         )

@@ -24,9 +24,7 @@ import functools
 import os
 import threading
 from collections.abc import Coroutine, Generator, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from client.aio import (
     DEFAULT_MAX_BATCH_BYTES,
@@ -40,6 +38,9 @@ from client.aio import (
     TopicPartition,
 )
 from client.producer import Producer, RecordMetadata
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["SyncClient", "SyncProducer"]
 

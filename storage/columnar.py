@@ -75,7 +75,70 @@ HEADERS_TYPE = pa.list_(pa.field("element", HEADER_STRUCT_TYPE))
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
-_EMPTY = pa.scalar(b"", pa.binary())
+
+# Building never calls pa.array or pa.scalar on Python objects: those make pyarrow
+# import pandas (~0.5 s), which a CLI run or the broker's UDP ingest would pay for
+# nothing. Arrays are made from NumPy buffers instead.
+
+
+def numeric_array(values: npt.NDArray[Any]) -> pa.Array:
+    """A NumPy int/float array as an Arrow array over the same memory (no pandas import)."""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values),
+                                 [None, pa.py_buffer(values)])
+
+
+def _empties(n: int) -> pa.BinaryArray:
+    """n empty binary values (the join's separators)."""
+    return pa.Array.from_buffers(  # type: ignore[return-value]
+        pa.binary(), n, [None, pa.py_buffer(np.zeros(n + 1, dtype=np.int32)), pa.py_buffer(b"")])
+
+
+def validity(col: pa.Array) -> npt.NDArray[np.bool_]:
+    """True where ``col`` holds a value, read from its validity bitmap."""
+    n = len(col)
+    bitmap = col.buffers()[0]
+    if bitmap is None or not col.null_count:
+        return np.ones(n, dtype=bool)
+    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
+    return bits[col.offset : col.offset + n].astype(bool)
+
+
+def _nulls_as_empty(col: pa.BinaryArray) -> pa.BinaryArray:
+    """``col`` with its nulls read as empty values (the join would make a null row)."""
+    if not col.null_count:
+        return col
+    n = len(col)
+    offsets = np.frombuffer(col.buffers()[1], dtype=np.int32)[col.offset : col.offset + n + 1]
+    valid = validity(col)
+    if not np.diff(offsets)[~valid].any():  # null slots take no bytes: drop the bitmap
+        return pa.Array.from_buffers(  # type: ignore[return-value]
+            pa.binary(), n, [None, col.buffers()[1], col.buffers()[2]], offset=col.offset)
+    return col.fill_null(b"")  # type: ignore[no-any-return]
+
+
+def _from_list(values: Sequence[Any]) -> pa.BinaryArray:
+    """A list of bytes/None as an Arrow binary array built from one join; a list
+    with ``str`` values goes through ``pa.array``."""
+    n = len(values)
+    nulls = values.count(None)  # type: ignore[attr-defined]  # list or tuple
+    present = values if not nulls else [v for v in values if v is not None]
+    try:
+        data = b"".join(present)  # bytes, bytearray and byte memoryviews alike
+    except TypeError:  # str values: Arrow encodes them as UTF-8
+        return pa.array(values, type=pa.binary())  # type: ignore[return-value]
+    lengths = np.fromiter(map(len, present), dtype=np.int32, count=len(present))
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    validity = None
+    if nulls:
+        valid = np.fromiter((v is not None for v in values), dtype=bool, count=n)
+        full = np.zeros(n, dtype=np.int32)
+        full[valid] = lengths
+        lengths = full
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(  # type: ignore[return-value]
+        pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
 
 RECORD_BOUND = 1 + 5 + 10 + 5 + 5 + 5 + 1
 """Most bytes a record adds beyond its key, value and header bytes (every varint at
@@ -105,7 +168,9 @@ def binary_column(col: Any, n: int | None = None) -> pa.BinaryArray:
         data = np.ascontiguousarray(col)
         return pa.Array.from_buffers(  # type: ignore[return-value]
             pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    if not isinstance(col, pa.Array):
+    if isinstance(col, list | tuple):
+        col = _from_list(col)
+    elif not isinstance(col, pa.Array):
         col = pa.array(col, type=pa.binary())
     if not pa.types.is_binary(col.type):
         col = col.cast(pa.binary())
@@ -143,7 +208,7 @@ def _lengths(col: pa.BinaryArray) -> tuple[I64, I64]:
     offsets = np.frombuffer(col.buffers()[1], dtype=np.int32)[col.offset : col.offset + n + 1]
     length = np.diff(offsets).astype(np.int64)
     if col.null_count:
-        valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        valid = validity(col)
         length = np.where(valid, length, -1)
     return offsets[:-1].astype(np.int64), length
 
@@ -235,7 +300,7 @@ def _varint_column(z: U64, prefix: bytes = b"", suffix: bytes = b"") -> tuple[pa
     if table is None:
         table = _TABLES[key] = _varint_table(limit, prefix, suffix)
     idx = z.view(np.int64)
-    return table[0].take(pa.array(idx)), table[1][idx]  # type: ignore[return-value]
+    return table[0].take(numeric_array(idx)), table[1][idx]  # type: ignore[return-value]
 
 
 def _offset_deltas(n: int, suffix: bytes) -> tuple[pa.BinaryArray, I64]:
@@ -380,11 +445,11 @@ def build_batch_columns(
                                     b"\x00" if no_headers else b"", b"\x00")
         cols: list[pa.Array] = [len_col, ts_col, od_col]
         if not no_keys:
-            cols += [kl_col, kcol.fill_null(_EMPTY) if kcol.null_count else kcol]
-        cols += [vl_col, vcol.fill_null(_EMPTY) if vcol.null_count else vcol]
+            cols += [kl_col, _nulls_as_empty(kcol)]
+        cols += [vl_col, _nulls_as_empty(vcol)]
         if hcol is not None:
             cols.append(hcol)
-        joined = pc.binary_join_element_wise(*cols, _EMPTY)
+        joined = pc.binary_join_element_wise(*cols, _empties(n))
         offs = joined.buffers()[1]
         first, last = np.frombuffer(offs, dtype=np.int32)[[joined.offset, joined.offset + n]]
         records = memoryview(joined.buffers()[2])[int(first) : int(last)]
@@ -509,9 +574,9 @@ def decode_columns(
     columns = {
         "key": _binary(d, rows["key_pos"], rows["key_len"]),
         "value": _binary(d, rows["value_pos"], rows["value_len"]),
-        "offset": pa.array(offsets),
-        "timestamp": pa.array(ts_ms),
-        "timestamp_type": pa.array(lat),
+        "offset": numeric_array(offsets),
+        "timestamp": numeric_array(ts_ms),
+        "timestamp_type": numeric_array(lat),
         "headers": _headers(data, rows, starts + lengths, where, offsets),
     }
     return ColumnBatch(columns, next_offset, seen, n_rec)

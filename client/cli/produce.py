@@ -34,8 +34,6 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any, BinaryIO
 
-import numpy as np
-
 from client.aio import COMPRESSION_CODECS, Client, Placement, ProducerRecord, ProduceWindow
 from client.cli._common import add_bootstrap, add_command, config_arg, progress, run
 from client.producer import Producer
@@ -326,6 +324,8 @@ async def _produce_records(
         error = error or e
     placed = []
     if error is None and futures:
+        import numpy as np
+
         metas = [f.result() for f in futures]
         placed.append(Placement(np.array([m.partition for m in metas], dtype=np.int64),
                                 np.array([m.offset for m in metas], dtype=np.int64)))
