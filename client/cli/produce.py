@@ -146,17 +146,17 @@ class LineParser:
 
 
     def parse_block(
-        self, lines: list[bytes], first_lineno: int
+        self, lines: list[bytes], first_lineno: int, has_cr: bool = True
     ) -> tuple[list[bytes | None] | None, list[bytes], list[int | None] | None, ValueError | None]:
         """Columns (keys, values, timestamps) of whole lines without their ``\\n``.
 
         Keys/timestamps are None when those columns are not used. A line that
         does not parse ends the block: the columns hold the lines before it and
-        its error is returned.
+        its error is returned. ``has_cr=False`` says no line holds a ``\\r`` (no CRLF to strip).
         """
         if not self.split:
             values = lines
-            if any(line.endswith(b"\r") for line in lines):
+            if has_cr and any(line.endswith(b"\r") for line in lines):
                 values = [line[:-1] if line.endswith(b"\r") else line for line in lines]
             return None, values, None, None
         keys: list[bytes | None] = []
@@ -173,10 +173,13 @@ class LineParser:
         return (keys if self.key_col else None), vals, (stamps if self.ts_col else None), None
 
 
-async def read_blocks(source: BinaryIO, block: int = 1 << 20) -> AsyncIterator[tuple[list[bytes], int]]:
+async def read_blocks(
+    source: BinaryIO, block: int = 1 << 20
+) -> AsyncIterator[tuple[list[bytes], int, bool]]:
     """Whole lines of ``source`` (without their ``\\n``) a block at a time, with the
-    bytes they took; read off the event loop, whatever is available (``read1``), so
-    a slow pipe's lines are handed on as they arrive."""
+    bytes they took and whether those hold a ``\\r``; read off the event loop,
+    whatever is available (``read1``), so a slow pipe's lines are handed on as they
+    arrive."""
     loop = asyncio.get_running_loop()
     read1 = getattr(source, "read1", source.read)
     rest = b""
@@ -184,7 +187,7 @@ async def read_blocks(source: BinaryIO, block: int = 1 << 20) -> AsyncIterator[t
         chunk: bytes = await loop.run_in_executor(None, read1, block)
         if not chunk:
             if rest:
-                yield [rest], len(rest)
+                yield [rest], len(rest), b"\r" in rest
             return
         data = rest + chunk if rest else chunk
         cut = data.rfind(b"\n") + 1
@@ -192,7 +195,8 @@ async def read_blocks(source: BinaryIO, block: int = 1 << 20) -> AsyncIterator[t
             rest = data
             continue
         rest = data[cut:]
-        yield data[: cut - 1].split(b"\n"), cut
+        whole = data[: cut - 1]
+        yield whole.split(b"\n"), cut, b"\r" in whole
 
 
 async def read_lines(source: BinaryIO, block: int = 1 << 16) -> AsyncIterator[bytes]:
@@ -202,7 +206,7 @@ async def read_lines(source: BinaryIO, block: int = 1 << 16) -> AsyncIterator[by
     time, so a slow pipe (``tail -f log | chronolog produce``) never stalls the
     loop: lingering batches are still sent while input waits.
     """
-    async for lines, nbytes in read_blocks(source, block):
+    async for lines, nbytes, _ in read_blocks(source, block):
         if nbytes == len(lines[0]) and len(lines) == 1:  # the last line, without a newline
             yield lines[0]
             continue
@@ -266,8 +270,8 @@ async def _produce_blocks(
     lineno = 1
     error: Exception | None = None
     try:
-        async for lines, nbytes in read_blocks(source):
-            keys, values, stamps, error = parser.parse_block(lines, lineno)
+        async for lines, nbytes, has_cr in read_blocks(source):
+            keys, values, stamps, error = parser.parse_block(lines, lineno, has_cr)
             if values:
                 where = await client.produce_columns(
                     args.topic, values, keys, stamps,
