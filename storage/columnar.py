@@ -30,9 +30,11 @@ This module depends on NumPy and PyArrow and on nothing above ``storage``.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -122,6 +124,8 @@ def _from_list(values: Sequence[Any]) -> pa.BinaryArray:
     with ``str`` values goes through ``pa.array``."""
     n = len(values)
     nulls = values.count(None)  # type: ignore[attr-defined]  # list or tuple
+    if nulls == n:
+        return pa.nulls(n, pa.binary())  # type: ignore[return-value]
     present = values if not nulls else [v for v in values if v is not None]
     try:
         data = b"".join(present)  # bytes, bytearray and byte memoryviews alike
@@ -131,7 +135,7 @@ def _from_list(values: Sequence[Any]) -> pa.BinaryArray:
     offsets = np.zeros(n + 1, dtype=np.int32)
     validity = None
     if nulls:
-        valid = np.fromiter((v is not None for v in values), dtype=bool, count=n)
+        valid = np.fromiter(map(operator.is_not, values, repeat(None)), dtype=bool, count=n)
         full = np.zeros(n, dtype=np.int32)
         full[valid] = lengths
         lengths = full
@@ -233,14 +237,16 @@ def _sizes(z: U64) -> I64:
 
 
 def _put(mat: U8, z: U64, size: I64) -> None:
-    """Write varints ``z`` (``size`` bytes each) left-aligned into the rows of ``mat``."""
+    """Write varints ``z`` (``size`` bytes each) left-aligned into the rows of ``mat``.
+
+    Columns past a row's size get 0 (the value is used up); callers cut rows to
+    their size or write a suffix there afterwards.
+    """
     rest = z.copy()
-    rows = np.arange(len(z))
     for c in range(mat.shape[1]):
         byte = (rest & np.uint64(0x7F)).astype(np.uint8)
         byte |= np.where(size > c + 1, np.uint8(0x80), np.uint8(0))
-        live = size > c
-        mat[rows[live], c] = byte[live]
+        mat[:, c] = byte
         rest >>= np.uint64(7)
 
 
@@ -256,8 +262,6 @@ def _pack_rows(mat: U8, widths: I64) -> pa.BinaryArray:
 
 _SMALL_TABLE = 1 << 14
 """Varints below this (one and two bytes) come from a table by one Arrow ``take``."""
-_LARGE_TABLE = 1 << 21
-"""Three-byte varints (e.g. timestamp deltas of a few seconds) have a table built on first use."""
 
 
 def _varint_table(size_limit: int, prefix: bytes, suffix: bytes) -> tuple[pa.BinaryArray, I64]:
@@ -288,17 +292,17 @@ _OFFSET_DELTAS: dict[bytes, tuple[pa.BinaryArray, I64]] = {}
 def _varint_column(z: U64, prefix: bytes = b"", suffix: bytes = b"") -> tuple[pa.BinaryArray, I64]:
     """``prefix + varint(z[i]) + suffix`` per row as an Arrow binary column, and each row's size.
 
-    Varints of up to three bytes, nearly all of a batch's, are gathered from a
-    table in C++ (one ``take``); larger ones are written column by column with NumPy.
+    Varints of one or two bytes, nearly all of a batch's, are gathered from a
+    table in C++ (one ``take``); a column with larger ones (e.g. timestamp deltas
+    of seconds) is written byte column by byte column with NumPy.
     """
     top = int(z.max()) if len(z) else 0
-    limit = _SMALL_TABLE if top < _SMALL_TABLE else _LARGE_TABLE if top < _LARGE_TABLE else 0
-    if not limit:
+    if top >= _SMALL_TABLE:
         return _varints_column(z, prefix, suffix)
-    key = (limit, prefix, suffix)
+    key = (_SMALL_TABLE, prefix, suffix)
     table = _TABLES.get(key)
     if table is None:
-        table = _TABLES[key] = _varint_table(limit, prefix, suffix)
+        table = _TABLES[key] = _varint_table(_SMALL_TABLE, prefix, suffix)
     idx = z.view(np.int64)
     return table[0].take(numeric_array(idx)), table[1][idx]  # type: ignore[return-value]
 
