@@ -57,6 +57,17 @@ async def _ours(report: Report, bootstrap: str) -> dict[str, float]:
                    rates["Client.produce"], "records/s",
                    note="records made inside the timed loop, as the confluent row does")
 
+        await c.create_topic("bench-columns")
+        t = time.perf_counter()
+        for start in range(0, N, chunk):
+            stop = min(N, start + chunk)
+            await c.produce_columns("bench-columns", [VALUE] * (stop - start), None,
+                                    list(range(BASE_TS + start, BASE_TS + stop)), partition=0)
+        rates["produce_columns"] = N / (time.perf_counter() - t)
+        report.add("client", "Client.produce_columns (10k-value lists per call), 100 B",
+                   rates["produce_columns"], "records/s",
+                   note="lists of values and timestamps made inside the timed loop")
+
         import numpy as np
         import pyarrow as pa
 
@@ -188,7 +199,7 @@ def run(report: Report, scratch: str) -> None:
         except ImportError:
             ours = asyncio.run(_ours(report, bootstrap))
         theirs = _confluent(report, bootstrap)
-        for name in ("Producer.send", "Client.produce", "produce_arrow"):
+        for name in ("Producer.send", "Client.produce", "produce_columns", "produce_arrow"):
             report.add("client", f"produce: {name} / confluent-kafka",
                        ours[name] / theirs["produce"], "ratio",
                        target=">= 1.0" if name == "Client.produce" else "",
