@@ -65,6 +65,7 @@ __all__ = [
     "encoded_sizes",
     "header_section_sizes",
     "timestamp_column",
+    "warm_up",
 ]
 
 I64 = npt.NDArray[np.int64]
@@ -469,6 +470,13 @@ def build_batch_columns(
         base_sequence=base_sequence, partition_leader_epoch=partition_leader_epoch,
         is_transactional=is_transactional, compression_level=compression_level,
     )
+
+
+def warm_up() -> None:
+    """Build the varint tables and initialise the Arrow kernels now (~0.1-0.3 s once per
+    process), so a latency-sensitive caller (UDP ingest) does not stall on its first batch."""
+    build_batch_columns([None, b"k"], [b"v", None], [0, 1 << 40], [[("h", b"")], None])
+    build_batch_columns(None, [b"v"] * 100, 0)
 
 
 # ---------------------------------------------------------------- decoding
