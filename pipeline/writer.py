@@ -302,7 +302,7 @@ class _Task:
         for fut, *_ in self.inflight:
             try:
                 fut.result()
-            except Exception:  # noqa: BLE001  # the first failure is what the task reports
+            except Exception:  # the first failure is what the task reports
                 pass
         self.inflight.clear()
 
