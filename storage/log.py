@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from storage import swap
 from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
@@ -127,6 +128,7 @@ class Log:
         log_start_offset: int | None = None,
         recovery_point: int | None = None,
         clean_shutdown: bool = True,
+        cleaned_offset: int | None = None,
     ) -> None:
         self.dir = Path(directory)
         self.config = config
@@ -145,6 +147,9 @@ class Log:
         self._sealed_unflushed: list[LogSegment] = []
         self._roll_flush_upto = 0
         self._generation = 0
+        # Below this offset the cleaner has rewritten segments (its checkpoint), so
+        # recovery accepts offset gaps there even if cleanup.policy changed since.
+        self._cleaned_offset = cleaned_offset
         self._load(log_start_offset, recovery_point, clean_shutdown)
         self._roll_flush_upto = max(self._roll_flush_upto, self.recovery_point)
 
@@ -165,6 +170,7 @@ class Log:
     def _load(self, log_start: int | None, recovery_point: int | None, clean: bool) -> None:
         bases: list[int] = []
         index_files: list[tuple[int, str]] = []
+        swap.finish_pending(self.dir)  # a clean interrupted by a crash: old or new segments
         for name in os.listdir(self.dir):
             path = self.dir / name
             if name.endswith((".deleted", ".cleaned", ".swap")):
@@ -206,11 +212,12 @@ class Log:
             if i < start_recovery and i in needs_rebuild:
                 # Only an index is missing from data that was flushed: rebuild it, and
                 # never cut the .log or drop later segments for it.
-                recover_segment(seg, min_offset=prev_end, cut=False)
+                recover_segment(seg, min_offset=prev_end, cut=False,
+                                allow_gaps=self._gaps_allowed(seg))
                 self.recovered_segments += 1
                 prev_end = seg.next_offset
             elif i >= start_recovery:
-                cut = recover_segment(seg, min_offset=prev_end)
+                cut = recover_segment(seg, min_offset=prev_end, allow_gaps=self._gaps_allowed(seg))
                 self.recovered_segments += 1
                 if cut:
                     self.recovered_bytes_cut += cut
@@ -234,7 +241,8 @@ class Log:
         except CorruptRecordError:
             # A damaged tail despite a clean-shutdown marker: recover the active
             # segment rather than refuse to open the partition.
-            self.recovered_bytes_cut += recover_segment(self.active)
+            self.recovered_bytes_cut += recover_segment(
+                self.active, allow_gaps=self._gaps_allowed(self.active))
             self.recovered_segments += 1
             leo = self.active.next_offset
         # An empty active segment after an earlier one: its base is the LEO.
@@ -244,6 +252,12 @@ class Log:
         self.log_start_offset = min(start, self._leo)
         # Clean: everything was flushed at close. Unclean: recovery fsynced what it kept.
         self.recovery_point = self._leo
+
+    def _gaps_allowed(self, seg: LogSegment) -> bool:
+        """Recovery's gap rule (storage/recovery.py): offset gaps are compaction's,
+        not damage, in a compacted topic or below the cleaner's checkpoint."""
+        return self.config.compact or (
+            self._cleaned_offset is not None and seg.base_offset < self._cleaned_offset)
 
     # -- basic properties --------------------------------------------------------
     @property
@@ -707,10 +721,10 @@ class Log:
         if cfg.log_append_time and self._last_append_time is None:
             self._last_append_time = self._prefix_max_list()[-1]  # before the data goes
         deleted = 0
-        if cfg.retention_ms >= 0:
+        if cfg.retention_ms >= 0 and cfg.delete_enabled:
             deleted += self._delete_while(
                 lambda seg, _rest: now_ms - seg.largest_timestamp() > cfg.retention_ms)
-        if cfg.retention_bytes >= 0:
+        if cfg.retention_bytes >= 0 and cfg.delete_enabled:
             excess = [self.size_in_bytes() - cfg.retention_bytes]
 
             def over(seg: LogSegment, _rest: int) -> bool:
@@ -746,6 +760,20 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self._prefix_max = None
         return victims
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Put ``new`` (a cleaned segment whose files are in place, storage/cleaner.py)
+        where the consecutive sealed segments ``old`` were, in one step on the log's
+        thread; what was derived from the old files is forgotten."""
+        i = next(j for j, s in enumerate(self.segments) if s is old[0])
+        if self.segments[i:i + len(old)] != old or i + len(old) >= len(self.segments):
+            raise ValueError("replace_segments needs consecutive sealed segments of this log")
+        self.segments[i:i + len(old)] = [new]
+        self._bases[i:i + len(old)] = [new.base_offset]
+        self._sealed_unflushed = self._live(self._sealed_unflushed)
+        self._prefix_max = None
+        self._latest_epoch = None
+        self._summary_cursor = (0, 0)
 
     # -- durability ------------------------------------------------------------------
     def flush(self) -> None:
