@@ -349,6 +349,14 @@ class _Records:
         self.pos, self.size, self.delta, self.keys, self.tomb = pos, sizes, delta, keys, tomb
 
 
+def null_key_indexes(batch: bytes | bytearray | memoryview) -> list[int]:
+    """Indexes of the records with a null key in one validated batch (a compacted
+    topic refuses them at produce, as Kafka's LogValidator.validateKey)."""
+    data = bytes(batch)
+    h = BatchHeader._make(HEADER_STRUCT.unpack_from(data, 0))
+    return [i for i, k in enumerate(_Records(data, 0, h).keys) if k is None]
+
+
 # ---------------------------------------------------------------- rewriting a batch
 
 
@@ -516,7 +524,7 @@ class CleanResult:
         return True
 
 
-@dataclass
+@dataclass(eq=False)
 class CleanPlan:
     """A snapshot of what to clean, taken on the log's thread; ``run`` on any thread."""
 

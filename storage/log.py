@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from storage import swap
+from storage.cleaner import null_key_indexes
 from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
+    InvalidRecordError,
     InvalidTimestampError,
     LogStorageError,
     OffsetOutOfRangeError,
@@ -307,6 +309,8 @@ class Log:
                 f"append of {size} bytes exceeds segment.bytes={cfg.segment_bytes}")
         scan = validate_client_batch(batch)
         h = scan.header
+        if cfg.compact:
+            self._check_keys(batch, now_ms)
         # Only the 61-byte header changes unless maxTimestamp/timestamp type must be
         # rewritten (CRC over the whole batch): then the batch is copied once.
         head = bytearray(memoryview(batch)[:HEADER_SIZE])
@@ -359,6 +363,28 @@ class Log:
         self.active.append(data, [(0, size, last, max_ts)])
         self._after_append(last, max_ts, leader_epoch)
         return AppendResult(base, last, max_ts, log_append_time, self.log_start_offset)
+
+    def _check_keys(self, batch: bytes | bytearray | memoryview, now_ms: int) -> None:
+        """Kafka's LogValidator.validateKey for a compacted topic: every record needs a
+        key. The batch fails with INVALID_RECORD and one record error per keyless
+        record, or INVALID_TIMESTAMP when another record's timestamp is also bad."""
+        missing = null_key_indexes(batch)
+        if not missing:
+            return
+        msg = f"Compacted topic cannot accept message without key in topic partition {self.dir.name}"
+        errors = [(i, msg) for i in missing]
+        cfg = self.config
+        if not cfg.log_append_time:
+            bad = set(missing)
+            ts_errors = [e for e in timestamp_errors(
+                batch, 0, now_ms, cfg.message_timestamp_before_max_ms,
+                cfg.message_timestamp_after_max_ms) if e[0] not in bad]
+            if ts_errors:
+                raise InvalidTimestampError("One or more records have been rejected due to "
+                                            "invalid timestamp", sorted(errors + ts_errors))
+        raise InvalidRecordError(
+            f"One or more records have been rejected due to {len(errors)} record errors "
+            f"in total: {msg}", errors)
 
     def append_as_is(self, data: bytes | bytearray | memoryview, *,
                      now_ms: int | None = None) -> AppendResult:
