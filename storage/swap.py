@@ -86,16 +86,20 @@ def discard_cleaned(directory: Path, base: int) -> None:
 
 
 def commit(directory: Path, bases: list[int]) -> None:
-    """Step 2 for the new segments ``bases`` (one per group), one directory fsync."""
+    """Step 2 for the new segments ``bases`` (one per group, in offset order). Each
+    group's commit point is made durable before the next group's, so a crash leaves
+    the groups up to some point swapped and the rest not: a later group is never
+    swapped without the earlier ones (its removed tombstones could otherwise let an
+    earlier, superseded value of the key reappear)."""
     for base in bases:
         s = stem(directory, base)
         for suffix in (".index", ".timeindex", MANIFEST):
             os.replace(s + suffix + CLEANED, s + suffix + SWAP)
             _step("swap" + suffix)
         os.replace(s + ".log" + CLEANED, s + ".log" + SWAP)
-    _step("log-swapped")
-    fsync_dir(directory)
-    _step("committed")
+        _step("log-swapped")
+        fsync_dir(directory)
+        _step("committed")
 
 
 def complete(directory: Path, base: int) -> None:
