@@ -120,6 +120,7 @@ class BrokerConfig:
     log_cleanup_policy: str = _setting(
         "log.cleanup.policy", "delete",
         "Default cleanup.policy of topics: delete, compact, or compact,delete.",
+        choices=("delete", "compact", "compact,delete", "delete,compact"),
     )
     log_cleaner_enable: bool = _setting(
         "log.cleaner.enable", True, "Run the log cleaner, which compacts cleanup.policy=compact topics."
