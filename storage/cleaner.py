@@ -56,6 +56,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,10 +76,12 @@ from storage.records import (
     BatchHeader,
     _lanes_list,
     _layout,
+    _next_has_same_size,
     _read_varint,
     _read_varlong,
     _run_keys,
     _run_length,
+    _run_offsets_ok,
     scan_timestamps,
 )
 from storage.segment import INT32_MAX, LogSegment
@@ -169,14 +172,14 @@ class OffsetMap:
         were added (fewer than len(keys) only when the map filled up)."""
         m = self.map
         n = len(keys)
-        if n and len({len(k) for k in keys}) == 1:
-            # Equal-length keys (a uniform run): room for all of them is checked at once.
-            before = len(m)
-            worst = self.used + (ENTRY_OVERHEAD + len(keys[0])) * n
-            if worst <= self.budget:
-                m.update(zip(keys, offsets, strict=True))
-                self.used += (ENTRY_OVERHEAD + len(keys[0])) * (len(m) - before)
-                return n
+        fresh = set(keys).difference(m)
+        cost = ENTRY_OVERHEAD * len(fresh) + sum(map(len, fresh))
+        if self.used + cost <= self.budget:
+            # Room for every new key: then the one-by-one rule below would add them
+            # all too; one C-level update does it.
+            m.update(zip(keys, offsets, strict=True))
+            self.used += cost
+            return n
         for i in range(n):
             k = keys[i]
             if k not in m:
@@ -300,11 +303,30 @@ def _batches(fd: int, start: int, end: int, throttler: Throttler | None,
         pos += size
 
 
+def _zz(data: bytes, p: int, end: int) -> tuple[int, int]:
+    """A zig-zag varint at p: (value, position after it); one-byte values inline."""
+    b = data[p]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p + 1
+    c = data[p + 1]
+    if c < 0x80:
+        u = (b & 0x7F) | (c << 7)
+        return (u >> 1) ^ -(u & 1), p + 2
+    return _read_varlong(data, p, end)
+
+
 class _Records:
     """The records of one batch as columns: position and size of each record in
-    ``data``, offset delta, key (None = null key), null value (tombstone)."""
+    ``data``, offset delta, key (None = null key), null value (tombstone).
 
-    __slots__ = ("data", "pos", "size", "delta", "keys", "tomb")
+    Runs of records sharing one layout (records.py's ``_layout``/``_run_length``:
+    same length, key length and value length bytes) are taken column-wise: their
+    keys are sliced at a fixed stride, their offset deltas checked to be consecutive
+    in C or decoded as lanes. Other records are parsed one by one, reading only the
+    varints up to the value length. ``nulls``/``tombs``: whether any key or any
+    value is null (the common batch has neither)."""
+
+    __slots__ = ("data", "pos", "size", "delta", "keys", "tomb", "nulls", "tombs")
 
     def __init__(self, buf: bytes, at: int, h: BatchHeader) -> None:
         codec = h.attributes & COMPRESSION_MASK
@@ -321,32 +343,84 @@ class _Records:
         delta: list[int] = []
         keys: list[bytes | None] = []
         tomb: list[bool] = []
+        nulls = tombs = False
+        pos_append, sizes_append, delta_append = pos.append, sizes.append, delta.append
+        keys_append, tomb_append = keys.append, tomb.append
         count = h.records_count
         p = start
         i = 0
+        try_run = i  # after a failed run search, the next ones wait (doubling stretches)
+        stretch = 32
         while i < count and p < end:
-            lay = _layout(data, p, end)
-            size = lay.size
-            k = 1
-            if count - i >= _MIN_RUN and size > 0:
+            if i >= try_run and count - i >= _MIN_RUN and _next_has_same_size(data, p, end):
+                lay = _layout(data, p, end)
+                size = lay.size
                 k = _run_length(data, p, lay, min(count - i, (end - p) // size))
-            koff, klen = lay.key
-            ps = range(p, p + k * size, size)
-            pos.extend(ps)
-            sizes.extend([size] * k)
-            if k == 1:
-                delta.append(_read_varint(data, p + lay.od_off, end)[0])
+                if k > 1:
+                    koff, klen = lay.key
+                    pos.extend(range(p, p + k * size, size))
+                    sizes.extend(repeat(size, k))
+                    d0 = _zz(data, p + lay.od_off, end)[0]
+                    if _run_offsets_ok(data, p, lay, k, d0):
+                        delta.extend(range(d0, d0 + k))
+                    else:
+                        lanes, lane, half = _run_keys(data, p, size, lay.od_off, lay.od_width, k)
+                        delta.extend(_lanes_list(lanes, k, lane, -half))
+                    if klen < 0:
+                        keys.extend(repeat(None, k))
+                        nulls = True
+                    else:
+                        keys.extend([data[q:q + klen]
+                                     for q in range(p + koff, p + koff + k * size, size)])
+                    t = lay.value[1] < 0
+                    tomb.extend(repeat(t, k))
+                    tombs = tombs or t
+                    p += k * size
+                    i += k
+                    stretch = 32
+                    continue
+                try_run = i + stretch
+                stretch = min(stretch * 2, 4096)
+            # One record: one-byte varints inline (a zig-zag value is negative iff its
+            # first byte is odd), longer ones through _zz.
+            b = data[p]
+            if b < 0x80:
+                q = p + 1 + ((b >> 1) ^ -(b & 1))
+                r = p + 2  # the timestamp delta, after the attributes byte
             else:
-                lanes, lane, half = _run_keys(data, p, size, lay.od_off, lay.od_width, k)
-                delta.extend(_lanes_list(lanes, k, lane, -half))
-            if klen < 0:
-                keys.extend([None] * k)
+                length, r = _zz(data, p, end)
+                q = r + length
+                r += 1
+            r = r + 1 if data[r] < 0x80 else _zz(data, r, end)[1]
+            b = data[r]
+            if b < 0x80:
+                delta_append((b >> 1) ^ -(b & 1))
+                r += 1
             else:
-                keys.extend([data[q + koff:q + koff + klen] for q in ps])
-            tomb.extend([lay.value[1] < 0] * k)
-            p += k * size
-            i += k
+                d, r = _zz(data, r, end)
+                delta_append(d)
+            b = data[r]
+            if b & 1:
+                keys_append(None)
+                nulls = True
+                r += 1
+            else:
+                if b < 0x80:
+                    r += 1
+                    klen = b >> 1
+                else:
+                    klen, r = _zz(data, r, end)
+                keys_append(data[r:r + klen])
+                r += klen
+            t = bool(data[r] & 1)
+            tomb_append(t)
+            tombs = tombs or t
+            pos_append(p)
+            sizes_append(q - p)
+            p = q
+            i += 1
         self.pos, self.size, self.delta, self.keys, self.tomb = pos, sizes, delta, keys, tomb
+        self.nulls, self.tombs = nulls, tombs
 
 
 def null_key_indexes(batch: bytes | bytearray | memoryview) -> list[int]:
@@ -354,7 +428,8 @@ def null_key_indexes(batch: bytes | bytearray | memoryview) -> list[int]:
     topic refuses them at produce, as Kafka's LogValidator.validateKey)."""
     data = bytes(batch)
     h = BatchHeader._make(HEADER_STRUCT.unpack_from(data, 0))
-    return [i for i, k in enumerate(_Records(data, 0, h).keys) if k is None]
+    recs = _Records(data, 0, h)
+    return [i for i, k in enumerate(recs.keys) if k is None] if recs.nulls else []
 
 
 # ---------------------------------------------------------------- rewriting a batch
@@ -417,7 +492,14 @@ def filter_batch(buf: bytes, at: int, h: BatchHeader, offset_map: OffsetMap,
     get = offset_map.map.get
     has_horizon = bool(h.attributes & DELETE_HORIZON_MASK)
     horizon_passed = has_horizon and now_ms >= h.base_timestamp
-    keep: list[int] = []
+    keep: list[int]
+    if not recs.nulls and not recs.tombs:
+        # The common batch: a record stays unless its key's map offset is later (the
+        # lookups are one C-level map; a record past the map's end finds nothing later).
+        found: list[int] = list(map(get, recs.keys, repeat(-1)))  # type: ignore[arg-type]
+        keep = [i for i, d in enumerate(recs.delta) if base + d >= found[i]]
+        return _rewritten(buf, at, h, recs, keep, False, now_ms, delete_retention_ms)
+    keep = []
     tombstones = False
     for i, (d, k, t) in enumerate(zip(recs.delta, recs.keys, recs.tomb, strict=True)):
         off = base + d
@@ -434,9 +516,16 @@ def filter_batch(buf: bytes, at: int, h: BatchHeader, offset_map: OffsetMap,
                 continue
             tombstones = True
         keep.append(i)
-    n = len(recs.delta)
-    set_horizon = tombstones and not has_horizon
-    if len(keep) == n and not set_horizon:
+    return _rewritten(buf, at, h, recs, keep, tombstones and not has_horizon, now_ms,
+                      delete_retention_ms)
+
+
+def _rewritten(buf: bytes, at: int, h: BatchHeader, recs: _Records, keep: list[int],
+               set_horizon: bool, now_ms: int, delete_retention_ms: int) -> bytes | None:
+    """The batch keeping only the records ``keep`` (indexes), with a delete horizon
+    set if asked; the same bytes when nothing changes, None when nothing stays."""
+    size = h.batch_length + LOG_OVERHEAD
+    if len(keep) == len(recs.delta) and not set_horizon:
         return buf[at:at + size]
     if not keep:
         return None
@@ -583,13 +672,15 @@ class CleanPlan:
                     continue
                 if not h.attributes & CONTROL_MASK:
                     recs = _Records(buf, at, h)
-                    keys: list[bytes] = []
-                    offs: list[int] = []
-                    for d, k in zip(recs.delta, recs.keys, strict=True):
-                        off = h.base_offset + d
-                        if k is not None and off >= start:
-                            keys.append(k)
-                            offs.append(off)
+                    base = h.base_offset
+                    if not recs.nulls and base >= start:
+                        keys: list[bytes] = recs.keys  # type: ignore[assignment]
+                        offs = [base + d for d in recs.delta]
+                    else:
+                        pairs = [(k, base + d) for d, k in zip(recs.delta, recs.keys, strict=True)
+                                 if k is not None and base + d >= start]
+                        keys = [k for k, _ in pairs]
+                        offs = [o for _, o in pairs]
                     if omap.put_run(keys, offs) < len(keys):
                         return omap  # full: the map speaks for whole batches only
                 omap.latest_offset = max(omap.latest_offset, last)
