@@ -300,6 +300,9 @@ def _batches(fd: int, start: int, end: int, throttler: Throttler | None,
             if len(buf) < size:
                 return
         yield buf, rel, h
+        # Give the GIL away between batches: a thread waiting for it (the broker's
+        # event loop) runs first, so cleaning takes the time the loop leaves idle.
+        time.sleep(0)
         pos += size
 
 
@@ -547,9 +550,9 @@ def _rewritten(buf: bytes, at: int, h: BatchHeader, recs: _Records, keep: list[i
 
 @dataclass
 class _Seg:
-    """A sealed segment as the plan saw it."""
+    """A sealed segment as the plan saw it (``seg`` is None in a worker process)."""
 
-    seg: LogSegment
+    seg: LogSegment | None
     base: int
     size: int
     upper: int  # the next segment's base offset
@@ -596,20 +599,22 @@ class CleanResult:
         live = {id(s): i for i, s in enumerate(log.segments[:-1])}
         for g in self.groups:
             for o in g.olds:
-                if id(o.seg) not in live or max(o.seg.size, 0) != o.size:
+                if o.seg is None or id(o.seg) not in live or max(o.seg.size, 0) != o.size:
                     self.discard()
                     return False
         if not self.groups:
             return True
-        for g in self.groups:
-            for o in g.olds:
-                o.seg.release()  # no descriptor or mapping survives the rename
+        olds: list[list[LogSegment]] = [[o.seg for o in g.olds if o.seg is not None]
+                                        for g in self.groups]
+        for segs in olds:
+            for seg in segs:
+                seg.release()  # no descriptor or mapping survives the rename
         swap.commit(self.directory, [g.base for g in self.groups])
-        for g in self.groups:
+        for g, segs in zip(self.groups, olds, strict=True):
             swap.complete(self.directory, g.base)
             new = LogSegment(log.dir, g.base, log.config)
             new.mark_indexes_checked()  # written by the cleaner from the batches themselves
-            log.replace_segments([o.seg for o in g.olds], new)
+            log.replace_segments(segs, new)
         return True
 
 
@@ -630,11 +635,26 @@ class CleanPlan:
 
     def close(self) -> None:
         for s in self.segments:
-            try:
-                os.close(s.fd)
-            except OSError:
-                pass
-        self.segments = []
+            if s.fd >= 0:
+                try:
+                    os.close(s.fd)
+                except OSError:
+                    pass
+                s.fd = -1
+
+    def job(self) -> CleanJob:
+        """This plan as plain data for a worker process (``run_job``)."""
+        return CleanJob(str(self.directory), [(s.base, s.size, s.upper) for s in self.segments],
+                        self.first_dirty, self.first_uncleanable, self.now_ms,
+                        self.delete_retention_ms, self.segment_bytes, self.index_interval_bytes,
+                        self.max_index_bytes)
+
+    def adopt(self, outcome: JobOutcome) -> CleanResult:
+        """The result of ``run_job(self.job())``, tied back to this plan's segments."""
+        by_base = {s.base: s for s in self.segments}
+        groups = [CleanedGroup(base, [by_base[b] for b in olds], written)
+                  for base, olds, written in outcome.groups]
+        return CleanResult(self.directory, groups, outcome.next_dirty, outcome.stats)
 
     def run(self, settings: CleanerSettings, throttler: Throttler | None = None) -> CleanResult:
         """Build the key map, then write every group's cleaned segment (step 1)."""
@@ -768,6 +788,74 @@ class CleanPlan:
         os.close(fd)
         stats.bytes_written += written
         return CleanedGroup(base, group, written)
+
+
+@dataclass
+class CleanJob:
+    """A CleanPlan as plain (picklable) data: what a worker process needs."""
+
+    directory: str
+    segments: list[tuple[int, int, int]]  # (base offset, size, next segment's base)
+    first_dirty: int
+    first_uncleanable: int
+    now_ms: int
+    delete_retention_ms: int
+    segment_bytes: int
+    index_interval_bytes: int
+    max_index_bytes: int
+
+
+@dataclass
+class JobOutcome:
+    """What ``run_job`` wrote: per group (new base, old bases, bytes written)."""
+
+    groups: list[tuple[int, list[int], int]]
+    next_dirty: int
+    stats: CleanStats
+
+
+_worker_abort: threading.Event | None = None
+
+
+def init_worker(abort: threading.Event, parent: int) -> None:
+    """A worker process's initializer: the event the broker sets to stop cleaning, and
+    a watchdog that ends the process once its parent (pid ``parent``, passed in: the
+    parent may die before this runs) is gone. A broker killed with SIGKILL cannot stop
+    its workers; what a killed clean leaves is removed when the log loads."""
+    global _worker_abort
+    _worker_abort = abort
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def run_job(job: CleanJob, settings: CleanerSettings) -> JobOutcome:
+    """Run a plan in a worker process (off the broker's interpreter and its GIL).
+
+    Segments are opened by path; one deleted meanwhile ends the clean (CleanAborted),
+    and ``CleanResult.commit`` on the log's thread checks the rest."""
+    directory = Path(job.directory)
+    segs: list[_Seg] = []
+    try:
+        for base, size, upper in job.segments:
+            fd = os.open(directory / f"{base:020d}.log", os.O_RDONLY)
+            segs.append(_Seg(None, base, size, upper, fd))
+    except FileNotFoundError as exc:
+        for s in segs:
+            os.close(s.fd)
+        raise CleanAborted(f"a segment went away: {exc}") from None
+    p = CleanPlan(directory, segs, job.first_dirty, job.first_uncleanable, job.now_ms,
+                  job.delete_retention_ms, job.segment_bytes, job.index_interval_bytes,
+                  job.max_index_bytes)
+    if _worker_abort is not None:
+        p.abort = _worker_abort
+    result = p.run(settings, Throttler(settings.io_max_bytes_per_second))
+    return JobOutcome([(g.base, [o.base for o in g.olds], g.bytes_written) for g in result.groups],
+                      result.next_dirty, result.stats)
 
 
 def _write_all(fd: int, pieces: list[bytes]) -> None:

@@ -7,6 +7,7 @@ leaves a log that reopens to the old or the compacted view, never a mix."""
 from __future__ import annotations
 
 import random
+import subprocess
 import time
 from pathlib import Path
 
@@ -103,6 +104,15 @@ def test_consumer_from_offset_zero_sees_the_compacted_view(broker_factory) -> No
     assert offsets[-1] == end - 1  # the active segment's records are all there
 
 
+def _alive(pid: str) -> bool:
+    """A process that runs (a zombie left to an init that does not reap is not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
 def _cleaned_upto(data_dir: Path, topic: str) -> int:
     text = (data_dir / "cleaner-offset-checkpoint").read_text().split("\n")
     for line in text[2:]:
@@ -123,3 +133,53 @@ def test_record_without_key_is_refused_with_invalid_record(broker_factory) -> No
     p.flush(10)
     assert errors[0] is not None and errors[0].code() == KafkaError.INVALID_RECORD
     assert errors[1] is None
+
+
+def test_broker_killed_while_cleaning_restarts_to_a_consistent_log(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """kill -9 of the broker while its cleaner works: after the restart every record a
+    consumer reads is the one produced at its offset, each key's latest record is there
+    (tombstones are kept a day), and the cleaner goes on to the compacted view."""
+    b = broker_factory(overrides=OVERRIDES)
+    topic = "killed"
+    _create(b.bootstrap, topic, {"cleanup.policy": "compact", "segment.bytes": "65536",
+                                 "min.cleanable.dirty.ratio": "0.01"})
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "batch.size": 16384})
+    produced: list[tuple[int, bytes, bytes | None]] = []
+
+    def report(err, msg) -> None:  # type: ignore[no-untyped-def]
+        assert err is None, err
+        produced.append((msg.offset(), msg.key(), msg.value()))
+
+    rng = random.Random(11)
+    for i in range(20_000):
+        key = f"key-{rng.randrange(300)}".encode()
+        p.produce(topic, key=key, value=None if rng.random() < 0.05 else b"v%d" % i * 8,
+                  on_delivery=report)
+        if i % 2000 == 0:
+            p.poll(0)
+    p.flush(30)
+    pid = b.proc.pid
+    deadline = time.time() + 20
+    while "chronolog.cleaner: cleaning" not in b.log() and time.time() < deadline:
+        time.sleep(0.01)
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    b.kill()  # SIGKILL, while (or soon after) the cleaner starts
+    deadline = time.time() + 10
+    while any(_alive(c) for c in children) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(c) for c in children), "cleaner worker processes outlived the broker"
+    b.start()
+    produced.sort()
+    end = produced[-1][0] + 1
+    by_offset = {o: (k, v) for o, k, v in produced}
+    latest = {k: o for o, k, _ in produced}
+    seen = _consume_all(b.bootstrap, topic, end)
+    assert all(by_offset[o] == (k, v) for o, k, v in seen)
+    assert set(latest.values()) <= {o for o, _, _ in seen}
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        upto = _cleaned_upto(b.data_dir, topic) if (b.data_dir / "cleaner-offset-checkpoint").exists() else 0
+        if upto and _consume_all(b.bootstrap, topic, end) == _oracle(produced, upto):
+            return
+        time.sleep(0.3)
+    raise AssertionError("the restarted broker's cleaner never reached the compacted view")
