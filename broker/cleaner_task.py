@@ -33,6 +33,7 @@ import logging
 import multiprocessing
 import os
 import time
+import weakref
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,7 @@ from storage.cleaner import (
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.partitions import PartitionManager
+    from storage.log import Log
 
 log = logging.getLogger("chronolog.cleaner")
 
@@ -76,6 +78,10 @@ class CleanerTask:
         self._threads = threads
         self.checkpoints: dict[Key, int] = read_cleaner_checkpoint(partitions.data_dir)
         self.in_progress: set[Key] = set()
+        # The Log object each checkpoint entry speaks for: a partition deleted and
+        # created again (a new Log) starts dirty from its log start.
+        self._owners: weakref.WeakValueDictionary[Key, Log] = weakref.WeakValueDictionary()
+        self._checkpoint_lock = asyncio.Lock()
         self.uncleanable: set[Key] = set()
         self.cleans = 0  # completed cleans (tests and metrics read it)
         self._plans: set[CleanPlan] = set()
@@ -132,6 +138,11 @@ class CleanerTask:
         best = None
         for key, plog in self.partitions.logs().items():
             cfg = plog.config
+            if self._owners.get(key) is not plog:
+                if key in self._owners:
+                    self.checkpoints.pop(key, None)  # the partition was created anew
+                    self.uncleanable.discard(key)
+                self._owners[key] = plog
             if not cfg.compact or key in self.in_progress or key in self.uncleanable:
                 continue
             try:
@@ -172,6 +183,8 @@ class CleanerTask:
             self._executor = self._new_pool()
             return False
         except Exception:
+            if self.partitions.logs().get(key) is not plog:
+                return False  # deleted while it was being cleaned
             log.exception("cleaning %s-%d failed; it is skipped until restart", *key)
             self.uncleanable.add(key)
             return False
@@ -193,11 +206,11 @@ class CleanerTask:
             return True
         self.partitions.segments_replaced(key)
         self.checkpoints[key] = result.next_dirty
-        live = self.partitions.logs()
-        entries = {k: v for k, v in self.checkpoints.items() if k in live}
-        self.checkpoints = entries
-        await loop.run_in_executor(None, write_cleaner_checkpoint,
-                                   self.partitions.data_dir, dict(entries))
+        async with self._checkpoint_lock:  # one writer of the file at a time
+            live = self.partitions.logs()
+            self.checkpoints = {k: v for k, v in self.checkpoints.items() if k in live}
+            await loop.run_in_executor(None, write_cleaner_checkpoint,
+                                       self.partitions.data_dir, dict(self.checkpoints))
         self.cleans += 1
         s = result.stats
         log.info("cleaned %s-%d up to offset %d: %.1f MB read, %.1f MB written, "
