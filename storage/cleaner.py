@@ -618,12 +618,10 @@ class CleanResult:
         return True
 
 
-@dataclass(eq=False)
-class CleanPlan:
-    """A snapshot of what to clean, taken on the log's thread; ``run`` on any thread."""
+@dataclass(frozen=True)
+class CleanParams:
+    """What a clean needs besides the segments: its range, its clock, the topic's settings."""
 
-    directory: Path
-    segments: list[_Seg]
     first_dirty: int
     first_uncleanable: int
     now_ms: int
@@ -631,7 +629,24 @@ class CleanPlan:
     segment_bytes: int
     index_interval_bytes: int
     max_index_bytes: int
+
+
+@dataclass(eq=False)
+class CleanPlan:
+    """A snapshot of what to clean, taken on the log's thread; ``run`` on any thread."""
+
+    directory: Path
+    segments: list[_Seg]
+    params: CleanParams
     abort: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def first_dirty(self) -> int:
+        return self.params.first_dirty
+
+    @property
+    def first_uncleanable(self) -> int:
+        return self.params.first_uncleanable
 
     def close(self) -> None:
         for s in self.segments:
@@ -645,9 +660,7 @@ class CleanPlan:
     def job(self) -> CleanJob:
         """This plan as plain data for a worker process (``run_job``)."""
         return CleanJob(str(self.directory), [(s.base, s.size, s.upper) for s in self.segments],
-                        self.first_dirty, self.first_uncleanable, self.now_ms,
-                        self.delete_retention_ms, self.segment_bytes, self.index_interval_bytes,
-                        self.max_index_bytes)
+                        self.params)
 
     def adopt(self, outcome: JobOutcome) -> CleanResult:
         """The result of ``run_job(self.job())``, tied back to this plan's segments."""
@@ -717,7 +730,7 @@ class CleanPlan:
             group = [segs[i]]
             total = segs[i].size
             i += 1
-            while i < len(segs) and total + segs[i].size <= self.segment_bytes and (
+            while i < len(segs) and total + segs[i].size <= self.params.segment_bytes and (
                     segs[i].size == 0 or segs[i].upper - 1 - group[0].base <= INT32_MAX):
                 group.append(segs[i])
                 total += segs[i].size
@@ -732,8 +745,9 @@ class CleanPlan:
         fd = os.open(paths[".log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         oi = bytearray()
         ti = bytearray()
-        max_oi = self.max_index_bytes // _OI_ENTRY
-        max_ti = self.max_index_bytes // _TI_ENTRY
+        prm = self.params
+        max_oi = prm.max_index_bytes // _OI_ENTRY
+        max_ti = prm.max_index_bytes // _TI_ENTRY
         n_oi = n_ti = 0
         last_tts = -1
         run_max, shallow = -1, base
@@ -746,7 +760,7 @@ class CleanPlan:
                 for buf, at, h in _batches(s.fd, 0, s.size, throttler, self.abort):
                     stats.bytes_read += h.batch_length + LOG_OVERHEAD
                     stats.records_read += h.records_count
-                    out = filter_batch(buf, at, h, omap, self.now_ms, self.delete_retention_ms)
+                    out = filter_batch(buf, at, h, omap, prm.now_ms, prm.delete_retention_ms)
                     if out is None:
                         continue
                     cnt = out[57:61]
@@ -755,7 +769,7 @@ class CleanPlan:
                     bmax = HEADER_STRUCT.unpack_from(out, 0)[8]
                     if bmax > run_max:
                         run_max, shallow = bmax, last
-                    if since > self.index_interval_bytes:
+                    if since > prm.index_interval_bytes:
                         if n_oi < max_oi:
                             oi += (last - base).to_bytes(4, "big") + written.to_bytes(4, "big")
                             n_oi += 1
@@ -796,13 +810,7 @@ class CleanJob:
 
     directory: str
     segments: list[tuple[int, int, int]]  # (base offset, size, next segment's base)
-    first_dirty: int
-    first_uncleanable: int
-    now_ms: int
-    delete_retention_ms: int
-    segment_bytes: int
-    index_interval_bytes: int
-    max_index_bytes: int
+    params: CleanParams
 
 
 @dataclass
@@ -848,9 +856,7 @@ def run_job(job: CleanJob, settings: CleanerSettings) -> JobOutcome:
         for s in segs:
             os.close(s.fd)
         raise CleanAborted(f"a segment went away: {exc}") from None
-    p = CleanPlan(directory, segs, job.first_dirty, job.first_uncleanable, job.now_ms,
-                  job.delete_retention_ms, job.segment_bytes, job.index_interval_bytes,
-                  job.max_index_bytes)
+    p = CleanPlan(directory, segs, job.params)
     if _worker_abort is not None:
         p.abort = _worker_abort
     result = p.run(settings, Throttler(settings.io_max_bytes_per_second))
@@ -884,9 +890,9 @@ def plan(log: Log, ltc: LogToClean, now_ms: int) -> CleanPlan | None:
     if not picked:
         return None
     cfg = log.config
-    return CleanPlan(log.dir, picked, ltc.first_dirty, ltc.first_uncleanable, now_ms,
-                     cfg.delete_retention_ms, cfg.segment_bytes, cfg.index_interval_bytes,
-                     cfg.segment_index_bytes)
+    return CleanPlan(log.dir, picked, CleanParams(
+        ltc.first_dirty, ltc.first_uncleanable, now_ms, cfg.delete_retention_ms,
+        cfg.segment_bytes, cfg.index_interval_bytes, cfg.segment_index_bytes))
 
 
 def clean_log(log: Log, checkpoint: int | None, now_ms: int,

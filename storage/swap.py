@@ -32,7 +32,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from storage.fsutil import fsync_dir
+from storage.fsutil import fsync_dir, write_synced
 
 CLEANED = ".cleaned"
 SWAP = ".swap"
@@ -66,14 +66,7 @@ def write_cleaned(directory: Path, base: int, group_bases: list[int],
     os.fsync(log_fd)
     for suffix, data in ((".index", index), (".timeindex", time_index),
                          (MANIFEST, "".join(f"{b}\n" for b in group_bases).encode())):
-        fd = os.open(paths[suffix], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(paths[suffix], data)
     _step("cleaned")
 
 
