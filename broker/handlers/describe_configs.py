@@ -115,6 +115,8 @@ _BROKER_LONGS = frozenset({
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
     "log.flush.interval.messages", "log.flush.interval.ms", "log.flush.scheduler.interval.ms",
     "connections.max.idle.ms",
+    "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "log.cleaner.delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
 })
 
 
