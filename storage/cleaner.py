@@ -73,6 +73,7 @@ from storage.records import (
     LOG_OVERHEAD,
     MAGIC,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     _lanes_list,
     _layout,
@@ -438,6 +439,19 @@ def null_key_indexes(batch: bytes | bytearray | memoryview) -> list[int]:
 # ---------------------------------------------------------------- rewriting a batch
 
 
+def empty_batch(h: BatchHeader) -> bytes:
+    """Kafka's ``writeEmptyHeader``: the header of a batch whose records all went,
+    kept for its producer's sequence (base and last offset, producer id, epoch and
+    base sequence, leader epoch, timestamp type; no codec). Both timestamps are -1 so
+    that no index or search counts a timestamp no record has."""
+    attrs = h.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK)
+    head = bytearray(HEADER_STRUCT.pack(
+        h.base_offset, HEADER_SIZE - LOG_OVERHEAD, h.partition_leader_epoch, MAGIC, 0, attrs,
+        h.last_offset_delta, -1, -1, h.producer_id, h.producer_epoch, h.base_sequence, 0))
+    head[17:21] = _crc32c.crc32c(head[21:]).to_bytes(4, "big")
+    return bytes(head)
+
+
 def _zigzag(v: int, out: bytearray) -> None:
     u = (v << 1) ^ (v >> 63)
     while u >= 0x80:
@@ -489,6 +503,8 @@ def filter_batch(buf: bytes, at: int, h: BatchHeader, offset_map: OffsetMap,
     size = h.batch_length + LOG_OVERHEAD
     if h.attributes & CONTROL_MASK:
         return buf[at:at + size]
+    if h.records_count == 0:
+        return None  # an empty batch kept by an earlier clean: kept again only if still last
     latest = offset_map.latest_offset
     recs = _Records(buf, at, h)
     base = h.base_offset
@@ -678,8 +694,9 @@ class CleanPlan:
             omap = self._build_map(settings.map_budget, throttler, stats)
             end = omap.latest_offset + 1
             todo = [s for s in self.segments if s.base < end]
+            last_of = self._last_batches(todo, throttler)
             for group in self._groups(todo):
-                groups.append(self._clean_group(group, omap, throttler, stats))
+                groups.append(self._clean_group(group, omap, last_of, throttler, stats))
             stats.map_entries = len(omap.map)
         except BaseException:
             for g in groups:
@@ -721,6 +738,20 @@ class CleanPlan:
             omap.latest_offset = max(omap.latest_offset, min(s.upper, stop) - 1)
         return omap
 
+    def _last_batches(self, segs: list[_Seg], throttler: Throttler | None) -> dict[int, int]:
+        """Producer id -> base offset of its last data batch in ``segs`` (a header walk).
+
+        That batch is kept, emptied, if all its records go (Kafka's RETAIN_EMPTY for
+        the last batch of a producer): the broker rebuilds an idempotent producer's
+        sequence state from batch headers after a crash, and without its last batch
+        the producer's next batch would look out of order."""
+        last: dict[int, int] = {}
+        for s in segs:
+            for _buf, _at, h in _batches(s.fd, 0, s.size, throttler, self.abort):
+                if h.producer_id >= 0 and not h.attributes & CONTROL_MASK:
+                    last[h.producer_id] = h.base_offset
+        return last
+
     def _groups(self, segs: list[_Seg]) -> list[list[_Seg]]:
         """Kafka's groupSegmentsBySize: consecutive segments whose sizes sum to at most
         segment.bytes and whose offsets fit one segment's relative int32 range."""
@@ -738,8 +769,8 @@ class CleanPlan:
             out.append(group)
         return out
 
-    def _clean_group(self, group: list[_Seg], omap: OffsetMap, throttler: Throttler | None,
-                     stats: CleanStats) -> CleanedGroup:
+    def _clean_group(self, group: list[_Seg], omap: OffsetMap, last_of: dict[int, int],
+                     throttler: Throttler | None, stats: CleanStats) -> CleanedGroup:
         base = group[0].base
         paths = swap.cleaned_paths(self.directory, base)
         fd = os.open(paths[".log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -762,7 +793,9 @@ class CleanPlan:
                     stats.records_read += h.records_count
                     out = filter_batch(buf, at, h, omap, prm.now_ms, prm.delete_retention_ms)
                     if out is None:
-                        continue
+                        if h.producer_id < 0 or last_of.get(h.producer_id) != h.base_offset:
+                            continue
+                        out = empty_batch(h)
                     cnt = out[57:61]
                     stats.records_kept += int.from_bytes(cnt, "big", signed=True)
                     last = h.base_offset + h.last_offset_delta

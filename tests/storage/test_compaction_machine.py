@@ -73,9 +73,14 @@ class MBatch:
     last: int
     records: list[MRecord]
     horizon: int | None = None
+    producer: int = -1
+    empty: bool = False  # every record went; kept as an empty batch for its producer
 
     def alive(self) -> bool:
         return any(r.present for r in self.records)
+
+    def in_log(self) -> bool:
+        return self.alive() or self.empty
 
 
 class CompactionMachine(RuleBasedStateMachine):
@@ -86,6 +91,7 @@ class CompactionMachine(RuleBasedStateMachine):
         self.now = T0 + 10_000
         self.checkpoint: int | None = None
         self.log: Log | None = None
+        self.sequences: dict[int, int] = {}
 
     def teardown(self) -> None:
         swap.crash_hook = None
@@ -124,8 +130,8 @@ class CompactionMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------ rules
 
     @rule(data=st.data(), n=st.integers(1, 6), codec=st.sampled_from([0, 0, 1, 2, 3, 4]),
-          keyless=st.booleans())
-    def append(self, data: st.DataObject, n: int, codec: int, keyless: bool) -> None:
+          keyless=st.booleans(), producer=st.sampled_from([-1, -1, 1, 2]))
+    def append(self, data: st.DataObject, n: int, codec: int, keyless: bool, producer: int) -> None:
         assert self.log is not None
         recs = []
         for _ in range(n):
@@ -136,8 +142,11 @@ class CompactionMachine(RuleBasedStateMachine):
             recs.append((key, value, ts, headers))
         if keyless:
             recs[0] = (None, *recs[0][1:])
+        seq = self.sequences.get(producer, 0)
         batch = build_batch([Record(i, ts, k, v, h) for i, (k, v, ts, h) in enumerate(recs)],
-                            compression=codec)
+                            compression=codec, producer_id=producer,
+                            producer_epoch=0 if producer >= 0 else -1,
+                            base_sequence=seq if producer >= 0 else -1)
         base = self.log.log_end_offset
         if keyless:
             with pytest.raises(InvalidRecordError):
@@ -145,10 +154,12 @@ class CompactionMachine(RuleBasedStateMachine):
             return
         result = self.log.append(batch, now_ms=self.now)
         assert result.base_offset == base
+        if producer >= 0:
+            self.sequences[producer] = seq + n
         lat = self.config.log_append_time
         self.batches.append(MBatch(base, base + n - 1, [
             MRecord(base + i, k, v, result.max_timestamp if lat else ts, h)
-            for i, (k, v, ts, h) in enumerate(recs)]))
+            for i, (k, v, ts, h) in enumerate(recs)], producer=producer))
 
     @rule(data=st.data())
     def append_keyless_as_is(self, data: st.DataObject) -> None:
@@ -274,7 +285,7 @@ class CompactionMachine(RuleBasedStateMachine):
             if full or upper <= dirty or base >= stop:
                 continue
             for b in self.batches:
-                if not (base <= b.base < upper) or not b.alive() or b.last < dirty:
+                if not (base <= b.base < upper) or not b.in_log() or b.last < dirty:
                     continue
                 for r in b.records:
                     if not r.present or r.key is None or r.offset < dirty:
@@ -291,10 +302,11 @@ class CompactionMachine(RuleBasedStateMachine):
             if not full:
                 latest = max(latest, min(upper, stop) - 1)
         end = latest + 1
-        for b in self.batches:
-            if not b.alive() or not any(
-                    base <= b.base < upper for base, upper in bounds if base < end):
-                continue
+        rewritten = [b for b in self.batches if b.in_log() and any(
+            base <= b.base < upper for base, upper in bounds if base < end)]
+        last_of = {b.producer: b.base for b in rewritten if b.producer >= 0}
+        for b in rewritten:
+            b.empty = False
             passed = b.horizon is not None and self.now >= b.horizon
             tombstones = False
             for r in b.records:
@@ -312,6 +324,9 @@ class CompactionMachine(RuleBasedStateMachine):
                         tombstones = True
             if tombstones and b.horizon is None and b.alive():
                 b.horizon = self.now + self.config.delete_retention_ms
+            if not b.alive() and b.producer >= 0 and last_of.get(b.producer) == b.base:
+                b.empty = True  # the producer's last batch here keeps its header
+                b.horizon = None
         return max(end, dirty)
 
     # ------------------------------------------------------------ views
@@ -320,7 +335,7 @@ class CompactionMachine(RuleBasedStateMachine):
     def _model_view(batches: list[MBatch]) -> list[tuple[object, ...]]:
         out: list[tuple[object, ...]] = []
         for b in batches:
-            if b.alive():
+            if b.in_log():
                 out.append(("batch", b.base, b.last, b.horizon))
                 out.extend((r.offset, r.key, r.value, r.ts, r.headers)
                            for r in b.records if r.present)
@@ -381,7 +396,7 @@ class CompactionMachine(RuleBasedStateMachine):
 
 
 CompactionMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None,
+    max_examples=80, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestCompaction = CompactionMachine.TestCase

@@ -168,3 +168,42 @@ def test_throttler_keeps_the_rate() -> None:
     free = Throttler(float("inf"), sleep=slept.append)
     free.maybe_throttle(1 << 40)
     assert len(slept) <= 10
+
+
+def _headers(log: Log) -> list[tuple[int, int, int, int]]:
+    """(base offset, last offset, records, producer id) of every batch."""
+    return [(i.header.base_offset, i.header.last_offset, i.header.records_count,
+             i.header.producer_id) for s in log.segments for i in s.iter_batches(0)]
+
+
+def test_a_producers_last_batch_is_kept_empty_when_its_records_all_go(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", _config(**{"segment.bytes": "100000"}))
+
+    def produce(key: bytes, producer: int, seq: int = 0, n: int = 1) -> None:
+        recs = [Record(i, T0, key, b"v", []) for i in range(n)]
+        log.append(build_batch(recs, producer_id=producer, producer_epoch=0 if producer >= 0 else -1,
+                               base_sequence=seq if producer >= 0 else -1), now_ms=T0 + 10)
+
+    produce(b"a", 7, 0)        # offset 0: producer 7, superseded below
+    produce(b"a", 7, 1, n=2)   # offsets 1-2: its last batch here, superseded below
+    produce(b"a", -1)          # offset 3
+    log.roll()
+    assert clean_log(log, None, T0 + 20, CleanerSettings(), force=True) == 4
+    # Only the producer's last batch stays, emptied: its offsets and sequence survive.
+    assert _headers(log) == [(1, 2, 0, 7), (3, 3, 1, -1)]
+    empty = next(log.segments[0].iter_batches(0)).header
+    assert (empty.base_sequence, empty.max_timestamp, empty.compression) == (1, -1, 0)
+    for t in (0, T0):
+        hit = log.offset_for_timestamp(t)
+        assert hit is not None and hit.offset == 3
+    assert log.offset_for_timestamp(T0 + 1) is None
+    # Cleaned again it stays while it is the producer's last; a later batch of the
+    # producer, superseded in turn, takes its place.
+    produce(b"a", 7, 3)        # offset 4
+    produce(b"a", -1)          # offset 5
+    log.roll()
+    assert clean_log(log, 4, T0 + 30, CleanerSettings(), force=True) == 6
+    assert _headers(log) == [(4, 4, 0, 7), (5, 5, 1, -1)]
+    log.close()
+    again = Log(tmp_path / "t-0", log.config, clean_shutdown=False, recovery_point=0)
+    assert again.recovered_bytes_cut == 0 and _headers(again) == [(4, 4, 0, 7), (5, 5, 1, -1)]
