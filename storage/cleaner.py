@@ -35,12 +35,15 @@ Kafka's rules (``LogCleaner``, ``LogCleanerManager``), as kept here:
 - a batch keeps its base offset and its last offset delta (so its offsets have
   gaps), its codec, producer fields and leader epoch; maxTimestamp is that of the
   records left (LogAppendTime batches keep theirs). A batch whose records all go is
-  dropped. Control batches are copied unchanged (transactions do not exist yet);
+  dropped, unless it is the last batch of its producer id in the rewritten segments:
+  then it stays as an empty batch (``empty_batch``), so the producer's sequence
+  survives a crash restart. Control batches are copied unchanged (transactions do
+  not exist yet);
 - segments are cleaned in groups of consecutive segments whose total size fits
   ``segment.bytes`` (and whose offsets fit a relative int32), each group into one
   new segment named after its first base offset, with ``.index``/``.timeindex``
   rebuilt from the surviving batches by the append rule (KAFKA-806) plus the final
-  time entry; a time entry never names a removed offset.
+  time entry.
 
 Bounded memory: the map's ``budget`` is bytes counted per entry as
 ``ENTRY_OVERHEAD + len(key)`` (a Python dict entry with its bytes key and int
