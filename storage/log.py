@@ -2,7 +2,9 @@
 
 Invariants:
 - segments are ordered by base offset; each segment's offsets lie in
-  [base, next segment's base); only the last (active) segment is appended to;
+  [base, next segment's base), strictly increasing (with gaps once compacted:
+  ``replace_segments`` swaps in what storage/cleaner.py wrote); only the last
+  (active) segment is appended to;
 - ``log_start_offset <= log_end_offset``; every offset in [log start, LEO) that the
   log holds is readable; ``high_watermark == log_end_offset`` (single node);
 - ``_prefix_max[i]`` is the running maximum of segment max timestamps over
