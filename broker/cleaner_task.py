@@ -85,14 +85,18 @@ class CleanerTask:
         self.uncleanable: set[Key] = set()
         self.cleans = 0  # completed cleans (tests and metrics read it)
         self._plans: set[CleanPlan] = set()
+        # The worker processes (and the event that stops them) start with the first
+        # clean: a broker without compacted topics runs none.
         self._mp = multiprocessing.get_context("spawn")
-        self._abort: Any = self._mp.Event()
-        self._executor = self._new_pool()
+        self._abort: Any = None
+        self._executor: ProcessPoolExecutor | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._wake = asyncio.Event()
 
     def _new_pool(self) -> ProcessPoolExecutor:
+        if self._abort is None:
+            self._abort = self._mp.Event()
         return ProcessPoolExecutor(max_workers=self._threads, mp_context=self._mp,
                                    initializer=init_worker, initargs=(self._abort, os.getpid()))
 
@@ -106,13 +110,15 @@ class CleanerTask:
 
     async def close(self) -> None:
         self._stopping = True
-        self._abort.set()
+        if self._abort is not None:
+            self._abort.set()
         for p in list(self._plans):
             p.abort.set()
         self._wake.set()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._executor.shutdown(wait=True)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
 
     # ------------------------------------------------------------ one worker
 
@@ -173,6 +179,8 @@ class CleanerTask:
         log.info("cleaning %s-%d: dirty offsets [%d, %d), %d segment(s)", key[0], key[1],
                  p.first_dirty, p.first_uncleanable, len(p.segments))
         try:
+            if self._executor is None:
+                self._executor = self._new_pool()
             outcome = await loop.run_in_executor(self._executor, run_job, p.job(), self.settings)
             result: CleanResult = p.adopt(outcome)
         except CleanAborted as exc:
