@@ -118,6 +118,50 @@ class BrokerConfig:
         "log.segment.delete.delay.ms", 60000,
         "Accepted for compatibility; Chronolog removes deleted segments at once.", minimum=0,
     )
+    # --- compaction (storage/cleaner.py, broker/cleaner_task.py) ---
+    log_cleanup_policy: str = _setting(
+        "log.cleanup.policy", "delete",
+        "Default cleanup.policy of topics: delete, compact, or compact,delete.",
+        choices=("delete", "compact", "compact,delete", "delete,compact"),
+    )
+    log_cleaner_enable: bool = _setting(
+        "log.cleaner.enable", True, "Run the log cleaner, which compacts cleanup.policy=compact topics."
+    )
+    log_cleaner_threads: int = _setting(
+        "log.cleaner.threads", 1, "Worker threads cleaning logs at once (0 = no cleaning).", minimum=0
+    )
+    log_cleaner_backoff_ms: int = _setting(
+        "log.cleaner.backoff.ms", 15000, "Sleep this long when no log needs cleaning.", minimum=0
+    )
+    log_cleaner_io_max_bytes_per_second: float = _setting(
+        "log.cleaner.io.max.bytes.per.second", 1.7976931348623157e308,
+        "Bytes per second the cleaner reads plus writes, over all its threads.",
+    )
+    log_cleaner_dedupe_buffer_size: int = _setting(
+        "log.cleaner.dedupe.buffer.size", 134217728,
+        "Memory for the cleaners' key maps, shared by all threads (bytes; see docs/storage.md).",
+        minimum=0,
+    )
+    log_cleaner_io_buffer_load_factor: float = _setting(
+        "log.cleaner.io.buffer.load.factor", 0.9,
+        "How full a key map may get before a clean stops at the offset it covers.",
+    )
+    log_cleaner_min_cleanable_ratio: float = _setting(
+        "log.cleaner.min.cleanable.ratio", 0.5,
+        "Default min.cleanable.dirty.ratio: clean a log once dirty / total bytes exceeds it.",
+    )
+    log_cleaner_delete_retention_ms: int = _setting(
+        "log.cleaner.delete.retention.ms", 86400000,
+        "Default delete.retention.ms: how long a tombstone outlives its first clean.", minimum=0,
+    )
+    log_cleaner_min_compaction_lag_ms: int = _setting(
+        "log.cleaner.min.compaction.lag.ms", 0,
+        "Default min.compaction.lag.ms: records younger than this are never compacted.", minimum=0,
+    )
+    log_cleaner_max_compaction_lag_ms: int = _setting(
+        "log.cleaner.max.compaction.lag.ms", LONG_MAX,
+        "Default max.compaction.lag.ms: a dirty record older than this forces a clean.", minimum=1,
+    )
     # --- timestamps ---
     log_message_timestamp_type: str = _setting(
         "log.message.timestamp.type", "CreateTime", "Default timestamp type of topics.",
@@ -368,6 +412,10 @@ class BrokerConfig:
             parse_host_port(self.metrics_listener, "metrics.listener")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+        if not 0.0 <= self.log_cleaner_io_buffer_load_factor <= 1.0:
+            raise ConfigError("log.cleaner.io.buffer.load.factor: must be in [0, 1]")
+        if self.log_cleaner_io_max_bytes_per_second <= 0:
+            raise ConfigError("log.cleaner.io.max.bytes.per.second: must be above 0")
         self.topic_config()  # the broker defaults must make a valid topic config
         self._validate_consumer_groups()
 
@@ -465,6 +513,11 @@ class BrokerConfig:
             "flush.messages": str(self.log_flush_interval_messages),
             "flush.ms": str(self.flush_ms),
             "file.delete.delay.ms": str(self.log_segment_delete_delay_ms),
+            "cleanup.policy": self.log_cleanup_policy,
+            "delete.retention.ms": str(self.log_cleaner_delete_retention_ms),
+            "min.compaction.lag.ms": str(self.log_cleaner_min_compaction_lag_ms),
+            "max.compaction.lag.ms": str(self.log_cleaner_max_compaction_lag_ms),
+            "min.cleanable.dirty.ratio": repr(float(self.log_cleaner_min_cleanable_ratio)),
         }
 
     def topic_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
@@ -520,6 +573,14 @@ def _parse(name: str, f: dataclasses.Field[Any], raw: str) -> Any:
         if low not in ("true", "false"):
             raise ConfigError(f"{name}: expected true or false, got {raw!r}")
         return low == "true"
+    if isinstance(default, float):
+        try:
+            number = float(raw)
+        except ValueError:
+            raise ConfigError(f"{name}: expected a number, got {raw!r}") from None
+        if not number >= 0.0:
+            raise ConfigError(f"{name}: must be at least 0, got {raw}")
+        return number
     if isinstance(default, int) or (meta["nullable"] and default is None):
         try:
             value = int(raw)

@@ -695,6 +695,10 @@ class PartitionManager:
             self._unsummarised.discard(key)
         return True
 
+    def segments_replaced(self, key: tuple[str, int]) -> None:
+        """The cleaner swapped segments of ``key`` in: summarise the new ones."""
+        self._unsummarised.add(key)
+
     def checkpoint(self, now_ms: int | None = None) -> None:
         """Write the recovery-point and log-start-offset checkpoint files."""
         if self.logdir is not None:

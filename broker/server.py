@@ -565,6 +565,7 @@ class Broker:
         self.poll_wake: asyncio.Future[None] | None = None
         self._server: asyncio.base_events.Server | None = None
         self._background: list[asyncio.Task[None]] = []
+        self.cleaner: Any = None  # broker.cleaner_task.CleanerTask while the cleaner runs
         self._udp: Any = None
         self._metrics_server: Any = None
         self._versions: dict[int, tuple[int, int]] = {}
@@ -670,6 +671,11 @@ class Broker:
         self._background.append(self.loop.create_task(
             self._every_async(cfg.offsets_retention_check_interval_ms, self.groups.expire_offsets,
                               "offset expiry", first=True), name="offset-expiry"))
+        if cfg.log_cleaner_enable and cfg.log_cleaner_threads > 0:
+            from broker.cleaner_task import CleanerTask
+
+            self.cleaner = CleanerTask(self.partitions, cfg)
+            self.cleaner.start(self.loop)
         if cfg.idle_poll_us > 0:
             self._background.append(self.loop.create_task(
                 self._idle_poll(cfg.idle_poll_us / 1e6), name="idle-poll"))
@@ -774,6 +780,8 @@ class Broker:
             done, pending = await asyncio.wait(set(self.inflight), timeout=timeout)
             for task in pending:
                 task.cancel()
+        if self.cleaner is not None:
+            await self.cleaner.close()
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)

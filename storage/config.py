@@ -3,9 +3,13 @@
 Invariants: every field is validated when a ``LogConfig`` is built, so the rest of
 ``storage/`` can trust it; attribute names are Kafka's topic config names in snake
 case (``segment.bytes`` -> ``segment_bytes``); defaults are Apache Kafka 4.0's.
-Kafka topic configs that storage does not act on (``cleanup.policy``,
-``compression.type``, ``min.insync.replicas``, ...) are accepted by
-:meth:`LogConfig.from_kafka` and kept in ``extra`` so the broker can echo them.
+Kafka topic configs that storage does not act on (``compression.type``,
+``min.insync.replicas``, ...) are accepted by :meth:`LogConfig.from_kafka` and kept
+in ``extra`` so the broker can echo them. The compaction settings
+(``cleanup.policy``, ``delete.retention.ms``, ``min.compaction.lag.ms``,
+``max.compaction.lag.ms``, ``min.cleanable.dirty.ratio``) are typed fields, read by
+``storage.cleaner``; ``cleanup.policy`` is kept as Kafka's comma-separated list,
+normalised to sorted, distinct names.
 """
 
 from __future__ import annotations
@@ -18,26 +22,23 @@ from typing import Any
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
 
+CLEANUP_POLICIES = ("compact", "delete")
+
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
 
 # Kafka topic configs that are valid but have no effect on the storage layer.
 _PASS_THROUGH = frozenset({
-    "cleanup.policy",
     "compression.type",
     "compression.gzip.level",
     "compression.lz4.level",
     "compression.zstd.level",
-    "delete.retention.ms",
     "follower.replication.throttled.replicas",
     "leader.replication.throttled.replicas",
     "local.retention.bytes",
     "local.retention.ms",
-    "max.compaction.lag.ms",
     "message.downconversion.enable",
     "message.format.version",
-    "min.cleanable.dirty.ratio",
-    "min.compaction.lag.ms",
     "min.insync.replicas",
     "preallocate",
     "remote.storage.enable",
@@ -66,6 +67,11 @@ class LogConfig:
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
     file_delete_delay_ms: int = 60_000
+    cleanup_policy: str = "delete"
+    delete_retention_ms: int = 86_400_000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
     extra: dict[str, str] = field(default_factory=dict, compare=False)
 
     # Kafka name -> (attribute, minimum, maximum).
@@ -85,6 +91,9 @@ class LogConfig:
         "flush.messages": ("flush_messages", 1, LONG_MAX),
         "flush.ms": ("flush_ms", 0, LONG_MAX),
         "file.delete.delay.ms": ("file_delete_delay_ms", 0, LONG_MAX),
+        "delete.retention.ms": ("delete_retention_ms", 0, LONG_MAX),
+        "min.compaction.lag.ms": ("min_compaction_lag_ms", 0, LONG_MAX),
+        "max.compaction.lag.ms": ("max_compaction_lag_ms", 1, LONG_MAX),
     }
 
     def __post_init__(self) -> None:
@@ -99,6 +108,37 @@ class LogConfig:
                 f"message.timestamp.type={self.message_timestamp_type!r} must be "
                 f"{CREATE_TIME!r} or {LOG_APPEND_TIME!r}"
             )
+        policies = self.cleanup_policy.split(",")
+        if not policies or any(p not in CLEANUP_POLICIES for p in policies) \
+                or ",".join(sorted(set(policies))) != self.cleanup_policy:
+            raise ValueError(
+                f"cleanup.policy={self.cleanup_policy!r} must be a list of {', '.join(CLEANUP_POLICIES)}")
+        ratio = self.min_cleanable_dirty_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
+            raise ValueError(f"min.cleanable.dirty.ratio={ratio!r} is out of range [0, 1]")
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            # Kafka's LogConfig.validateValues
+            raise ValueError(
+                f"conflict: min.compaction.lag.ms={self.min_compaction_lag_ms} is greater than "
+                f"max.compaction.lag.ms={self.max_compaction_lag_ms}")
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy includes compact: the cleaner keeps the latest record per key."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete_enabled(self) -> bool:
+        """cleanup.policy includes delete: time and size retention apply."""
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def max_segment_ms(self) -> int:
+        """Kafka's LogConfig.maxSegmentMs: a compacted topic rolls by
+        max.compaction.lag.ms too, so a quiet partition's records become cleanable."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     @property
     def log_append_time(self) -> bool:
@@ -129,6 +169,14 @@ class LogConfig:
                     raise ValueError(f"{name} must be an integer, got {raw!r}") from None
             elif name == "message.timestamp.type":
                 changes["message_timestamp_type"] = str(raw).strip()
+            elif name == "cleanup.policy":
+                items = [p.strip().lower() for p in str(raw).split(",") if p.strip()]
+                changes["cleanup_policy"] = ",".join(sorted(set(items)))
+            elif name == "min.cleanable.dirty.ratio":
+                try:
+                    changes["min_cleanable_dirty_ratio"] = float(str(raw).strip())
+                except ValueError:
+                    raise ValueError(f"{name} must be a number, got {raw!r}") from None
             elif name in _PASS_THROUGH:
                 extra[name] = str(raw)
             else:
@@ -140,5 +188,7 @@ class LogConfig:
         """Every setting under its Kafka name, as strings (the inverse of from_kafka)."""
         out = {name: str(getattr(self, attr)) for name, (attr, _, _) in self._RANGES.items()}
         out["message.timestamp.type"] = self.message_timestamp_type
+        out["cleanup.policy"] = self.cleanup_policy
+        out["min.cleanable.dirty.ratio"] = repr(float(self.min_cleanable_dirty_ratio))
         out.update(self.extra)
         return out

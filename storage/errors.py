@@ -16,7 +16,15 @@ class CorruptRecordError(StorageError):
 
 
 class InvalidRecordError(StorageError):
-    """A batch violates an append rule: wrong base offset, count, control batch (INVALID_RECORD, 87)."""
+    """A batch violates an append rule: wrong base offset, count, control batch (INVALID_RECORD, 87).
+
+    ``record_errors`` lists ``(batch_index, message)`` for rules checked per record
+    (a null key in a compacted topic), as Produce v8+ reports them.
+    """
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]] | None = None) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors or []
 
 
 class RecordTooLargeError(StorageError):

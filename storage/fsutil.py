@@ -43,3 +43,15 @@ def atomic_write_text(path: Path, text: str) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def write_synced(path: Path | str, data: bytes, flags: int = os.O_WRONLY) -> None:
+    """Make the file at ``path`` exactly ``data`` (created or truncated) and fsync it."""
+    fd = os.open(path, flags | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -41,6 +41,8 @@ from array import array
 from bisect import bisect_right
 from pathlib import Path
 
+from storage.fsutil import write_synced
+
 WARM_BYTES = 8192  # Kafka's warm section: the last 8 KiB of entries are searched first.
 
 _POS_AT = struct.Struct(">4xi")  # the position of an offset entry
@@ -238,14 +240,7 @@ class _MmapIndex:
         """Make the file exactly ``data`` (whole entries of a rebuilt index, already
         trimmed), fsynced; used by recovery instead of appending entry by entry."""
         self.release()
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(self.path, data, os.O_RDWR)
         self._entries = len(data) // self.ENTRY
         self._drop_keys()
         self._map()

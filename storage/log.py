@@ -2,7 +2,9 @@
 
 Invariants:
 - segments are ordered by base offset; each segment's offsets lie in
-  [base, next segment's base); only the last (active) segment is appended to;
+  [base, next segment's base), strictly increasing (with gaps once compacted:
+  ``replace_segments`` swaps in what storage/cleaner.py wrote); only the last
+  (active) segment is appended to;
 - ``log_start_offset <= log_end_offset``; every offset in [log start, LEO) that the
   log holds is readable; ``high_watermark == log_end_offset`` (single node);
 - ``_prefix_max[i]`` is the running maximum of segment max timestamps over
@@ -25,9 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from storage import swap
+from storage.cleaner import null_key_indexes
 from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
+    InvalidRecordError,
     InvalidTimestampError,
     LogStorageError,
     OffsetOutOfRangeError,
@@ -129,6 +134,7 @@ class Log:
         log_start_offset: int | None = None,
         recovery_point: int | None = None,
         clean_shutdown: bool = True,
+        cleaned_offset: int | None = None,
     ) -> None:
         self.dir = Path(directory)
         self.config = config
@@ -147,6 +153,9 @@ class Log:
         self._sealed_unflushed: list[LogSegment] = []
         self._roll_flush_upto = 0
         self._generation = 0
+        # Below this offset the cleaner has rewritten segments (its checkpoint), so
+        # recovery accepts offset gaps there even if cleanup.policy changed since.
+        self._cleaned_offset = cleaned_offset
         self._load(log_start_offset, recovery_point, clean_shutdown)
         self._roll_flush_upto = max(self._roll_flush_upto, self.recovery_point)
 
@@ -167,6 +176,7 @@ class Log:
     def _load(self, log_start: int | None, recovery_point: int | None, clean: bool) -> None:
         bases: list[int] = []
         index_files: list[tuple[int, str]] = []
+        swap.finish_pending(self.dir)  # a clean interrupted by a crash: old or new segments
         for name in os.listdir(self.dir):
             path = self.dir / name
             if name.endswith((".deleted", ".cleaned", ".swap")):
@@ -208,11 +218,12 @@ class Log:
             if i < start_recovery and i in needs_rebuild:
                 # Only an index is missing from data that was flushed: rebuild it, and
                 # never cut the .log or drop later segments for it.
-                recover_segment(seg, min_offset=prev_end, cut=False)
+                recover_segment(seg, min_offset=prev_end, cut=False,
+                                allow_gaps=self._gaps_allowed(seg))
                 self.recovered_segments += 1
                 prev_end = seg.next_offset
             elif i >= start_recovery:
-                cut = recover_segment(seg, min_offset=prev_end)
+                cut = recover_segment(seg, min_offset=prev_end, allow_gaps=self._gaps_allowed(seg))
                 self.recovered_segments += 1
                 if cut:
                     self.recovered_bytes_cut += cut
@@ -236,7 +247,8 @@ class Log:
         except CorruptRecordError:
             # A damaged tail despite a clean-shutdown marker: recover the active
             # segment rather than refuse to open the partition.
-            self.recovered_bytes_cut += recover_segment(self.active)
+            self.recovered_bytes_cut += recover_segment(
+                self.active, allow_gaps=self._gaps_allowed(self.active))
             self.recovered_segments += 1
             leo = self.active.next_offset
         # An empty active segment after an earlier one: its base is the LEO.
@@ -246,6 +258,12 @@ class Log:
         self.log_start_offset = min(start, self._leo)
         # Clean: everything was flushed at close. Unclean: recovery fsynced what it kept.
         self.recovery_point = self._leo
+
+    def _gaps_allowed(self, seg: LogSegment) -> bool:
+        """Recovery's gap rule (storage/recovery.py): offset gaps are compaction's,
+        not damage, in a compacted topic or below the cleaner's checkpoint."""
+        return self.config.compact or (
+            self._cleaned_offset is not None and seg.base_offset < self._cleaned_offset)
 
     # -- basic properties --------------------------------------------------------
     @property
@@ -295,6 +313,8 @@ class Log:
                 f"append of {size} bytes exceeds segment.bytes={cfg.segment_bytes}")
         scan = validate_client_batch(batch)
         h = scan.header
+        if cfg.compact:
+            self._check_keys(batch, now_ms)
         # Only the 61-byte header changes unless maxTimestamp/timestamp type must be
         # rewritten (CRC over the whole batch): then the batch is copied once.
         head = bytearray(memoryview(batch)[:HEADER_SIZE])
@@ -347,6 +367,28 @@ class Log:
         self.active.append(data, [(0, size, last, max_ts)])
         self._after_append(last, max_ts, leader_epoch)
         return AppendResult(base, last, max_ts, log_append_time, self.log_start_offset)
+
+    def _check_keys(self, batch: bytes | bytearray | memoryview, now_ms: int) -> None:
+        """Kafka's LogValidator.validateKey for a compacted topic: every record needs a
+        key. The batch fails with INVALID_RECORD and one record error per keyless
+        record, or INVALID_TIMESTAMP when another record's timestamp is also bad."""
+        missing = null_key_indexes(batch)
+        if not missing:
+            return
+        msg = f"Compacted topic cannot accept message without key in topic partition {self.dir.name}"
+        errors = [(i, msg) for i in missing]
+        cfg = self.config
+        if not cfg.log_append_time:
+            bad = set(missing)
+            ts_errors = [e for e in timestamp_errors(
+                batch, 0, now_ms, cfg.message_timestamp_before_max_ms,
+                cfg.message_timestamp_after_max_ms) if e[0] not in bad]
+            if ts_errors:
+                raise InvalidTimestampError("One or more records have been rejected due to "
+                                            "invalid timestamp", sorted(errors + ts_errors))
+        raise InvalidRecordError(
+            f"One or more records have been rejected due to {len(errors)} record errors "
+            f"in total: {msg}", errors)
 
     def append_as_is(self, data: bytes | bytearray | memoryview, *,
                      now_ms: int | None = None) -> AppendResult:
@@ -726,10 +768,10 @@ class Log:
         if cfg.log_append_time and self._last_append_time is None:
             self._last_append_time = self._prefix_max_list()[-1]  # before the data goes
         deleted = 0
-        if cfg.retention_ms >= 0:
+        if cfg.retention_ms >= 0 and cfg.delete_enabled:
             deleted += self._delete_while(
                 lambda seg, _rest: now_ms - seg.largest_timestamp() > cfg.retention_ms)
-        if cfg.retention_bytes >= 0:
+        if cfg.retention_bytes >= 0 and cfg.delete_enabled:
             excess = [self.size_in_bytes() - cfg.retention_bytes]
 
             def over(seg: LogSegment, _rest: int) -> bool:
@@ -769,6 +811,20 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self._prefix_max = None
         return victims
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Put ``new`` (a cleaned segment whose files are in place, storage/cleaner.py)
+        where the consecutive sealed segments ``old`` were, in one step on the log's
+        thread; what was derived from the old files is forgotten."""
+        i = next(j for j, s in enumerate(self.segments) if s is old[0])
+        if self.segments[i:i + len(old)] != old or i + len(old) >= len(self.segments):
+            raise ValueError("replace_segments needs consecutive sealed segments of this log")
+        self.segments[i:i + len(old)] = [new]
+        self._bases[i:i + len(old)] = [new.base_offset]
+        self._sealed_unflushed = self._live(self._sealed_unflushed)
+        self._prefix_max = None
+        self._latest_epoch = None
+        self._summary_cursor = (0, 0)
 
     # -- durability ------------------------------------------------------------------
     def flush(self) -> None:

@@ -35,6 +35,7 @@ from storage.partition_metadata import new_topic_id, read_topic_id, write_topic_
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"  # written by the broker's cleaner task
 
 _PARTITION_DIR = re.compile(r"^([a-zA-Z0-9._-]+)-(\d+)$")
 _DELETE_DIR = re.compile(r"^.+-\d+\.[0-9a-f]+-delete$")
@@ -68,6 +69,7 @@ class LogDir:
         self.clean_shutdown = marker.exists()
         recovery = read_checkpoint(self.path / RECOVERY_POINT_CHECKPOINT)
         starts = read_checkpoint(self.path / LOG_START_OFFSET_CHECKPOINT)
+        cleaned = read_checkpoint(self.path / CLEANER_OFFSET_CHECKPOINT)
         for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
@@ -84,6 +86,7 @@ class LogDir:
                 log_start_offset=starts.get(key),
                 recovery_point=recovery.get(key),
                 clean_shutdown=self.clean_shutdown,
+                cleaned_offset=cleaned.get(key),
             )
         self._load_topic_ids()
         if marker.exists():

@@ -2,10 +2,21 @@
 
 Kafka's ``LogSegment.recover``: every batch from the start of the segment is checked
 (header, size, CRC-32C, offsets within the segment's relative range) and, stricter
-than Kafka, offsets must be contiguous — the first batch at the segment's base
-offset, each next one right after the previous — because Chronolog never compacts:
-a gap can only be a damaged base offset, which the CRC does not cover. The first
-batch that fails ends the valid prefix. The ``.log`` is cut to
+than Kafka, its offsets against the batch before (the gap rule):
+
+- **contiguous** (the default): the first batch at the segment's base offset (or
+  the previous segment's end), each next one right after the previous. A gap can
+  only be a damaged base offset, a field the CRC does not cover;
+- **gaps allowed** (``allow_gaps``: the log's cleanup.policy includes compact, or
+  the segment lies below the cleaner's checkpoint; and for index-only rebuilds,
+  which never cut): the cleaner removes records and whole batches, so a batch may
+  start past the previous one's end, but offsets must still strictly increase:
+  base offset >= the previous batch's last offset + 1 (the first batch >= the
+  segment's base and the previous segment's end), last offset delta >= 0, and the
+  last offset within base + Int32.MAX. A flipped base-offset bit that lowers an
+  offset is still caught; one that raises it, in a compacted segment, reads as a gap.
+
+The first batch that fails ends the valid prefix. The ``.log`` is cut to
 that prefix, both indexes are rebuilt with Kafka's recover-time rule (an entry for
 a batch when more than ``index.interval.bytes`` lie between its position and the
 last indexed batch's position), the final time entry (segment max) is added and
@@ -32,14 +43,18 @@ _TI = struct.Struct(">qi")
 _CHUNK = 16 * 1024 * 1024
 
 
-def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool = True) -> int:
+def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool = True,
+                    allow_gaps: bool = False) -> int:
     """Validate ``seg`` and rebuild its indexes; returns the number of bytes cut.
 
     ``min_offset`` is the first offset the segment may hold (the previous segment's
     end); batches below it are treated as corruption. With ``cut=False`` (an index
     found damaged during normal operation) the .log is never shortened: indexes
-    cover the valid prefix only.
+    cover the valid prefix only. ``allow_gaps`` selects the gap rule (module
+    docstring); an index-only rebuild (``cut=False``) always allows gaps, since it
+    removes nothing.
     """
+    gaps = allow_gaps or not cut
     fd = seg.fd()
     seg._unmap()
     size = os.fstat(fd).st_size
@@ -92,10 +107,10 @@ def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool
         if crc(view[rel + 21: rel + bsize]) != stored_crc:
             break
         last = base_off + last_delta
-        # Contiguous offsets: Chronolog never compacts, so the first batch starts at
-        # the segment's base and each next one right after the previous. A gap can
-        # only be damage to the base offset, a field the CRC does not cover.
-        if base_off != expected or last_delta < 0 or last - base > INT32_MAX:
+        # The gap rule (module docstring): contiguous offsets, or with gaps allowed,
+        # strictly increasing ones. A damaged base offset is not covered by the CRC.
+        if (base_off < expected if gaps else base_off != expected) \
+                or last_delta < 0 or last - base > INT32_MAX:
             break
         if first_ts is None:
             first_ts = batch_max

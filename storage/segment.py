@@ -204,7 +204,10 @@ def first_record_at_or_after(
         # LogAppendTime: every record reports the batch max timestamp.
         if h[8] < target_ts or base_off + h[6] < min_offset:
             return None
-        return h[8], max(min_offset, base_off)
+        if h[12] == h[6] + 1:
+            return h[8], max(min_offset, base_off)
+        # A compacted batch (fewer records than offsets): the first record left.
+        return _first_offset_at_or_after(buf, pos, h, min_offset, h[8])
     codec = attributes & COMPRESSION_MASK
     start = pos + HEADER_SIZE
     end = pos + h[1] + LOG_OVERHEAD
@@ -619,10 +622,40 @@ def search_block(data: Buf, pos: int, h: BatchHeader | tuple[int, ...],
     return None
 
 
+def _first_offset_at_or_after(buf: Buf, pos: int, h: BatchHeader | tuple[int, ...],
+                              min_offset: int, ts: int) -> tuple[int, int] | None:
+    """(ts, offset) of the first record with offset >= min_offset, read from the
+    records' offset deltas (a compacted batch has gaps inside)."""
+    data: Buf = buf
+    start = pos + HEADER_SIZE
+    end = pos + h[1] + LOG_OVERHEAD
+    codec = h[5] & COMPRESSION_MASK
+    if codec:
+        data = codecs.decompress(codec, buf[start:end])
+        start, end = 0, len(data)
+    p = start
+    for _ in range(h[12]):
+        if p >= end:
+            break
+        u, q = _uvarint(data, p)
+        _, r = _uvarint(data, q + 1)  # the timestamp delta, after the attributes byte
+        od, _ = _uvarint(data, r)
+        off = h[0] + ((od >> 1) ^ -(od & 1))
+        if off >= min_offset:
+            return ts, off
+        p = q + ((u >> 1) ^ -(u & 1))
+    return None
+
+
 def offset_of_first_max(buf: Buf, pos: int, h: BatchHeader) -> int:
     """Offset of the first record whose timestamp equals the batch max (Kafka's
-    offsetOfMaxTimestamp; the base offset under LogAppendTime)."""
+    offsetOfMaxTimestamp; under LogAppendTime the first record's offset: the base
+    offset unless compaction removed that record)."""
     if h.attributes & TIMESTAMP_TYPE_MASK:
+        if h.records_count != h.last_offset_delta + 1:
+            hit = _first_offset_at_or_after(buf, pos, h, h.base_offset, h.max_timestamp)
+            if hit is not None:
+                return hit[1]
         return h.base_offset
     hit = first_record_at_or_after(buf, pos, h, h.max_timestamp, h.base_offset)
     return hit[1] if hit is not None else h.base_offset
@@ -878,7 +911,7 @@ class LogSegment:
                 waited = incoming_max_ts - first
             else:
                 waited = now_ms - self.created_ms
-            if waited > cfg.segment_ms - self.jitter_ms:
+            if waited > cfg.max_segment_ms - self.jitter_ms:
                 return True
         if self.offset_index.is_loaded or size > 0:
             if self.offset_index.is_full or self.time_index.is_full:

@@ -58,6 +58,11 @@ TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
     "flush.messages": ("log.flush.interval.messages",),
     "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
     "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
+    "cleanup.policy": ("log.cleanup.policy",),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
 }
 
 # Kafka's ConfigDef types of the topic configs (LogConfig).
@@ -97,6 +102,12 @@ TOPIC_DOCS: dict[str, str] = {
     "flush.messages": "fsync a partition after this many records.",
     "flush.ms": "fsync a partition this long after its last flush (ms).",
     "file.delete.delay.ms": "Accepted for compatibility; deleted segments are removed at once.",
+    "cleanup.policy": "delete: time and size retention; compact: keep the latest record per key "
+                      "(log compaction); compact,delete: both.",
+    "delete.retention.ms": "How long a tombstone is kept after the clean that first saw it (ms).",
+    "min.compaction.lag.ms": "Records younger than this are never compacted (ms).",
+    "max.compaction.lag.ms": "A record not compacted after this long makes its log cleanable (ms).",
+    "min.cleanable.dirty.ratio": "Clean a log once its dirty share of bytes exceeds this.",
 }
 _PASS_THROUGH_DOC = "Accepted and stored for compatibility; Chronolog does not act on it."
 
@@ -107,6 +118,8 @@ _BROKER_LONGS = frozenset({
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
     "log.flush.interval.messages", "log.flush.interval.ms", "log.flush.scheduler.interval.ms",
     "connections.max.idle.ms",
+    "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "log.cleaner.delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
 })
 
 
@@ -203,6 +216,8 @@ def _broker_type(name: str, default: Any) -> int:
         return dc.TYPE_BOOLEAN
     if isinstance(default, str):
         return dc.TYPE_STRING
+    if isinstance(default, float):
+        return dc.TYPE_DOUBLE
     return dc.TYPE_LONG if name in _BROKER_LONGS else dc.TYPE_INT
 
 

@@ -97,7 +97,12 @@ def test_topic_configs_reject_unknown_names_and_bad_values() -> None:
         cfg.topic_config({"message.timestamp.type": "Sometime"})
     with pytest.raises(ConfigError, match="retention.ms"):
         cfg.topic_config({"retention.ms": "soon"})
-    assert cfg.topic_config({"cleanup.policy": "delete"}).extra == {"cleanup.policy": "delete"}
+    assert cfg.topic_config({"compression.type": "lz4"}).extra == {"compression.type": "lz4"}
+    assert cfg.topic_config({"cleanup.policy": "delete,compact"}).cleanup_policy == "compact,delete"
+    with pytest.raises(ConfigError, match="cleanup.policy"):
+        cfg.topic_config({"cleanup.policy": "compact,shred"})
+    with pytest.raises(ConfigError, match="min.compaction.lag.ms"):
+        cfg.topic_config({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
 
 
 def test_missing_properties_file_is_a_config_error(tmp_path: Path) -> None:

@@ -32,6 +32,8 @@ def _other_value(name: str) -> str:
     f = SETTINGS[name]
     if f.metadata["choices"]:
         return next(c for c in f.metadata["choices"] if c != f.default)
+    if isinstance(f.default, float):
+        return repr(f.default / 2)
     low = max(f.metadata["minimum"] or 0, 24)
     return str(low + 1000 if f.default != low + 1000 else low + 2000)
 
@@ -94,7 +96,9 @@ def oracle_topic(broker_props: dict[str, str], overrides: dict[str, str]) -> dic
 def _topic_values() -> st.SearchStrategy[dict[str, str]]:
     ints = {n: st.integers(1000, 10**9).map(str) for n in TOPIC_NAMES if n != "message.timestamp.type"}
     pool = {**ints, "message.timestamp.type": st.sampled_from(["CreateTime", "LogAppendTime"]),
-            "cleanup.policy": st.sampled_from(["delete", "compact"]),
+            "cleanup.policy": st.sampled_from(["delete", "compact", "compact,delete"]),
+            "min.cleanable.dirty.ratio": st.sampled_from(["0.1", "0.9"]),
+            "min.compaction.lag.ms": st.integers(0, 999).map(str),
             "min.insync.replicas": st.integers(1, 3).map(str)}
     return st.dictionaries(st.sampled_from(sorted(pool)), st.just(""), max_size=6).flatmap(
         lambda d: st.fixed_dictionaries({k: pool[k] for k in d}))
@@ -105,6 +109,10 @@ def _broker_values() -> st.SearchStrategy[dict[str, str]]:
         f = SETTINGS[name]
         if f.metadata["choices"]:
             return st.sampled_from([c for c in f.metadata["choices"] if c != f.default])
+        if isinstance(f.default, float):
+            return st.sampled_from([repr(f.default / 2), repr(f.default / 4)])
+        if name == "log.cleaner.min.compaction.lag.ms":  # must stay below the max lag
+            return st.integers(1, 23).map(str)
         lo = max(f.metadata["minimum"] or 0, 24)
         return st.integers(lo, 10**6).filter(lambda v: v != f.default).map(str)
 
@@ -200,7 +208,7 @@ def test_every_version_describes_a_topic_as_the_oracle_says(configured: Any, ver
             assert c.config_source == want[name]["source"], name
             assert {(s.name, s.value, s.source) for s in c.synonyms} == want[name]["synonyms"]
         if version >= 3:
-            assert c.config_type in (1, 2, 3, 5, 7)
+            assert c.config_type in (1, 2, 3, 5, 6, 7)
             assert c.documentation
         else:
             assert c.config_type == 0 and not c.documentation  # absent: Kafka's default

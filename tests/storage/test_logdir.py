@@ -119,12 +119,15 @@ def test_log_config_uses_kafka_names_defaults_and_validates() -> None:
     assert c.message_timestamp_after_max_ms == 3600000
     assert c.message_timestamp_before_max_ms == LONG_MAX
     c2 = LogConfig.from_kafka({"segment.bytes": "1024", "message.timestamp.type": "LogAppendTime",
-                               "cleanup.policy": "delete", "retention.ms": "-1"})
+                               "cleanup.policy": "delete,compact", "retention.ms": "-1",
+                               "compression.type": "zstd"})
     assert c2.segment_bytes == 1024 and c2.log_append_time and c2.retention_ms == -1
-    assert c2.extra == {"cleanup.policy": "delete"}
+    assert c2.cleanup_policy == "compact,delete" and c2.compact and c2.delete_enabled
+    assert c2.extra == {"compression.type": "zstd"}
     assert LogConfig.from_kafka(c2.to_kafka()) == c2
     for bad in ({"segment.bytes": "abc"}, {"segment.bytes": "1"}, {"no.such.config": "1"},
-                {"message.timestamp.type": "Now"}, {"retention.ms": "-2"}):
+                {"message.timestamp.type": "Now"}, {"retention.ms": "-2"},
+                {"cleanup.policy": "archive"}, {"min.cleanable.dirty.ratio": "1.5"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             LogConfig.from_kafka(bad)
     assert 0 <= LogConfig(segment_jitter_ms=10).random_segment_jitter() < 10

@@ -1,0 +1,402 @@
+"""Log compaction against an oracle: a hypothesis state machine.
+
+The machine appends random keyed batches (repeated keys, tombstones, every codec,
+out-of-order timestamps, CreateTime or LogAppendTime) to a compacted log with small
+segments and indexes, and interleaves cleans at an advancing clock (with a small or
+a large key map, min.compaction.lag.ms and delete.retention.ms drawn per run), clean
+and unclean restarts, and crashes injected between the cleaner's file steps.
+
+The oracle is a plain list of every produced record, each batch with its delete
+horizon. Its clean is the rule in storage/cleaner.py's docstring, computed by brute
+force over that list: the key map over the dirty range in offset order until it is
+full, then every record below the map's end that is not its key's latest, every
+record without a key, and every tombstone whose batch horizon has passed, go.
+Segment boundaries (and the mtime of a segment left empty) come from the log; every
+record's presence, offset, key, value, timestamp and headers, every batch's base and
+last offset, and the horizon bits are the oracle's. After each step: the log's
+records equal the oracle's, every time lookup equals the first surviving offset
+with timestamp >= T, MAX_TIMESTAMP and EARLIEST agree, and both indexes of every
+segment pass their sanity checks. A crash leaves the old view or the new one (or,
+when several groups were being committed, the new view up to a segment boundary and
+the old one after it: groups commit in offset order, each at its own commit point).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from storage import swap
+from storage.cleaner import ENTRY_OVERHEAD, CleanerSettings, clean_log
+from storage.config import LogConfig
+from storage.errors import InvalidRecordError
+from storage.log import MAX_TIMESTAMP, Log
+from storage.records import (
+    DELETE_HORIZON_MASK,
+    Record,
+    build_batch,
+    decode_batch,
+    parse_header,
+)
+
+T0 = 1_700_000_000_000
+KEYS = [f"k{i}".encode() for i in range(8)] + [b"", b"a-longer-key-" * 3]
+STEPS = ["cleaned", "swap.index", "swap.timeindex", "swap.replaces", "log-swapped",
+         "committed", "renamed.index", "renamed.timeindex", "renamed.log"]
+
+
+class Crash(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class MRecord:
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    ts: int
+    headers: list[tuple[str, bytes | None]]
+    present: bool = True
+
+
+@dataclasses.dataclass
+class MBatch:
+    base: int
+    last: int
+    records: list[MRecord]
+    horizon: int | None = None
+    producer: int = -1
+    empty: bool = False  # every record went; kept as an empty batch for its producer
+
+    def alive(self) -> bool:
+        return any(r.present for r in self.records)
+
+    def in_log(self) -> bool:
+        return self.alive() or self.empty
+
+
+class CompactionMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="chronolog-compact-"))
+        self.batches: list[MBatch] = []
+        self.now = T0 + 10_000
+        self.checkpoint: int | None = None
+        self.log: Log | None = None
+        self.sequences: dict[int, int] = {}
+
+    def teardown(self) -> None:
+        swap.crash_hook = None
+        if self.log is not None:
+            for s in self.log.segments:
+                s.release()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # ------------------------------------------------------------ setup
+
+    @initialize(
+        segment_bytes=st.sampled_from([700, 1500, 4000]),
+        interval=st.sampled_from([0, 100, 600]),
+        index_bytes=st.sampled_from([72, 240, 4096]),
+        min_lag=st.sampled_from([0, 0, 300]),
+        retention=st.sampled_from([0, 200, 1000]),
+        log_append_time=st.booleans(),
+        small_map=st.booleans(),
+    )
+    def setup(self, segment_bytes: int, interval: int, index_bytes: int, min_lag: int,
+              retention: int, log_append_time: bool, small_map: bool) -> None:
+        self.config = LogConfig.from_kafka({
+            "cleanup.policy": "compact",
+            "segment.bytes": str(segment_bytes),
+            "index.interval.bytes": str(interval),
+            "segment.index.bytes": str(index_bytes),
+            "min.compaction.lag.ms": str(min_lag),
+            "delete.retention.ms": str(retention),
+            "message.timestamp.type": "LogAppendTime" if log_append_time else "CreateTime",
+            "message.timestamp.before.max.ms": str(1 << 50),
+        })
+        budget = (ENTRY_OVERHEAD + 3) * 4 if small_map else 1 << 20
+        self.settings = CleanerSettings(dedupe_buffer_bytes=budget, load_factor=1.0)
+        self.log = Log(self.tmp / "t-0", self.config)
+
+    # ------------------------------------------------------------ rules
+
+    @rule(data=st.data(), n=st.integers(1, 6), codec=st.sampled_from([0, 0, 1, 2, 3, 4]),
+          keyless=st.booleans(), producer=st.sampled_from([-1, -1, 1, 2]))
+    def append(self, data: st.DataObject, n: int, codec: int, keyless: bool, producer: int) -> None:
+        assert self.log is not None
+        recs = []
+        for _ in range(n):
+            key = data.draw(st.sampled_from(KEYS))
+            value = data.draw(st.one_of(st.none(), st.binary(max_size=12)))
+            ts = self.now - 2000 + data.draw(st.integers(0, 2500))
+            headers = data.draw(st.sampled_from([[], [("h", b"x")], [("h", None)]]))
+            recs.append((key, value, ts, headers))
+        if keyless:
+            recs[0] = (None, *recs[0][1:])
+        seq = self.sequences.get(producer, 0)
+        batch = build_batch([Record(i, ts, k, v, h) for i, (k, v, ts, h) in enumerate(recs)],
+                            compression=codec, producer_id=producer,
+                            producer_epoch=0 if producer >= 0 else -1,
+                            base_sequence=seq if producer >= 0 else -1)
+        base = self.log.log_end_offset
+        if keyless:
+            with pytest.raises(InvalidRecordError):
+                self.log.append(batch, now_ms=self.now)
+            return
+        result = self.log.append(batch, now_ms=self.now)
+        assert result.base_offset == base
+        if producer >= 0:
+            self.sequences[producer] = seq + n
+        lat = self.config.log_append_time
+        self.batches.append(MBatch(base, base + n - 1, [
+            MRecord(base + i, k, v, result.max_timestamp if lat else ts, h)
+            for i, (k, v, ts, h) in enumerate(recs)], producer=producer))
+
+    @rule(data=st.data())
+    def append_keyless_as_is(self, data: st.DataObject) -> None:
+        """Records without a key, as a topic switched from delete to compact holds."""
+        assert self.log is not None
+        if self.config.log_append_time:
+            return
+        base = self.log.log_end_offset
+        ts = self.now - data.draw(st.integers(0, 500))
+        self.log.append_as_is(build_batch([Record(0, ts, None, b"nokey", [])], base_offset=base),
+                              now_ms=self.now)
+        self.batches.append(MBatch(base, base, [MRecord(base, None, b"nokey", ts, [])]))
+
+    @rule(ms=st.integers(1, 700))
+    def tick(self, ms: int) -> None:
+        self.now += ms
+
+    @rule()
+    def roll(self) -> None:
+        assert self.log is not None
+        self.log.roll(self.now)
+
+    @rule()
+    def clean(self) -> None:
+        assert self.log is not None
+        expected_next = self._oracle_clean()
+        got = clean_log(self.log, self.checkpoint, self.now, self.settings, force=True)
+        if got is not None:
+            assert got == expected_next
+            self.checkpoint = got
+
+    @rule(step=st.sampled_from(STEPS))
+    def crash_while_cleaning(self, step: str) -> None:
+        assert self.log is not None
+        before = copy.deepcopy(self.batches)
+        old_checkpoint = self.checkpoint
+        self._oracle_clean()
+        after = self.batches
+
+        def hook(name: str) -> None:
+            if name == step:
+                raise Crash(name)
+
+        swap.crash_hook = hook
+        crashed = False
+        got = None
+        try:
+            got = clean_log(self.log, self.checkpoint, self.now, self.settings, force=True)
+        except Crash:
+            crashed = True
+        finally:
+            swap.crash_hook = None
+        if not crashed:  # the step was never reached: nothing to clean, or no such step
+            if got is None:
+                self.batches = before
+            else:
+                self.checkpoint = got
+            return
+        # A crash: abandon the Log object (no close, no flush, no marker) and load the
+        # directory as after a kill -9.
+        for s in self.log.segments:
+            s.release()
+        self.log = Log(self.tmp / "t-0", self.config, clean_shutdown=False, recovery_point=0)
+        view = self._sut_view()
+        bases = [s.base_offset for s in self.log.segments] + [1 << 62]
+        for split in bases:
+            mixed = [copy.deepcopy(b) for b in after if b.base < split] + \
+                    [copy.deepcopy(b) for b in before if b.base >= split]
+            if view == self._model_view(mixed):
+                self.batches = mixed
+                break
+        else:
+            raise AssertionError(f"crash at {step} left neither the old nor the new segments")
+        self.checkpoint = old_checkpoint  # the checkpoint is written after a commit
+
+    @rule(unclean=st.booleans())
+    def restart(self, unclean: bool) -> None:
+        self._reopen(unclean)
+
+    def _reopen(self, unclean: bool) -> None:
+        assert self.log is not None
+        if unclean:
+            self.log.flush()
+            for s in self.log.segments:
+                s.release()
+            self.log = Log(self.tmp / "t-0", self.config, clean_shutdown=False, recovery_point=0)
+            assert self.log.recovered_bytes_cut == 0  # the gap rule accepts compacted segments
+        else:
+            self.log.close()
+            self.log = Log(self.tmp / "t-0", self.config)
+
+    # ------------------------------------------------------------ the oracle's clean
+
+    def _oracle_clean(self) -> int:
+        """Apply the cleaner's rule to the model; returns the next dirty offset."""
+        assert self.log is not None
+        log = self.log
+        segs = log.segments
+        start = log.log_start_offset
+        dirty = self.checkpoint if self.checkpoint is not None and \
+            start <= self.checkpoint <= log.log_end_offset else start
+        stop = log.active.base_offset
+        bounds = [(s.base_offset, segs[i + 1].base_offset) for i, s in enumerate(segs[:-1])]
+        lag = self.config.min_compaction_lag_ms
+        if lag > 0:
+            for (base, upper), seg in zip(bounds, segs, strict=False):
+                if upper <= dirty:
+                    continue
+                recs = [r for b in self.batches for r in b.records
+                        if r.present and base <= r.offset < upper]
+                largest = max((r.ts for r in recs), default=-1) if recs else seg.largest_timestamp()
+                if largest > self.now - lag:
+                    stop = min(stop, base)
+                    break
+        stop = max(stop, dirty)
+        # The key map: every keyed record from the dirty start in offset order, each
+        # new key costing ENTRY_OVERHEAD + len(key) of the budget; whole batches only.
+        latest_of: dict[bytes, int] = {}
+        used = 0
+        latest = dirty - 1
+        full = False
+        for base, upper in bounds:
+            if full or upper <= dirty or base >= stop:
+                continue
+            for b in self.batches:
+                if not (base <= b.base < upper) or not b.in_log() or b.last < dirty:
+                    continue
+                for r in b.records:
+                    if not r.present or r.key is None or r.offset < dirty:
+                        continue
+                    if r.key not in latest_of:
+                        if used + ENTRY_OVERHEAD + len(r.key) > self.settings.map_budget:
+                            full = True
+                            break
+                        used += ENTRY_OVERHEAD + len(r.key)
+                    latest_of[r.key] = r.offset
+                if full:
+                    break
+                latest = max(latest, b.last)
+            if not full:
+                latest = max(latest, min(upper, stop) - 1)
+        end = latest + 1
+        rewritten = [b for b in self.batches if b.in_log() and any(
+            base <= b.base < upper for base, upper in bounds if base < end)]
+        last_of = {b.producer: b.base for b in rewritten if b.producer >= 0}
+        for b in rewritten:
+            b.empty = False
+            passed = b.horizon is not None and self.now >= b.horizon
+            tombstones = False
+            for r in b.records:
+                if not r.present:
+                    continue
+                if r.offset > latest:
+                    tombstones = tombstones or r.value is None
+                    continue
+                if r.key is None or r.offset < latest_of.get(r.key, -1):
+                    r.present = False
+                elif r.value is None:
+                    if passed:
+                        r.present = False
+                    else:
+                        tombstones = True
+            if tombstones and b.horizon is None and b.alive():
+                b.horizon = self.now + self.config.delete_retention_ms
+            if not b.alive() and b.producer >= 0 and last_of.get(b.producer) == b.base:
+                b.empty = True  # the producer's last batch here keeps its header
+                b.horizon = None
+        return max(end, dirty)
+
+    # ------------------------------------------------------------ views
+
+    @staticmethod
+    def _model_view(batches: list[MBatch]) -> list[tuple[object, ...]]:
+        out: list[tuple[object, ...]] = []
+        for b in batches:
+            if b.in_log():
+                out.append(("batch", b.base, b.last, b.horizon))
+                out.extend((r.offset, r.key, r.value, r.ts, r.headers)
+                           for r in b.records if r.present)
+        return out
+
+    def _sut_view(self) -> list[tuple[object, ...]]:
+        assert self.log is not None
+        out: list[tuple[object, ...]] = []
+        for seg in self.log.segments:
+            for info in seg.iter_batches(0):
+                raw = seg.pread(info.position, info.size)
+                h = parse_header(raw, 0)
+                horizon = h.base_timestamp if h.attributes & DELETE_HORIZON_MASK else None
+                out.append(("batch", h.base_offset, h.base_offset + h.last_offset_delta, horizon))
+                out.extend((r.offset, r.key, r.value, r.timestamp, list(r.headers))
+                           for r in decode_batch(raw, 0))
+        return out
+
+    # ------------------------------------------------------------ invariants
+
+    @invariant()
+    def records_match_the_oracle(self) -> None:
+        if self.log is None:
+            return
+        assert self._sut_view() == self._model_view(self.batches)
+
+    @invariant()
+    def time_lookups_match_the_oracle(self) -> None:
+        if self.log is None:
+            return
+        present = [r for b in self.batches for r in b.records if r.present]
+        stamps = sorted({r.ts for r in present})
+        targets = {0, self.now + 10_000} | set(stamps) | {t + 1 for t in stamps} | \
+            {t - 1 for t in stamps}
+        for t in sorted(targets):
+            want = next(((r.ts, r.offset) for r in present if r.ts >= t), None)
+            hit = self.log.offset_for_timestamp(max(t, 0))
+            assert (None if hit is None else (hit.timestamp, hit.offset)) == want, t
+        if present:
+            top = max(r.ts for r in present)
+            first = next(r.offset for r in present if r.ts == top)
+            hit = self.log.offset_for_timestamp(MAX_TIMESTAMP)
+            assert hit is not None and (hit.timestamp, hit.offset) == (top, first)
+
+    @invariant()
+    def indexes_are_sane(self) -> None:
+        if self.log is None:
+            return
+        for seg in self.log.segments:
+            assert seg._indexes_sane()
+            prev = -1
+            for i in range(seg.time_index.entries):
+                ts, off = seg.time_index.entry(i)
+                assert ts > prev and seg.base_offset <= off < seg.next_offset
+                prev = ts
+            if seg is not self.log.active and max(seg.size, 0) > 0:
+                assert seg.time_index.last_entry()[0] == seg.max_timestamp
+
+
+CompactionMachine.TestCase.settings = settings(
+    max_examples=80, stateful_step_count=40, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestCompaction = CompactionMachine.TestCase
