@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -204,6 +205,9 @@ def write_report(samples: list[Sample], errors: list[str], out: Path, args: argp
         f"**{growth * 100:+.1f} %** (bound +5 %)",
         f"- worst lookup p99 of any 10 s window: **{worst:.2f} ms** (bound 1 ms)",
         f"- failed lookups: {len(errors)}",
+        f"- machine load average at the end (1/5/15 min): "
+        f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())} on 2 cores (the load generators "
+        "share them with the broker)",
         f"- verdict: {'within both bounds' if ok else 'OUT OF BOUNDS'}", "",
         "![soak](soak.png)", "", *rows, ""]))
 
