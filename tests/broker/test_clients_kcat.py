@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
+from client import SyncClient
+from client.groups import SyncGroupAdmin
 from tests.broker.test_clients_common import (
     BASE_TS,
     CODECS,
@@ -185,3 +187,21 @@ def test_metadata_list_shows_the_topics(kb: BrokerProcess) -> None:
     create_topic(kb, topic, partitions=3)
     out = kcat(kb, "-L", "-t", topic).decode()
     assert f'topic "{topic}" with 3 partitions' in out, out
+
+
+def test_balanced_consumer_joins_a_group_reads_everything_and_commits(kb: BrokerProcess) -> None:
+    """``kcat -G`` (librdkafka 2.0.2's KafkaConsumer: JoinGroup v5, OffsetCommit v7) gets
+    every partition of the topic, reads every record once and commits the log end."""
+    topic = topic_name("kcat-g")
+    create_topic(kb, topic, partitions=3)
+    per_partition = {p: [BASE_TS + 3 * i for i in range(2 + p)] for p in range(3)}
+    for p, ts in per_partition.items():
+        confluent_produce(kb, topic, index_valued(ts), partition=p)
+    group = topic_name("kcat-group")
+    out = kcat(kb, "-G", group, "-o", "beginning", "-e", "-q", "-f", "%p %o %s\n",
+               "-X", "enable.auto.commit=true", "-X", "auto.commit.interval.ms=100", topic)
+    seen = sorted(tuple(int(x) for x in line.split()) for line in out.decode().splitlines())
+    assert seen == sorted((p, i, i) for p, ts in per_partition.items() for i in range(len(ts)))
+    with SyncClient(kb.bootstrap) as c:
+        done = SyncGroupAdmin(c).committed_offsets(group)
+    assert {tp.partition: o for tp, o in done.items()} == {p: len(ts) for p, ts in per_partition.items()}
