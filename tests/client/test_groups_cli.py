@@ -216,6 +216,28 @@ def test_by_duration_resolves_from_now(gb: BrokerProcess) -> None:
     assert {e["partition"]: e["new"] for e in plan["partitions"]} == {p: 1 for p in range(PARTITIONS)}
     plan = reset(gb, group, "--topic", topic, "--by-duration", "PT20M")
     assert {e["partition"]: e["new"] for e in plan["partitions"]} == {p: 0 for p in range(PARTITIONS)}
+    plan = reset(gb, group, "--topic", topic, "--to-time", "-5m")  # a relative time, as a value
+    assert {e["partition"]: e["new"] for e in plan["partitions"]} == {p: 1 for p in range(PARTITIONS)}
+
+
+def test_all_topics_and_repeated_topic_scopes(gb: BrokerProcess) -> None:
+    """--all-topics takes every committed partition of every topic; --topic repeats, and a
+    bare topic covers all its partitions even when also listed with some."""
+    a = fill(gb, [[BASE_TS] * 2, [BASE_TS] * 3, [BASE_TS] * 4], "scope-a")
+    b = fill(gb, [[BASE_TS] * 5, [BASE_TS] * 6, []], "scope-b")
+    group = topic_name("g-scope")
+    commit(gb, group, {0: 0, 2: 1}, a)
+    commit(gb, group, {1: 2}, b)
+    plan = reset(gb, group, "--all-topics", "--to-latest")
+    assert [(e["topic"], e["partition"], e["current"], e["new"]) for e in plan["partitions"]] == \
+        [(a, 0, 0, 2), (a, 2, 1, 4), (b, 1, 2, 6)]
+    plan = reset(gb, group, "--topic", f"{b}:0", "--topic", f"{a}:1", "--topic", f"{b}:2",
+                 "--to-earliest")
+    assert [(e["topic"], e["partition"]) for e in plan["partitions"]] == [(a, 1), (b, 0), (b, 2)]
+    plan = reset(gb, group, "--topic", f"{a}:1", "--topic", a, "--to-offset", "3", "--dry-run")
+    assert [(e["partition"], e["new"]) for e in plan["partitions"]] == [(0, 2), (1, 3), (2, 3)]
+    proc = reset(gb, group, "--topic", f"{a}:7", "--to-earliest", check=False)
+    assert proc.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in proc.stderr
 
 
 def test_bad_arguments_exit_2(gb: BrokerProcess) -> None:
@@ -306,6 +328,14 @@ def test_the_docs_example_prints_what_the_page_shows(gb: BrokerProcess) -> None:
         assert proc.returncode == 0, (args, proc.stderr)
         assert [line.rstrip() for line in proc.stdout.splitlines()] == shown, args
     assert first_offsets_after_sentinels(gb, "billing", "events", subscribe=True) == {0: 0, 1: 1, 2: 0}
+    # docs/client.md's example does the same reset through client.groups (the sentinels,
+    # stamped now, are at or after 10:31: partition 1's answer is its sentinel, offset 1).
+    example = (DOCS.parent / "client.md").read_text().split("## Consumer groups", 1)[1]
+    code = example.split("```python\n", 1)[1].split("```", 1)[0]
+    done = subprocess.run([sys.executable, "-c", code.replace("127.0.0.1:9092", gb.bootstrap)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[(0, 1), (1, 1), (2, 0)]"
 
 
 def test_active_group_is_described_refused_and_deleted_once_empty(gb: BrokerProcess) -> None:
