@@ -175,23 +175,27 @@ def test_fetch_topic_offsets_reports_low_and_high(kb: BrokerProcess) -> None:
     assert sorted((o["partition"], o["low"], o["high"]) for o in offsets) == [(0, "0", "0"), (1, "0", "5")]
 
 
-def test_consumer_group_reads_every_record_once_and_commits(kb: BrokerProcess) -> None:
-    """kafkajs's consumer always joins a group (JoinGroup v5, SyncGroup v3, its own
-    RoundRobinAssigner); it must get every partition, read every record once, and its
-    commits must be what the group's committed offsets then show."""
+def test_two_consumers_split_the_partitions_read_every_record_once_and_commit(kb: BrokerProcess) -> None:
+    """kafkajs's consumer always joins a group (JoinGroup v5 with its own RoundRobinAssigner,
+    SyncGroup v3, OffsetCommit v5). Two members started together share one generation:
+    disjoint partition sets covering the topic, every record read once, and their commits
+    are the group's committed offsets afterwards."""
     topic = topic_name("js-group")
-    create(kb, topic, partitions=3)
-    per_partition = {p: index_valued([BASE_TS + 7 * i + p for i in range(4 + p)]) for p in range(3)}
+    create(kb, topic, partitions=4)
+    per_partition = {p: index_valued([BASE_TS + 7 * i + p for i in range(3 + p)]) for p in range(4)}
     messages = [m for p, recs in per_partition.items() for m in as_messages(recs, p)]
     group = topic_name("js-g")
     _, got, listed, fetched = kafkajs(kb, [
         {"op": "produce", "topic": topic, "messages": messages},
-        {"op": "consume", "topic": topic, "groupId": group, "count": len(messages), "commit": True},
+        {"op": "consume", "topic": topic, "groupId": group, "count": len(messages), "commit": True,
+         "members": 2},
         {"op": "listGroups"},
         {"op": "fetchOffsets", "groupId": group, "topic": topic},
     ])
     assert sorted((m["partition"], m["offset"]) for m in got) == \
         sorted((p, i) for p, recs in per_partition.items() for i in range(len(recs)))
+    owned = [{m["partition"] for m in got if m["member"] == i} for i in (0, 1)]
+    assert owned[0] and owned[1] and not owned[0] & owned[1], owned
     for m in got:
         assert unb64(m["value"]) == per_partition[m["partition"]][m["offset"]].value
         assert m["timestamp"] == per_partition[m["partition"]][m["offset"]].timestamp

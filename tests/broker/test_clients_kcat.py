@@ -189,19 +189,28 @@ def test_metadata_list_shows_the_topics(kb: BrokerProcess) -> None:
     assert f'topic "{topic}" with 3 partitions' in out, out
 
 
-def test_balanced_consumer_joins_a_group_reads_everything_and_commits(kb: BrokerProcess) -> None:
-    """``kcat -G`` (librdkafka 2.0.2's KafkaConsumer: JoinGroup v5, OffsetCommit v7) gets
-    every partition of the topic, reads every record once and commits the log end."""
+def test_two_balanced_consumers_split_the_partitions_and_read_each_record_once(kb: BrokerProcess) -> None:
+    """Two ``kcat -G`` members (librdkafka 2.0.2's KafkaConsumer: JoinGroup v5, SyncGroup v3,
+    OffsetCommit v7) started together join one generation within the initial rebalance
+    delay, get disjoint halves of the partitions, read every record exactly once between
+    them, and commit the log end of each partition as they close."""
     topic = topic_name("kcat-g")
-    create_topic(kb, topic, partitions=3)
-    per_partition = {p: [BASE_TS + 3 * i for i in range(2 + p)] for p in range(3)}
+    create_topic(kb, topic, partitions=4)
+    per_partition = {p: [BASE_TS + 3 * i for i in range(2 + p)] for p in range(4)}
     for p, ts in per_partition.items():
         confluent_produce(kb, topic, index_valued(ts), partition=p)
     group = topic_name("kcat-group")
-    out = kcat(kb, "-G", group, "-o", "beginning", "-e", "-q", "-f", "%p %o %s\n",
-               "-X", "enable.auto.commit=true", "-X", "auto.commit.interval.ms=100", topic)
-    seen = sorted(tuple(int(x) for x in line.split()) for line in out.decode().splitlines())
-    assert seen == sorted((p, i, i) for p, ts in per_partition.items() for i in range(len(ts)))
+    args = [KCAT or "kcat", "-b", kb.bootstrap, "-G", group, "-o", "beginning", "-e", "-q",
+            "-f", "%p %o %s\n", topic]
+    members = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outs = []
+    for m in members:
+        out, err = m.communicate(timeout=TIMEOUT)
+        assert m.returncode == 0, err.decode(errors="replace")
+        outs.append(sorted(tuple(int(x) for x in line.split()) for line in out.decode().splitlines()))
+    parts = [{p for p, _o, _v in out} for out in outs]
+    assert parts[0] and parts[1] and not parts[0] & parts[1], parts
+    assert sorted(outs[0] + outs[1]) == sorted((p, i, i) for p, ts in per_partition.items() for i in range(len(ts)))
     with SyncClient(kb.bootstrap) as c:
         done = SyncGroupAdmin(c).committed_offsets(group)
     assert {tp.partition: o for tp, o in done.items()} == {p: len(ts) for p, ts in per_partition.items()}
