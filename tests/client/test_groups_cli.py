@@ -371,6 +371,8 @@ def test_active_group_is_described_refused_and_deleted_once_empty(gb: BrokerProc
         assert proc.returncode == 1 and "NON_EMPTY_GROUP" in proc.stderr
         listed = json.loads(groups(gb, "list", "--format", "json").stdout)["groups"]
         assert {"group_id": group, "protocol_type": "consumer", "state": "Stable", "type": "classic"} in listed
+        stable = groups(gb, "list", "--state", "Stable").stdout.split()
+        assert group in stable and group not in groups(gb, "list", "--state", "Empty").stdout.split()
     finally:
         c.close()
     assert json.loads(groups(gb, "describe", group, "--format", "json").stdout)["state"] == "Empty"
