@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from client import SyncClient
@@ -124,8 +124,14 @@ times_per_partition = st.lists(
     st.lists(st.integers(BASE_TS, BASE_TS + 40), max_size=12), min_size=PARTITIONS, max_size=PARTITIONS)
 
 
-@settings(max_examples=4)
+@settings(max_examples=3)
 @given(per_partition=times_per_partition, pick=st.integers(-2, 45), subscribe=st.booleans())
+# Always: a time after every record (each partition starts at its end), and one inside
+# out-of-order CreateTimes where the first match is not the closest timestamp.
+@example(per_partition=[[BASE_TS + 5, BASE_TS + 1], [], [BASE_TS + 40, BASE_TS + 3]], pick=41,
+         subscribe=True)
+@example(per_partition=[[BASE_TS + 30, BASE_TS + 10, BASE_TS + 20], [BASE_TS + 9, BASE_TS + 9],
+                        [BASE_TS + 1, BASE_TS + 25, BASE_TS + 12]], pick=12, subscribe=False)
 def test_reset_to_time_moves_a_restarted_consumer_to_the_oracle_offset(
     gb: BrokerProcess, per_partition: list[list[int]], pick: int, subscribe: bool
 ) -> None:
