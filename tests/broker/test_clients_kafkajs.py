@@ -185,13 +185,16 @@ def test_two_consumers_split_the_partitions_read_every_record_once_and_commit(kb
     per_partition = {p: index_valued([BASE_TS + 7 * i + p for i in range(3 + p)]) for p in range(4)}
     messages = [m for p, recs in per_partition.items() for m in as_messages(recs, p)]
     group = topic_name("js-g")
-    _, got, listed, fetched = kafkajs(kb, [
+    _, got, listed, described, fetched = kafkajs(kb, [
         {"op": "produce", "topic": topic, "messages": messages},
         {"op": "consume", "topic": topic, "groupId": group, "count": len(messages), "commit": True,
          "members": 2},
         {"op": "listGroups"},
+        {"op": "describeGroups", "groups": [group]},
         {"op": "fetchOffsets", "groupId": group, "topic": topic},
     ])
+    # Both members left on disconnect (LeaveGroup v3, the batch form): the group is Empty.
+    assert described == [{"groupId": group, "state": "Empty", "protocolType": "consumer", "members": []}]
     assert sorted((m["partition"], m["offset"]) for m in got) == \
         sorted((p, i) for p, recs in per_partition.items() for i in range(len(recs)))
     owned = [{m["partition"] for m in got if m["member"] == i} for i in (0, 1)]
