@@ -38,6 +38,7 @@ __all__ = [
     "ActiveGroupError",
     "SyncGroupAdmin",
     "apply_plan",
+    "commit_plan",
     "committed_offsets",
     "delete_group",
     "describe_group",
@@ -366,6 +367,12 @@ async def apply_plan(client: Client, group: str, plan: Sequence[ResetPlanEntry])
     state = await group_state(client, group)
     if state not in INACTIVE_STATES:
         raise ActiveGroupError(group, state)
+    await commit_plan(client, group, plan)
+
+
+async def commit_plan(client: Client, group: str, plan: Sequence[ResetPlanEntry]) -> None:
+    """The commit of :func:`apply_plan` without its check: a group that has members gets
+    UNKNOWN_MEMBER_ID from the broker (a commit with generation -1 and member id "")."""
     if not plan:
         return
     by_topic: dict[str, list[ResetPlanEntry]] = {}
@@ -413,3 +420,6 @@ class SyncGroupAdmin:
 
     def apply_plan(self, group: str, plan: Sequence[ResetPlanEntry]) -> None:
         self._run(apply_plan(self._sync.aio, group, plan))
+
+    def commit_plan(self, group: str, plan: Sequence[ResetPlanEntry]) -> None:
+        self._run(commit_plan(self._sync.aio, group, plan))
