@@ -128,17 +128,21 @@ class GroupListing:
 
 async def list_groups(client: Client, states: Sequence[str] = (),
                       types: Sequence[str] = ()) -> list[GroupListing]:
-    """Every group the cluster knows (ListGroups to each broker; here: one node)."""
-    resp = await _call(client, LIST_GROUPS, {"states_filter": list(states), "types_filter": list(types)})
-    _raise_for(resp["error_code"], "list groups")
+    """Every group the cluster knows: ListGroups to each broker (each lists the groups it
+    coordinates), brokers from a topic-less Metadata request."""
+    await client._metadata([])
     version = _version(client, LIST_GROUPS)
-    return sorted(
-        (GroupListing(g["group_id"], g["protocol_type"],
-                      g["group_state"] if version >= 4 else None,
-                      g["group_type"] if version >= 5 else None)
-         for g in resp["groups"]),
-        key=lambda g: g.group_id,
-    )
+    body = {"states_filter": list(states), "types_filter": list(types)}
+    found: dict[str, GroupListing] = {}
+    nodes: list[int | None] = [*sorted(client._brokers)] or [None]
+    for node_id in nodes:
+        resp = await _call(client, LIST_GROUPS, body, node_id)
+        _raise_for(resp["error_code"], "list groups")
+        for g in resp["groups"]:
+            found[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"],
+                                                g["group_state"] if version >= 4 else None,
+                                                g["group_type"] if version >= 5 else None)
+    return sorted(found.values(), key=lambda g: g.group_id)
 
 
 @dataclass(frozen=True)
