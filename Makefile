@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: install run test test-docker bench chaos fuzz soak lint format check-java check-compose clean
+.PHONY: install run test test-docker bench chaos fuzz soak lint format check-java check-compose check-clients clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -35,10 +35,23 @@ check-compose:
 test-docker:
 	$(PYTHON) docker/podman/run_stack.py
 
+## Two real clients that share no code with the Python ones: kcat (Debian's, on an older
+## librdkafka) and kafkajs (npm, pinned by tests/js/package-lock.json, into tests/js/node_modules).
+check-clients:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  echo "kcat not found: installing Debian's kcat"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends kcat; }
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "npm not found: installing Debian's nodejs and npm"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends nodejs npm; }
+	@test -d tests/js/node_modules/kafkajs || { \
+	  echo "kafkajs not found: installing it from npm into tests/js"; \
+	  cd tests/js && npm ci --no-audit --no-fund --loglevel=error; }
+
 run: install
 	$(BIN)/chronolog serve --data-dir $(DATA) --host $(HOST) --port $(PORT)
 
-test: install check-java check-compose
+test: install check-java check-compose check-clients
 	$(BIN)/python -m pytest -q -ra
 	$(MAKE) --no-print-directory lint
 
