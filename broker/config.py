@@ -645,6 +645,10 @@ def _parse(name: str, f: dataclasses.Field[Any], raw: str) -> Any:
     default = f.default
     if meta["nullable"] and raw == "":
         return None
+    if str(f.type).startswith("str"):  # text (nullable text: None when empty), never a number
+        if meta["choices"] and raw not in meta["choices"]:
+            raise ConfigError(f"{name}: must be one of {', '.join(meta['choices'])}, got {raw!r}")
+        return raw
     if isinstance(default, bool):
         low = raw.lower()
         if low not in ("true", "false"):
