@@ -123,6 +123,7 @@ class Connection(asyncio.Protocol):
         self.broker = broker
         self.listener = listener.name if listener is not None else "PLAINTEXT"
         self.principal = ANONYMOUS
+        self._logins = 0
         self._tls = listener is not None and listener.tls
         self.gate: SaslGate | None = (
             broker.sasl_gate(listener.name) if listener is not None and listener.sasl else None)
@@ -441,10 +442,12 @@ class Connection(asyncio.Protocol):
             self.broker.loop.call_later(outcome.delay, self._late_close, outcome.data,
                                         outcome.close)
             return
-        if gate.complete and self.principal != gate.principal:
+        if gate.complete and gate.logins != self._logins:
+            self._logins = gate.logins
             self.principal = gate.principal or ANONYMOUS
             self._max_frame = self.broker.config.socket_request_max_bytes
-            log.info("%s authenticated on listener %s as %s (SASL/%s)", self.peer,
+            log.info("%s %s on listener %s as %s (SASL/%s)", self.peer,
+                     "re-authenticated" if self._logins > 1 else "authenticated",
                      self.listener, self.principal, gate.mechanism)
         self._emit(outcome.data, outcome.close)
 

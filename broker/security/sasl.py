@@ -63,6 +63,7 @@ class SaslGate:
         self._state = "handshake"  # handshake | authenticate | legacy | done
         self._scram: ScramServer | None = None
         self._reauth = False
+        self.logins = 0  # successful authentications on this connection (re-auth: > 1)
 
     # ------------------------------------------------------------ entry point
 
@@ -137,6 +138,7 @@ class SaslGate:
             raise AuthenticationFailed("Re-authentication must keep the same principal")
         self.principal = principal
         self.complete = True
+        self.logins += 1
         self._state = "done"
         self._reauth = False
         self.expires = (time.monotonic() + self.reauth_ms / 1000.0) if self.reauth_ms > 0 else None
