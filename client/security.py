@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.security.listeners import is_sasl, is_tls
 from broker.security.scram import MECHANISMS, AuthenticationFailed, ScramClient
 from client.connection import BrokerConnection
 from protocol.errors import ErrorCode, KafkaError
@@ -67,16 +68,8 @@ class ClientSecurity:
                                          "https").lower() != "none",
         )
 
-    @property
-    def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
-
-    @property
-    def sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
-
     def ssl_context(self) -> ssl.SSLContext | None:
-        if not self.tls:
+        if not is_tls(self.protocol):
             return None
         ctx = ssl.create_default_context(cafile=self.ca_location or None)
         ctx.check_hostname = self.verify_hostname
@@ -130,7 +123,7 @@ async def open_connection(host: str, port: int, sec: ClientSecurity, *, client_i
     """A connection with TLS and SASL done as ``sec`` says."""
     conn = await BrokerConnection.open(host, port, client_id=client_id,
                                        request_timeout=request_timeout, ssl=sec.ssl_context())
-    if sec.sasl:
+    if is_sasl(sec.protocol):
         try:
             await authenticate(conn, sec)
         except BaseException:

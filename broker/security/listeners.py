@@ -25,6 +25,14 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _WILDCARDS = ("", "0.0.0.0", "::")
 
 
+def is_tls(protocol: str) -> bool:
+    return protocol in ("SSL", "SASL_SSL")
+
+
+def is_sasl(protocol: str) -> bool:
+    return protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
 @dataclass(frozen=True)
 class Listener:
     name: str
@@ -34,11 +42,11 @@ class Listener:
 
     @property
     def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return is_tls(self.protocol)
 
     @property
     def sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return is_sasl(self.protocol)
 
 
 def protocol_map(cfg: BrokerConfig) -> dict[str, str]:

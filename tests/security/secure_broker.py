@@ -104,3 +104,25 @@ def closed_without_answer(sock: socket.socket, timeout: float = 5.0) -> bool:
 
 METADATA_ALL = {"topics": None, "allow_auto_topic_creation": False,
                 "include_topic_authorized_operations": False}
+
+
+def sasl_socket(sb: SecureBroker) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", sb.ports["SASL_PLAINTEXT"]), timeout=5)
+
+
+def handshake(s: socket.socket, mechanism: str, version: int = 1) -> Any:
+    """Send SaslHandshake and return its decoded answer."""
+    s.sendall(frame(17, version, {"mechanism": mechanism}))
+    resp = read_frame(s)
+    assert resp is not None
+    return papi.decode_response(17, version, resp)[1]
+
+
+def plain_login(s: socket.socket, user: tuple[str, str], correlation_id: int = 2) -> Any:
+    """SaslHandshake v1 + one SaslAuthenticate v1 with a PLAIN token; the decoded answer."""
+    handshake(s, "PLAIN")
+    token = b"\x00" + user[0].encode() + b"\x00" + user[1].encode()
+    s.sendall(frame(36, 1, {"auth_bytes": token}, correlation_id))
+    resp = read_frame(s)
+    assert resp is not None
+    return papi.decode_response(36, 1, resp)[1]

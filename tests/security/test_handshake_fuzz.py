@@ -25,7 +25,9 @@ from tests.security.secure_broker import (
     SecureBroker,
     closed_without_answer,
     frame,
+    plain_login,
     read_frame,
+    sasl_socket,
     start_secure_broker,
 )
 
@@ -145,26 +147,17 @@ def test_legacy_v0_framing_authenticates_plain_and_scram_with_raw_tokens(sb: Sec
 
 
 def test_authenticate_after_success_gets_34(sb: SecureBroker) -> None:
-    with socket.create_connection(("127.0.0.1", sb.ports["SASL_PLAINTEXT"]), timeout=5) as s:
-        s.sendall(frame(17, 1, {"mechanism": "PLAIN"}))
-        read_frame(s)
+    with sasl_socket(sb) as s:
+        assert plain_login(s, ALICE).session_lifetime_ms == 1500
         token = b"\x00" + ALICE[0].encode() + b"\x00" + ALICE[1].encode()
-        s.sendall(frame(36, 1, {"auth_bytes": token}, 2))
-        resp = read_frame(s)
-        assert resp is not None
-        assert papi.decode_response(36, 1, resp)[1].session_lifetime_ms == 1500
         s.sendall(frame(36, 1, {"auth_bytes": token}, 3))
         resp = read_frame(s)
         assert resp is not None and papi.decode_response(36, 1, resp)[1].error_code == 34
 
 
 def test_expired_session_closes_at_the_next_request(sb: SecureBroker) -> None:
-    with socket.create_connection(("127.0.0.1", sb.ports["SASL_PLAINTEXT"]), timeout=5) as s:
-        s.sendall(frame(17, 1, {"mechanism": "PLAIN"}))
-        read_frame(s)
-        token = b"\x00" + ALICE[0].encode() + b"\x00" + ALICE[1].encode()
-        s.sendall(frame(36, 1, {"auth_bytes": token}, 2))
-        read_frame(s)
+    with sasl_socket(sb) as s:
+        assert plain_login(s, ALICE).error_code == 0
         time.sleep(1.7)
         s.sendall(frame(3, 12, METADATA_ALL, 3))
         assert closed_without_answer(s)

@@ -32,7 +32,9 @@ from tests.security.secure_broker import (
     chronolog,
     closed_without_answer,
     frame,
+    handshake,
     read_frame,
+    sasl_socket,
     start_secure_broker,
 )
 
@@ -243,7 +245,7 @@ async def test_authenticated_connection_serves_metadata_with_its_listeners_addre
 
 
 def test_sasl_port_without_sasl_closes_on_the_first_real_request(sb: SecureBroker) -> None:
-    with socket.create_connection(("127.0.0.1", sb.ports["SASL_PLAINTEXT"]), timeout=5) as s:
+    with sasl_socket(sb) as s:
         s.sendall(frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
         assert read_frame(s) is not None  # ApiVersions is served before authentication
         s.sendall(frame(3, 12, METADATA_ALL, 2))
@@ -251,22 +253,16 @@ def test_sasl_port_without_sasl_closes_on_the_first_real_request(sb: SecureBroke
 
 
 def test_requests_after_a_handshake_but_before_authentication_close(sb: SecureBroker) -> None:
-    with socket.create_connection(("127.0.0.1", sb.ports["SASL_PLAINTEXT"]), timeout=5) as s:
-        s.sendall(frame(17, 1, {"mechanism": "PLAIN"}))
-        resp = read_frame(s)
-        assert resp is not None
-        assert papi.decode_response(17, 1, resp)[1].error_code == 0
+    with sasl_socket(sb) as s:
+        assert handshake(s, "PLAIN").error_code == 0
         s.sendall(frame(0, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 1000,
                                "topic_data": []}, 2))
         assert closed_without_answer(s)
 
 
 def test_unsupported_mechanism_gets_33_with_the_enabled_list(sb: SecureBroker) -> None:
-    with socket.create_connection(("127.0.0.1", sb.ports["SASL_PLAINTEXT"]), timeout=5) as s:
-        s.sendall(frame(17, 1, {"mechanism": "GSSAPI"}))
-        resp = read_frame(s)
-        assert resp is not None
-        body = papi.decode_response(17, 1, resp)[1]
+    with sasl_socket(sb) as s:
+        body = handshake(s, "GSSAPI")
         assert body.error_code == 33
         assert sorted(body.mechanisms) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
         assert closed_without_answer(s)
