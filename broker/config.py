@@ -448,7 +448,8 @@ class BrokerConfig:
         for item in overrides:
             name, sep, value = item.partition("=")
             if not sep or not name.strip():
-                raise ConfigError(f"--override expects name=value, got {item!r}")
+                # Not echoed: the text may be a secret given in the wrong form.
+                raise ConfigError("--override expects name=value, got text without '='")
             values[name.strip()] = value.strip()
         if data_dir is not None:
             values["log.dirs"] = data_dir
@@ -733,7 +734,8 @@ def read_properties(path: Path) -> dict[str, str]:
             continue
         m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
         if m is None:
-            raise ConfigError(f"{path}:{lineno}: expected name=value, got {line!r}")
+            # The line itself is not echoed: it may hold a secret.
+            raise ConfigError(f"{path}:{lineno}: expected name=value")
         out[m.group(1)] = m.group(2)
     return out
 
