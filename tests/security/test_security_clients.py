@@ -374,3 +374,51 @@ def test_secrets_are_null_and_sensitive_in_describe_configs_and_absent_from_logs
         assert secret not in log
     stored = (sb.proc.data_dir / "__chronolog" / "scram-credentials.json").read_text()
     assert BOB[1] not in stored and "iterations=4096" in stored
+
+
+async def test_scram_credential_apis_answer_kafkas_error_codes(sb: SecureBroker) -> None:
+    conn = await _connect(sb, "PLAINTEXT", ClientSecurity())
+    salt, salted = b"s" * 16, b"p" * 32
+    try:
+        resp = await conn.request(51, 0, {"deletions": [
+            {"name": "ghost", "mechanism": 1},          # no such credential -> 91
+            {"name": "", "mechanism": 1},               # empty name -> 93
+        ], "upsertions": [
+            {"name": "dup", "mechanism": 1, "iterations": 4096, "salt": salt, "salted_password": salted},
+            {"name": "dup", "mechanism": 1, "iterations": 4096, "salt": salt, "salted_password": salted},
+            {"name": "few", "mechanism": 2, "iterations": 4095, "salt": salt, "salted_password": salted},
+            {"name": "mech", "mechanism": 9, "iterations": 4096, "salt": salt, "salted_password": salted},
+            {"name": "fine", "mechanism": 2, "iterations": 16384, "salt": salt, "salted_password": salted},
+        ]})
+        assert {r.user: r.error_code for r in resp.results} == {
+            "ghost": 91, "": 93, "dup": 92, "few": 93, "mech": 33, "fine": 0}
+        desc = await conn.request(50, 0, {"users": [{"name": "fine"}, {"name": "ghost"},
+                                                    {"name": "bob"}, {"name": "bob"}]})
+        got = {r.user: (r.error_code, [(i.mechanism, i.iterations) for i in r.credential_infos])
+               for r in desc.results}
+        assert got == {"fine": (0, [(2, 16384)]), "ghost": (91, []), "bob": (92, [])}
+        everyone = await conn.request(50, 0, {"users": None})
+        assert "fine" in {r.user for r in everyone.results}
+        gone = await conn.request(51, 0, {"deletions": [{"name": "fine", "mechanism": 2}],
+                                          "upsertions": []})
+        assert [r.error_code for r in gone.results] == [0]
+    finally:
+        await conn.close()
+
+
+def test_connection_limits_hold_across_listeners(tmp_path: Path) -> None:
+    b = start_secure_broker(tmp_path, {"max.connections.per.ip": "2"})
+    try:
+        time.sleep(0.5)  # the readiness probe's connection must be gone from the count
+        held = [socket.create_connection(("127.0.0.1", b.ports["SASL_PLAINTEXT"]), timeout=5),
+                socket.create_connection(("127.0.0.1", b.ports["PLAINTEXT"]), timeout=5)]
+        for s in held:  # both are served (ApiVersions needs no authentication)
+            s.sendall(frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
+            assert read_frame(s) is not None
+        with socket.create_connection(("127.0.0.1", b.ports["PLAINTEXT"]), timeout=5) as third:
+            assert closed_without_answer(third)
+        for s in held:
+            s.close()
+        assert "max.connections.per.ip (2) reached" in b.proc.log()
+    finally:
+        b.proc.stop()
