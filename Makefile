@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: install run test bench chaos lint format check-java check-compose check-openssl clean
+.PHONY: install run test test-docker bench chaos fuzz soak lint format check-java check-compose check-openssl clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -36,6 +36,11 @@ check-openssl:
 	  echo "openssl not found: installing Debian's openssl"; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends openssl; }
 
+## Build the images with podman and run the compose integration suite (docs/operations.md);
+## installs podman & co. with apt-get if missing. Host ports: CHRONOLOG_HOST_PORT etc.
+test-docker:
+	$(PYTHON) docker/podman/run_stack.py
+
 run: install
 	$(BIN)/chronolog serve --data-dir $(DATA) --host $(HOST) --port $(PORT)
 
@@ -52,8 +57,19 @@ chaos: install
 	CHRONOLOG_CHAOS_ROUNDS=$(CHAOS_ROUNDS) CHRONOLOG_POWER_LOSS_EXAMPLES=50 \
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/reliability
 
+## Ten minutes of steady load with rolls and retention; writes docs/soak.md and docs/soak.png.
+SOAK_MINUTES ?= 10
+soak: install
+	$(BIN)/python -m bench.soak --minutes $(SOAK_MINUTES) --out docs
+
+## 1,000,000 mutated requests of every API and version against a live broker (bounded: 30 min).
+FUZZ_REQUESTS ?= 1000000
+fuzz: install
+	$(BIN)/python -m tests.reliability.fuzz_live --requests $(FUZZ_REQUESTS) --seconds 1800 \
+	  --dir $$(mktemp -d /tmp/chronolog-fuzz-XXXXXX)
+
 lint: install
-	$(BIN)/ruff check broker protocol storage client pipeline tests bench
+	$(BIN)/ruff check broker protocol storage client pipeline tests bench docker
 	$(BIN)/mypy broker protocol storage client pipeline
 
 format: install

@@ -1,16 +1,20 @@
 """The bundled client against a real broker subprocess, side by side with confluent-kafka.
 
 Measures, in one run on the same broker: produce throughput (our batching
-Producer, our one-call ``produce`` of pre-grouped records, confluent-kafka with
-linger 5 ms), consume throughput (our ``consume_chunks`` vs a confluent-kafka
-consumer), and ``offsets_for_times`` latency from our client next to the floor
-of a no-op request (ApiVersions) on the same connection.
+Producer, our one-call ``produce`` of ProducerRecords, ``produce_arrow`` of an
+Arrow table, confluent-kafka with linger 5 ms), consume throughput (our
+``consume_chunks`` and ``consume_arrow`` vs a confluent-kafka consumer),
+``chronolog produce --file`` of a 1M-line file, and ``offsets_for_times``
+latency from our client next to the floor of a no-op request (ApiVersions) on
+the same connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +25,8 @@ N = int(os.environ.get("CHRONOLOG_BENCH_CLIENT_RECORDS", "200000"))
 VALUE = b"x" * 100
 BASE_TS = time.time_ns() // 1_000_000 - 3_600_000  # recent: old data would meet retention.ms
 LOOKUPS = 2000
+ARROW_ROWS = int(os.environ.get("CHRONOLOG_BENCH_ARROW_ROWS", "1000000"))
+CLI_LINES = int(os.environ.get("CHRONOLOG_BENCH_CLI_LINES", "1000000"))
 
 
 async def _ours(report: Report, bootstrap: str) -> dict[str, float]:
@@ -38,7 +44,7 @@ async def _ours(report: Report, bootstrap: str) -> dict[str, float]:
                              partition=0)
         produce_rate = N / (time.perf_counter() - t)
         report.add("client", "Producer.send (linger 5 ms), 100 B", produce_rate, "records/s")
-        rates = {"produce": produce_rate}
+        rates = {"Producer.send": produce_rate}
 
         t = time.perf_counter()
         chunk = 10_000
@@ -46,15 +52,53 @@ async def _ours(report: Report, bootstrap: str) -> dict[str, float]:
             await c.produce("bench-bulk", [ProducerRecord(value=VALUE, timestamp=BASE_TS + i)
                                            for i in range(start, min(N, start + chunk))],
                             partition=0)
-        report.add("client", "Client.produce (10k per call), 100 B", N / (time.perf_counter() - t),
-                   "records/s")
+        rates["Client.produce"] = N / (time.perf_counter() - t)
+        report.add("client", "Client.produce (10k ProducerRecords per call), 100 B",
+                   rates["Client.produce"], "records/s",
+                   note="records made inside the timed loop, as the confluent row does")
+
+        await c.create_topic("bench-columns")
+        t = time.perf_counter()
+        for start in range(0, N, chunk):
+            stop = min(N, start + chunk)
+            await c.produce_columns("bench-columns", [VALUE] * (stop - start), None,
+                                    list(range(BASE_TS + start, BASE_TS + stop)), partition=0)
+        rates["produce_columns"] = N / (time.perf_counter() - t)
+        report.add("client", "Client.produce_columns (10k-value lists per call), 100 B",
+                   rates["produce_columns"], "records/s",
+                   note="lists of values and timestamps made inside the timed loop")
+
+        import numpy as np
+        import pyarrow as pa
+
+        await c.create_topic("bench-arrow")
+        table = pa.table({
+            "value": pa.Array.from_buffers(pa.binary(), ARROW_ROWS, [
+                None, pa.py_buffer(np.arange(ARROW_ROWS + 1, dtype=np.int32) * len(VALUE)),
+                pa.py_buffer(VALUE * ARROW_ROWS)]),
+            "timestamp": pa.array(BASE_TS + np.arange(ARROW_ROWS, dtype=np.int64)),
+            "partition": pa.array(np.zeros(ARROW_ROWS, dtype=np.int32)),
+        })
+        t = time.perf_counter()
+        await c.produce_arrow("bench-arrow", table)
+        rates["produce_arrow"] = ARROW_ROWS / (time.perf_counter() - t)
+        report.add("client", f"produce_arrow ({ARROW_ROWS:,} x 100 B, one table)",
+                   rates["produce_arrow"], "records/s", target=">= 3,000,000",
+                   note="5 requests in flight, 1 MB batches")
 
         t = time.perf_counter()
         n = 0
         async for recs in c.consume_chunks("bench-producer", 0, 0, None, follow=False):
             n += len(recs)
-        rates["consume"] = n / (time.perf_counter() - t)
-        report.add("client", "consume_chunks, decoded Records", rates["consume"],
+        rates["consume_chunks"] = n / (time.perf_counter() - t)
+        report.add("client", "consume_chunks, decoded Records", rates["consume_chunks"],
+                   "records/s", note=f"{n} records")
+        t = time.perf_counter()
+        n = 0
+        async for b in c.consume_arrow("bench-producer", 0, 0, None, follow=False):
+            n += b.num_rows
+        rates["consume_arrow"] = n / (time.perf_counter() - t)
+        report.add("client", "consume_arrow, Arrow batches", rates["consume_arrow"],
                    "records/s", note=f"{n} records")
 
         conn = await c._any_conn()
@@ -123,6 +167,27 @@ def _confluent(report: Report, bootstrap: str) -> dict[str, float]:
     return rates
 
 
+def _cli(report: Report, bootstrap: str, scratch: str) -> None:
+    """``chronolog produce --file`` of CLI_LINES 100-byte lines (wall time, process start-up
+    included)."""
+    from client import SyncClient
+
+    path = Path(scratch) / "lines.txt"
+    line = b"x" * 99 + b"\n"
+    with open(path, "wb") as f:
+        for i in range(0, CLI_LINES, 100_000):
+            f.write(line * min(100_000, CLI_LINES - i))
+    with SyncClient(bootstrap) as c:
+        c.create_topic("bench-cli")
+    exe = str(Path(sys.executable).parent / "chronolog")
+    t = time.perf_counter()
+    subprocess.run([exe, "produce", "bench-cli", "--file", str(path), "--no-progress",
+                    "--bootstrap-server", bootstrap], check=True, capture_output=True)
+    rate = CLI_LINES / (time.perf_counter() - t)
+    report.add("client", f"chronolog produce --file ({CLI_LINES:,} lines of 100 B)", rate,
+               "lines/s", target=">= 500,000", note="wall time incl. process start-up")
+
+
 def run(report: Report, scratch: str) -> None:
     proc, port = start_broker(Path(scratch), Path(scratch) / "data")
     bootstrap = f"127.0.0.1:{port}"
@@ -134,8 +199,16 @@ def run(report: Report, scratch: str) -> None:
         except ImportError:
             ours = asyncio.run(_ours(report, bootstrap))
         theirs = _confluent(report, bootstrap)
-        for what in ("produce", "consume"):
-            report.add("client", f"{what}: ours / confluent-kafka", ours[what] / theirs[what],
-                       "ratio", note="same broker, same run")
+        for name in ("Producer.send", "Client.produce", "produce_columns", "produce_arrow"):
+            report.add("client", f"produce: {name} / confluent-kafka",
+                       ours[name] / theirs["produce"], "ratio",
+                       target=">= 1.0" if name == "Client.produce" else "",
+                       note="same broker, same run")
+        for name in ("consume_chunks", "consume_arrow"):
+            report.add("client", f"consume: {name} / confluent-kafka",
+                       ours[name] / theirs["consume"], "ratio",
+                       target=">= 1.0" if name == "consume_arrow" else "",
+                       note="same broker, same run")
+        _cli(report, bootstrap, scratch)
     finally:
         stop_broker(proc, 30)

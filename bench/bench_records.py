@@ -51,6 +51,42 @@ def _batch(records: list[R.Record], codec: int) -> bytes:
                          base_sequence=0)
 
 
+def _columnar(
+    report: Report, regular: list[R.Record], irregular: list[R.Record], plain: bytes, irr: bytes,
+    size_mb: float, build_us: float, dec_us: float,
+) -> None:
+    """storage.columnar beside the row-wise codec: the same records, from lists and from Arrow."""
+    import pyarrow as pa
+
+    from storage.columnar import build_batch_columns, decode_columns
+
+    n = len(regular)
+    for name, rows in (("", regular), (" irregular", irregular)):
+        keys = [r.key for r in rows]
+        values = [r.value for r in rows]
+        stamps = [r.timestamp for r in rows]
+        lists_us = _best_us(lambda k=keys, v=values, t=stamps: build_batch_columns(k, v, t), repeat=3)
+        report.add(SECTION, f"build_batch_columns from lists, 1 MiB{name}",
+                   size_mb / lists_us * 1e6, "MB/s",
+                   note=f"{lists_us * 1000 / len(rows):.0f} ns/record; lists -> Arrow included")
+        ka, va = pa.array(keys, pa.binary()), pa.array(values, pa.binary())
+        ta = pa.array(stamps, pa.int64())
+        arrow_us = _best_us(lambda k=ka, v=va, t=ta: build_batch_columns(k, v, t), repeat=3)
+        report.add(SECTION, f"build_batch_columns from Arrow, 1 MiB{name}",
+                   size_mb / arrow_us * 1e6, "MB/s",
+                   note=f"{arrow_us * 1000 / len(rows):.0f} ns/record")
+        if not name:
+            report.add(SECTION, "build: columns from lists vs build_batch", build_us / lists_us,
+                       "x", note="same records, same run")
+    for name, batch, count in (("", plain, n), (" irregular", irr, len(irregular))):
+        d_us = _best_us(lambda b=batch: decode_columns(b, 0, 1 << 62), repeat=3)
+        report.add(SECTION, f"decode_columns (Arrow), 1 MiB{name}", len(batch) / d_us, "MB/s",
+                   note=f"{d_us * 1000 / count:.0f} ns/record")
+        if not name:
+            report.add(SECTION, "decode: Arrow columns vs decode_batch objects", dec_us / d_us, "x",
+                       note="same batch, same run")
+
+
 def _best_us(fn: Callable[[], object], min_seconds: float = 0.3, repeat: int = 5) -> float:
     """Best-of-``repeat`` mean CPU microseconds per call (each sample >= min_seconds/repeat).
 
@@ -140,6 +176,7 @@ def run(report: Report, scratch: str) -> None:
     build_us = _best_us(lambda: R.build_batch(regular), repeat=3)
     report.add(SECTION, "build_batch, 1 MiB uncompressed", size_mb / build_us * 1e6, "MB/s",
                note=f"{build_us * 1000 / n:.0f} ns/record")
+    _columnar(report, regular, irregular, plain, irr, size_mb, build_us, dec_all)
     mutable = bytearray(plain)
 
     def rewrite_same() -> None:

@@ -18,7 +18,10 @@ Invariants:
 - Datagrams are gathered per partition and appended as one record batch per
   partition per flush (every ``udp.linger.ms``, or at once when
   ``udp.batch.bytes`` are pending), so the log's append path stays per-batch.
-  A batch never exceeds the topic's ``max.message.bytes``.
+  A batch never exceeds what the log can append: the topic's
+  ``max.message.bytes`` and its ``segment.bytes`` (a batch larger than a
+  segment is RecordListTooLarge); a fuller batch is sealed and the datagram
+  starts the next one.
 - Pending data is bounded (4 x ``udp.batch.bytes``); beyond that datagrams are
   dropped with reason ``overflow`` rather than growing memory without limit.
 - ``close()`` stops receiving first, then appends everything still pending.
@@ -28,22 +31,24 @@ Invariants:
   port) to the same partition (CRC-32 of ``ip:port`` modulo the partition
   count); ``round-robin`` cycles through the partitions datagram by datagram.
 
-The hot path (measured in bench/bench_udp.py): each record is encoded into its
-partition's pending batch body the moment it is parsed (:class:`BatchBuilder`),
-and a burst of datagrams already queued by the transport is drained without an
-``await`` per datagram. BatchBuilder's output is byte-for-byte what
-``storage.records.build_batch`` produces for the same records (checked by
-hypothesis in tests/ops/test_udp_codec.py); ``build_batch`` stays the definition.
+The hot path (measured in bench/bench_udp.py): each parsed datagram is appended
+to its partition's pending columns (:class:`PendingBatch`, no encoding per
+datagram), and a burst of datagrams already queued by the transport is drained
+without an ``await`` per datagram. A batch is built at flush from its columns by
+``storage.columnar.build_batch_columns`` (the codec shared with the client and
+the Spark sink, byte-for-byte ``storage.records.build_batch``); its size is
+capped beforehand with the codec's per-record upper bound, so a sealed batch
+always fits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import json
 import logging
 import socket
-import struct
 import sys
 import time
 import zlib
@@ -53,121 +58,57 @@ from typing import Any, NamedTuple
 import asyncio_dgram
 
 from broker.metrics import METRICS
-from storage.records import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC,
-    compute_crc,
-    small_uvarints,
-    uvarint_bytes,
-)
+from storage.columnar import RECORD_BOUND, build_batch_columns, warm_up
+from storage.records import HEADER_SIZE
 
 log = logging.getLogger(__name__)
 
 _LONG_MAX = (1 << 63) - 1
-# Same layout as storage.records' header: baseOffset, batchLength, leaderEpoch,
-# magic, crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp,
-# producerId, producerEpoch, baseSequence, recordsCount.
-_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC = struct.Struct(">I")
-_CRC_AT = 17
 
 
-_UVARINT = small_uvarints()  # canonical unsigned varint bytes of 0 .. 16383
+class PendingBatch:
+    """A partition's datagrams since the last flush, as columns, and an upper bound of
+    the batch they will make (``HEADER_SIZE`` plus each record's
+    ``RECORD_BOUND`` + key, value and header bytes)."""
 
-
-def _zz(n: int, _table: list[bytes] = _UVARINT) -> bytes:
-    """Zig-zag varint (Kafka's varint/varlong) of a signed int."""
-    z = (n << 1) ^ (n >> 63)
-    return _table[z] if z < 16384 else uvarint_bytes(z)
-
-
-_NULL = b"\x01"  # zig-zag varint of -1: a null key/value
-
-
-class BatchBuilder:
-    """An uncompressed CreateTime v2 batch being filled record by record."""
-
-    __slots__ = ("parts", "count", "base_ts", "max_ts", "size")
+    __slots__ = ("keys", "values", "timestamps", "headers", "has_headers", "bound", "built")
 
     def __init__(self) -> None:
-        self.parts: list[bytes] = []
-        self.count = 0
-        self.base_ts = -1
-        self.max_ts = -1
-        self.size = HEADER_SIZE
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.timestamps: list[int] = []
+        self.headers: list[list[tuple[str, bytes | None]] | None] = []
+        self.has_headers = False
+        self.bound = HEADER_SIZE
+        self.built: bytes | None = None  # a lone record measured exactly (see on_datagram)
 
-    def encode(self, ts: int, key: bytes | None, value: bytes | None,
-               headers: list[tuple[str, bytes | None]] | None) -> bytes:
-        """One record's bytes at the next offset delta (the builder is not changed)."""
-        zz = _zz
-        count = self.count
-        dt = 0 if count == 0 else ts - self.base_ts
-        if key is None and not headers and value is not None:
-            # The raw-format shape (no key, no headers), with the varints of small
-            # non-negative numbers taken straight from the table: this runs per datagram.
-            n = len(value)
-            table = _UVARINT
-            rec = b"".join((
-                b"\x00",
-                table[dt << 1] if 0 <= dt < 8192 else zz(dt),
-                table[count << 1] if count < 8192 else zz(count),
-                _NULL,
-                table[n << 1] if n < 8192 else zz(n),
-                value,
-                b"\x00",
-            ))
-            m = len(rec)
-            return (table[m << 1] if m < 8192 else zz(m)) + rec
-        base = ts if count == 0 else self.base_ts
-        body = [b"\x00", zz(ts - base), zz(count)]
-        if key is None:
-            body.append(_NULL)
-        else:
-            body += (_zz(len(key)), key)
-        if value is None:
-            body.append(_NULL)
-        else:
-            body += (_zz(len(value)), value)
+    @property
+    def count(self) -> int:
+        return len(self.values)
+
+    @staticmethod
+    def record_bound(key: bytes | None, value: bytes | None,
+                     headers: list[tuple[str, bytes | None]] | None) -> int:
+        n = RECORD_BOUND + (len(key) if key else 0) + (len(value) if value else 0)
         if headers:
-            body.append(_zz(len(headers)))
-            for hk, hv in headers:
-                kb = hk.encode()
-                body += (_zz(len(kb)), kb)
-                if hv is None:
-                    body.append(_NULL)
-                else:
-                    body += (_zz(len(hv)), hv)
-        else:
-            body.append(b"\x00")
-        rec = b"".join(body)
-        return _zz(len(rec)) + rec
-
-    def commit(self, ts: int, record: bytes) -> None:
-        """Add a record produced by :meth:`encode` (with no commit in between)."""
-        if self.count == 0:
-            self.base_ts = self.max_ts = ts
-        elif ts > self.max_ts:
-            self.max_ts = ts
-        self.parts.append(record)
-        self.count += 1
-        self.size += len(record)
+            n += 5 + sum(10 + len(k.encode()) + len(v or b"") for k, v in headers)
+        return n
 
     def add(self, ts: int, key: bytes | None, value: bytes | None,
-            headers: list[tuple[str, bytes | None]] | None = None) -> int:
-        """encode + commit; returns the record's encoded size."""
-        rec = self.encode(ts, key, value, headers)
-        self.commit(ts, rec)
-        return len(rec)
+            headers: list[tuple[str, bytes | None]] | None, bound: int) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+        self.timestamps.append(ts)
+        self.headers.append(headers)
+        if headers:
+            self.has_headers = True
+        self.bound += bound
 
     def build(self) -> bytes:
-        out = bytearray(self.size)
-        _BATCH_HEADER.pack_into(out, 0, 0, self.size - LOG_OVERHEAD, -1, MAGIC, 0, 0,
-                                self.count - 1, self.base_ts, self.max_ts, -1, -1, -1,
-                                self.count)
-        out[HEADER_SIZE:] = b"".join(self.parts)
-        _CRC.pack_into(out, _CRC_AT, compute_crc(out, 0, self.size))
-        return bytes(out)
+        if self.built is not None:
+            return self.built
+        return build_batch_columns(self.keys, self.values, self.timestamps,
+                                   self.headers if self.has_headers else None)
 
 
 class UdpRecord(NamedTuple):
@@ -286,14 +227,15 @@ class _PartitionLog:
         return int(self.pm.partition_count(topic) or 0)
 
     def limits(self, topic: str) -> tuple[int, int, int]:
-        """(before.max.ms, after.max.ms, max.message.bytes) the topic applies to a batch."""
+        """(before.max.ms, after.max.ms, largest batch the log appends) for the topic:
+        the batch limit is the smaller of max.message.bytes and segment.bytes."""
         lc = self.pm.log_config(topic)
         if getattr(lc, "message_timestamp_type", "CreateTime") == "LogAppendTime":
             before = after = _LONG_MAX
         else:
             before = int(lc.message_timestamp_before_max_ms)
             after = int(lc.message_timestamp_after_max_ms)
-        return before, after, int(lc.max_message_bytes)
+        return before, after, min(int(lc.max_message_bytes), int(lc.segment_bytes))
 
     async def append(self, topic: str, partition: int, batch: bytes) -> None:
         result = self.pm.append(topic, partition, batch)
@@ -325,8 +267,8 @@ class UdpIngest:
         self._flush_task: asyncio.Task[None] | None = None
         self._flush_event = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
-        self._open: dict[int, BatchBuilder] = {}  # partition -> batch being filled
-        self._sealed: list[tuple[int, BatchBuilder]] = []  # full batches awaiting the flush
+        self._open: dict[int, PendingBatch] = {}  # partition -> batch being filled
+        self._sealed: list[tuple[int, PendingBatch]] = []  # full batches awaiting the flush
         self._pending_bytes = 0
         self._pending_limit = 4 * self.batch_bytes
         self._partitions = 1
@@ -337,6 +279,7 @@ class UdpIngest:
         self._max_batch = 1048588
         self._closed = False
         self._flush_lock = asyncio.Lock()
+        self._builder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="udp-build")
 
     @property
     def bound_addresses(self) -> list[tuple[str, int]]:
@@ -344,6 +287,7 @@ class UdpIngest:
         return [tuple(s.sockname[:2]) for s in self._streams]
 
     async def start(self) -> UdpIngest:
+        warm_up()  # the codec's one-time set-up, before datagrams can queue behind it
         await self._log.ensure_topic(self.topic)
         self._refresh_topic()
         for host, port in self.addresses:
@@ -453,22 +397,31 @@ class UdpIngest:
                     self._hash_cache.clear()
                 part = zlib.crc32(f"{addr[0]}:{addr[1]}".encode()) % self._partitions
                 self._hash_cache[addr] = part
-        builder = self._open.get(part)
-        if builder is None:
-            builder = self._open[part] = BatchBuilder()
-        rec = builder.encode(ts, key, value, headers)
-        if builder.size + len(rec) > self._max_batch:
-            if builder.count:
+        pending = self._open.get(part)
+        if pending is None:
+            pending = self._open[part] = PendingBatch()
+        bound = PendingBatch.record_bound(key, value, headers)
+        if pending.bound + bound > self._max_batch:
+            if pending.count:
                 # Seal this partition's batch; the record starts the next one.
-                self._sealed.append((part, builder))
-                builder = self._open[part] = BatchBuilder()
-                rec = builder.encode(ts, key, value, headers)
-            if HEADER_SIZE + len(rec) > self._max_batch:
-                # Alone it is larger than max.message.bytes: it can never be appended.
-                METRICS.udp_dropped("oversized", 1)
-                return
-        builder.commit(ts, rec)
-        added = len(rec)
+                self._sealed.append((part, pending))
+                pending = self._open[part] = PendingBatch()
+            if pending.bound + bound > self._max_batch:
+                # Alone, only its exact size can tell whether it fits: build it now.
+                pending.add(ts, key, value, headers, bound)
+                built = pending.build()
+                del self._open[part]
+                if len(built) > self._max_batch:
+                    METRICS.udp_dropped("oversized", 1)
+                    return
+                pending.built = built
+                self._sealed.append((part, pending))
+                bound = len(built) - HEADER_SIZE
+            else:
+                pending.add(ts, key, value, headers, bound)
+        else:
+            pending.add(ts, key, value, headers, bound)
+        added = bound
         first = self._pending_bytes == 0
         self._pending_bytes += added
         if self._pending_bytes >= self.batch_bytes:
@@ -507,18 +460,22 @@ class UdpIngest:
                     log.warning("UDP topic was deleted; recreated it", extra={"topic": self.topic})
                 except Exception:
                     log.exception("UDP ingest could not recreate its topic")
-            for part, builder in batches:
-                if builder.count == 0:
+            for part, pending in batches:
+                if pending.count == 0:
                     continue
                 try:
-                    await self._log.append(self.topic, part, builder.build())
+                    # Built in a worker thread: NumPy and Arrow let the receive loop
+                    # keep draining the socket meanwhile (the build is ~1 ms a batch).
+                    batch = await asyncio.get_running_loop().run_in_executor(
+                        self._builder, pending.build)
+                    await self._log.append(self.topic, part, batch)
                 except Exception as exc:
-                    METRICS.udp_dropped("append_failed", builder.count)
+                    METRICS.udp_dropped("append_failed", pending.count)
                     log.warning("UDP batch append failed; its datagrams are dropped",
                                 extra={"topic": self.topic, "partition": part,
-                                       "records": builder.count, "error": repr(exc)})
+                                       "records": pending.count, "error": repr(exc)})
                     continue
-                METRICS.udp_appended(builder.count)
+                METRICS.udp_appended(pending.count)
             try:
                 self._refresh_topic()
             except Exception:
@@ -545,6 +502,7 @@ class UdpIngest:
             except (asyncio.CancelledError, Exception):
                 pass
         await self.flush()
+        self._builder.shutdown(wait=True)
 
 
 def _raise_rcvbuf(sock: socket.socket, size: int) -> None:

@@ -1,20 +1,27 @@
 """A batching producer: records are grouped per partition and sent every ``linger_ms``.
 
 Invariants:
-- Records of one partition are appended in ``send`` order: a partition has at
-  most one batch in flight, and the next one is sent only after the previous
-  answer (so a failed batch is never overtaken by a later one).
+- Records of one partition are appended in ``send`` order: a partition's
+  batches are written to the connection in the order they closed, up to
+  ``max_in_flight_per_partition`` of them unanswered at once (Kafka's
+  ``max.in.flight.requests.per.connection``, 5), and Kafka answers and appends
+  a connection's requests in order.
 - Every ``send`` future resolves: with the record's :class:`RecordMetadata`
   (offset -1 under ``acks=0``), or with the KafkaError of its batch. ``flush`` returns when every
   record sent before it has resolved and raises the first error among them.
 - A batch closes when it reaches ``batch_bytes`` (estimated from record sizes)
-  or ``linger_ms`` after its first record, whichever comes first.
+  or ``linger_ms`` after its first record, whichever comes first. It is built
+  from its columns in one call (:mod:`storage.columnar`), not record by record.
 - With ``idempotent=True`` every batch carries a producer id, epoch and
   per-partition sequence (Kafka's idempotent producer), so a batch whose answer
   was lost (connection dropped, timeout) is sent again and the broker appends it
-  at most once. Without it nothing is retried: a retry could append twice.
-  After a batch fails for good the producer takes a new producer id, so later
-  sequences never depend on whether that batch was stored.
+  at most once. Sequences are assigned when a batch is written, in write order,
+  so they stay consecutive with several batches in flight; a batch is re-sent
+  only after the batch before it resolved, so retries keep the order too (and a
+  batch the broker refused as out of order because an earlier one was lost is
+  re-sent after that one). Without idempotence nothing is retried: a retry could
+  append twice. After a batch fails for good the producer takes a new producer
+  id, so later sequences never depend on whether that batch was stored.
 """
 
 from __future__ import annotations
@@ -23,14 +30,14 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from client._lazy import LazyModule
 from client.aio import (
     _RECORD_OVERHEAD,
     METADATA_MAX_AGE_S,
     Client,
     ProducerRecord,
-    WireRecord,
     compression_codec,
     record_size,
     to_wire,
@@ -38,6 +45,8 @@ from client.aio import (
 from client.partitioner import StickyPartitioner, choose_partition
 from protocol.errors import ErrorCode, KafkaError
 from storage import records as rec
+
+columnar = LazyModule("storage.columnar")  # NumPy and PyArrow only once a batch is built
 
 __all__ = ["Producer", "RecordMetadata"]
 
@@ -57,10 +66,26 @@ class RecordMetadata(NamedTuple):
 
 @dataclass
 class _Pending:
-    items: list[WireRecord] = field(default_factory=list)
+    """An open batch, kept as columns until it is built."""
+
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    headers: list[Any] = field(default_factory=list)
+    has_headers: bool = False
     futures: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
     size: int = rec.HEADER_SIZE
     timer: asyncio.TimerHandle | None = None
+
+
+@dataclass
+class _Lane:
+    """One partition's ordering state: the last batch's write and outcome, and the window."""
+
+    window: asyncio.Semaphore
+    written: asyncio.Future[None] | None = None
+    done: asyncio.Future[bool] | None = None
+    open: int = 0
 
 
 class Producer:
@@ -80,6 +105,7 @@ class Producer:
         acks: int = 1,
         compression: str | None = None,
         max_in_flight_batches: int = 64,
+        max_in_flight_per_partition: int = 5,
         idempotent: bool = False,
         retries: int = 5,
         retry_backoff_ms: float = 100.0,
@@ -88,6 +114,12 @@ class Producer:
             raise ValueError(f"acks must be -1 (all), 0 or 1, got {acks}")
         if idempotent and acks == 0:
             raise ValueError("an idempotent producer needs acknowledgements (acks -1 or 1)")
+        if not 1 <= max_in_flight_per_partition <= 5 and idempotent:
+            # The broker remembers a producer's last 5 batches per partition (Kafka's
+            # NUM_BATCHES_TO_RETAIN): more in flight could not be de-duplicated.
+            raise ValueError("an idempotent producer allows 1..5 batches in flight per partition")
+        if max_in_flight_per_partition < 1:
+            raise ValueError("max_in_flight_per_partition must be at least 1")
         self.idempotent = idempotent
         self.retries = retries
         self.retry_backoff_ms = retry_backoff_ms
@@ -101,9 +133,10 @@ class Producer:
         self.codec = compression_codec(compression)
         self._sticky = StickyPartitioner()
         self._pending: dict[tuple[str, int], _Pending] = {}
-        self._chains: dict[tuple[str, int], asyncio.Future[None]] = {}
+        self._lanes: dict[tuple[str, int], _Lane] = {}
         self._inflight: set[asyncio.Task[None]] = set()
         self.max_in_flight_batches = max_in_flight_batches
+        self.max_in_flight_per_partition = max_in_flight_per_partition
         self._nparts: dict[str, int] = {}
         self._nparts_at: dict[str, float] = {}
         self._errors: list[BaseException] = []
@@ -123,6 +156,7 @@ class Producer:
         (back-pressure), never for the acknowledgement.
         """
         ts, k, v = record.timestamp, record.key, record.value
+        headers: Any = None
         if (
             isinstance(ts, int)
             and ts >= 0
@@ -130,20 +164,20 @@ class Producer:
             and (v is None or isinstance(v, bytes))
             and not record.headers
         ):  # the common case, without to_wire's conversions
-            wire = WireRecord(ts, k, v)
             size = _RECORD_OVERHEAD + (len(k) if k else 0) + (len(v) if v else 0)
         else:
             wire = to_wire(record)
+            ts, k, v, headers = wire.timestamp, wire.key, wire.value, wire.headers or None
             size = record_size(wire)
         if partition is None:
             n = self._nparts.get(topic, 0)
             if not n or time.monotonic() - self._nparts_at[topic] > METADATA_MAX_AGE_S:
                 n = self._nparts[topic] = len(await self.client.partitions_for(topic))
                 self._nparts_at[topic] = time.monotonic()
-            partition = choose_partition(wire.key, topic, n, self._sticky)
+            partition = choose_partition(k, topic, n, self._sticky)
         key = (topic, partition)
         pend = self._pending.get(key)
-        if pend is not None and pend.items and pend.size + size > self.batch_bytes:
+        if pend is not None and pend.futures and pend.size + size > self.batch_bytes:
             self._close_batch(key)  # this record would overflow the open batch
             pend = None
         loop = asyncio.get_running_loop()
@@ -151,7 +185,12 @@ class Producer:
             pend = self._pending[key] = _Pending()
             pend.timer = loop.call_later(self.linger_ms / 1000, self._close_batch, key)
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
-        pend.items.append(wire)
+        pend.keys.append(k)
+        pend.values.append(v)
+        pend.timestamps.append(ts)  # type: ignore[arg-type]  # to_wire filled a None
+        pend.headers.append(headers)
+        if headers:
+            pend.has_headers = True
         pend.futures.append(fut)
         pend.size += size
         if pend.size >= self.batch_bytes:
@@ -170,10 +209,17 @@ class Producer:
         n = self._nparts.get(topic, 0)
         if n and partition == self._sticky.partition(topic, n):
             self._sticky.batch_closed(topic, n)
-        prev = self._chains.get(key)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._chains[key] = done
-        task = asyncio.get_running_loop().create_task(self._send_batch(key, pend, prev, done))
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _Lane(asyncio.Semaphore(self.max_in_flight_per_partition))
+        loop = asyncio.get_running_loop()
+        prev_written, prev_done = lane.written, lane.done
+        written: asyncio.Future[None] = loop.create_future()
+        done: asyncio.Future[bool] = loop.create_future()
+        lane.written, lane.done = written, done
+        lane.open += 1
+        task = loop.create_task(
+            self._send_batch(key, pend, lane, prev_written, prev_done, written, done))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
@@ -181,17 +227,23 @@ class Producer:
         self,
         key: tuple[str, int],
         pend: _Pending,
-        prev: asyncio.Future[None] | None,
-        done: asyncio.Future[None],
+        lane: _Lane,
+        prev_written: asyncio.Future[None] | None,
+        prev_done: asyncio.Future[bool] | None,
+        written: asyncio.Future[None],
+        done: asyncio.Future[bool],
     ) -> None:
+        ok = False
         try:
-            if prev is not None:
-                await asyncio.shield(prev)
-            base = await self._append(key, pend.items)
+            if prev_written is not None:
+                await asyncio.shield(prev_written)  # the previous batch is on the wire first
+            async with lane.window:
+                base = await self._append(key, pend, written, prev_done)
             topic, partition = key
             for i, f in enumerate(pend.futures):
                 if not f.done():
                     f.set_result(RecordMetadata(topic, partition, -1 if base < 0 else base + i))
+            ok = True
         except Exception as e:  # every send future must resolve, whatever failed
             if self.idempotent:
                 self._pid = None  # unknown outcome: later batches start a new sequence space
@@ -202,9 +254,12 @@ class Producer:
                     f.set_exception(e)
                     f.exception()  # flush() reports it; don't also log "never retrieved"
         finally:
-            done.set_result(None)
-            if self._chains.get(key) is done:
-                del self._chains[key]
+            if not written.done():
+                written.set_result(None)
+            done.set_result(ok)
+            lane.open -= 1
+            if lane.open == 0 and self._lanes.get(key) is lane:
+                del self._lanes[key]
 
     async def _producer_id(self) -> tuple[int, int]:
         async with self._pid_lock:
@@ -213,32 +268,53 @@ class Producer:
                 self._seq.clear()
             return self._pid
 
-    async def _append(self, key: tuple[str, int], items: list[WireRecord]) -> int:
-        """Send one batch; idempotent batches are re-sent on an ambiguous failure."""
+    def _build(self, pend: _Pending, **producer: Any) -> bytes:
+        return columnar.build_batch_columns(
+            pend.keys, pend.values, pend.timestamps,
+            pend.headers if pend.has_headers else None, compression=self.codec, **producer,
+        )
+
+    async def _append(
+        self,
+        key: tuple[str, int],
+        pend: _Pending,
+        written: asyncio.Future[None],
+        prev_done: asyncio.Future[bool] | None,
+    ) -> int:
+        """Write one batch (then release the next), wait for its answer; idempotent
+        batches are re-sent, in order, after an ambiguous failure."""
         topic, partition = key
+        client = self.client
         if not self.idempotent:
-            batch = rec.build_batch(items, compression=self.codec)
-            return await self.client.produce_batch(topic, partition, batch, acks=self.acks)
+            batch = self._build(pend)
+            sent = await client._send_produce(topic, {partition: batch}, self.acks)
+            written.set_result(None)
+            return (await client._wait_produce(topic, {partition: batch}, sent))[partition]
         pid, epoch = await self._producer_id()
         seq = self._seq.get(key, 0)
-        batch = rec.build_batch(
-            items,
-            compression=self.codec,
-            producer_id=pid,
-            producer_epoch=epoch,
-            base_sequence=seq,
-        )
+        self._seq[key] = (seq + len(pend.futures)) % _SEQUENCE_MODULUS
+        batch = self._build(pend, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
         for attempt in range(self.retries + 1):
             try:
-                base = await self.client.produce_batch(topic, partition, batch, acks=self.acks)
+                try:
+                    sent = await client._send_produce(topic, {partition: batch}, self.acks)
+                finally:
+                    if not written.done():
+                        written.set_result(None)  # the next batch may follow (or fail) now
+                return (await client._wait_produce(topic, {partition: batch}, sent))[partition]
             except KafkaError as e:
-                if e.code not in _RETRIABLE or attempt == self.retries:
+                # OUT_OF_ORDER_SEQUENCE_NUMBER behind an unresolved batch means that
+                # batch was lost: re-send after it, as for a lost answer.
+                behind = prev_done is not None and not prev_done.done()
+                retriable = e.code in _RETRIABLE or (
+                    e.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and behind)
+                if not retriable or attempt == self.retries:
                     raise
+                if prev_done is not None and not await asyncio.shield(prev_done):
+                    raise  # the batch before failed for good: this sequence cannot follow
                 await asyncio.sleep(self.retry_backoff_ms / 1000 * (attempt + 1))
-                continue
-            if self._pid == (pid, epoch):  # a failure elsewhere may have retired this id
-                self._seq[key] = (seq + len(items)) % _SEQUENCE_MODULUS
-            return base
+                if self._pid != (pid, epoch):
+                    raise  # another batch's failure retired this producer id
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def flush(self) -> None:

@@ -24,10 +24,23 @@ import functools
 import os
 import threading
 from collections.abc import Coroutine, Generator, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from client.aio import Client, ConfigEntry, FetchResult, ProducerRecord, Record, TopicPartition
+from client.aio import (
+    DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_MAX_IN_FLIGHT,
+    Client,
+    ConfigEntry,
+    FetchResult,
+    Placement,
+    ProducerRecord,
+    Record,
+    TopicPartition,
+)
 from client.producer import Producer, RecordMetadata
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["SyncClient", "SyncProducer"]
 
@@ -101,6 +114,7 @@ class SyncClient:
     ) -> None:
         self._pid = os.getpid()
         self._loop = _loop()
+        self._last_write: concurrent.futures.Future[None] | None = None
         self._client: Client = _run(
             self._loop,
             Client.connect(bootstrap, client_id=client_id, request_timeout=request_timeout),
@@ -188,15 +202,58 @@ class SyncClient:
         partition: int | None = None,
         acks: int = 1,
         compression: str | None = None,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> list[int]:
+        """See :meth:`client.Client.produce`."""
         return self._call(
             self._client.produce(
-                topic, list(records), partition=partition, acks=acks, compression=compression
+                topic, list(records), partition=partition, acks=acks, compression=compression,
+                max_batch_bytes=max_batch_bytes, max_in_flight=max_in_flight,
             )
         )
 
+    def produce_arrow(self, topic: str, table: pa.Table | pa.RecordBatch, **kwargs: Any) -> Placement:
+        """Bulk-produce an Arrow table; see :meth:`client.Client.produce_arrow`."""
+        return self._call(self._client.produce_arrow(topic, table, **kwargs))
+
+    def produce_columns(self, topic: str, values: Any, keys: Any = None, timestamps: Any = None,
+                        headers: Any = None, **kwargs: Any) -> Placement:
+        """Produce records given as columns; see :meth:`client.Client.produce_columns`."""
+        return self._call(
+            self._client.produce_columns(topic, values, keys, timestamps, headers, **kwargs))
+
     def produce_batch(self, topic: str, partition: int, batch: bytes, *, acks: int = 1) -> int:
         return self._call(self._client.produce_batch(topic, partition, batch, acks=acks))
+
+    def send_batches(
+        self, topic: str, batches: Mapping[int, bytes], *, acks: int = 1
+    ) -> concurrent.futures.Future[dict[int, int]]:
+        """Send pre-built batches (one per partition) in one Produce request per leader,
+        without waiting: the future resolves to the base offset per partition (-1 for
+        acks=0) or raises the request's KafkaError.
+
+        Requests from successive calls are written in call order (each waits for the
+        previous one to be on the wire, not answered), so a caller keeps several in
+        flight and a partition's batches are still appended in call order.
+        """
+        if os.getpid() != self._pid:
+            raise RuntimeError("this SyncClient was created in another process; create a new one")
+        prev = self._last_write
+        written: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._last_write = written
+        aio = self._client
+
+        async def run() -> dict[int, int]:
+            try:
+                if prev is not None:
+                    await asyncio.wrap_future(prev)
+                sent = await aio._send_produce(topic, batches, acks)
+            finally:
+                written.set_result(None)
+            return await aio._wait_produce(topic, batches, sent)
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop)
 
     def producer(self, **kwargs: Any) -> SyncProducer:
         """A batching producer (same options as :class:`client.producer.Producer`)."""
@@ -269,7 +326,22 @@ class SyncClient:
         )
         return self._iterate_chunks(chunks)
 
-    def _iterate_chunks(self, chunks: Any) -> Generator[list[Record], None, None]:
+    def consume_arrow(
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        end_offset: int | None = None,
+        *,
+        follow: bool = False,
+    ) -> Generator[pa.RecordBatch, None, None]:
+        """Arrow record batches, one per Fetch; see :meth:`client.Client.consume_arrow`."""
+        chunks = self._client.consume_arrow(
+            topic, partition, start_offset, end_offset, follow=follow
+        )
+        return self._iterate_chunks(chunks)
+
+    def _iterate_chunks(self, chunks: Any) -> Generator[Any, None, None]:
         try:
             while True:
                 try:

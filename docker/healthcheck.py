@@ -6,8 +6,9 @@ error_code 0 for the same correlation id. It is written with ``struct`` on
 purpose: the check must not depend on the code it is checking, and ApiVersions
 v0 is frozen in Kafka's protocol.
 
-Usage: ``python healthcheck.py [HOST:PORT]`` (default ``127.0.0.1:9092``, or
-``$CHRONOLOG_HEALTHCHECK_ADDRESS``).
+Usage: ``python healthcheck.py [HOST:PORT]`` (default ``$CHRONOLOG_HEALTHCHECK_ADDRESS``,
+else ``127.0.0.1:$CHRONOLOG_PORT``, the port docker/entrypoint.py listens on, else
+``127.0.0.1:9092``).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def check(host: str, port: int, timeout: float = 3.0) -> str:
 
 def main(argv: list[str]) -> int:
     target = argv[1] if len(argv) > 1 else os.environ.get(
-        "CHRONOLOG_HEALTHCHECK_ADDRESS", "127.0.0.1:9092")
+        "CHRONOLOG_HEALTHCHECK_ADDRESS", f"127.0.0.1:{os.environ.get('CHRONOLOG_PORT', '9092')}")
     host, _, port = target.rpartition(":")
     try:
         print(check(host or "127.0.0.1", int(port)))

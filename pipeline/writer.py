@@ -11,18 +11,24 @@ Columns (others are ignored, as by Spark's Kafka sink, so a DataFrame read from
 - ``headers`` (array<struct<key:string,value:binary>>) — optional.
 
 Delivery is at-least-once. Each Spark task produces its rows in batches of up
-to ``batch.size`` bytes per partition, each acknowledged before the task ends
-(``acks=all`` by default). If a task fails after some of its batches were
-acknowledged, Spark retries the whole task and those batches are appended a
-second time; a job that is re-run after a failure likewise appends again.
+to ``batch.size`` bytes per partition and waits for every acknowledgement
+(``acks=all`` by default; ``acks`` is honoured, and with ``acks=0`` nothing is
+confirmed) before it reports success. If a task fails after some of its
+batches were acknowledged, Spark retries the whole task and those batches are
+appended a second time; a job that is re-run after a failure likewise appends
+again. No producer id is used: Kafka's idempotence de-duplicates a producer's
+retries within one session, not a re-run task, so it would not change this.
 Readers that need exactly-once must de-duplicate (e.g. on a key) downstream.
 Within one task and partition, rows keep their DataFrame order.
 
-Encoding: an Arrow batch whose rows all go to one topic and carry no headers
-is encoded column-wise (:mod:`pipeline.encode`, murmur2 via
-:mod:`pipeline.partitioning`); other batches go row by row through
-``storage.records.build_batch``. Before a column-wise batch is sent to a
-partition, rows the row path buffered for it are flushed, so order holds.
+Speed: rows never become Python objects. Each Arrow batch Spark hands over is
+split by topic and partition with NumPy (murmur2 of the keys vectorised,
+:func:`client.partitioner.partitions_for_keys`); a partition's rows collect
+across Arrow batches until ``batch.size`` and are then built into one record
+batch from their columns (:func:`storage.columnar.build_batch_columns`). Up to
+``_IN_FLIGHT`` Produce requests per task are on the wire at once
+(:meth:`client.SyncClient.send_batches`, written in order), so encoding the
+next batch overlaps the broker appending the last.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -53,19 +60,15 @@ from pyspark.sql.types import (
 )
 
 from client import SyncClient
-from client.partitioner import StickyPartitioner, partition_for_key
-from pipeline.encode import encode_batch
+from client.partitioner import StickyPartitioner, partitions_for_keys
 from pipeline.options import OptionError, WriteOptions
-from pipeline.partitioning import partitions_for_keys
-from storage.records import Record, build_batch
+from storage import columnar
+from storage.records import HEADER_SIZE
 
 __all__ = ["ChronologWriter", "WriteCommit"]
 
-_RECORD_OVERHEAD = 20
-"""Rough per-record framing bytes (varints, attributes) used to size batches."""
-
-_IN_FLIGHT = 4
-"""Batches a task may have sent but not yet seen acknowledged."""
+_IN_FLIGHT = 5
+"""Produce requests a task may have on the wire, unanswered (Kafka's in-flight default)."""
 
 
 @dataclass
@@ -111,24 +114,14 @@ def _check_schema(schema: StructType, topic_option: str | None) -> None:
             )
 
 
-def _bytes_list(col: pa.Array) -> list[bytes | None]:
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        return [None if v is None else v.encode("utf-8") for v in col.to_pylist()]
-    return col.to_pylist()  # type: ignore[no-any-return]
+class _Rows:
+    """A partition's rows waiting for a full batch: Arrow tables and a bound of their size."""
 
-
-def _timestamps_ms(col: pa.Array) -> list[int | None]:
-    if pa.types.is_timestamp(col.type):
-        col = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
-        return [None if v is None else v // 1000 for v in col.to_pylist()]
-    return col.to_pylist()  # type: ignore[no-any-return]
-
-
-class _PartitionBuffer:
-    __slots__ = ("records", "size")
+    __slots__ = ("tables", "sizes", "size")
 
     def __init__(self) -> None:
-        self.records: list[Record] = []
+        self.tables: list[pa.Table] = []
+        self.sizes: list[npt.NDArray[np.int64]] = []
         self.size = 0
 
 
@@ -144,210 +137,174 @@ class ChronologWriter(DataSourceArrowWriter):
         commit = WriteCommit()
         with SyncClient(opts.bootstrap, client_id="chronolog-spark-writer",
                         request_timeout=opts.request_timeout) as client:
-            topics = client.list_topics()
-            sticky = StickyPartitioner()
-            buffers: dict[tuple[str, int], _PartitionBuffer] = {}
-
-            sender = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="chronolog-send")
-            inflight: collections.deque[concurrent.futures.Future[int]] = collections.deque()
-
-            def send(topic: str, partition: int, batch: bytes, count: int) -> None:
-                # One sender thread keeps each partition's batches in order while the
-                # next batch is encoded; at most _IN_FLIGHT batches await their acks.
-                inflight.append(
-                    sender.submit(client.produce_batch, topic, partition, batch, acks=opts.acks)
-                )
-                while len(inflight) > _IN_FLIGHT:
-                    inflight.popleft().result()
-                commit.records += count
-                commit.batches += 1
-                name = f"{topic}-{partition}"
-                commit.partitions[name] = commit.partitions.get(name, 0) + count
-
-            def flush(topic: str, partition: int) -> None:
-                buf = buffers.pop((topic, partition), None)
-                if buf is None or not buf.records:
-                    return
-                send(topic, partition, build_batch(buf.records, compression=opts.compression),
-                     len(buf.records))
-                sticky.batch_closed(topic, len(topics[topic]))
-
+            task = _Task(client, opts, commit)
             try:
                 for rb in iterator:
-                    if rb.num_rows == 0:
-                        continue
-                    if not self._encode_columnar(rb, topics, sticky, flush, send):
-                        self._encode_rows(rb, client, topics, sticky, buffers, flush)
-                for topic, p in list(buffers):
-                    flush(topic, p)
-                while inflight:
-                    inflight.popleft().result()
+                    if rb.num_rows:
+                        task.add(rb)
+                task.flush_all()
+                task.wait(0)
             finally:
-                sender.shutdown(wait=True)
+                task.abandon()
         return commit
-
-    def _encode_rows(
-        self,
-        rb: pa.RecordBatch,
-        client: SyncClient,
-        topics: dict[str, list[int]],
-        sticky: StickyPartitioner,
-        buffers: dict[tuple[str, int], _PartitionBuffer],
-        flush: Callable[[str, int], None],
-    ) -> None:
-        """Row by row into per-partition buffers, each flushed at ``batch.size`` (any columns)."""
-        opts = self.opts
-        n = rb.num_rows
-        names = rb.schema.names
-        values = _bytes_list(rb.column("value"))
-        keys = _bytes_list(rb.column("key")) if "key" in names else [None] * n
-        if opts.topic is not None:
-            tcol: list[str | None] = [opts.topic] * n
-        else:
-            tcol = rb.column("topic").to_pylist()
-        pcol = rb.column("partition").to_pylist() if "partition" in names else [None] * n
-        now = int(time.time() * 1000)
-        tscol = _timestamps_ms(rb.column("timestamp")) if "timestamp" in names else [None] * n
-        hcol = rb.column("headers").to_pylist() if "headers" in names else [None] * n
-        keyed = self._key_partitions(rb, tcol, topics)
-        for i in range(n):
-            topic = tcol[i]
-            if topic is None:
-                raise OptionError(f"row {i} has a null topic and no 'topic' option is set")
-            parts = topics.get(topic)
-            if parts is None:
-                topics.update(client.list_topics())
-                parts = topics.get(topic)
-                if parts is None:
-                    raise OptionError(
-                        f"topic {topic!r} does not exist; create it first "
-                        "(chronolog topic create, or Client.create_topic)"
-                    )
-            key = keys[i]
-            p = pcol[i]
-            if p is None:
-                if key is not None:
-                    p = int(keyed[i]) if keyed is not None else partition_for_key(key, len(parts))
-                else:
-                    p = sticky.partition(topic, len(parts))
-            elif p not in parts:
-                raise OptionError(f"row {i}: topic {topic!r} has no partition {p}")
-            ts = tscol[i]
-            raw_headers = hcol[i]
-            headers = [(h["key"], h["value"]) for h in raw_headers] if raw_headers else []
-            value = values[i]
-            rec = Record(0, now if ts is None else ts, key, value, headers)
-            buf = buffers.get((topic, p))
-            if buf is None:
-                buf = buffers[(topic, p)] = _PartitionBuffer()
-            buf.records.append(rec)
-            buf.size += (
-                _RECORD_OVERHEAD
-                + (len(key) if key else 0)
-                + (len(value) if value else 0)
-            )
-            if headers:
-                buf.size += sum(len(k) + len(v or b"") for k, v in headers)
-            if buf.size >= opts.batch_bytes:
-                flush(topic, p)
-
-    def _encode_columnar(
-        self,
-        rb: pa.RecordBatch,
-        topics: dict[str, list[int]],
-        sticky: StickyPartitioner,
-        flush: Callable[[str, int], None],
-        send: Callable[[str, int, bytes, int], None],
-    ) -> bool:
-        """Encode a whole Arrow batch without per-row Python, when it can be.
-
-        Applies when every row goes to one existing topic and no row has headers.
-        Returns False (nothing sent) otherwise, and the row path handles the batch.
-        """
-        opts = self.opts
-        n = rb.num_rows
-        names = rb.schema.names
-        if opts.topic is not None:
-            topic: str | None = opts.topic
-        else:
-            tcol = rb.column("topic")
-            if tcol.null_count:
-                return False
-            topic = tcol[0].as_py()
-            if not bool(pc.all(pc.equal(tcol, topic)).as_py()):
-                return False
-        if topic is None or topic not in topics:
-            return False
-        if "headers" in names:
-            h = rb.column("headers")
-            if h.null_count < n and int(pc.max(pc.list_value_length(h)).as_py() or 0) > 0:
-                return False
-        num = len(topics[topic])
-        keys = rb.column("key") if "key" in names else pa.array([None] * n, type=pa.binary())
-        values = rb.column("value")
-        parts = partitions_for_keys(keys, num)
-        if "partition" in names:
-            given = rb.column("partition")
-            explicit = np.asarray(given.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
-            parts = np.where(explicit >= 0, explicit, parts)
-            valid = np.asarray(given.is_valid().to_numpy(zero_copy_only=False), bool)
-            bad = valid & ((explicit >= num) | (explicit < 0))
-            if bool(bad.any()):
-                i = int(np.argmax(bad))
-                raise OptionError(f"row {i}: topic {topic!r} has no partition {explicit[i]}")
-        unkeyed = parts < 0
-        if bool(unkeyed.any()):
-            parts = np.where(unkeyed, sticky.partition(topic, num), parts)
-        now = int(time.time() * 1000)
-        if "timestamp" in names:
-            col = rb.column("timestamp")
-            if pa.types.is_timestamp(col.type):
-                col = pc.divide(col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()), 1000)
-            ts = np.asarray(col.cast(pa.int64()).fill_null(now).to_numpy(zero_copy_only=False),
-                            dtype=np.int64)
-        else:
-            ts = np.full(n, now, dtype=np.int64)
-        sizes = (
-            _RECORD_OVERHEAD
-            + np.asarray(pc.fill_null(pc.binary_length(keys.cast(pa.binary())), 0), np.int64)
-            + np.asarray(pc.fill_null(pc.binary_length(values.cast(pa.binary())), 0), np.int64)
-        )
-        for p in np.unique(parts).tolist():
-            flush(topic, p)  # rows buffered by the row path go first: per-partition order
-            idx = np.flatnonzero(parts == p)
-            cum = np.cumsum(sizes[idx])
-            first = 0
-            while first < len(idx):
-                limit = (cum[first - 1] if first else 0) + opts.batch_bytes
-                last = max(first + 1, int(np.searchsorted(cum, limit, side="left")))
-                chunk = pa.array(idx[first:last])
-                batch = encode_batch(
-                    keys.take(chunk), values.take(chunk), ts[idx[first:last]],
-                    compression=opts.compression,
-                )
-                send(topic, p, batch, last - first)
-                first = last
-        if bool(unkeyed.any()):
-            sticky.batch_closed(topic, num)
-        return True
-
-    @staticmethod
-    def _key_partitions(
-        rb: pa.RecordBatch, tcol: list[str | None], topics: dict[str, list[int]]
-    ) -> npt.NDArray[np.int64] | None:
-        """murmur2 partitions of the whole key column when all rows go to one known topic."""
-        if "key" not in rb.schema.names or not tcol:
-            return None
-        topic = tcol[0]
-        if topic is None or topic not in topics or any(t != topic for t in tcol):
-            return None
-        return partitions_for_keys(rb.column("key"), len(topics[topic]))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to finalise: every batch was acknowledged by the broker inside its task."""
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Batches acknowledged before the failure stay in the log (at-least-once)."""
+
+
+class _Task:
+    """One task's write: rows placed per partition, batches built and sent in order."""
+
+    def __init__(self, client: SyncClient, opts: WriteOptions, commit: WriteCommit) -> None:
+        self.client = client
+        self.opts = opts
+        self.commit = commit
+        self.topics = client.list_topics()
+        self.sticky = StickyPartitioner()
+        self.pending: dict[tuple[str, int], _Rows] = {}
+        self.inflight: collections.deque[
+            tuple[concurrent.futures.Future[dict[int, int]], str, int, int]] = collections.deque()
+
+    def add(self, rb: pa.RecordBatch) -> None:
+        """Place an Arrow batch's rows on their topics and partitions."""
+        opts = self.opts
+        n = rb.num_rows
+        if opts.topic is not None:
+            self._add_topic(rb, opts.topic)
+            return
+        tcol = rb.column("topic")
+        if tcol.null_count:
+            i = int(np.argmin(np.asarray(tcol.is_valid())))
+            raise OptionError(f"row {i} has a null topic and no 'topic' option is set")
+        enc = tcol.dictionary_encode()
+        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        for j, topic in enumerate(enc.dictionary.to_pylist()):
+            idx = np.flatnonzero(codes == j)
+            self._add_topic(rb if len(idx) == n else rb.take(pa.array(idx)), topic)
+
+    def _partitions(self, topic: str) -> int:
+        parts = self.topics.get(topic)
+        if parts is None:
+            self.topics.update(self.client.list_topics())
+            parts = self.topics.get(topic)
+            if parts is None:
+                raise OptionError(
+                    f"topic {topic!r} does not exist; create it first "
+                    "(chronolog topic create, or Client.create_topic)"
+                )
+        return len(parts)
+
+    def _add_topic(self, rb: pa.RecordBatch, topic: str) -> None:
+        num = self._partitions(topic)
+        names = rb.schema.names
+        n = rb.num_rows
+        keys = columnar.binary_column(rb.column("key") if "key" in names else None, n)
+        values = columnar.binary_column(rb.column("value"))
+        parts = partitions_for_keys(keys, num) if keys.null_count < n else np.full(n, -1, np.int64)
+        if "partition" in names:
+            given = rb.column("partition")
+            explicit = np.asarray(given.cast(pa.int64()).fill_null(-1)
+                                  .to_numpy(zero_copy_only=False), dtype=np.int64)
+            valid = np.asarray(given.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            bad = valid & ((explicit >= num) | (explicit < 0))
+            if bool(bad.any()):
+                i = int(np.argmax(bad))
+                raise OptionError(f"row {i}: topic {topic!r} has no partition {explicit[i]}")
+            parts = np.where(valid, explicit, parts)
+        unkeyed = parts < 0
+        if bool(unkeyed.any()):
+            parts = np.where(unkeyed, self.sticky.partition(topic, num), parts)
+        ts = columnar.timestamp_column(rb.column("timestamp") if "timestamp" in names else None,
+                                       n, int(time.time() * 1000))
+        columns: dict[str, Any] = {"key": keys, "value": values, "timestamp": pa.array(ts)}
+        header_bytes = None
+        if "headers" in names:
+            h = rb.column("headers")
+            if h.null_count < n and int(pc.max(pc.list_value_length(h)).as_py() or 0) > 0:
+                columns["headers"] = h
+                header_bytes = columnar.header_section_sizes(h, n)
+        table = pa.table(columns)
+        sizes = columnar.encoded_sizes(keys, values, header_bytes)
+        first = int(parts[0])
+        groups = ([(first, None)] if bool((parts == first).all())
+                  else [(p, np.flatnonzero(parts == p)) for p in np.unique(parts).tolist()])
+        for p, idx in groups:
+            rows = self.pending.get((topic, p))
+            if rows is None:
+                rows = self.pending[(topic, p)] = _Rows()
+            sub = table if idx is None else table.take(pa.array(idx))
+            sub_sizes = sizes if idx is None else sizes[idx]
+            rows.tables.append(sub)
+            rows.sizes.append(sub_sizes)
+            rows.size += int(sub_sizes.sum())
+            if rows.size >= self.opts.batch_bytes:
+                self._flush(topic, p, full_only=True)
+        if bool(unkeyed.any()):
+            self.sticky.batch_closed(topic, num)
+
+    def _flush(self, topic: str, partition: int, *, full_only: bool = False) -> None:
+        """Build and send the partition's rows as batches of at most batch.size (all of
+        them, or with ``full_only`` only whole batches, keeping the rest pending)."""
+        rows = self.pending.pop((topic, partition), None)
+        if rows is None or not rows.tables:
+            return
+        table = (pa.concat_tables(rows.tables, promote_options="default")  # headers may be absent
+                 if len(rows.tables) > 1 else rows.tables[0])
+        sizes = np.concatenate(rows.sizes) if len(rows.sizes) > 1 else rows.sizes[0]
+        cum = np.cumsum(sizes)
+        limit = max(1, self.opts.batch_bytes - HEADER_SIZE)
+        start = 0
+        n = len(sizes)
+        while start < n:
+            base = int(cum[start - 1]) if start else 0
+            stop = max(start + 1, int(np.searchsorted(cum, base + limit, side="right")))
+            if full_only and stop == n and int(cum[-1]) - base < limit:
+                rest = _Rows()
+                rest.tables = [table.slice(start)]
+                rest.sizes = [sizes[start:]]
+                rest.size = int(cum[-1]) - base
+                self.pending[(topic, partition)] = rest
+                return
+            chunk = table.slice(start, stop - start)
+            batch = columnar.build_batch_columns(
+                chunk.column("key"), chunk.column("value"), chunk.column("timestamp"),
+                chunk.column("headers") if "headers" in chunk.column_names else None,
+                compression=self.opts.compression,
+            )
+            self._send(topic, partition, batch, stop - start)
+            start = stop
+
+    def flush_all(self) -> None:
+        for topic, p in list(self.pending):
+            self._flush(topic, p)
+
+    def _send(self, topic: str, partition: int, batch: bytes, count: int) -> None:
+        fut = self.client.send_batches(topic, {partition: batch}, acks=self.opts.acks)
+        self.inflight.append((fut, topic, partition, count))
+        self.wait(_IN_FLIGHT)
+
+    def wait(self, keep: int) -> None:
+        """Wait for acknowledgements until at most ``keep`` requests are unanswered."""
+        while len(self.inflight) > keep:
+            fut, topic, partition, count = self.inflight.popleft()
+            fut.result()
+            c = self.commit
+            c.records += count
+            c.batches += 1
+            name = f"{topic}-{partition}"
+            c.partitions[name] = c.partitions.get(name, 0) + count
+
+    def abandon(self) -> None:
+        """After a failure: let requests still in flight finish (errors already raised)."""
+        for fut, *_ in self.inflight:
+            try:
+                fut.result()
+            except Exception:  # the first failure is what the task reports
+                pass
+        self.inflight.clear()
 
 
 class ChronologStreamWriter(DataSourceStreamArrowWriter):

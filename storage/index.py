@@ -15,6 +15,11 @@ Invariants:
   on roll/close with ``skip_full_check``);
 - a file being appended to is preallocated to ``segment.index.bytes`` rounded down
   to the entry size; it is trimmed to its entries on roll, close and recovery.
+- the preallocation is sparse, but no entry is written through the mapping into a
+  block that does not exist yet: ``reserve`` allocates blocks ahead (posix_fallocate,
+  RESERVE_CHUNK at a time) before the segment writes the batches those entries
+  index, because writing a mapped page the filesystem cannot back (a full disk)
+  kills the process with SIGBUS instead of raising ENOSPC.
 
 Files are opened and mmapped lazily, on first use (as Kafka since KAFKA-7283), so a
 data dir with thousands of segments opens without touching their indexes. On open
@@ -51,6 +56,10 @@ class IndexOrderError(Exception):
     """An index append that breaks the ordering invariants (a bug in the caller)."""
 
 
+# Index blocks allocated ahead of the entries written through the mapping (see reserve).
+RESERVE_CHUNK = 64 * 1024
+
+
 class _MmapIndex:
     """Shared mechanics: lazy mmap, preallocation, trimming, warm binary search."""
 
@@ -64,6 +73,8 @@ class _MmapIndex:
         self._mm: mmap.mmap | None = None
         self._size = 0
         self._entries = 0
+        # Bytes from the start of the file whose blocks are known to exist (see reserve).
+        self._reserved = 0
         self._loaded = False
         # Keys of entries [0, len(_keys)) as native ints (see _sync_keys); a prefix
         # of the entries, emptied by everything that can shrink or rewrite them.
@@ -159,8 +170,33 @@ class _MmapIndex:
             self._mm = None
         os.truncate(self.path, rounded)
         self._entries = min(self._entries, rounded // self.ENTRY)
+        self._reserved = min(self._reserved, rounded)
         self._cut_keys(self._entries)
         self._map()
+
+    def reserve(self, more: int) -> None:
+        """Allocate the file blocks the next ``more`` entries will be written to, so
+        writing them through the mapping cannot fault; OSError (ENOSPC) if the disk
+        cannot hold them. Cheap once reserved: a comparison per call."""
+        need = (self._entries + more) * self.ENTRY
+        if need <= self._reserved and self._loaded:
+            return
+        self._load()
+        if self._reserved < self._entries * self.ENTRY:
+            self._reserved = self._entries * self.ENTRY  # written entries have their blocks
+        if need <= self._reserved:
+            return
+        if self._mm is None or self._size < need:
+            self.make_appendable()
+        end = min(max(need, self._reserved + RESERVE_CHUNK), self._size)
+        if end <= self._reserved:
+            return  # a full index: no entry goes past its end
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, self._reserved, end - self._reserved)
+        finally:
+            os.close(fd)
+        self._reserved = end
 
     def make_appendable(self) -> None:
         """Preallocate to segment.index.bytes, as Kafka does for the active segment."""
@@ -188,6 +224,7 @@ class _MmapIndex:
             self._mm.close()
             self._mm = None
         self._loaded = False
+        self._reserved = 0
         self._drop_keys()
 
     def reset(self) -> None:

@@ -712,46 +712,67 @@ def build_batch(
     (both -1 for no records), as Kafka's producer writes them. The requested codec
     is always applied, even when compressing does not shrink the records.
     """
+    check_batch_options(compression, timestamp_type)
+    pieces, count, base_ts, max_ts = _encode_records(records)
+    return assemble_batch(
+        [b"".join(pieces)], count, base_ts, max_ts, base_offset=base_offset,
+        compression=compression, timestamp_type=timestamp_type, producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch, is_transactional=is_transactional,
+        compression_level=compression_level,
+    )
+
+
+def check_batch_options(compression: int, timestamp_type: int) -> None:
+    """Refuse a codec outside 0..4 and a timestamp type other than 0/1 (before any work)."""
     if not 0 <= compression <= 4:
         raise UnsupportedCompressionError(f"compression codec {compression} is not one of 0..4")
     if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
         raise ValueError(f"timestamp type {timestamp_type} is neither 0 nor 1")
-    pieces, count, base_ts, max_ts = _encode_records(records)
+
+
+def assemble_batch(
+    parts: list[Buffer],
+    count: int,
+    base_ts: int,
+    max_ts: int,
+    *,
+    base_offset: int,
+    compression: int,
+    timestamp_type: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+    is_transactional: bool,
+    compression_level: int | None,
+) -> bytes:
+    """Header + records: compress the encoded records (``parts``, concatenated), write
+    the header, CRC-32C over attributes..end, one join. Shared by :func:`build_batch`
+    and ``storage.columnar.build_batch_columns``; the requested codec is always
+    applied, even when compressing does not shrink the records."""
     if count > _INT32_MAX:
         raise InvalidRecordError("too many records for one batch")
-    body = b"".join(pieces)
-    payload = body
     if compression:
-        payload = codecs.compress(compression, body, compression_level)
+        parts = [codecs.compress(compression, b"".join(parts), compression_level)]
     attributes = compression
     if timestamp_type == LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_MASK
     if is_transactional:
         attributes |= TRANSACTIONAL_MASK
-    size = HEADER_SIZE + len(payload)
+    size = HEADER_SIZE + sum(len(p) for p in parts)
     if size - LOG_OVERHEAD > _INT32_MAX:
         raise InvalidRecordError("batch larger than 2 GiB")
     header = bytearray(HEADER_SIZE)
     HEADER_STRUCT.pack_into(
-        header,
-        0,
-        base_offset,
-        size - LOG_OVERHEAD,
-        partition_leader_epoch,
-        MAGIC,
-        0,
-        attributes,
-        count - 1,
-        base_ts,
-        max_ts,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        count,
+        header, 0, base_offset, size - LOG_OVERHEAD, partition_leader_epoch, MAGIC, 0,
+        attributes, count - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, count,
     )
-    crc = _crc32c.crc32c(payload, _crc32c.crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    crc = _crc32c.crc32c(memoryview(header)[ATTRIBUTES_OFFSET:])
+    for p in parts:
+        crc = _crc32c.crc32c(p, crc)
     _U32.pack_into(header, CRC_OFFSET, crc)
-    return b"".join((header, payload))
+    return b"".join((header, *parts))
 
 
 # ---------------------------------------------------------------- append path

@@ -38,7 +38,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import NamedTuple
 
-from storage import codecs
+from storage import codecs, fsutil
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, LogStorageError
 from storage.index import OffsetIndex, TimeIndex
@@ -903,18 +903,26 @@ class LogSegment:
 
         ``batches`` lists (position within data, size, last offset, max timestamp) per
         batch. On an I/O error the .log is cut back to its previous size and
-        LogStorageError is raised, so the segment is as it was.
+        LogStorageError is raised, so the segment is as it was; the index blocks the
+        entries need are allocated before the .log is written (see index.reserve).
         """
         fd = self.fd()
         if self._max_ts is None:
             self._load_max()
         start = self.size
+        try:
+            # Index blocks first (at most one entry per batch, plus the roll's final
+            # time entry): a full disk then fails here, before anything is written.
+            self.offset_index.reserve(len(batches) + 1)
+            self.time_index.reserve(len(batches) + 1)
+        except OSError as exc:
+            raise LogStorageError(f"append to {self.log_path} failed: index: {exc}") from exc
         pieces = [memoryview(d) for d in (data if isinstance(data, list) else [data])]
         total = sum(len(v) for v in pieces)
         try:
             written = 0
             while written < total:
-                n = os.pwritev(fd, pieces, start + written)
+                n = fsutil.FILES.pwritev(fd, pieces, start + written)
                 if n <= 0:
                     raise OSError("short write")
                 written += n
@@ -1217,7 +1225,7 @@ class LogSegment:
 
     def flush(self) -> None:
         if self._fd is not None and self.dirty:
-            os.fsync(self._fd)
+            fsutil.FILES.fsync(self._fd)
             self.dirty = False
         self.offset_index.flush()
         self.time_index.flush()

@@ -253,3 +253,24 @@ def test_ingest_recreates_its_topic_after_it_was_deleted(
         assert time.monotonic() < deadline, "the deleted UDP topic was not recreated"
         time.sleep(0.05)
     assert [r.key for r in read_all(b.bootstrap, "ephemeral", 1)] == [b"c"]
+
+
+def test_batches_stay_within_a_small_segment_so_every_datagram_lands(
+    broker_factory: Callable[..., Any],
+) -> None:
+    """A batch never exceeds what the log can append: with log.segment.bytes=65536 (below
+    max.message.bytes) 5,000 datagrams of 200 B all land, none fail as RecordListTooLarge."""
+    b, addr, url = start_udp_broker(broker_factory, udp_format="tsv", udp_topic="small-seg",
+                                    log_segment_bytes="65536", udp_linger_ms="50")
+    sent = [b"k%d\t\t" % i + b"v" * 190 + b"%05d" % i for i in range(5000)]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for lo in range(0, len(sent), 250):  # paced, so no socket buffer can overflow
+            for d in sent[lo:lo + 250]:
+                s.sendto(d, addr)
+            time.sleep(0.02)
+    m = wait_for_metric(url, "chronolog_udp_records_appended_total", len(sent), timeout=30)
+    dropped = {k: v for k, v in m.items()
+               if k.startswith("chronolog_udp_datagrams_dropped_total") and v}
+    assert dropped == {}
+    got = read_all(b.bootstrap, "small-seg", len(sent))
+    assert sorted(r.value for r in got) == sorted(d.split(b"\t", 2)[2] for d in sent)

@@ -1,5 +1,6 @@
-"""UDP ingest's batch encoder is byte-for-byte storage.records.build_batch, and its parsers
-follow the documented framing (hypothesis against the definitions)."""
+"""UDP ingest's pending batches build byte-for-byte storage.records.build_batch within
+their size bound, and its parsers follow the documented framing (hypothesis against the
+definitions)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.udp import BatchBuilder, MalformedDatagram, parse_json, parse_tsv
+from broker.udp import MalformedDatagram, PendingBatch, parse_json, parse_tsv
 from storage.records import Record, build_batch, decode_batch, validate_client_batch
 
 NOW = 1_700_000_000_000
@@ -27,15 +28,15 @@ records = st.lists(
 
 
 @given(records)
-def test_batch_builder_matches_build_batch_byte_for_byte(
+def test_pending_batch_matches_build_batch_byte_for_byte_within_its_bound(
     recs: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
 ) -> None:
-    b = BatchBuilder()
+    b = PendingBatch()
     for ts, key, value, headers in recs:
-        b.add(ts, key, value, headers)
+        b.add(ts, key, value, headers, PendingBatch.record_bound(key, value, headers))
     built = b.build()
     assert built == build_batch([Record(0, ts, k, v, h) for ts, k, v, h in recs])
-    assert b.size == len(built)
+    assert len(built) <= b.bound
     validate_client_batch(built)  # what the broker's append path checks
     assert [(r.timestamp, r.key, r.value, r.headers) for r in decode_batch(built)] == [
         (ts, k, v, h) for ts, k, v, h in recs]

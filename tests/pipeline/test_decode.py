@@ -172,33 +172,3 @@ def test_mangled_records_with_a_valid_crc_decode_like_the_codec_or_raise_corrupt
             decode_fetch(data, "events", 7, 0, 10**9)
         return
     assert _rows(decode_fetch(data, "events", 7, 0, 10**9).batch) == expected
-
-
-@settings(max_examples=60)
-@given(
-    rows=st.lists(
-        st.tuples(st.integers(0, 2**45), st.one_of(st.none(), st.binary(max_size=300)),
-                  st.one_of(st.none(), st.binary(max_size=300))),
-        min_size=1, max_size=60,
-    ),
-    codec=st.sampled_from([0, 1, 2, 3, 4]),
-    as_string=st.booleans(),
-)
-def test_columnar_encoding_is_byte_for_byte_the_codecs_batch(
-    rows: list[tuple[int, bytes | None, bytes | None]], codec: int, as_string: bool
-) -> None:
-    import numpy as np
-
-    from pipeline.encode import encode_batch
-
-    if as_string:
-        keys = pa.array([None if k is None else k.decode("latin-1") for _t, k, _v in rows])
-        key_bytes = [None if k is None else k.decode("latin-1").encode() for _t, k, _v in rows]
-    else:
-        keys = pa.array([k for _t, k, _v in rows], type=pa.binary())
-        key_bytes = [k for _t, k, _v in rows]
-    values = pa.array([v for _t, _k, v in rows], type=pa.binary()).slice(0)
-    ts = np.array([t for t, _k, _v in rows], dtype=np.int64)
-    got = encode_batch(keys, values, ts, compression=codec)
-    records = [Record(0, t, key_bytes[i], v, []) for i, (t, _k, v) in enumerate(rows)]
-    assert got == build_batch(records, compression=codec)

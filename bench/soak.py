@@ -1,0 +1,231 @@
+"""The soak: steady load for minutes, with rolls and retention, watching for drift.
+
+``python -m bench.soak [--minutes 10] [--out docs]`` (``make soak``): one broker with
+1 MiB segments and 8 MiB retention per partition (so segments roll and are deleted
+all the time), 20 confluent-kafka producer connections (acks=all, 500 records/s
+each), 20 consumer connections reading every partition from the end, and time
+lookups ("first offset at or after T" for recent T) from one more client without
+pause. Every 10 s it samples throughput, produce p99 (send to acknowledgement),
+lookup p99 and the broker's RSS, then writes the table (``soak.md``) and a plot
+(``soak.png``). It checks what the issue asks: RSS flat once steady (growth over the
+last half of the run, at most the last 5 minutes, within 5 %) and lookup p99 ≤ 1 ms
+in every window; the exit status says whether both held.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.harness import start_broker, stop_broker
+
+TOPIC = "soak"
+PARTITIONS = 4
+SAMPLE_S = 10.0
+
+
+@dataclass
+class Sample:
+    t: float
+    produced: float  # records/s acknowledged
+    consumed: float
+    produce_p99_ms: float
+    lookups: float  # per s
+    lookup_p99_ms: float
+    rss_mib: float
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Worker:
+    def __init__(self, role: str, bootstrap: str, n: int, rate: int, stop: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.soak_worker", role, bootstrap, TOPIC, str(PARTITIONS),
+             str(n), str(rate), str(stop)], stdout=subprocess.PIPE, text=True)
+        self.lines: list[dict[str, float]] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self.lock:
+                self.lines.append(json.loads(line))
+
+    def take(self) -> list[dict[str, float]]:
+        with self.lock:
+            out, self.lines = self.lines, []
+        return out
+
+
+def _lookups(bootstrap: str, stop: threading.Event, lat: list[float], errors: list[str]) -> None:
+    from client import SyncClient
+
+    rng = random.Random(1)
+    with SyncClient(bootstrap) as c:
+        while not stop.is_set():
+            t = int(time.time() * 1000) - rng.randint(0, 60_000)
+            started = time.perf_counter()
+            try:
+                c.offsets_for_times(TOPIC, t)
+            except Exception as exc:  # recorded: the soak reports every failed lookup
+                errors.append(repr(exc))
+                continue
+            lat.append((time.perf_counter() - started) * 1000)
+
+
+def _p99(xs: list[float]) -> float:
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(0.99 * len(xs)))]
+
+
+def soak(minutes: float, producers: int, consumers: int, rate: int, scratch: Path) -> tuple[
+        list[Sample], list[str]]:
+    from client import SyncClient
+
+    data = scratch / "data"
+    proc, port = start_broker(scratch, data, {
+        "log.segment.bytes": str(1 << 20), "log.retention.bytes": str(8 << 20),
+        "log.retention.check.interval.ms": "5000", "log.retention.ms": "-1"})
+    bootstrap = f"127.0.0.1:{port}"
+    stop_file = scratch / "stop"
+    stop = threading.Event()
+    lat: list[float] = []
+    errors: list[str] = []
+    samples: list[Sample] = []
+    try:
+        with SyncClient(bootstrap) as c:
+            c.create_topic(TOPIC, PARTITIONS)
+        half_p, half_c = producers // 2, consumers // 2
+        workers = [Worker("produce", bootstrap, n, rate, stop_file)
+                   for n in (half_p, producers - half_p) if n]
+        readers = [Worker("consume", bootstrap, n, 0, stop_file)
+                   for n in (half_c, consumers - half_c) if n]
+        looker = threading.Thread(target=_lookups, args=(bootstrap, stop, lat, errors))
+        looker.start()
+        started = time.monotonic()
+        end = started + minutes * 60
+        while time.monotonic() < end:
+            time.sleep(SAMPLE_S)
+            window = [ln for w in workers for ln in w.take()]
+            reads = [ln for w in readers for ln in w.take()]
+            lookups, lat[:] = list(lat), []
+            samples.append(Sample(
+                t=time.monotonic() - started,
+                produced=sum(ln["acked"] for ln in window) / SAMPLE_S,
+                consumed=sum(ln["consumed"] for ln in reads) / SAMPLE_S,
+                produce_p99_ms=max((ln["p99"] for ln in window), default=0.0),
+                lookups=len(lookups) / SAMPLE_S,
+                lookup_p99_ms=_p99(lookups),
+                rss_mib=_rss_mib(proc.pid)))
+            s = samples[-1]
+            print(f"  t={s.t:5.0f}s produced {s.produced:8,.0f}/s consumed {s.consumed:8,.0f}/s "
+                  f"produce p99 {s.produce_p99_ms:6.1f} ms lookups {s.lookups:6,.0f}/s "
+                  f"p99 {s.lookup_p99_ms:6.2f} ms RSS {s.rss_mib:6.1f} MiB", flush=True)
+    finally:
+        stop.set()
+        stop_file.touch()
+        for w in [*locals().get("workers", []), *locals().get("readers", [])]:
+            try:
+                w.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                w.proc.kill()
+        stop_broker(proc)
+    return samples, errors
+
+
+def verdict(samples: list[Sample]) -> tuple[float, float, bool]:
+    """(RSS growth over the steady part, worst lookup p99, both within the issue's bounds)."""
+    duration = samples[-1].t
+    steady_from = max(duration / 2, duration - 300)
+    steady = [s for s in samples if s.t >= steady_from]
+    growth = (steady[-1].rss_mib - steady[0].rss_mib) / steady[0].rss_mib if steady else 0.0
+    worst = max(s.lookup_p99_ms for s in samples)
+    return growth, worst, growth <= 0.05 and worst <= 1.0
+
+
+def write_report(samples: list[Sample], errors: list[str], out: Path, args: argparse.Namespace) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    growth, worst, ok = verdict(samples)
+    t = [s.t / 60 for s in samples]
+    fig, ax = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    ax[0].plot(t, [s.produced for s in samples], label="produced (acks)")
+    ax[0].plot(t, [s.consumed for s in samples], label="consumed")
+    ax[0].set_ylabel("records/s")
+    ax[0].legend()
+    ax[1].plot(t, [s.produce_p99_ms for s in samples], label="produce p99 (send→ack)")
+    ax[1].plot(t, [s.lookup_p99_ms for s in samples], label="lookup p99")
+    ax[1].axhline(1.0, color="grey", linestyle=":", label="lookup bound 1 ms")
+    ax[1].set_yscale("log")
+    ax[1].set_ylabel("ms")
+    ax[1].legend()
+    ax[2].plot(t, [s.rss_mib for s in samples], label="broker RSS")
+    ax[2].set_ylabel("MiB")
+    ax[2].set_xlabel("minutes")
+    ax[2].set_ylim(bottom=0)
+    ax[2].legend()
+    fig.suptitle(f"Chronolog soak: {args.producers} producers, {args.consumers} consumers, "
+                 f"lookups, rolls and retention")
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out / "soak.png", dpi=80)
+    rows = ["| t (s) | produced/s | consumed/s | produce p99 ms | lookups/s | lookup p99 ms | RSS MiB |",
+            "|---|---|---|---|---|---|---|"]
+    rows += [f"| {s.t:.0f} | {s.produced:,.0f} | {s.consumed:,.0f} | {s.produce_p99_ms:.1f} | "
+             f"{s.lookups:,.0f} | {s.lookup_p99_ms:.2f} | {s.rss_mib:.1f} |" for s in samples]
+    (out / "soak.md").write_text("\n".join([
+        "# Soak run (`make soak`)", "",
+        f"{args.minutes:g} minutes on this project's 2-core machine; produced by `bench/soak.py` "
+        f"({time.strftime('%Y-%m-%d', time.gmtime())}). One broker with 1 MiB segments and "
+        "8 MiB retention per partition (4 partitions), so segments roll and are deleted "
+        f"throughout; {args.producers} confluent-kafka producer connections (acks=all, "
+        f"{args.rate} records/s each, 100 B), {args.consumers} consumer connections reading "
+        "from the end, and one client doing time lookups without pause.", "",
+        f"- RSS growth over the steady part (last half, at most the last 5 minutes): "
+        f"**{growth * 100:+.1f} %** (bound +5 %)",
+        f"- worst lookup p99 of any 10 s window: **{worst:.2f} ms** (bound 1 ms)",
+        f"- failed lookups: {len(errors)}",
+        f"- verdict: {'within both bounds' if ok else 'OUT OF BOUNDS'}", "",
+        "![soak](soak.png)", "", *rows, ""]))
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="bench.soak", description=__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=10.0)
+    p.add_argument("--producers", type=int, default=20)
+    p.add_argument("--consumers", type=int, default=20)
+    p.add_argument("--rate", type=int, default=500, help="records/s per producer")
+    p.add_argument("--out", type=Path, default=Path("docs"))
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="chronolog-soak-") as scratch:
+        samples, errors = soak(args.minutes, args.producers, args.consumers, args.rate,
+                               Path(scratch))
+    write_report(samples, errors, args.out, args)
+    growth, worst, ok = verdict(samples)
+    print(f"RSS growth over the steady part {growth * 100:+.1f} % (bound +5 %), worst lookup p99 "
+          f"{worst:.2f} ms (bound 1 ms), failed lookups {len(errors)}: "
+          f"{'OK' if ok and not errors else 'OUT OF BOUNDS'}; wrote {args.out}/soak.md and soak.png")
+    return 0 if ok and not errors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

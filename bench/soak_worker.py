@@ -1,0 +1,98 @@
+"""One process of the soak's load: N confluent-kafka producers or N consumers.
+
+``python -m bench.soak_worker produce|consume BOOTSTRAP TOPIC PARTITIONS N RATE STOPFILE``.
+Every second it prints one JSON line: records acknowledged (or consumed) since the
+last line, and for producers the produce latencies of that second (send to
+acknowledgement, ms) as p50/p99/max. Producers send RATE records/s each, 100 B
+values stamped with the send time; consumers read every partition from the end.
+It stops when STOPFILE exists.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+
+
+def _pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def produce(bootstrap: str, topic: str, n: int, rate: int, stop: str) -> None:
+    from confluent_kafka import Producer
+
+    producers = [Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                           "log_level": 2}) for _ in range(n)]
+    lat: list[float] = []
+    acked = [0]
+
+    def done(err: object, msg: object, sent: float) -> None:
+        if err is None:
+            acked[0] += 1
+            lat.append((time.perf_counter() - sent) * 1000)
+
+    value = b"s" * 100
+    tick = time.monotonic()
+    per_step = max(1, rate // 100)  # 100 steps a second
+    while not os.path.exists(stop):
+        step = time.monotonic()
+        for p in producers:
+            for _ in range(per_step):
+                sent = time.perf_counter()
+                try:
+                    p.produce(topic, value, timestamp=int(time.time() * 1000),
+                              on_delivery=functools.partial(done, sent=sent))
+                except BufferError:
+                    break
+            p.poll(0)
+        if time.monotonic() - tick >= 1.0:
+            tick = time.monotonic()
+            print(json.dumps({"acked": acked[0], "p50": _pct(lat, 0.5), "p99": _pct(lat, 0.99),
+                              "max": max(lat, default=0.0)}), flush=True)
+            acked[0] = 0
+            lat.clear()
+        time.sleep(max(0.0, 0.01 - (time.monotonic() - step)))
+    for p in producers:
+        p.flush(10)
+
+
+def consume(bootstrap: str, topic: str, partitions: int, n: int, stop: str) -> None:
+    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+    consumers = []
+    for i in range(n):
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"soak-{os.getpid()}-{i}",
+                      "enable.auto.commit": False, "log_level": 2,
+                      "fetch.queue.backoff.ms": 0, "auto.offset.reset": "latest"})
+        c.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+        consumers.append(c)
+    got = 0
+    tick = time.monotonic()
+    while not os.path.exists(stop):
+        for c in consumers:
+            msgs = c.consume(500, 0.01)
+            got += sum(1 for m in msgs if m.error() is None)
+        if time.monotonic() - tick >= 1.0:
+            tick = time.monotonic()
+            print(json.dumps({"consumed": got}), flush=True)
+            got = 0
+    for c in consumers:
+        c.close()
+
+
+def main(argv: list[str]) -> None:
+    role, bootstrap, topic, partitions, n, rate, stop = argv
+    if role == "produce":
+        produce(bootstrap, topic, int(n), int(rate), stop)
+    else:
+        consume(bootstrap, topic, int(partitions), int(n), stop)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
