@@ -706,8 +706,12 @@ class Broker:
         from broker.security.credentials import CredentialStore, DataDirLock
 
         self._lock = DataDirLock(self.config.data_dir)
-        self.credentials = CredentialStore(self.config.data_dir)
-        self.partitions.open(self.loop)
+        try:
+            self.credentials = CredentialStore(self.config.data_dir)
+            self.partitions.open(self.loop)
+        except BaseException:
+            self._lock.release()  # a failed start must not keep the data dir locked
+            raise
         self.groups = GroupCoordinator(self.config, self.partitions.group_offsets,
                                        topics=self.partitions)
         self.groups.start(self.loop)

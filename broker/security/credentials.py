@@ -59,10 +59,13 @@ class CredentialStore:
     def load(self) -> None:
         try:
             raw = json.loads(self.path.read_text())
+            self._creds = {u: {m: ScramCredential.from_text(t) for m, t in ms.items()}
+                           for u, ms in raw.items()}
         except FileNotFoundError:
-            raw = {}
-        self._creds = {u: {m: ScramCredential.from_text(t) for m, t in ms.items()}
-                       for u, ms in raw.items()}
+            self._creds = {}
+        except (ValueError, KeyError, AttributeError, TypeError) as exc:
+            raise OSError(f"{self.path} is not a valid SCRAM credentials file "
+                          f"({type(exc).__name__})") from None
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
