@@ -442,6 +442,8 @@ class Connection(asyncio.Protocol):
             self.broker.loop.call_later(outcome.delay, self._late_close, outcome.data,
                                         outcome.close)
             return
+        if outcome.illegal_state is not None:
+            outcome.data = self._error_answer(outcome.illegal_state, ErrorCode.ILLEGAL_SASL_STATE)
         if gate.complete and gate.logins != self._logins:
             self._logins = gate.logins
             self.principal = gate.principal or ANONYMOUS
@@ -450,6 +452,20 @@ class Connection(asyncio.Protocol):
                      "re-authenticated" if self._logins > 1 else "authenticated",
                      self.listener, self.principal, gate.mechanism)
         self._emit(outcome.data, outcome.close)
+
+    def _error_answer(self, frame: bytes, code: ErrorCode) -> bytes | None:
+        """The frame's request answered with ``code`` in its API's error body, if it has one
+        (and the request decodes); else None."""
+        try:
+            request = papi.decode_request(frame)
+            route = self.broker.routes.get(request.api_key)
+            if route is None or route.error_body is None:
+                return None
+            body = route.error_body(request, int(code))
+            return papi.encode_response(request.api_key, request.api_version,
+                                        request.correlation_id, body)
+        except Exception:  # a malformed request: just the close
+            return None
 
     def _late_close(self, data: bytes | None, reason: str) -> None:
         log.warning("closing connection from %s: %s", self.peer, reason)

@@ -5,7 +5,8 @@ Invariants (Kafka's ``SaslServerAuthenticator``):
   served; any other request closes the connection without an answer.
 - A mechanism the listener does not offer -> UNSUPPORTED_SASL_MECHANISM (33) with the
   offered list, then close. Handshake v1: tokens travel in SaslAuthenticate (v0-2),
-  failure = SASL_AUTHENTICATION_FAILED (58) with a generic message, then close. Handshake
+  failure = SASL_AUTHENTICATION_FAILED (58) with a generic message, then close; another
+  request meanwhile gets ILLEGAL_SASL_STATE (34) in its API's error body, then close. Handshake
   v0: tokens travel as raw size-prefixed frames (PLAIN success = an empty frame),
   failure = a bare close. Failure answers and closes wait
   ``connection.failed.authentication.delay.ms``.
@@ -43,6 +44,9 @@ class Outcome:
     data: bytes | None = None  # a whole response frame (size prefix included)
     close: str | None = None  # close after ``data``, for this reason
     delay: float = 0.0  # wait this long before sending ``data`` and closing
+    # Answer this frame with ILLEGAL_SASL_STATE in its own API's error body (where the
+    # API has one) before closing: a request between a v1 handshake and success.
+    illegal_state: bytes | None = None
 
 
 class SaslGate:
@@ -90,7 +94,10 @@ class SaslGate:
             return self._handshake(frame)
         if api_key == SASL_AUTHENTICATE and self._state == "authenticate":
             return self._authenticate(frame, now)
-        return Outcome(close=f"request (API key {api_key}) before SASL authentication completed")
+        reason = f"request (API key {api_key}) before SASL authentication completed"
+        if self._state == "authenticate":
+            return Outcome(close=reason, illegal_state=frame)
+        return Outcome(close=reason)
 
     # ------------------------------------------------------------ steps
 

@@ -252,11 +252,19 @@ def test_sasl_port_without_sasl_closes_on_the_first_real_request(sb: SecureBroke
         assert closed_without_answer(s)
 
 
-def test_requests_after_a_handshake_but_before_authentication_close(sb: SecureBroker) -> None:
+def test_requests_after_a_handshake_but_before_authentication_get_34_then_close(
+        sb: SecureBroker) -> None:
     with sasl_socket(sb) as s:
         assert handshake(s, "PLAIN").error_code == 0
-        s.sendall(frame(0, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 1000,
-                               "topic_data": []}, 2))
+        s.sendall(frame(3, 12, {**METADATA_ALL, "topics": [{"name": "t", "topic_id": bytes(16)}]}, 2))
+        resp = read_frame(s)
+        assert resp is not None
+        [topic] = papi.decode_response(3, 12, resp)[1].topics
+        assert topic.error_code == 34
+        assert closed_without_answer(s)
+    with sasl_socket(sb) as s:  # legacy v0: the next frame is a token, not a request
+        assert handshake(s, "PLAIN", version=0).error_code == 0
+        s.sendall(frame(3, 12, METADATA_ALL, 2))
         assert closed_without_answer(s)
 
 
