@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: install run test test-docker bench chaos fuzz soak lint format check-java check-compose check-clients clean
+.PHONY: install run test test-docker bench chaos fuzz soak lint format check-java check-compose check-clients check-openssl clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -30,6 +30,12 @@ check-compose:
 	  echo "docker-compose not found: installing Debian's docker-compose"; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose; }
 
+## tests/security and bench_security make their CA and certificates with the openssl CLI.
+check-openssl:
+	@command -v openssl >/dev/null 2>&1 || { \
+	  echo "openssl not found: installing Debian's openssl"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends openssl; }
+
 ## Build the images with podman and run the compose integration suite (docs/operations.md);
 ## installs podman & co. with apt-get if missing. Host ports: CHRONOLOG_HOST_PORT etc.
 test-docker:
@@ -51,11 +57,11 @@ check-clients:
 run: install
 	$(BIN)/chronolog serve --data-dir $(DATA) --host $(HOST) --port $(PORT)
 
-test: install check-java check-compose check-clients
+test: install check-java check-compose check-clients check-openssl
 	$(BIN)/python -m pytest -q -ra
 	$(MAKE) --no-print-directory lint
 
-bench: install check-java
+bench: install check-java check-openssl
 	$(BIN)/python -m bench
 
 ## kill -9 rounds under load and simulated power loss, longer than the short run in `make test`.

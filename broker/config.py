@@ -42,6 +42,7 @@ def _setting(
     choices: tuple[str, ...] = (),
     minimum: int | None = None,
     nullable: bool = False,
+    sensitive: bool = False,
 ) -> Any:
     return field(
         default=default,
@@ -51,6 +52,7 @@ def _setting(
             "choices": choices,
             "minimum": minimum,
             "nullable": nullable,
+            "sensitive": sensitive,
         },
     )
 
@@ -62,11 +64,19 @@ class BrokerConfig:
     # --- listeners and identity ---
     listeners: str = _setting(
         "listeners", "PLAINTEXT://127.0.0.1:9092",
-        "Where the Kafka protocol listens (one PLAINTEXT listener; host 0.0.0.0 allowed).",
+        "Where the Kafka protocol listens: NAME://host:port[,...] (unique names and ports; "
+        "empty host or 0.0.0.0 = all interfaces). A NAME other than a protocol needs "
+        "listener.security.protocol.map.",
     )
     advertised_listeners: str = _setting(
         "advertised.listeners", "",
-        "The host:port clients are told in Metadata; empty = the listener itself.",
+        "NAME://host:port[,...] clients are told in Metadata and FindCoordinator, per "
+        "listener they came in on; a listener not named here advertises itself.",
+    )
+    listener_security_protocol_map: str = _setting(
+        "listener.security.protocol.map",
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        "NAME:PROTOCOL pairs: the security protocol of each listener name.",
     )
     node_id: int = _setting("node.id", 0, "This broker's id (also the controller id).", minimum=0)
     log_dirs: str = _setting("log.dirs", "./data", "The data directory (one directory).")
@@ -348,6 +358,96 @@ class BrokerConfig:
     metrics_listener: str = _setting(
         "metrics.listener", "", "host:port of the Prometheus /metrics endpoint; empty = off."
     )
+    # --- security: TLS (SSL and SASL_SSL listeners; listener.name.<name>.ssl.* overrides) ---
+    ssl_keystore_type: str = _setting(
+        "ssl.keystore.type", "JKS",
+        "Key store format; Chronolog reads PEM only (set PEM for SSL listeners).",
+        choices=("JKS", "PKCS12", "PEM"),
+    )
+    ssl_keystore_location: str = _setting(
+        "ssl.keystore.location", "",
+        "PEM file holding the private key (PKCS#8) and the certificate chain.",
+    )
+    ssl_keystore_password: str | None = _setting(
+        "ssl.keystore.password", None, "Not used with PEM key stores (Kafka rejects it there).",
+        nullable=True, sensitive=True,
+    )
+    ssl_keystore_key: str | None = _setting(
+        "ssl.keystore.key", None, "The private key inline (PEM, PKCS#8).",
+        nullable=True, sensitive=True,
+    )
+    ssl_keystore_certificate_chain: str = _setting(
+        "ssl.keystore.certificate.chain", "", "The certificate chain inline (PEM).",
+    )
+    ssl_key_password: str | None = _setting(
+        "ssl.key.password", None, "Password of an encrypted private key.",
+        nullable=True, sensitive=True,
+    )
+    ssl_truststore_type: str = _setting(
+        "ssl.truststore.type", "JKS",
+        "Trust store format; Chronolog reads PEM only.", choices=("JKS", "PKCS12", "PEM"),
+    )
+    ssl_truststore_location: str = _setting(
+        "ssl.truststore.location", "", "PEM file of the CA certificates that client certificates "
+        "must chain to.",
+    )
+    ssl_truststore_certificates: str = _setting(
+        "ssl.truststore.certificates", "", "The trusted CA certificates inline (PEM).",
+    )
+    ssl_truststore_password: str | None = _setting(
+        "ssl.truststore.password", None, "Not used with PEM trust stores.",
+        nullable=True, sensitive=True,
+    )
+    ssl_client_auth: str = _setting(
+        "ssl.client.auth", "none",
+        "Ask TLS clients for a certificate: none, requested (verified if sent) or required. "
+        "On SASL_SSL only the listener-prefixed form applies, as in Kafka.",
+        choices=("none", "requested", "required"),
+    )
+    ssl_enabled_protocols: str = _setting(
+        "ssl.enabled.protocols", "TLSv1.2,TLSv1.3", "TLS versions accepted (TLSv1.2, TLSv1.3).",
+    )
+    ssl_protocol: str = _setting(
+        "ssl.protocol", "TLSv1.3", "Accepted for compatibility; ssl.enabled.protocols decides.",
+    )
+    ssl_cipher_suites: str = _setting(
+        "ssl.cipher.suites", "",
+        "Cipher suites for TLS 1.2 (OpenSSL or IANA names); empty = OpenSSL's defaults. "
+        "TLS 1.3 suites cannot be restricted from Python.",
+    )
+    ssl_principal_mapping_rules: str = _setting(
+        "ssl.principal.mapping.rules", "DEFAULT",
+        "Only DEFAULT: the principal of a TLS client is User:<its certificate's DN>.",
+    )
+    # --- security: SASL (listener.name.<name>.sasl.* and .<mech>.sasl.jaas.config overrides) ---
+    sasl_enabled_mechanisms: str = _setting(
+        "sasl.enabled.mechanisms", "GSSAPI",
+        "SASL mechanisms offered: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default "
+        "GSSAPI is not implemented: set this for SASL listeners).",
+    )
+    sasl_jaas_config: str | None = _setting(
+        "sasl.jaas.config", None,
+        "JAAS for PLAIN: org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'user_NAME="password" ...;', nullable=True, sensitive=True,
+    )
+    sasl_server_max_receive_size: int = _setting(
+        "sasl.server.max.receive.size", 524288,
+        "Largest SASL token accepted before authentication.", minimum=1,
+    )
+    connections_max_reauth_ms: int = _setting(
+        "connections.max.reauth.ms", 0,
+        "Lifetime of a SASL session (KIP-368): clients re-authenticate before it ends, a "
+        "connection that does not is closed at its next request (0 = forever).", minimum=0,
+    )
+    connection_failed_authentication_delay_ms: int = _setting(
+        "connection.failed.authentication.delay.ms", 100,
+        "Delay the answer and the close after a failed authentication.", minimum=0,
+    )
+
+    def __post_init__(self) -> None:
+        # listener.name.<name>.<setting> overrides, as given (not a field: every field
+        # is one Kafka-named setting; these names are open-ended).
+        self.listener_overrides: dict[str, str] = {}
 
     # ------------------------------------------------------------------ loading
 
@@ -361,12 +461,17 @@ class BrokerConfig:
         """Build from Kafka-named string values; unknown names or bad values raise ConfigError."""
         known = cls.settings()
         kwargs: dict[str, Any] = {}
+        prefixed: dict[str, str] = {}
         for name, raw in values.items():
+            if name.startswith(LISTENER_PREFIX):
+                prefixed[name] = raw.strip()
+                continue
             f = known.get(name)
             if f is None:
                 raise ConfigError(f"unknown broker setting {name!r}")
             kwargs[f.name] = _parse(name, f, raw)
         cfg = cls(**kwargs)
+        cfg.listener_overrides = prefixed
         cfg.validate()
         return cfg
 
@@ -387,12 +492,16 @@ class BrokerConfig:
         for item in overrides:
             name, sep, value = item.partition("=")
             if not sep or not name.strip():
-                raise ConfigError(f"--override expects name=value, got {item!r}")
+                # Not echoed: the text may be a secret given in the wrong form.
+                raise ConfigError("--override expects name=value, got text without '='")
             values[name.strip()] = value.strip()
         if data_dir is not None:
             values["log.dirs"] = data_dir
-        if host is not None or port is not None:
-            cur_host, cur_port = parse_listener(values.get("listeners", cls.listeners))
+        given = parse_listener_items(values.get("listeners", cls.listeners))
+        if (host is not None or port is not None) and len(given) == 1 and given[0][0] == "PLAINTEXT":
+            # --host/--port: the shorthand for one PLAINTEXT listener. ``listeners`` naming
+            # several listeners or a secure one wins over them.
+            _, cur_host, cur_port = given[0]
             values["listeners"] = (
                 f"PLAINTEXT://{host if host is not None else cur_host}:"
                 f"{port if port is not None else cur_port}"
@@ -400,9 +509,9 @@ class BrokerConfig:
         return cls.from_properties(values)
 
     def validate(self) -> None:
-        parse_listener(self.listeners)
-        if self.advertised_listeners:
-            parse_listener(self.advertised_listeners)
+        from broker.security.listeners import check_listener_settings
+
+        check_listener_settings(self)
         if "," in self.log_dirs:
             raise ConfigError("log.dirs: Chronolog uses one data directory, got a list")
         if self.udp_listeners:
@@ -441,11 +550,31 @@ class BrokerConfig:
 
     @property
     def host(self) -> str:
-        return parse_listener(self.listeners)[0]
+        """The first listener's host."""
+        return _first_listener(self.listeners)[0]
 
     @property
     def port(self) -> int:
-        return parse_listener(self.listeners)[1]
+        """The first listener's port."""
+        return _first_listener(self.listeners)[1]
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """A setting as it applies on one listener: ``listener.name.<lower>.<name>`` if
+        given (as text), else the broker-wide value."""
+        override = self.listener_overrides.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
+        if override is not None:
+            return override
+        f = self.settings().get(name)
+        return None if f is None else getattr(self, f.name)
+
+    def is_sensitive(self, name: str) -> bool:
+        """Whether a setting holds a secret (never logged, described or returned)."""
+        if name.startswith(LISTENER_PREFIX):
+            return name.endswith("sasl.jaas.config") or any(
+                name.endswith("." + n) for n, f in self.settings().items()
+                if f.metadata["sensitive"])
+        f = self.settings().get(name)
+        return f is not None and bool(f.metadata["sensitive"])
 
     @property
     def data_dir(self) -> Path:
@@ -455,18 +584,15 @@ class BrokerConfig:
         """``advertised_host_port`` without a bound port (port 0 stays 0)."""
         return self.advertised_host_port(None)
 
-    def advertised_host_port(self, bound_port: int | None = None) -> tuple[str, int]:
-        """The (host, port) that Metadata tells clients to connect to.
+    def advertised_host_port(self, bound_port: int | None = None,
+                             listener: str | None = None) -> tuple[str, int]:
+        """The (host, port) that Metadata tells a client of ``listener`` (default: the
+        first) to connect to: its ``advertised.listeners`` entry if any, else the
+        listener itself, with a wildcard host shown as 127.0.0.1 and port 0 replaced by
+        the port actually bound."""
+        from broker.security.listeners import advertised_address
 
-        ``advertised.listeners`` if set, else the listener itself, with a wildcard
-        host shown as 127.0.0.1 and port 0 replaced by the port actually bound.
-        """
-        if self.advertised_listeners:
-            return parse_listener(self.advertised_listeners)
-        host, port = parse_listener(self.listeners)
-        if port == 0 and bound_port is not None:
-            port = bound_port
-        return ("127.0.0.1" if host in ("", "0.0.0.0", "::") else host), port
+        return advertised_address(self, listener, bound_port)
 
     @property
     def roll_ms(self) -> int:
@@ -537,11 +663,16 @@ class BrokerConfig:
             raise ConfigError(f"invalid topic config: {exc}") from exc
 
     def describe(self) -> dict[str, str]:
-        """Kafka name -> current value as text (for logs and docs)."""
+        """Kafka name -> current value as text (for logs and docs); secrets are masked."""
         out = {}
         for name, f in self.settings().items():
             value = getattr(self, f.name)
+            if f.metadata["sensitive"] and value is not None:
+                out[name] = SECRET_MASK
+                continue
             out[name] = "" if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
+        for name, value in sorted(self.listener_overrides.items()):
+            out[name] = SECRET_MASK if self.is_sensitive(name) else value
         return out
 
 
@@ -568,6 +699,10 @@ def _parse(name: str, f: dataclasses.Field[Any], raw: str) -> Any:
     default = f.default
     if meta["nullable"] and raw == "":
         return None
+    if str(f.type).startswith("str"):  # text (nullable text: None when empty), never a number
+        if meta["choices"] and raw not in meta["choices"]:
+            raise ConfigError(f"{name}: must be one of {', '.join(meta['choices'])}, got {raw!r}")
+        return raw
     if isinstance(default, bool):
         low = raw.lower()
         if low not in ("true", "false"):
@@ -596,24 +731,42 @@ def _parse(name: str, f: dataclasses.Field[Any], raw: str) -> Any:
     return raw
 
 
-_LISTENER = re.compile(r"^(?:(?P<proto>[A-Za-z_]+)://)?(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
+_LISTENER = re.compile(r"^(?:(?P<proto>[A-Za-z0-9_]+)://)?(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
+#: Prefix of per-listener overrides (``listener.name.<name>.<setting>``).
+LISTENER_PREFIX = "listener.name."
+#: What a secret's value is shown as wherever settings are printed.
+SECRET_MASK = "[hidden]"
+
+
+def parse_listener_items(value: str, what: str = "listeners") -> list[tuple[str, str, int]]:
+    """``NAME://host:port,...`` (or ``host:port``, meaning PLAINTEXT) -> [(NAME, host, port)]."""
+    out = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        m = _LISTENER.match(item)
+        if m is None:
+            raise ConfigError(f"{what}: expected PLAINTEXT://host:port (or NAME://host:port), got {item!r}")
+        port = int(m.group("port"))
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{what}: port {port} out of range")
+        out.append(((m.group("proto") or "PLAINTEXT").upper(), m.group("host").strip("[]"), port))
+    return out
+
+
+def _first_listener(value: str) -> tuple[str, int]:
+    items = parse_listener_items(value)
+    if not items:
+        raise ConfigError("listeners: no listener given")
+    return items[0][1], items[0][2]
 
 
 def parse_listener(value: str) -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` (or ``host:port``) -> (host, port); one listener only."""
-    items = [v.strip() for v in value.split(",") if v.strip()]
+    """``PLAINTEXT://host:port`` (or ``host:port``) -> (host, port); exactly one listener."""
+    items = parse_listener_items(value)
     if len(items) != 1:
         raise ConfigError(f"listeners: expected exactly one listener, got {value!r}")
-    m = _LISTENER.match(items[0])
-    if m is None:
-        raise ConfigError(f"listeners: expected PLAINTEXT://host:port, got {value!r}")
-    proto = (m.group("proto") or "PLAINTEXT").upper()
-    if proto != "PLAINTEXT":
-        raise ConfigError(f"listeners: only PLAINTEXT is supported, got {proto}")
-    port = int(m.group("port"))
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"listeners: port {port} out of range")
-    return m.group("host").strip("[]"), port
+    return items[0][1], items[0][2]
 
 
 def parse_host_port(value: str, name: str) -> tuple[str, int]:
@@ -642,7 +795,8 @@ def read_properties(path: Path) -> dict[str, str]:
             continue
         m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
         if m is None:
-            raise ConfigError(f"{path}:{lineno}: expected name=value, got {line!r}")
+            # The line itself is not echoed: it may hold a secret.
+            raise ConfigError(f"{path}:{lineno}: expected name=value")
         out[m.group(1)] = m.group(2)
     return out
 

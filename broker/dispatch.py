@@ -48,6 +48,7 @@ HANDLER_MODULES: dict[int, str] = {
     14: "sync_group",
     15: "describe_groups",
     16: "list_groups",
+    17: "sasl_handshake",
     18: "api_versions",
     19: "create_topics",
     20: "delete_topics",
@@ -57,6 +58,7 @@ HANDLER_MODULES: dict[int, str] = {
     32: "describe_configs",
     33: "alter_configs",
     35: "describe_log_dirs",
+    36: "sasl_authenticate",
     37: "create_partitions",
     42: "delete_groups",
     43: "elect_leaders",
@@ -64,6 +66,8 @@ HANDLER_MODULES: dict[int, str] = {
     45: "alter_partition_reassignments",
     46: "list_partition_reassignments",
     47: "offset_delete",
+    50: "describe_user_scram_credentials",
+    51: "alter_user_scram_credentials",
     60: "describe_cluster",
     61: "describe_producers",
     68: "consumer_group_heartbeat",
@@ -87,6 +91,8 @@ class RequestContext:
     # Set by a handler that must close its connection after answering (or, with no
     # answer, at its turn): acks=0 Produce with an error, as Kafka does.
     close_after: str | None = None
+    principal: str = "User:ANONYMOUS"
+    listener: str = "PLAINTEXT"
 
 
 @dataclass(frozen=True)

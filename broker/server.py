@@ -19,6 +19,14 @@ Invariants:
   does. A handler exception is logged with its traceback and answered with
   UNKNOWN_SERVER_ERROR where the API has a place for it, else the connection
   closes. Nothing a client sends can stop the server.
+- Listeners (``listeners``): one asyncio server per listener, each with its security
+  protocol. TLS listeners hand the socket to ``ssl`` (the handshake must finish within
+  SSL_HANDSHAKE_TIMEOUT_S); SASL listeners put every connection behind its
+  ``broker.security.sasl.SaslGate`` until it authenticates, with frames capped at
+  ``sasl.server.max.receive.size`` meanwhile. Back-pressure and the connection limits
+  above apply to every listener alike. A request's context carries the listener name and
+  the connection's principal (``User:ANONYMOUS``, the TLS certificate's DN, or the SASL
+  user).
 - Shutdown (SIGTERM/SIGINT) stops accepting, stops reading new requests, wakes
   long-polls, lets in-flight requests finish and their responses drain, then
   closes the logs (segments sealed, clean-shutdown marker written) and exits 0.
@@ -46,6 +54,9 @@ from broker.dispatch import RequestContext, Route
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import forget_store
 from broker.partitions import PartitionManager
+from broker.security.listeners import Listener, listeners, mechanisms
+from broker.security.sasl import Outcome, SaslGate
+from broker.security.tls import ANONYMOUS
 from protocol import api as papi
 from protocol.errors import ErrorCode
 
@@ -67,6 +78,7 @@ OUT_CHUNK = 256 * 1024
 SUMMARY_SLICE_MS = 2.0
 SUMMARY_GAP_S = 0.002
 SUMMARY_IDLE_S = 1.0
+SSL_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class _NullMetrics:
@@ -107,8 +119,14 @@ class _Slot:
 class Connection(asyncio.Protocol):
     """One client connection: frames in, ordered responses out."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
         self.broker = broker
+        self.listener = listener.name if listener is not None else "PLAINTEXT"
+        self.principal = ANONYMOUS
+        self._logins = 0
+        self._tls = listener is not None and listener.tls
+        self.gate: SaslGate | None = (
+            broker.sasl_gate(listener.name) if listener is not None and listener.sasl else None)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self._buf = bytearray()
@@ -127,6 +145,8 @@ class Connection(asyncio.Protocol):
         self._ip: str | None = None
         self.last_active = time.monotonic()
         self._max_frame = broker.config.socket_request_max_bytes
+        if self.gate is not None:  # before authentication: SASL's own, smaller limit
+            self._max_frame = min(self._max_frame, broker.config.sasl_server_max_receive_size)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -161,6 +181,10 @@ class Connection(asyncio.Protocol):
             return
         broker.per_ip[ip] = count + 1
         self._ip = ip
+        if self._tls:
+            from broker.security.tls import principal
+
+            self.principal = principal(transport.get_extra_info("peercert"))
         broker.connections.add(self)
         METRICS.connection_opened()
 
@@ -331,6 +355,11 @@ class Connection(asyncio.Protocol):
             METRICS.bytes_out(len(data))
 
     def _on_frame(self, frame: bytes) -> None:
+        if self.gate is not None:
+            outcome = self.gate.on_frame(frame)
+            if outcome is not None:
+                self._gate_outcome(outcome)
+                return
         if len(frame) < 8:
             self.close(f"request of {len(frame)} bytes is too short for a request header")
             return
@@ -365,7 +394,8 @@ class Connection(asyncio.Protocol):
             return
         broker = self.broker
         ctx = RequestContext(broker, broker.config, broker.partitions, self.peer, api_key,
-                             api_version, correlation_id, request.client_id)
+                             api_version, correlation_id, request.client_id,
+                             principal=self.principal, listener=self.listener)
         started = _perf()
         # Run the handler eagerly: most requests (ListOffsets, ApiVersions, Produce,
         # Metadata) never suspend, and answering them inline costs no task, no slot and
@@ -397,6 +427,55 @@ class Connection(asyncio.Protocol):
         broker.inflight.add(task)
         task.add_done_callback(self._task_done)
         self._update_reading()
+
+    def _gate_outcome(self, outcome: Outcome) -> None:
+        """Carry out what the SASL gate decided for a frame."""
+        gate = self.gate
+        assert gate is not None
+        if outcome.close is not None and outcome.delay > 0:
+            # Failed authentication: answer and close only after the delay, reading nothing
+            # more meanwhile (Kafka's connection.failed.authentication.delay.ms).
+            self._write_out()
+            self._closing = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+            self.broker.loop.call_later(outcome.delay, self._late_close, outcome.data,
+                                        outcome.close)
+            return
+        if outcome.illegal_state is not None:
+            outcome.data = self._error_answer(outcome.illegal_state, ErrorCode.ILLEGAL_SASL_STATE)
+        if gate.complete and gate.logins != self._logins:
+            self._logins = gate.logins
+            self.principal = gate.principal or ANONYMOUS
+            self._max_frame = self.broker.config.socket_request_max_bytes
+            log.info("%s %s on listener %s as %s (SASL/%s)", self.peer,
+                     "re-authenticated" if self._logins > 1 else "authenticated",
+                     self.listener, self.principal, gate.mechanism)
+        self._emit(outcome.data, outcome.close)
+
+    def _error_answer(self, frame: bytes, code: ErrorCode) -> bytes | None:
+        """The frame's request answered with ``code`` in its API's error body, if it has one
+        (and the request decodes); else None."""
+        try:
+            request = papi.decode_request(frame)
+            route = self.broker.routes.get(request.api_key)
+            if route is None or route.error_body is None:
+                return None
+            body = route.error_body(request, int(code))
+            return papi.encode_response(request.api_key, request.api_version,
+                                        request.correlation_id, body)
+        except Exception:  # a malformed request: just the close
+            return None
+
+    def _late_close(self, data: bytes | None, reason: str) -> None:
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if data is not None:
+            transport.write(data)
+            METRICS.bytes_out(len(data))
+        transport.close()
 
     def _emit(self, data: bytes | None, close_reason: str | None) -> None:
         """Queue a finished answer: straight out when nothing before it is pending, else
@@ -564,6 +643,12 @@ class Broker:
         self.last_request = 0.0
         self.poll_wake: asyncio.Future[None] | None = None
         self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self.listeners: list[Listener] = listeners(config)
+        # Listener name -> the port actually bound (port 0 resolved).
+        self.bound: dict[str, int] = {}
+        self._lock: Any = None
+        self.credentials: Any = None
         self._background: list[asyncio.Task[None]] = []
         self.cleaner: Any = None  # broker.cleaner_task.CleanerTask while the cleaner runs
         self._udp: Any = None
@@ -579,6 +664,24 @@ class Broker:
         self.groups: GroupCoordinator
         self.host = config.host
         self.port = config.port
+
+    def sasl_gate(self, listener: str) -> SaslGate:
+        """A new connection's SASL state on ``listener``."""
+        from broker.security.plain import jaas_users
+
+        cfg = self.config
+        return SaslGate(
+            mechanisms(cfg, listener),
+            lambda: jaas_users(cfg, listener),
+            self.credentials.get,
+            cfg.connections_max_reauth_ms,
+            cfg.connection_failed_authentication_delay_ms,
+        )
+
+    def advertised_for(self, listener: str) -> tuple[str, int]:
+        """The (host, port) Metadata and FindCoordinator tell a client of ``listener``."""
+        return self.config.advertised_host_port(self.bound.get(listener.upper(), self.port),
+                                                listener)
 
     def release_held(self) -> None:
         """Back-pressure eased: let held connections serve what they buffered (next pass)."""
@@ -617,19 +720,34 @@ class Broker:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
-        self.partitions.open(self.loop)
+        from broker.security.credentials import CredentialStore, DataDirLock
+
+        self._lock = DataDirLock(self.config.data_dir)
+        try:
+            self.credentials = CredentialStore(self.config.data_dir)
+            self.partitions.open(self.loop)
+        except BaseException:
+            self._lock.release()  # a failed start must not keep the data dir locked
+            raise
         self.groups = GroupCoordinator(self.config, self.partitions.group_offsets,
                                        topics=self.partitions)
         self.groups.start(self.loop)
-        host, port = self.config.host, self.config.port
-        # The listener is bound first (so port 0 resolves and a taken port fails early)
-        # but accepts only once UDP ingest and metrics run too: whoever waits for the
+        # The listeners are bound first (so port 0 resolves and a taken port fails early)
+        # but accept only once UDP ingest and metrics run too: whoever waits for a
         # port to open finds the whole broker up.
         try:
-            self._server = await self.loop.create_server(
-                lambda: Connection(self), host or None, port, reuse_address=True, backlog=1024,
-                start_serving=False,
-            )
+            from broker.security.tls import server_context
+
+            for lst in self.listeners:
+                ctx = server_context(self.config, lst.name, lst.protocol) if lst.tls else None
+                server = await self.loop.create_server(
+                    lambda lst=lst: Connection(self, lst), lst.host or None, lst.port,  # type: ignore[misc]
+                    reuse_address=True, backlog=1024, start_serving=False, ssl=ctx,
+                    ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S if ctx is not None else None,
+                )
+                self._servers.append(server)
+                self.bound[lst.name] = server.sockets[0].getsockname()[1]
+            self._server = self._servers[0]
             sock = self._server.sockets[0]
             self.host, self.port = sock.getsockname()[:2]
             if self.config.udp_listeners:
@@ -644,16 +762,20 @@ class Broker:
                 self._metrics_server = start_metrics_server(mhost, mport, self)
         except BaseException:
             await self._stop_extras()
-            if self._server is not None:
-                self._server.close()
+            for server in self._servers:
+                server.close()
             self.partitions.close()
+            self._lock.release()
             raise
         self._start_background()
         # Everything allocated so far (modules, codecs, opened logs) lives as long as the
         # process: keep it out of the cyclic GC's generations so collections stay short.
         gc.freeze()
-        await self._server.start_serving()
-        log.info("chronolog broker ready on %s:%d", self.host, self.port)
+        for server in self._servers:
+            await server.start_serving()
+        log.info("chronolog broker ready on %s:%d (listeners: %s)", self.host, self.port,
+                 ", ".join(f"{lst.name}://{lst.host}:{self.bound[lst.name]} ({lst.protocol})"
+                           for lst in self.listeners))
 
     def _start_background(self) -> None:
         cfg = self.config
@@ -769,8 +891,8 @@ class Broker:
         self.stopping = True
         log.info("broker stopping: %d connections, %d requests in flight",
                  len(self.connections), len(self.inflight))
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for conn in list(self.connections):
             conn._update_reading()
         await self._stop_udp()
@@ -793,6 +915,8 @@ class Broker:
         await self._stop_extras()
         self.partitions.close()
         forget_store(self.partitions.state_dir)
+        if self._lock is not None:
+            self._lock.release()
         log.info("broker stopped cleanly")
 
 

@@ -166,8 +166,11 @@ class BrokerConnection:
 
     @classmethod
     async def open(
-        cls, host: str, port: int, *, client_id: str, request_timeout: float
+        cls, host: str, port: int, *, client_id: str, request_timeout: float,
+        ssl: Any = None,
     ) -> BrokerConnection:
+        """Connect (over TLS with ``ssl``, an ``ssl.SSLContext``; SASL is
+        ``client.security``'s job once connected)."""
         loop = asyncio.get_running_loop()
         holder: list[_Channel] = []
 
@@ -178,7 +181,9 @@ class BrokerConnection:
 
         try:
             transport, _ = await asyncio.wait_for(
-                loop.create_connection(factory, host, port), request_timeout
+                loop.create_connection(factory, host, port, ssl=ssl,
+                                       server_hostname=host if ssl is not None else None),
+                request_timeout
             )
         except (OSError, TimeoutError) as e:
             raise KafkaError(

@@ -29,6 +29,7 @@ from construct import Construct, ConstructError, Container
 from protocol import (
     alter_configs,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -43,6 +44,7 @@ from protocol import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    describe_user_scram_credentials,
     elect_leaders,
     fastpath,
     fetch,
@@ -61,6 +63,8 @@ from protocol import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
 )
 from protocol.errors import ErrorCode
@@ -82,6 +86,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -91,6 +96,7 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -98,6 +104,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     CONSUMER_GROUP_HEARTBEAT = 68
@@ -131,6 +139,8 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.SYNC_GROUP: ApiRange("SyncGroup", 0, 5, 0, 4),
     ApiKey.DESCRIBE_GROUPS: ApiRange("DescribeGroups", 0, 6, 0, 5),
     ApiKey.LIST_GROUPS: ApiRange("ListGroups", 0, 5, 0, 3),
+    # SaslHandshake has no flexible version; never advertise past v1 (KAFKA-9577).
+    ApiKey.SASL_HANDSHAKE: ApiRange("SaslHandshake", 0, 1, 0, 2),
     ApiKey.API_VERSIONS: ApiRange("ApiVersions", 0, 4, 0, 3),
     ApiKey.CREATE_TOPICS: ApiRange("CreateTopics", 2, 7, 2, 5),
     ApiKey.DELETE_TOPICS: ApiRange("DeleteTopics", 1, 6, 1, 4),
@@ -140,6 +150,7 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.DESCRIBE_CONFIGS: ApiRange("DescribeConfigs", 0, 4, 0, 4),
     ApiKey.ALTER_CONFIGS: ApiRange("AlterConfigs", 0, 2, 0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: ApiRange("DescribeLogDirs", 0, 4, 0, 2),
+    ApiKey.SASL_AUTHENTICATE: ApiRange("SaslAuthenticate", 0, 2, 0, 2),
     ApiKey.CREATE_PARTITIONS: ApiRange("CreatePartitions", 0, 3, 0, 2),
     ApiKey.DELETE_GROUPS: ApiRange("DeleteGroups", 0, 2, 0, 2),
     ApiKey.ELECT_LEADERS: ApiRange("ElectLeaders", 0, 2, 0, 2),
@@ -148,6 +159,8 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ApiRange("ListPartitionReassignments", 0, 0, 0, 0),
     # OffsetDelete has no flexible version: 1 is past the only one served.
     ApiKey.OFFSET_DELETE: ApiRange("OffsetDelete", 0, 0, 0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ApiRange("DescribeUserScramCredentials", 0, 0, 0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ApiRange("AlterUserScramCredentials", 0, 0, 0, 0),
     ApiKey.DESCRIBE_CLUSTER: ApiRange("DescribeCluster", 0, 2, 0, 0),
     ApiKey.DESCRIBE_PRODUCERS: ApiRange("DescribeProducers", 0, 0, 0, 0),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ApiRange("ConsumerGroupHeartbeat", 0, 1, 0, 0),
@@ -169,6 +182,7 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.SYNC_GROUP: (sync_group.REQUEST, sync_group.RESPONSE),
     ApiKey.DESCRIBE_GROUPS: (describe_groups.REQUEST, describe_groups.RESPONSE),
     ApiKey.LIST_GROUPS: (list_groups.REQUEST, list_groups.RESPONSE),
+    ApiKey.SASL_HANDSHAKE: (sasl_handshake.REQUEST, sasl_handshake.RESPONSE),
     ApiKey.API_VERSIONS: (api_versions.REQUEST, api_versions.RESPONSE),
     ApiKey.CREATE_TOPICS: (create_topics.REQUEST, create_topics.RESPONSE),
     ApiKey.DELETE_TOPICS: (delete_topics.REQUEST, delete_topics.RESPONSE),
@@ -178,6 +192,7 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.DESCRIBE_CONFIGS: (describe_configs.REQUEST, describe_configs.RESPONSE),
     ApiKey.ALTER_CONFIGS: (alter_configs.REQUEST, alter_configs.RESPONSE),
     ApiKey.DESCRIBE_LOG_DIRS: (describe_log_dirs.REQUEST, describe_log_dirs.RESPONSE),
+    ApiKey.SASL_AUTHENTICATE: (sasl_authenticate.REQUEST, sasl_authenticate.RESPONSE),
     ApiKey.CREATE_PARTITIONS: (create_partitions.REQUEST, create_partitions.RESPONSE),
     ApiKey.DELETE_GROUPS: (delete_groups.REQUEST, delete_groups.RESPONSE),
     ApiKey.ELECT_LEADERS: (elect_leaders.REQUEST, elect_leaders.RESPONSE),
@@ -187,6 +202,10 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (list_partition_reassignments.REQUEST,
                                           list_partition_reassignments.RESPONSE),
     ApiKey.OFFSET_DELETE: (offset_delete.REQUEST, offset_delete.RESPONSE),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (describe_user_scram_credentials.REQUEST,
+                                             describe_user_scram_credentials.RESPONSE),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (alter_user_scram_credentials.REQUEST,
+                                          alter_user_scram_credentials.RESPONSE),
     ApiKey.DESCRIBE_CLUSTER: (describe_cluster.REQUEST, describe_cluster.RESPONSE),
     ApiKey.DESCRIBE_PRODUCERS: (describe_producers.REQUEST, describe_producers.RESPONSE),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (consumer_group_heartbeat.REQUEST, consumer_group_heartbeat.RESPONSE),

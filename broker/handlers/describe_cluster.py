@@ -37,7 +37,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
         return _answer(int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
                        f"Unsupported endpoint type {etype}", etype, {})
     node = ctx.config.node_id
-    host, port = ctx.config.advertised_host_port(ctx.broker.port)
+    host, port = ctx.broker.advertised_for(ctx.listener)
     ops = (CLUSTER_OPERATIONS if body.include_cluster_authorized_operations
            else dcl.AUTHORIZED_OPERATIONS_OMITTED)
     return _answer(0, None, etype, {

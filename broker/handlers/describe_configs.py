@@ -18,6 +18,8 @@ Invariants:
   runtime; name "" -> the cluster-wide dynamic defaults that are set (source 3); another
   id or a non-integer name -> INVALID_REQUEST (42) with a message.
 - A topic config's broker synonyms include the dynamic levels too (2, then 3, before 4).
+- Sensitive settings (``BrokerConfig`` fields marked so: passwords, keys, JAAS) are
+  described with value null and ``is_sensitive`` true, in synonyms too, as Kafka does.
 - Any other resource type -> INVALID_REQUEST (42) with a message naming it.
 - ``configuration_keys`` null or empty = every config; unknown keys are skipped.
 - Synonyms (v1+, only when IncludeSynonyms): the topic override first, then set
@@ -252,16 +254,24 @@ def broker_entries(config: BrokerConfig, dynamic: DynamicBrokerConfigs | None = 
     return out
 
 
+def _sensitive(name: str) -> bool:
+    """Secrets (``ssl.key.password``, ``sasl.jaas.config``, ...) are described as null."""
+    f = _broker_fields().get(name)
+    return f is not None and bool(f.metadata.get("sensitive"))
+
+
 def _wire(entry: Entry, synonyms: bool, documentation: bool) -> dict[str, Any]:
+    secret = _sensitive(entry.name)
     return {
         "name": entry.name,
-        "value": entry.value,
+        "value": None if secret else entry.value,
         "read_only": entry.read_only,
         "is_default": entry.is_default,
         "config_source": entry.source,
-        "is_sensitive": False,
+        "is_sensitive": secret,
         "synonyms": [
-            {"name": s.name, "value": s.value, "source": s.source} for s in entry.synonyms
+            {"name": s.name, "value": None if _sensitive(s.name) else s.value, "source": s.source}
+            for s in entry.synonyms
         ] if synonyms else [],
         "config_type": entry.config_type,
         "documentation": entry.documentation if documentation else None,

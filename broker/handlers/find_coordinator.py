@@ -18,11 +18,9 @@ TRANSACTION = 1
 
 
 def advertised(ctx: Any) -> tuple[str, int]:
-    """The host and port clients should use: the advertised listener, else where we listen."""
-    cfg = ctx.config
-    host, port = cfg.advertised()
-    if not cfg.advertised_listeners and port == 0:
-        port = ctx.broker.port
+    """The host and port clients should use: the advertised address of the listener the
+    request came in on, else where that listener listens."""
+    host, port = ctx.broker.advertised_for(ctx.listener)
     return host, port
 
 

@@ -99,7 +99,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
             topics.append(_topic_entry(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), []))
             continue
         topics.append(_topic_entry(name, 0, _partitions(node, count), pm.topic_id(name)))
-    host, port = ctx.config.advertised_host_port(ctx.broker.port)
+    host, port = ctx.broker.advertised_for(ctx.listener)
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": node, "host": host, "port": port, "rack": None}],

@@ -1,0 +1,138 @@
+"""Client-side security for the bundled client and the CLI: TLS and SASL (PLAIN, SCRAM),
+configured with librdkafka's names.
+
+Invariants:
+- Settings are librdkafka's: ``security.protocol`` (plaintext, ssl, sasl_plaintext,
+  sasl_ssl; any case), ``sasl.mechanism(s)``, ``sasl.username``, ``sasl.password``,
+  ``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``,
+  ``ssl.key.password``, ``ssl.endpoint.identification.algorithm`` (https = verify the
+  host name, the default; none = don't). An unknown name is an error, not ignored.
+- SASL runs right after connecting: SaslHandshake v1, then SaslAuthenticate v1 rounds;
+  a refusal raises KafkaError(SASL_AUTHENTICATION_FAILED or the broker's code).
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.security.listeners import is_sasl, is_tls
+from broker.security.scram import MECHANISMS, AuthenticationFailed, ScramClient
+from client.connection import BrokerConnection
+from protocol.errors import ErrorCode, KafkaError
+
+KNOWN = frozenset({
+    "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
+    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
+    "ssl.endpoint.identification.algorithm", "client.id",
+})
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+
+
+@dataclass
+class ClientSecurity:
+    protocol: str = "PLAINTEXT"
+    mechanism: str = "PLAIN"
+    username: str = ""
+    password: str = field(default="", repr=False)
+    ca_location: str = ""
+    certificate_location: str = ""
+    key_location: str = ""
+    key_password: str | None = field(default=None, repr=False)
+    verify_hostname: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, str]) -> ClientSecurity:
+        unknown = sorted(set(settings) - KNOWN)
+        if unknown:
+            raise ValueError(f"unknown client security setting(s): {', '.join(unknown)}")
+        proto = settings.get("security.protocol", "plaintext").upper()
+        if proto not in PROTOCOLS:
+            raise ValueError(f"security.protocol must be one of {', '.join(PROTOCOLS)}")
+        mech = (settings.get("sasl.mechanism") or settings.get("sasl.mechanisms") or "PLAIN").upper()
+        if mech != "PLAIN" and mech not in MECHANISMS:
+            raise ValueError(f"sasl.mechanism {mech} is not supported (PLAIN, SCRAM-SHA-256/512)")
+        return cls(
+            protocol=proto, mechanism=mech,
+            username=settings.get("sasl.username", ""),
+            password=settings.get("sasl.password", ""),
+            ca_location=settings.get("ssl.ca.location", ""),
+            certificate_location=settings.get("ssl.certificate.location", ""),
+            key_location=settings.get("ssl.key.location", ""),
+            key_password=settings.get("ssl.key.password"),
+            verify_hostname=settings.get("ssl.endpoint.identification.algorithm",
+                                         "https").lower() != "none",
+        )
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not is_tls(self.protocol):
+            return None
+        ctx = ssl.create_default_context(cafile=self.ca_location or None)
+        ctx.check_hostname = self.verify_hostname
+        if self.certificate_location:
+            ctx.load_cert_chain(self.certificate_location, self.key_location or None,
+                                password=self.key_password)
+        return ctx
+
+
+def read_client_config(path: str | Path) -> dict[str, str]:
+    """``name=value`` lines (``#`` comments), as librdkafka's and Kafka's tools read them."""
+    out: dict[str, str] = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        name, sep, value = line.partition("=")
+        if not sep:
+            raise ValueError(f"{path}: expected name=value, got {line!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+async def _token(conn: BrokerConnection, token: bytes) -> bytes:
+    resp = await conn.request(SASL_AUTHENTICATE, 1, {"auth_bytes": token})
+    if resp.error_code:
+        raise KafkaError(ErrorCode(resp.error_code), resp.error_message or "")
+    return bytes(resp.auth_bytes)
+
+
+async def authenticate(conn: BrokerConnection, sec: ClientSecurity) -> None:
+    """SASL on a fresh connection (KIP-152 framing)."""
+    resp = await conn.request(SASL_HANDSHAKE, 1, {"mechanism": sec.mechanism})
+    if resp.error_code:
+        raise KafkaError(ErrorCode(resp.error_code),
+                         f"broker offers {', '.join(resp.mechanisms)}, not {sec.mechanism}")
+    if sec.mechanism == "PLAIN":
+        await _token(conn, b"\x00" + sec.username.encode() + b"\x00" + sec.password.encode())
+        return
+    client = ScramClient(sec.mechanism, sec.username, sec.password)
+    server_first = await _token(conn, client.first())
+    server_final = await _token(conn, client.final(server_first))
+    try:
+        client.verify(server_final)
+    except AuthenticationFailed as exc:
+        raise KafkaError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
+
+
+async def open_connection(host: str, port: int, sec: ClientSecurity, *, client_id: str,
+                          request_timeout: float) -> BrokerConnection:
+    """A connection with TLS and SASL done as ``sec`` says."""
+    conn = await BrokerConnection.open(host, port, client_id=client_id,
+                                       request_timeout=request_timeout, ssl=sec.ssl_context())
+    if is_sasl(sec.protocol):
+        try:
+            await authenticate(conn, sec)
+        except BaseException:
+            await conn.close()
+            raise
+    return conn
+
+
+def describe(sec: ClientSecurity) -> dict[str, Any]:
+    """What may be printed about the settings (never the password)."""
+    return {"security.protocol": sec.protocol, "sasl.mechanism": sec.mechanism,
+            "sasl.username": sec.username, "ssl.ca.location": sec.ca_location}

@@ -1,0 +1,128 @@
+"""One broker with every kind of listener, shared by the security tests of a module.
+
+PLAINTEXT (127.0.0.1), SASL_SSL and SSL with required client certificates (``localhost``,
+which the broker certificate names), SASL_PLAINTEXT (127.0.0.1). SASL offers PLAIN (user
+alice, from the JAAS setting) and SCRAM-SHA-256/512 (user bob, created offline with
+``chronolog users add --data-dir`` before the broker starts).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from protocol import api as papi
+from tests.conftest import BrokerProcess, free_port_number
+from tests.security.certs import Pki, make_pki
+
+ALICE = ("alice", "alice-Secret-1")
+BOB = ("bob", "bob-Secret-2")
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+        f'user_{ALICE[0]}="{ALICE[1]}";')
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def chronolog(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "client.cli", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+
+
+@dataclass
+class SecureBroker:
+    proc: BrokerProcess
+    pki: Pki
+    ports: dict[str, int]
+
+    def bootstrap(self, listener: str) -> str:
+        host = "localhost" if listener in ("SASL_SSL", "SSL") else "127.0.0.1"
+        return f"{host}:{self.ports[listener]}"
+
+
+def start_secure_broker(tmp: Path, extra: dict[str, str] | None = None) -> SecureBroker:
+    pki = make_pki(tmp / "pki")
+    data = tmp / "data"
+    data.mkdir()
+    for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        r = chronolog("users", "add", "--data-dir", str(data), "--user", BOB[0],
+                      "--password", BOB[1], "--mechanism", mech)
+        assert r.returncode == 0, r.stderr
+    ports = {name: free_port_number() for name in ("PLAINTEXT", "SASL_SSL", "SASL_PLAINTEXT", "SSL")}
+    overrides = {
+        "listeners": (f"PLAINTEXT://127.0.0.1:{ports['PLAINTEXT']},"
+                      f"SASL_SSL://localhost:{ports['SASL_SSL']},"
+                      f"SASL_PLAINTEXT://127.0.0.1:{ports['SASL_PLAINTEXT']},"
+                      f"SSL://localhost:{ports['SSL']}"),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": pki.broker_keystore,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": pki.ca,
+        "listener.name.ssl.ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.jaas.config": JAAS,
+        "group.initial.rebalance.delay.ms": "0",
+        **(extra or {}),
+    }
+    proc = BrokerProcess(data, ports["PLAINTEXT"], overrides).start()
+    return SecureBroker(proc, pki, ports)
+
+
+def frame(api_key: int, version: int, body: dict[str, Any], correlation_id: int = 1) -> bytes:
+    return papi.encode_request(api_key, version, correlation_id, "raw", body)
+
+
+def read_frame(sock: socket.socket) -> bytes | None:
+    """One response frame, or None when the broker closed the connection."""
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    (size,) = struct.unpack(">i", head)
+    body = b""
+    while len(body) < size:
+        chunk = sock.recv(size - len(body))
+        if not chunk:
+            return None
+        body += chunk
+    return body
+
+
+def closed_without_answer(sock: socket.socket, timeout: float = 5.0) -> bool:
+    """True when the peer closes (or resets) the connection without sending anything."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+
+
+METADATA_ALL = {"topics": None, "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False}
+
+
+def sasl_socket(sb: SecureBroker) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", sb.ports["SASL_PLAINTEXT"]), timeout=5)
+
+
+def handshake(s: socket.socket, mechanism: str, version: int = 1) -> Any:
+    """Send SaslHandshake and return its decoded answer."""
+    s.sendall(frame(17, version, {"mechanism": mechanism}))
+    resp = read_frame(s)
+    assert resp is not None
+    return papi.decode_response(17, version, resp)[1]
+
+
+def plain_login(s: socket.socket, user: tuple[str, str], correlation_id: int = 2) -> Any:
+    """SaslHandshake v1 + one SaslAuthenticate v1 with a PLAIN token; the decoded answer."""
+    handshake(s, "PLAIN")
+    token = b"\x00" + user[0].encode() + b"\x00" + user[1].encode()
+    s.sendall(frame(36, 1, {"auth_bytes": token}, correlation_id))
+    resp = read_frame(s)
+    assert resp is not None
+    return papi.decode_response(36, 1, resp)[1]
