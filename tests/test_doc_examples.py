@@ -22,6 +22,7 @@ topic ``udp``), as in docs/operations.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -165,12 +166,16 @@ class DocSession:
             os.chdir(cwd)
 
     def server(self, code: str) -> None:
-        (self.dir / "server.properties").write_text("log.dirs=./data-from-properties\n")
         for n, line in enumerate(_commands(code)):
             if line.startswith("make test"):
                 continue  # this suite is what `make test` runs
             port = _free_port()
-            data = self.dir / f"server-data-{n}"
+            # A directory of its own: ./data here is the document's running broker's.
+            cwd = self.dir / f"server-{n}"
+            cwd.mkdir()
+            (cwd / ".venv").symlink_to(VENV_BIN.parent)
+            (cwd / "server.properties").write_text("log.dirs=./data-from-properties\n")
+            data = cwd / "data"
             line = line.rstrip("&").strip().replace("0.0.0.0", "127.0.0.1")
             line = line.replace(DEFAULT_UDP, f"127.0.0.1:{_free_port()}")
             line = re.sub(r"--data-dir \S+", f"--data-dir {data}", line)
@@ -178,7 +183,7 @@ class DocSession:
                 argv = ["make", "-C", str(ROOT), "run", f"PORT={port}", f"DATA={data}"]
             else:
                 argv = shlex.split(line) + ["--host", "127.0.0.1", "--port", str(port)]
-            proc = subprocess.Popen(argv, cwd=self.dir, env=self.env, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(argv, cwd=cwd, env=self.env, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 _wait_listening(port, proc)
@@ -189,7 +194,8 @@ class DocSession:
             finally:
                 # `make run` passes on the broker's exit status: signal the broker, not make.
                 for pid in _children(proc.pid) if argv[0] == "make" else [proc.pid]:
-                    os.kill(pid, signal.SIGTERM)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGTERM)
             code_ = proc.wait(timeout=60)
             assert code_ == 0, f"{line!r} exited {code_} on SIGTERM"
 
