@@ -46,6 +46,7 @@ from broker.dispatch import RequestContext, Route
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import forget_store
 from broker.partitions import PartitionManager
+from broker.txn.service import TransactionService
 from protocol import api as papi
 from protocol.errors import ErrorCode
 
@@ -576,6 +577,8 @@ class Broker:
         self.loop: asyncio.AbstractEventLoop
         # The group coordinator (``ctx.broker.groups``), opened with the partitions.
         self.groups: GroupCoordinator
+        # The transaction coordinator (``ctx.broker.txns``), opened after the groups.
+        self.txns: TransactionService
         self.host = config.host
         self.port = config.port
 
@@ -620,6 +623,9 @@ class Broker:
         self.groups = GroupCoordinator(self.config, self.partitions.group_offsets,
                                        topics=self.partitions)
         self.groups.start(self.loop)
+        self.txns = TransactionService(self.partitions, self.groups,
+                                       max_timeout_ms=self.config.transaction_max_timeout_ms)
+        await self.txns.open()
         host, port = self.config.host, self.config.port
         # The listener is bound first (so port 0 resolves and a taken port fails early)
         # but accepts only once UDP ingest and metrics run too: whoever waits for the
@@ -670,6 +676,10 @@ class Broker:
         self._background.append(self.loop.create_task(
             self._every_async(cfg.offsets_retention_check_interval_ms, self.groups.expire_offsets,
                               "offset expiry", first=True), name="offset-expiry"))
+        self._background.append(self.loop.create_task(
+            self._every_async(cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                              self.txns.abort_timed_out, "transaction timeout"),
+            name="transaction-timeout"))
         if cfg.idle_poll_us > 0:
             self._background.append(self.loop.create_task(
                 self._idle_poll(cfg.idle_poll_us / 1e6), name="idle-poll"))
@@ -783,6 +793,7 @@ class Broker:
                 conn.transport.close()  # flushes what is buffered, then closes
         await asyncio.sleep(0)
         await self._stop_extras()
+        self.txns.close()
         self.partitions.close()
         forget_store(self.partitions.state_dir)
         log.info("broker stopped cleanly")

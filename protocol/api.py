@@ -27,6 +27,8 @@ from typing import Any, NamedTuple
 from construct import Construct, ConstructError, Container
 
 from protocol import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
@@ -44,6 +46,7 @@ from protocol import (
     describe_producers,
     describe_topic_partitions,
     elect_leaders,
+    end_txn,
     fastpath,
     fetch,
     find_coordinator,
@@ -62,6 +65,7 @@ from protocol import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
 )
 from protocol.errors import ErrorCode
 from protocol.schema import Message
@@ -88,6 +92,10 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -137,6 +145,10 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.DELETE_RECORDS: ApiRange("DeleteRecords", 0, 2, 0, 2),
     ApiKey.INIT_PRODUCER_ID: ApiRange("InitProducerId", 0, 4, 0, 2),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: ApiRange("OffsetForLeaderEpoch", 0, 4, 0, 4),
+    ApiKey.ADD_PARTITIONS_TO_TXN: ApiRange("AddPartitionsToTxn", 0, 3, 0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: ApiRange("AddOffsetsToTxn", 0, 3, 0, 3),
+    ApiKey.END_TXN: ApiRange("EndTxn", 0, 3, 0, 3),
+    ApiKey.TXN_OFFSET_COMMIT: ApiRange("TxnOffsetCommit", 0, 3, 0, 3),
     ApiKey.DESCRIBE_CONFIGS: ApiRange("DescribeConfigs", 0, 4, 0, 4),
     ApiKey.ALTER_CONFIGS: ApiRange("AlterConfigs", 0, 2, 0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: ApiRange("DescribeLogDirs", 0, 4, 0, 2),
@@ -175,6 +187,10 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.DELETE_RECORDS: (delete_records.REQUEST, delete_records.RESPONSE),
     ApiKey.INIT_PRODUCER_ID: (init_producer_id.REQUEST, init_producer_id.RESPONSE),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (offset_for_leader_epoch.REQUEST, offset_for_leader_epoch.RESPONSE),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (add_partitions_to_txn.REQUEST, add_partitions_to_txn.RESPONSE),
+    ApiKey.ADD_OFFSETS_TO_TXN: (add_offsets_to_txn.REQUEST, add_offsets_to_txn.RESPONSE),
+    ApiKey.END_TXN: (end_txn.REQUEST, end_txn.RESPONSE),
+    ApiKey.TXN_OFFSET_COMMIT: (txn_offset_commit.REQUEST, txn_offset_commit.RESPONSE),
     ApiKey.DESCRIBE_CONFIGS: (describe_configs.REQUEST, describe_configs.RESPONSE),
     ApiKey.ALTER_CONFIGS: (alter_configs.REQUEST, alter_configs.RESPONSE),
     ApiKey.DESCRIBE_LOG_DIRS: (describe_log_dirs.REQUEST, describe_log_dirs.RESPONSE),
