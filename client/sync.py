@@ -250,8 +250,10 @@ class SyncClient:
         end_offset: int | None = None,
         *,
         follow: bool = False,
+        isolation_level: int = 0,
     ) -> Generator[Record, None, None]:
-        chunks = self._client.consume_chunks(topic, partition, start_offset, end_offset, follow=follow)
+        chunks = self._client.consume_chunks(topic, partition, start_offset, end_offset,
+                                             follow=follow, isolation_level=isolation_level)
         return self._iterate(chunks)
 
     def consume_chunks(
@@ -262,10 +264,12 @@ class SyncClient:
         end_offset: int | None = None,
         *,
         follow: bool = False,
+        isolation_level: int = 0,
     ) -> Generator[list[Record], None, None]:
         """Like :meth:`consume`, one list per Fetch (one thread hop per list, not per record)."""
         chunks = self._client.consume_chunks(
-            topic, partition, start_offset, end_offset, follow=follow
+            topic, partition, start_offset, end_offset, follow=follow,
+            isolation_level=isolation_level,
         )
         return self._iterate_chunks(chunks)
 
