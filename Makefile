@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: install run test bench chaos lint format check-java check-compose clean
+.PHONY: install run test bench chaos fuzz lint format check-java check-compose clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -45,6 +45,12 @@ CHAOS_ROUNDS ?= 25
 chaos: install
 	CHRONOLOG_CHAOS_ROUNDS=$(CHAOS_ROUNDS) CHRONOLOG_POWER_LOSS_EXAMPLES=50 \
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/reliability
+
+## 1,000,000 mutated requests of every API and version against a live broker (bounded: 30 min).
+FUZZ_REQUESTS ?= 1000000
+fuzz: install
+	$(BIN)/python -m tests.reliability.fuzz_live --requests $(FUZZ_REQUESTS) --seconds 1800 \
+	  --dir $$(mktemp -d /tmp/chronolog-fuzz-XXXXXX)
 
 lint: install
 	$(BIN)/ruff check broker protocol storage client pipeline tests bench

@@ -8,7 +8,9 @@ Invariants:
   clients may ask by id alone (null name), as librdkafka does to resolve KIP-848
   assignments: a known id is answered under its name, an unknown one with
   UNKNOWN_TOPIC_ID (100), a null name and the id echoed. Before v10 a null name
-  cannot be sent.
+  cannot be sent; v10-11 can send one but cannot answer one (the response name is
+  nullable from v12): such a topic gets INVALID_REQUEST (42) under the name "", as
+  Kafka refuses it ("Topic name can not be null for version 10/11").
 - v0: an empty topic list means every topic. v1+: null means every topic, an
   empty list none. An unknown topic is created when ``auto.create.topics.enable``
   and (from v4) the request's AllowAutoTopicCreation allow it, and is answered
@@ -73,6 +75,9 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
             continue
         seen.add(entry)
         if isinstance(entry, bytes):  # by id (v10+ with a null name)
+            if version < 12:
+                topics.append(_topic_entry("", int(ErrorCode.INVALID_REQUEST), [], entry))
+                continue
             by_id = pm.topic_by_id(entry)
             if by_id is None or by_id in seen:
                 if by_id is None:

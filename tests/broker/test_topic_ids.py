@@ -46,6 +46,18 @@ def test_metadata_v12_looks_topics_up_by_id(broker: Any) -> None:
     assert got == [(0, "y", ids["y"], 1), (100, None, unknown, 0), (0, "x", ids["x"], 2)]
 
 
+def test_metadata_v10_and_v11_refuse_a_lookup_by_id_with_invalid_request(broker: Any) -> None:
+    """Found by the live fuzzer: v10-11 let a request carry a null name, but their answer
+    cannot (the name is nullable from v12); the broker failed to encode it."""
+    raw = Raw(broker.port)
+    create(raw, 7, [{"name": "z"}])
+    zid = bytes(metadata(raw, 12, ["z"]).topics[0].topic_id)
+    for version in (10, 11):
+        md = by_id(raw, [zid], version)
+        assert [(t.error_code, t.name) for t in md.topics] == [(42, "")]
+    assert "Traceback" not in broker.log()
+
+
 def test_delete_topics_v6_by_id_and_a_recreated_topic_gets_a_new_id(broker: Any) -> None:
     raw = Raw(broker.port)
     old = bytes(create(raw, 7, [{"name": "gone"}])[0].topic_id)
