@@ -586,9 +586,12 @@ class PartitionManager:
 
     def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                      commit: bool, coordinator_epoch: int, now_ms: int | None = None) -> int:
-        """Append a COMMIT/ABORT marker to one partition (flushed at once: the
-        coordinator records the transaction complete only after its markers are on
-        disk), update the open/aborted transactions and wake fetches; returns its offset."""
+        """Append a COMMIT/ABORT marker to one partition, update the open/aborted
+        transactions and wake fetches; returns its offset. The marker is flushed by
+        the log's flush policy like any append (no fsync per marker: the coordinator's
+        Complete* record and the marker both live in the page cache, which survives
+        kill -9; after power loss an un-synced marker is rewritten from the durable
+        Prepare* state only if that state was synced too, see docs/transactions.md)."""
         plog = self.get_log(topic, partition)
         now = int(time.time() * 1000) if now_ms is None else now_ms
         result = plog.append_control(commit, producer_id=producer_id,
@@ -597,8 +600,8 @@ class PartitionManager:
         if self.producers is not None:
             self.producers.complete_txn(topic, partition, producer_id, producer_epoch, commit,
                                         result.base_offset, now_ms=now)
-        plog.flush()
         key = (topic, partition)
+        self._unflushed[key] = self._unflushed.get(key, 0) + 1
         self._unsummarised.add(key)
         waiters = self._waiters.pop(key, None)
         if waiters:
