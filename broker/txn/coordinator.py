@@ -279,6 +279,12 @@ class TransactionCoordinator:
         return {g for m in self.txns.values() if m.state in (TxnState.ONGOING, *_PREPARE)
                 for g, offs in m.offsets.items() if offs}
 
+    def pending_partitions(self, group_id: str) -> frozenset[TopicPartition]:
+        """The group's partitions with an offset pending in an open transaction."""
+        return frozenset(tp for m in self.txns.values()
+                         if m.state in (TxnState.ONGOING, *_PREPARE)
+                         for tp in m.offsets.get(group_id, {}))
+
     # ---- EndTxn -----------------------------------------------------------------------
 
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,

@@ -15,6 +15,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.broker.test_clients_common import RawConnection
+
 
 def _topic(bootstrap: str, name: str, partitions: int = 1) -> str:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -170,7 +172,22 @@ def test_consume_transform_produce_commits_offsets_only_with_the_transaction(bro
         else:
             p.abort_transaction(15)
 
+    def stable_fetch() -> tuple[int, int]:
+        with RawConnection(broker) as raw:
+            r = raw.request(9, 7, {"group_id": group, "require_stable": True,
+                                   "topics": [{"name": src, "partition_indexes": [0]}]})
+        part = r.topics[0].partitions[0]
+        return part.error_code, part.committed_offset
+
+    # While offsets are pending in an open transaction, RequireStable gets 88 (retriable).
+    p.begin_transaction()
+    p.send_offsets_to_transaction([TopicPartition(src, 0, 2)],
+                                  consumer.consumer_group_metadata(), 15)
+    assert stable_fetch() == (88, -1)
+    p.abort_transaction(15)
+    assert stable_fetch() == (0, -1)
     transform(msgs[:4], commit=True)
+    assert stable_fetch() == (0, 4)
     assert consumer.committed([TopicPartition(src, 0)], 10)[0].offset == 4
     transform(msgs[4:7], commit=False)
     assert consumer.committed([TopicPartition(src, 0)], 10)[0].offset == 4  # gone on abort
