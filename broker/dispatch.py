@@ -70,6 +70,8 @@ HANDLER_MODULES: dict[int, str] = {
     47: "offset_delete",
     60: "describe_cluster",
     61: "describe_producers",
+    65: "describe_transactions",
+    66: "list_transactions",
     68: "consumer_group_heartbeat",
     69: "consumer_group_describe",
     75: "describe_topic_partitions",

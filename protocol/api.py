@@ -45,6 +45,7 @@ from protocol import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    describe_transactions,
     elect_leaders,
     end_txn,
     fastpath,
@@ -58,6 +59,7 @@ from protocol import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -108,6 +110,8 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
@@ -162,6 +166,8 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.OFFSET_DELETE: ApiRange("OffsetDelete", 0, 0, 0, 1),
     ApiKey.DESCRIBE_CLUSTER: ApiRange("DescribeCluster", 0, 2, 0, 0),
     ApiKey.DESCRIBE_PRODUCERS: ApiRange("DescribeProducers", 0, 0, 0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: ApiRange("DescribeTransactions", 0, 0, 0, 0),
+    ApiKey.LIST_TRANSACTIONS: ApiRange("ListTransactions", 0, 1, 0, 0),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ApiRange("ConsumerGroupHeartbeat", 0, 1, 0, 0),
     ApiKey.CONSUMER_GROUP_DESCRIBE: ApiRange("ConsumerGroupDescribe", 0, 1, 0, 0),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: ApiRange("DescribeTopicPartitions", 0, 0, 0, 0),
@@ -205,6 +211,8 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.OFFSET_DELETE: (offset_delete.REQUEST, offset_delete.RESPONSE),
     ApiKey.DESCRIBE_CLUSTER: (describe_cluster.REQUEST, describe_cluster.RESPONSE),
     ApiKey.DESCRIBE_PRODUCERS: (describe_producers.REQUEST, describe_producers.RESPONSE),
+    ApiKey.DESCRIBE_TRANSACTIONS: (describe_transactions.REQUEST, describe_transactions.RESPONSE),
+    ApiKey.LIST_TRANSACTIONS: (list_transactions.REQUEST, list_transactions.RESPONSE),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (consumer_group_heartbeat.REQUEST, consumer_group_heartbeat.RESPONSE),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (consumer_group_describe.REQUEST, consumer_group_describe.RESPONSE),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (describe_topic_partitions.REQUEST, describe_topic_partitions.RESPONSE),

@@ -236,3 +236,38 @@ def test_abandoned_transaction_is_aborted_after_its_timeout_even_across_kill_9(
     assert _watermarks(bs, topic, "read_committed") == (0, 2)  # data + ABORT marker
     assert _consume(bs, topic, 1, "read_committed", timeout=3) == []
     assert [v for _, _, v in _consume(bs, topic, 1, "read_uncommitted", 1)] == [b"abandoned"]
+
+
+def test_describe_and_list_transactions_and_producers_show_an_open_transaction(
+        broker: Any) -> None:
+    bs = broker.bootstrap
+    topic = _topic(bs, "txn-describe")
+    p = _txn_producer(bs, "t-describe", **{"transaction.timeout.ms": 45_000})
+    p.begin_transaction()
+    p.produce(topic, value=b"open")
+    p.flush(10)
+    with RawConnection(broker) as raw:
+        lso = raw.request(2, 7, {"replica_id": -1, "isolation_level": 1, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                            "timestamp": -1}]}]}).topics[0].partitions[0].offset
+        leo = raw.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                            "timestamp": -1}]}]}).topics[0].partitions[0].offset
+        assert leo == lso + 1  # the open transaction's one record is the last offset
+        [d] = raw.request(65, 0, {"transactional_ids": ["t-describe"]}).transaction_states
+        assert (d.error_code, d.transaction_state, d.transaction_timeout_ms) == (0, "Ongoing", 45_000)
+        assert [(t.topic, list(t.partitions)) for t in d.topics] == [(topic, [0])]
+        [unknown] = raw.request(65, 0, {"transactional_ids": ["nope"]}).transaction_states
+        assert unknown.error_code == 105
+        listed = raw.request(66, 1, {"state_filters": ["Ongoing", "Bogus"],
+                                     "producer_id_filters": [], "duration_filter": -1})
+        assert [t.transactional_id for t in listed.transaction_states] == ["t-describe"]
+        assert list(listed.unknown_state_filters) == ["Bogus"]
+        producers = raw.request(61, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+        active = producers.topics[0].partitions[0].active_producers
+        assert [a.current_txn_start_offset for a in active if a.producer_id == d.producer_id] \
+            == [lso]
+    p.commit_transaction(15)
+    with RawConnection(broker) as raw:
+        [d] = raw.request(65, 0, {"transactional_ids": ["t-describe"]}).transaction_states
+        assert (d.transaction_state, list(d.topics)) == ("CompleteCommit", [])
