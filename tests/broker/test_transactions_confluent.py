@@ -60,6 +60,15 @@ def _consume(bootstrap: str, topic: str, partitions: int, isolation: str,
     return out
 
 
+def _open_transaction(bs: str, topic: str, txn_id: str, timeout_ms: int, value: bytes) -> Producer:
+    """A producer whose transaction holds one record of ``topic`` and stays open."""
+    p = _txn_producer(bs, txn_id, **{"transaction.timeout.ms": timeout_ms})
+    p.begin_transaction()
+    p.produce(topic, value=value)
+    p.flush(10)
+    return p
+
+
 def _watermarks(bootstrap: str, topic: str, isolation: str, partition: int = 0) -> tuple[int, int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm", "isolation.level": isolation})
     try:
@@ -222,10 +231,7 @@ def test_abandoned_transaction_is_aborted_after_its_timeout_even_across_kill_9(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"})
     bs = broker.bootstrap
     topic = _topic(bs, "txn-abandoned")
-    p = _txn_producer(bs, "t-abandoned", **{"transaction.timeout.ms": 3000})
-    p.begin_transaction()
-    p.produce(topic, value=b"abandoned")
-    p.flush(10)
+    _open_transaction(bs, topic, "t-abandoned", 3000, b"abandoned")
     assert _watermarks(bs, topic, "read_committed") == (0, 0)
     broker.kill()
     broker.start()
@@ -242,17 +248,12 @@ def test_describe_and_list_transactions_and_producers_show_an_open_transaction(
         broker: Any) -> None:
     bs = broker.bootstrap
     topic = _topic(bs, "txn-describe")
-    p = _txn_producer(bs, "t-describe", **{"transaction.timeout.ms": 45_000})
-    p.begin_transaction()
-    p.produce(topic, value=b"open")
-    p.flush(10)
+    p = _open_transaction(bs, topic, "t-describe", 45_000, b"open")
     with RawConnection(broker) as raw:
-        lso = raw.request(2, 7, {"replica_id": -1, "isolation_level": 1, "topics": [
+        lso, leo = (raw.request(2, 7, {"replica_id": -1, "isolation_level": level, "topics": [
             {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
                                             "timestamp": -1}]}]}).topics[0].partitions[0].offset
-        leo = raw.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
-            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
-                                            "timestamp": -1}]}]}).topics[0].partitions[0].offset
+            for level in (1, 0))
         assert leo == lso + 1  # the open transaction's one record is the last offset
         [d] = raw.request(65, 0, {"transactional_ids": ["t-describe"]}).transaction_states
         assert (d.error_code, d.transaction_state, d.transaction_timeout_ms) == (0, "Ongoing", 45_000)
