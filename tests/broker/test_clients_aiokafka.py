@@ -254,6 +254,31 @@ async def test_committed_offsets_round_trip(kb: BrokerProcess) -> None:
         await c.stop()
 
 
+async def test_send_offsets_to_transaction_commits_group_offsets_only_on_commit(
+        kb: BrokerProcess) -> None:
+    """aiokafka's AddOffsetsToTxn v0 + TxnOffsetCommit v0 (no KIP-447 fencing)."""
+    p = AIOKafkaProducer(bootstrap_servers=kb.bootstrap, transactional_id="tx-aio-offsets")
+    await asyncio.wait_for(p.start(), TIMEOUT)
+    tp = TopicPartition("tx-aio-offsets", 0)
+    try:
+        await p.begin_transaction()
+        await p.send_and_wait(tp.topic, b"out")
+        await p.send_offsets_to_transaction({tp: 7}, "aio-txn-group")
+        await p.abort_transaction()
+        await p.begin_transaction()
+        await p.send_and_wait(tp.topic, b"out")
+        await p.send_offsets_to_transaction({tp: 5}, "aio-txn-group")
+        await p.commit_transaction()
+    finally:
+        await p.stop()
+    c = AIOKafkaConsumer(bootstrap_servers=kb.bootstrap, group_id="aio-txn-group")
+    await c.start()
+    try:
+        assert await c.committed(tp) == 5
+    finally:
+        await c.stop()
+
+
 async def test_transactional_producer_commits_and_aborts(kb: BrokerProcess) -> None:
     p = AIOKafkaProducer(bootstrap_servers=kb.bootstrap, transactional_id="tx-aio")
     await asyncio.wait_for(p.start(), TIMEOUT)
