@@ -51,3 +51,15 @@ def test_a_marker_is_searched_by_time_like_any_batch(tmp_path: Path) -> None:
     assert top is not None and (top.offset, top.timestamp) == (2, 300)
     assert log.offset_for_timestamp(301) is None
     log.close()
+
+
+def test_markers_on_a_log_append_time_topic_share_its_monotonic_clock(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", LogConfig(message_timestamp_type="LogAppendTime"))
+    log.append(build_batch([Record(0, 5, None, b"a", [])]), now_ms=1_000)
+    marker = log.append_control(False, producer_id=1, producer_epoch=0, coordinator_epoch=0,
+                                now_ms=900)  # the clock stepped back: never stamp below 1000
+    raw = log.read(marker.base_offset, 1000)
+    h = parse_header(raw)
+    assert h.attributes == 0x38 and h.max_timestamp == 1_000
+    assert control_type(raw) == 0
+    log.close()
