@@ -39,7 +39,8 @@ class TransactionService:
         self.partitions = partitions
         self.groups = groups
         self.clock = clock
-        self.store = TransactionStore(partitions.state_dir)
+        self.store = TransactionStore(partitions.state_dir,
+                                      live=lambda: self.coordinator.txns.values())
         self.coordinator = TransactionCoordinator(
             allocate_producer_id=partitions.producers.allocate_producer_id,
             persist=self.store.write, max_timeout_ms=max_timeout_ms)

@@ -10,8 +10,10 @@ Invariants:
   last line (the process died mid-write) is ignored on load: the change it carried
   was never acted on. Power loss is not covered without ``fsync``; Kafka covers it
   with replication, which one node does not have (docs/transactions.md).
-- on open the log is compacted: the current state of every id is rewritten to a new
-  file that atomically replaces the old one.
+- on open, and whenever the lines written since the last compaction exceed
+  ``COMPACT_MIN_LINES`` and ten times the number of ids, the log is compacted: the
+  current state of every id is rewritten to a new file that atomically replaces the
+  old one (fsync + rename), so the file stays proportional to the live ids.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from broker.txn.coordinator import TxnMetadata
@@ -27,12 +30,16 @@ from storage.fsutil import atomic_write_text
 log = logging.getLogger("chronolog.broker")
 
 FILE = "transactions.log"
+COMPACT_MIN_LINES = 10_000
 
 
 class TransactionStore:
-    def __init__(self, state_dir: Path | str) -> None:
+    def __init__(self, state_dir: Path | str,
+                 live: Callable[[], Iterable[TxnMetadata]] | None = None) -> None:
         self.path = Path(state_dir) / FILE
         self._fd = -1
+        self._live = live
+        self._lines = 0
 
     def load(self) -> list[TxnMetadata]:
         """The last stored state of every transactional id; compacts the file."""
@@ -47,17 +54,28 @@ class TransactionStore:
                     log.warning("%s line %d is torn or unreadable; ignored", self.path, n + 1)
                     continue
                 latest[meta.transactional_id] = meta
-        text = "".join(json.dumps(m.to_record(), separators=(",", ":")) + "\n"
-                       for m in latest.values())
+        self._rewrite(latest.values())
+        return list(latest.values())
+
+    def _rewrite(self, metas: Iterable[TxnMetadata]) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        text = "".join(json.dumps(m.to_record(), separators=(",", ":")) + "\n" for m in metas)
         atomic_write_text(self.path, text)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        return list(latest.values())
+        self._lines = 0
 
     def write(self, meta: TxnMetadata) -> None:
         line = (json.dumps(meta.to_record(), separators=(",", ":")) + "\n").encode()
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.write(self._fd, line)
+        self._lines += 1
+        if self._live is not None and self._lines >= COMPACT_MIN_LINES:
+            live = list(self._live())
+            if self._lines >= 10 * len(live):
+                self._rewrite(live)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -125,3 +125,18 @@ def test_store_survives_a_torn_last_line_and_reloads_prepare_for_completion(tmp_
     [pending] = again.load(TransactionStore(tmp_path).load())
     assert pending.commit and pending.partitions == (TP,)
     assert again.txns["x"].state == TxnState.PREPARE_COMMIT
+
+
+def test_store_compacts_itself_while_running(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr("broker.txn.store.COMPACT_MIN_LINES", 50)
+    c: TransactionCoordinator
+    store = TransactionStore(tmp_path, live=lambda: c.txns.values())
+    store.load()
+    c = TransactionCoordinator(allocate_producer_id=lambda: 7, persist=store.write,
+                               max_timeout_ms=900_000)
+    for i in range(200):
+        c.init_producer_id("x", 60_000, -1, -1, 4, i)
+    lines = (tmp_path / "transactions.log").read_bytes().splitlines()
+    assert len(lines) < 60
+    [meta] = TransactionStore(tmp_path).load()
+    assert meta.producer_epoch == c.txns["x"].producer_epoch == 199
