@@ -701,6 +701,10 @@ class PartitionManager:
             if n:
                 log.info("retention deleted %d segment(s) of %s-%d; log start is now %d",
                          n, topic, partition, plog.log_start_offset)
+                if self.producers is not None:
+                    # As Kafka on a log-start move: forget producers and aborted
+                    # transactions wholly below the new start.
+                    self.producers.evict_below(topic, partition, plog.log_start_offset)
             deleted += n
         return deleted
 

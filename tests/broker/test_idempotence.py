@@ -587,3 +587,18 @@ def test_retry_on_a_log_append_time_topic_reports_the_original_append_time(
         time.sleep(0.05)
         assert produce_once() == first
         assert [r.timestamp for r in fetch_all(c, "lat-idem")] == [first[2]] * 3
+
+
+def test_aborted_transactions_below_a_new_log_start_are_forgotten(tmp_path: Path) -> None:
+    mgr = ProducerStateManager(tmp_path)
+    txn = BatchHeader(0, 0, 0, 2, 0, 0x10, 1, 0, 0, 5, 0, 0, 2)
+    mgr.record_batch("t", 0, txn, 10, -1, now_ms=0)  # offsets 10-11
+    assert mgr.last_stable_offset("t", 0, 12) == 10
+    aborted = mgr.complete_txn("t", 0, 5, 0, False, 12, now_ms=0)
+    assert aborted is not None and (aborted.first_offset, aborted.last_offset) == (10, 12)
+    assert mgr.last_stable_offset("t", 0, 13) == 13
+    assert mgr.aborted_transactions("t", 0, 0, 13) == [aborted]
+    mgr.evict_below("t", 0, 12)
+    assert mgr.aborted_transactions("t", 0, 0, 13) == [aborted]  # the marker is still there
+    mgr.evict_below("t", 0, 13)
+    assert mgr.aborted_transactions("t", 0, 0, 13) == []
