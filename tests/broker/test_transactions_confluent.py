@@ -8,6 +8,7 @@ consumers. Each expectation is derived from what the test itself produced.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -272,3 +273,29 @@ def test_describe_and_list_transactions_and_producers_show_an_open_transaction(
     with RawConnection(broker) as raw:
         [d] = raw.request(65, 0, {"transactional_ids": ["t-describe"]}).transaction_states
         assert (d.transaction_state, list(d.topics)) == ("CompleteCommit", [])
+
+
+def test_kill_9_between_prepare_commit_and_its_markers_commits_on_restart(
+        broker: Any) -> None:
+    """The coordinator's PrepareCommit is durable but the broker dies before any marker:
+    after restart the markers are written and the transaction's data becomes readable."""
+    bs = broker.bootstrap
+    topic = _topic(bs, "txn-prepare")
+    _open_transaction(bs, topic, "t-prepare", 60_000, b"prepared")
+    broker.kill()
+    state = broker.data_dir / "__chronolog" / "transactions.log"
+    last = [json.loads(line) for line in state.read_text().splitlines()
+            if json.loads(line)["id"] == "t-prepare"][-1]
+    assert last["state"] == 1 and last["partitions"] == [[topic, 0]]  # Ongoing
+    last["state"] = 2  # PrepareCommit: what EndTxn(commit) writes before any marker
+    with open(state, "a") as f:
+        f.write(json.dumps(last) + "\n")
+    broker.start()
+    assert _watermarks(bs, topic, "read_committed") == (0, 2)  # data + COMMIT marker
+    assert [v for _, _, v in _consume(bs, topic, 1, "read_committed", 1)] == [b"prepared"]
+    again = _txn_producer(bs, "t-prepare")  # CompleteCommit: a new session starts clean
+    again.begin_transaction()
+    again.produce(topic, value=b"next")
+    again.commit_transaction(15)
+    assert [v for _, _, v in _consume(bs, topic, 1, "read_committed", 2)] == [
+        b"prepared", b"next"]
