@@ -257,5 +257,5 @@ def consumer_filter(data: bytes, aborted: list[dict[str, int]],
     return out
 
 
-TxnModel.TestCase.settings = settings(max_examples=25, stateful_step_count=25, deadline=None)
+TxnModel.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 test_transactions_match_kafkas_rules = TxnModel.TestCase
