@@ -290,6 +290,15 @@ class BrokerConfig:
         "Forget an idempotent producer's sequence state after this long without a write.",
         minimum=1,
     )
+    transaction_max_timeout_ms: int = _setting(
+        "transaction.max.timeout.ms", 900000,
+        "Largest transaction.timeout.ms a transactional producer may ask for "
+        "(InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).", minimum=1,
+    )
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _setting(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000,
+        "How often transactions open longer than their timeout are aborted.", minimum=1,
+    )
     offset_metadata_max_bytes: int = _setting(
         "offset.metadata.max.bytes", 4096, "Largest metadata string of a committed offset.",
         minimum=0,

@@ -43,7 +43,7 @@ from storage.config import LogConfig
 from storage.fsutil import atomic_write_text
 from storage.log import AppendResult, Log
 from storage.logdir import LogDir
-from storage.records import BatchHeader
+from storage.records import BatchHeader, control_type
 
 log = logging.getLogger("chronolog.broker")
 
@@ -117,6 +117,9 @@ class PartitionManager:
         self._roll_flushing: set[tuple[str, int]] = set()
         # fsyncs owed to flush.messages, batched per event-loop pass (made on first use).
         self._commit: GroupCommit | None = None
+        # Set by the transaction coordinator: raises KafkaError unless (topic, partition,
+        # producer id, epoch) belongs to an ongoing transaction (KIP-890 part 1's check).
+        self.txn_verifier: Any = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -152,6 +155,7 @@ class PartitionManager:
             self.producers.restore_partition(
                 topic, partition, plog.log_start_offset, plog.log_end_offset,
                 functools.partial(_headers_from, plog),
+                functools.partial(_control_type_of, plog),
             )
         for (topic, partition), plog in sorted(self.logdir.logs().items()):
             if plog.recovered_bytes_cut:
@@ -541,7 +545,9 @@ class PartitionManager:
             nonlocal header, duplicate
             header = h
             if producers is not None and (h.producer_id >= 0 or h.attributes & 0x10):
-                dup = producers.check_batch(topic, partition, h)  # refuses transactions
+                dup = producers.check_batch(topic, partition, h)
+                if dup is None and h.attributes & 0x10 and self.txn_verifier is not None:
+                    self.txn_verifier(topic, partition, h.producer_id, h.producer_epoch)
                 if dup is not None:
                     duplicate = AppendResult(dup.base_offset, dup.last_offset, -1,
                                              dup.log_append_time_ms, plog.log_start_offset)
@@ -577,6 +583,40 @@ class PartitionManager:
                 if not fut.done():
                     fut.set_result(None)
         return result
+
+    def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                     commit: bool, coordinator_epoch: int, now_ms: int | None = None) -> int:
+        """Append a COMMIT/ABORT marker to one partition, update the open/aborted
+        transactions and wake fetches; returns its offset. The marker is flushed by
+        the log's flush policy like any append (no fsync per marker: the coordinator's
+        Complete* record and the marker both live in the page cache, which survives
+        kill -9; after power loss an un-synced marker is rewritten from the durable
+        Prepare* state only if that state was synced too, see docs/transactions.md)."""
+        plog = self.get_log(topic, partition)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        result = plog.append_control(commit, producer_id=producer_id,
+                                     producer_epoch=producer_epoch,
+                                     coordinator_epoch=coordinator_epoch, now_ms=now)
+        if self.producers is not None:
+            self.producers.complete_txn(topic, partition, producer_id, producer_epoch, commit,
+                                        result.base_offset, now_ms=now)
+        key = (topic, partition)
+        self._unflushed[key] = self._unflushed.get(key, 0) + 1
+        self._unsummarised.add(key)
+        waiters = self._waiters.pop(key, None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+        return result.base_offset
+
+    def last_stable_offset(self, topic: str, partition: int, plog: Log) -> int:
+        """The partition's LSO (the high watermark when no transaction is open)."""
+        hw = plog.high_watermark
+        producers = self.producers
+        if producers is None:
+            return hw
+        return producers.last_stable_offset(topic, partition, hw, plog.log_start_offset)
 
     def _group_commit(self) -> GroupCommit | None:
         loop = self._loop
@@ -661,6 +701,10 @@ class PartitionManager:
             if n:
                 log.info("retention deleted %d segment(s) of %s-%d; log start is now %d",
                          n, topic, partition, plog.log_start_offset)
+                if self.producers is not None:
+                    # As Kafka on a log-start move: forget producers and aborted
+                    # transactions wholly below the new start.
+                    self.producers.evict_below(topic, partition, plog.log_start_offset)
             deleted += n
         return deleted
 
@@ -708,6 +752,13 @@ class PartitionManager:
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+def _control_type_of(plog: Log, header: Any) -> int | None:
+    """The marker type of the control batch ``header`` heads (recovery replay)."""
+    raw = plog.read(header.base_offset, header.batch_length + 12,
+                    max_offset=header.base_offset + 1)
+    return control_type(raw) if raw else None
 
 
 def _headers_from(plog: Log, offset: int) -> Iterator[Any]:

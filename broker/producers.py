@@ -21,8 +21,9 @@ under the partition's lock, so no other batch of the partition slips between the
 ``check`` raises :class:`protocol.errors.KafkaError` with Kafka's code:
 INVALID_PRODUCER_EPOCH (47) for an epoch below the known one, OUT_OF_ORDER_SEQUENCE_NUMBER
 (45) for a gap or an old sequence no longer cached, INVALID_RECORD (87) for an
-idempotent batch without a sequence, INVALID_TXN_STATE (48) for a transactional batch
-(Chronolog has no transactions). Batches with ``producer_id == -1`` are not idempotent
+idempotent batch without a sequence (or a transactional one without a producer id),
+INVALID_TXN_STATE (48) for a non-transactional batch of a producer whose transaction
+is open on that partition. Batches with ``producer_id == -1`` are not idempotent
 and always pass. An unknown producer id is accepted with any sequence, as Kafka does
 since KIP-360 (it cannot tell a new producer from one whose state retention removed);
 UNKNOWN_PRODUCER_ID (59) is therefore never answered, just as modern Kafka never does.
@@ -42,7 +43,20 @@ Invariants:
 - The state of a partition is a pure function of its log: ``restore_partition`` rebuilds
   it from the batch headers (starting from the clean-shutdown snapshot written by
   ``write_snapshot`` when one matches the log), so nothing is lost on a crash.
-- Entries idle for ``producer.id.expiration.ms`` (1 day) are dropped, as Kafka does.
+- Entries idle for ``producer.id.expiration.ms`` (1 day) are dropped, as Kafka does,
+  except a producer whose transaction is open on the partition.
+
+Transactions (Kafka's ``ProducerStateManager`` ongoing/aborted bookkeeping), per partition:
+- a transactional data batch (attribute 0x10) of a producer without an open transaction
+  opens one at its base offset; a COMMIT/ABORT marker closes it (``complete_txn``); a
+  marker for a producer with no open transaction completes nothing (KAFKA-10702);
+- an ABORT that closes a transaction adds ``AbortedTxn(pid, first offset, marker offset,
+  last stable offset)`` to the partition's aborted list, which is ordered by marker
+  offset (Kafka's ``.txnindex`` entries, kept in memory: rebuilt from the log on open,
+  carried in the clean-shutdown snapshot);
+- the last stable offset is the first offset of the oldest open transaction, else the
+  high watermark; a partition with no open transaction answers the high watermark with
+  one dictionary lookup.
 """
 
 from __future__ import annotations
@@ -68,7 +82,7 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 EXPIRY_CHECK_INTERVAL_MS = 600_000  # producer.id.expiration.check.interval.ms
 ID_BLOCK_FILE = "producer-id-block"
 SNAPSHOT_FILE = "producer-state-snapshot.json"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 
 
 class BatchHeaderLike(Protocol):
@@ -88,6 +102,23 @@ class BatchHeaderLike(Protocol):
     def base_sequence(self) -> int: ...
     @property
     def attributes(self) -> int: ...
+
+
+class AbortedTxn(NamedTuple):
+    """One aborted transaction of a partition (Kafka's 34-byte ``.txnindex`` entry)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the ABORT marker's offset
+    last_stable_offset: int
+
+
+@dataclass
+class PartitionTxns:
+    """The open and aborted transactions of one partition."""
+
+    open: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
+    aborted: list[AbortedTxn] = field(default_factory=list)  # by marker offset
 
 
 class Duplicate(NamedTuple):
@@ -154,6 +185,7 @@ class ProducerStateManager:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._partitions: dict[TopicPartition, dict[int, ProducerEntry]] = {}
+        self._txns: dict[TopicPartition, PartitionTxns] = {}
         self._next_id = 0
         self._block_end = 0
         self._max_seen_id = -1
@@ -199,13 +231,19 @@ class ProducerStateManager:
         is_transactional: bool = False,
     ) -> Duplicate | None:
         """Validate a batch before it is appended; a ``Duplicate`` means do not append."""
-        if is_transactional:
-            raise KafkaError(
-                ErrorCode.INVALID_TXN_STATE,
-                "transactional batches are not supported: Chronolog has no transactions",
-            )
         if producer_id == NO_PRODUCER_ID:
+            if is_transactional:
+                raise KafkaError(ErrorCode.INVALID_RECORD,
+                                 "a transactional batch needs a producer id")
             return None
+        if not is_transactional:
+            txns = self._txns.get((topic, partition))
+            if txns is not None and producer_id in txns.open:
+                raise KafkaError(
+                    ErrorCode.INVALID_TXN_STATE,
+                    f"producer {producer_id} sent a non-transactional batch to {topic}-"
+                    f"{partition} while its transaction there is open",
+                )
         if base_sequence < 0:
             raise KafkaError(
                 ErrorCode.INVALID_RECORD,
@@ -285,6 +323,9 @@ class ProducerStateManager:
         now_ms: int,
     ) -> None:
         """``record`` with the fields taken from the header of the batch as sent."""
+        if header.attributes & 0x10:
+            txns = self._txns.setdefault((topic, partition), PartitionTxns())
+            txns.open.setdefault(header.producer_id, base_offset)
         self.record(
             topic, partition, header.producer_id, header.producer_epoch,
             header.base_sequence, header.last_offset_delta, base_offset,
@@ -324,10 +365,12 @@ class ProducerStateManager:
         """Drop producers idle longer than producer.id.expiration.ms; returns how many."""
         self._last_expiry_ms = now_ms
         removed = 0
-        for producers in self._partitions.values():
+        for tp, producers in self._partitions.items():
+            txns = self._txns.get(tp)
+            busy = txns.open if txns is not None else {}
             stale = [
                 pid for pid, e in producers.items()
-                if now_ms - e.last_seen_ms >= self.producer_id_expiration_ms
+                if now_ms - e.last_seen_ms >= self.producer_id_expiration_ms and pid not in busy
             ]
             for pid in stale:
                 del producers[pid]
@@ -337,6 +380,7 @@ class ProducerStateManager:
     def drop_partition(self, topic: str, partition: int) -> None:
         """Forget a partition (its topic was deleted)."""
         self._partitions.pop((topic, partition), None)
+        self._txns.pop((topic, partition), None)
         self._snapshot.pop((topic, partition), None)
 
     def restore_partition(
@@ -346,21 +390,27 @@ class ProducerStateManager:
         log_start_offset: int,
         log_end_offset: int,
         read_headers: Callable[[int], Iterable[BatchHeaderLike]],
+        control_type: Callable[[BatchHeaderLike], int | None] | None = None,
     ) -> None:
         """Rebuild a partition's state when its log is opened.
 
         ``read_headers(offset)`` must yield the headers of the log's batches in offset
         order, starting with the batch that contains ``offset`` (or the first batch at
-        or after it). If the clean-shutdown snapshot covers this partition at an offset
-        inside the log, it is loaded and only later batches are replayed; otherwise the
-        whole log is replayed, so the result never depends on the snapshot being there.
+        or after it); ``control_type(header)`` reads a control batch's marker type (0
+        ABORT, 1 COMMIT). If the clean-shutdown snapshot covers this partition at an
+        offset inside the log, it is loaded and only later batches are replayed;
+        otherwise the whole log is replayed, so the result never depends on the snapshot
+        being there. Open and aborted transactions are rebuilt the same way.
         """
         tp = (topic, partition)
         self._partitions.pop(tp, None)
+        self._txns.pop(tp, None)
         start = log_start_offset
         snap = self._snapshot.pop(tp, None)
         if snap is not None and log_start_offset <= snap.offset <= log_end_offset:
             self._partitions[tp] = snap.producers
+            if snap.txns.open or snap.txns.aborted:
+                self._txns[tp] = snap.txns
             for pid in snap.producers:
                 self._max_seen_id = max(self._max_seen_id, pid)
             start = snap.offset
@@ -369,22 +419,97 @@ class ProducerStateManager:
             if last_offset < start or h.producer_id == NO_PRODUCER_ID:
                 continue
             if h.attributes & 0x20:  # control batches carry no data sequence
+                kind = control_type(h) if control_type is not None else None
+                if kind is not None:
+                    self.complete_txn(topic, partition, h.producer_id, h.producer_epoch,
+                                      kind == 1, h.base_offset, now_ms=max(h.max_timestamp, 0))
                 continue
+            if h.attributes & 0x10:
+                txns = self._txns.setdefault(tp, PartitionTxns())
+                txns.open.setdefault(h.producer_id, h.base_offset)
             log_append_time = h.max_timestamp if h.attributes & 0x08 else -1
             self._update(
                 tp, h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
                 h.base_offset, last_offset, log_append_time, max(h.max_timestamp, 0),
             )
 
+    # ---- transactions ---------------------------------------------------------------
+
+    def complete_txn(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                     commit: bool, marker_offset: int, *, now_ms: int) -> AbortedTxn | None:
+        """A COMMIT/ABORT marker at ``marker_offset`` was appended: close the producer's
+        open transaction there (if any); an abort is added to the aborted list and
+        returned. The producer's epoch on the partition moves up to the marker's (a
+        fenced producer's later batches get INVALID_PRODUCER_EPOCH)."""
+        tp = (topic, partition)
+        producers = self._partitions.setdefault(tp, {})
+        entry = producers.get(producer_id)
+        if entry is None or producer_epoch > entry.epoch:
+            producers[producer_id] = ProducerEntry(producer_epoch, now_ms)
+        if producer_id > self._max_seen_id:
+            self._max_seen_id = producer_id
+        txns = self._txns.get(tp)
+        if txns is None:
+            return None
+        first = txns.open.pop(producer_id, None)
+        if first is None or commit:
+            return None
+        lso = min(txns.open.values(), default=marker_offset + 1)
+        aborted = AbortedTxn(producer_id, first, marker_offset, lso)
+        txns.aborted.append(aborted)
+        return aborted
+
+    def last_stable_offset(self, topic: str, partition: int, high_watermark: int,
+                           log_start_offset: int = 0) -> int:
+        """Kafka's LSO: the first offset of the oldest open transaction (never below the
+        log start), else the high watermark."""
+        txns = self._txns.get((topic, partition))
+        if txns is None or not txns.open:
+            return high_watermark
+        return min(max(min(txns.open.values()), log_start_offset), high_watermark)
+
+    def aborted_transactions(self, topic: str, partition: int, fetch_offset: int,
+                             upper_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch from ``fetch_offset`` up to
+        ``upper_offset`` must carry (Kafka's ``collectAbortedTxns``): marker offset >=
+        fetch offset and first offset < upper bound, stopping at the first entry whose
+        stored LSO reaches the upper bound."""
+        txns = self._txns.get((topic, partition))
+        if txns is None or not txns.aborted:
+            return []
+        entries = txns.aborted
+        lo, hi = 0, len(entries)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if entries[mid].last_offset < fetch_offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        out = []
+        for e in entries[lo:]:
+            if e.first_offset < upper_offset:
+                out.append(e)
+            if e.last_stable_offset >= upper_offset:
+                break
+        return out
+
+    def open_txn_start(self, topic: str, partition: int, producer_id: int) -> int:
+        """First offset of the producer's open transaction on the partition, else -1."""
+        txns = self._txns.get((topic, partition))
+        return txns.open.get(producer_id, -1) if txns is not None else -1
+
     def write_snapshot(self, end_offsets: dict[TopicPartition, int]) -> None:
         """Persist every partition's state at its log end offset (on clean shutdown)."""
         parts = []
         for tp, offset in end_offsets.items():
             producers = self._partitions.get(tp, {})
+            txns = self._txns.get(tp, PartitionTxns())
             parts.append({
                 "topic": tp[0],
                 "partition": tp[1],
                 "offset": offset,
+                "open_txns": [[pid, first] for pid, first in txns.open.items()],
+                "aborted_txns": [list(a) for a in txns.aborted],
                 "producers": [
                     {
                         "id": pid,
@@ -413,7 +538,12 @@ class ProducerStateManager:
                     e = ProducerEntry(int(pr["epoch"]), int(pr["last_seen_ms"]))
                     e.batches.extend(BatchMetadata(*map(int, b)) for b in pr["batches"])
                     producers[int(pr["id"])] = e
-                out[(str(p["topic"]), int(p["partition"]))] = _Snapshot(int(p["offset"]), producers)
+                txns = PartitionTxns(
+                    {int(pid): int(first) for pid, first in p["open_txns"]},
+                    [AbortedTxn(*map(int, a)) for a in p["aborted_txns"]],
+                )
+                out[(str(p["topic"]), int(p["partition"]))] = _Snapshot(
+                    int(p["offset"]), producers, txns)
             return out
         except (ValueError, KeyError, TypeError):
             # An unreadable snapshot is only an optimisation lost: the log is replayed.
@@ -436,6 +566,9 @@ class ProducerStateManager:
                 if e.batches and e.batches[-1].last_offset < log_start_offset]
         for pid in gone:
             del entries[pid]
+        txns = self._txns.get((topic, partition))
+        if txns is not None:
+            txns.aborted = [a for a in txns.aborted if a.last_offset >= log_start_offset]
         return len(gone)
 
     def active(self, topic: str, partition: int) -> dict[int, ProducerEntry]:
@@ -447,3 +580,4 @@ class ProducerStateManager:
 class _Snapshot(NamedTuple):
     offset: int
     producers: dict[int, ProducerEntry]
+    txns: PartitionTxns

@@ -57,6 +57,7 @@ from broker.partitions import PartitionManager
 from broker.security.listeners import Listener, listeners, mechanisms
 from broker.security.sasl import Outcome, SaslGate
 from broker.security.tls import ANONYMOUS
+from broker.txn.service import TransactionService
 from protocol import api as papi
 from protocol.errors import ErrorCode
 
@@ -662,6 +663,8 @@ class Broker:
         self.loop: asyncio.AbstractEventLoop
         # The group coordinator (``ctx.broker.groups``), opened with the partitions.
         self.groups: GroupCoordinator
+        # The transaction coordinator (``ctx.broker.txns``), opened after the groups.
+        self.txns: TransactionService
         self.host = config.host
         self.port = config.port
 
@@ -732,6 +735,9 @@ class Broker:
         self.groups = GroupCoordinator(self.config, self.partitions.group_offsets,
                                        topics=self.partitions)
         self.groups.start(self.loop)
+        self.txns = TransactionService(self.partitions, self.groups,
+                                       max_timeout_ms=self.config.transaction_max_timeout_ms)
+        await self.txns.open()
         # The listeners are bound first (so port 0 resolves and a taken port fails early)
         # but accept only once UDP ingest and metrics run too: whoever waits for a
         # port to open finds the whole broker up.
@@ -798,6 +804,10 @@ class Broker:
 
             self.cleaner = CleanerTask(self.partitions, cfg)
             self.cleaner.start(self.loop)
+        self._background.append(self.loop.create_task(
+            self._every_async(cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                              self.txns.abort_timed_out, "transaction timeout"),
+            name="transaction-timeout"))
         if cfg.idle_poll_us > 0:
             self._background.append(self.loop.create_task(
                 self._idle_poll(cfg.idle_poll_us / 1e6), name="idle-poll"))
@@ -913,6 +923,7 @@ class Broker:
                 conn.transport.close()  # flushes what is buffered, then closes
         await asyncio.sleep(0)
         await self._stop_extras()
+        self.txns.close()
         self.partitions.close()
         forget_store(self.partitions.state_dir)
         if self._lock is not None:

@@ -153,6 +153,9 @@ class FetchResult(NamedTuple):
     records_bytes: bytes
     high_watermark: int
     log_start_offset: int
+    last_stable_offset: int = -1
+    # (producer id, first offset) of aborted transactions (read_committed only)
+    aborted: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(slots=True)
@@ -1046,28 +1049,34 @@ class Client:
         return out
 
     async def _per_partition(
-        self, topic: str, ts: int, partitions: Iterable[int] | None
+        self, topic: str, ts: int, partitions: Iterable[int] | None, isolation_level: int = 0
     ) -> dict[int, tuple[int, int]]:
         parts = await self.partitions_for(topic) if partitions is None else list(partitions)
-        res = await self.list_offsets({TopicPartition(topic, p): ts for p in parts})
+        res = await self.list_offsets({TopicPartition(topic, p): ts for p in parts},
+                                      isolation_level)
         return {tp.partition: v for tp, v in sorted(res.items())}
 
     async def offsets_for_times(
-        self, topic: str, ts_ms: int, partitions: Iterable[int] | None = None
+        self, topic: str, ts_ms: int, partitions: Iterable[int] | None = None,
+        isolation_level: int = 0,
     ) -> dict[int, tuple[int, int] | None]:
-        """Per partition, the first ``(offset, timestamp)`` with timestamp >= ``ts_ms``, else None."""
+        """Per partition, the first ``(offset, timestamp)`` with timestamp >= ``ts_ms``, else None
+        (under read_committed, isolation_level 1, also None at or past the last stable offset)."""
         if ts_ms < 0:
             raise ValueError(f"timestamp {ts_ms} is negative; use earliest()/latest() for specials")
-        res = await self._per_partition(topic, ts_ms, partitions)
+        res = await self._per_partition(topic, ts_ms, partitions, isolation_level)
         return {p: (None if off < 0 else (off, ts)) for p, (off, ts) in res.items()}
 
     async def earliest(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, int]:
         """Per partition, the log start offset."""
         return {p: o for p, (o, _) in (await self._per_partition(topic, EARLIEST, partitions)).items()}
 
-    async def latest(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, int]:
-        """Per partition, the high watermark (the offset the next record will get)."""
-        return {p: o for p, (o, _) in (await self._per_partition(topic, LATEST, partitions)).items()}
+    async def latest(self, topic: str, partitions: Iterable[int] | None = None,
+                     isolation_level: int = 0) -> dict[int, int]:
+        """Per partition, the high watermark (the offset the next record will get); under
+        read_committed (isolation_level 1) the last stable offset."""
+        res = await self._per_partition(topic, LATEST, partitions, isolation_level)
+        return {p: o for p, (o, _) in res.items()}
 
     async def max_timestamp(
         self, topic: str, partitions: Iterable[int] | None = None
@@ -1160,7 +1169,10 @@ class Client:
                     self._topics.pop(topic, None)
                 _raise_for(p["error_code"], f"fetch {topic}-{partition} at offset {offset}")
                 return FetchResult(
-                    bytes(p["records"] or b""), p["high_watermark"], p["log_start_offset"]
+                    bytes(p["records"] or b""), p["high_watermark"], p["log_start_offset"],
+                    p.get("last_stable_offset", -1),
+                    tuple((a["producer_id"], a["first_offset"])
+                          for a in p.get("aborted_transactions") or ()),
                 )
         raise KafkaError(
             ErrorCode.UNKNOWN_SERVER_ERROR, f"fetch response lacks {topic}-{partition}"
@@ -1184,15 +1196,18 @@ class Client:
         follow: bool = False,
         max_bytes: int = _DEFAULT_FETCH_BYTES,
         poll_ms: int = 500,
+        isolation_level: int = 0,
     ) -> AsyncIterator[list[Record]]:
         """Lists of records covering exactly [start, end) in order (see :meth:`consume`).
 
         While one chunk is decoded the Fetch for the next one is already on the
         wire (its offset is known from a shallow walk of the batch headers), so
-        the broker's read and our decode overlap.
+        the broker's read and our decode overlap. Under read_committed
+        (``isolation_level`` 1) reading stops at the last stable offset and records of
+        aborted transactions are dropped, as Kafka's consumer drops them.
         """
         return self._chunks(topic, partition, start_offset, end_offset, follow, max_bytes,
-                            poll_ms, decode_records)
+                            poll_ms, isolation_level, decode_records)
 
     def consume_arrow(
         self,
@@ -1204,6 +1219,7 @@ class Client:
         follow: bool = False,
         max_bytes: int = _DEFAULT_FETCH_BYTES,
         poll_ms: int = 500,
+        isolation_level: int = 0,
     ) -> AsyncIterator[pa.RecordBatch]:
         """Arrow record batches covering exactly [start, end) in order, one per Fetch.
 
@@ -1212,10 +1228,11 @@ class Client:
         ``timestamp_type`` (int32: 0 CreateTime, 1 LogAppendTime) and ``headers``
         (list<struct<key: string, value: binary>>). Decoding is vectorised
         (:func:`storage.columnar.decode_columns`): no Python object per record.
-        The same rows as :meth:`consume_chunks`, in the same order.
+        The same rows as :meth:`consume_chunks`, in the same order (and the same
+        ``isolation_level``).
         """
         return self._chunks(topic, partition, start_offset, end_offset, follow, max_bytes,
-                            poll_ms, decode_arrow)
+                            poll_ms, isolation_level, decode_arrow)
 
     async def _chunks(
         self,
@@ -1226,8 +1243,11 @@ class Client:
         follow: bool,
         max_bytes: int,
         poll_ms: int,
-        decode: Callable[[bytes, str, int, int, int | None], tuple[Any, int]],
+        isolation_level: int,
+        decode: Callable[[bytes, str, int, int, int | None, Sequence[tuple[int, int]]],
+                         tuple[Any, int]],
     ) -> AsyncIterator[Any]:
+        committed = isolation_level == 1
         offset = start_offset
         size = max_bytes
         empty = 0
@@ -1238,20 +1258,23 @@ class Client:
                 if ahead is not None and ahead[0] == offset:
                     res = await ahead[1]
                 else:
-                    res = await self.fetch_raw(topic, partition, offset, size, max_wait_ms=wait)
+                    res = await self.fetch_raw(topic, partition, offset, size, max_wait_ms=wait,
+                                               isolation_level=isolation_level)
                 ahead = None
+                end_of_data = res.last_stable_offset if committed else res.high_watermark
                 nxt = _next_offset(res.records_bytes, offset)
                 if nxt > offset and (end_offset is None or nxt < end_offset) and (
-                    follow or nxt < res.high_watermark
+                    follow or nxt < end_of_data
                 ):
                     ahead = (
                         nxt,
                         asyncio.ensure_future(
-                            self.fetch_raw(topic, partition, nxt, max_bytes, max_wait_ms=wait)
+                            self.fetch_raw(topic, partition, nxt, max_bytes, max_wait_ms=wait,
+                                           isolation_level=isolation_level)
                         ),
                     )
                 records, next_offset = decode(
-                    res.records_bytes, topic, partition, offset, end_offset
+                    res.records_bytes, topic, partition, offset, end_offset, res.aborted
                 )
                 if records:
                     yield records
@@ -1259,10 +1282,10 @@ class Client:
                     offset = next_offset
                     size = max_bytes
                     empty = 0
-                    if not follow and offset >= res.high_watermark:
+                    if not follow and offset >= end_of_data:
                         return
                     continue
-                if offset >= res.high_watermark:
+                if offset >= end_of_data:
                     if not follow:
                         return
                     continue  # the long poll already waited poll_ms
@@ -1365,17 +1388,19 @@ def _next_offset(buf: bytes, start: int) -> int:
 
 
 def decode_records(
-    buf: bytes, topic: str, partition: int, start: int, end: int | None
+    buf: bytes, topic: str, partition: int, start: int, end: int | None,
+    aborted: Sequence[tuple[int, int]] = (),
 ) -> tuple[list[Record], int]:
     """Decode whole batches in ``buf``: records in ``[start, end)`` and the next fetch offset.
 
     Control batches are skipped (they are markers, not data) but still advance
     the next offset, as do records dropped by compaction. Every batch read is
     CRC-checked (as the Java consumer's check.crcs does), so corruption on disk
-    or on the wire is an error, never silently different data.
+    or on the wire is an error, never silently different data. ``aborted`` (a
+    read_committed Fetch's AbortedTransactions) drops the aborted transactions' batches.
     """
     try:
-        return _decode_records(buf, topic, partition, start, end)
+        return _decode_records(buf, topic, partition, start, end, aborted)
     except StorageError as e:
         raise KafkaError(
             ErrorCode.CORRUPT_MESSAGE, f"{topic}-{partition}: fetched data does not decode: {e}"
@@ -1395,28 +1420,55 @@ def arrow_schema() -> pa.Schema:
 
 
 def decode_arrow(
-    buf: bytes, topic: str, partition: int, start: int, end: int | None
+    buf: bytes, topic: str, partition: int, start: int, end: int | None,
+    aborted: Sequence[tuple[int, int]] = (),
 ) -> tuple[pa.RecordBatch | None, int]:
     """decode_records' rows as one Arrow batch (None when no record is in range)."""
     stop = (1 << 63) - 1 if end is None else end
+    whole = _next_offset(buf, start) if aborted else start
+    if aborted:  # read_committed: the aborted transactions' batches are dropped first
+        buf = _without_aborted(buf, aborted)
     try:
         res = columnar.decode_columns(buf, start, stop, f"{topic}-{partition}")
     except StorageError as e:
         raise KafkaError(
             ErrorCode.CORRUPT_MESSAGE, f"{topic}-{partition}: fetched data does not decode: {e}"
         ) from e
-    nxt = res.next_offset if end is None else min(res.next_offset, end)
+    nxt = max(res.next_offset, whole)  # past dropped batches too
+    nxt = nxt if end is None else min(nxt, end)
     if res.columns is None:
         return None, nxt
     return pa.RecordBatch.from_arrays(list(res.columns.values()), schema=arrow_schema()), nxt
 
 
+def _without_aborted(buf: bytes, aborted: Sequence[tuple[int, int]]) -> bytes:
+    """``buf`` without the batches of aborted transactions (Kafka's CompletedFetch rule, as
+    _decode_records applies it)."""
+    pending = sorted(aborted, key=lambda a: a[1])
+    skipping: set[int] = set()
+    kept: list[bytes] = []
+    for pos, h in rec.iter_batches(buf):
+        last = h.base_offset + h.last_offset_delta
+        while pending and pending[0][1] <= last:
+            skipping.add(pending.pop(0)[0])
+        if h.attributes & rec.CONTROL_MASK:
+            if rec.control_type(buf, pos) == rec.ABORT_MARKER:
+                skipping.discard(h.producer_id)
+        elif h.attributes & rec.TRANSACTIONAL_MASK and h.producer_id in skipping:
+            continue
+        kept.append(buf[pos:pos + h.size])
+    return b"".join(kept)
+
+
 def _decode_records(
-    buf: bytes, topic: str, partition: int, start: int, end: int | None
+    buf: bytes, topic: str, partition: int, start: int, end: int | None,
+    aborted: Sequence[tuple[int, int]] = (),
 ) -> tuple[list[Record], int]:
     out: list[Record] = []
     next_offset = start
     append = out.append
+    pending = sorted(aborted, key=lambda a: a[1])
+    skipping: set[int] = set()
     for pos, h in rec.iter_batches(buf):
         # CRC first: lastOffsetDelta is under the CRC, and a flipped bit in it must not
         # make a damaged batch look like one to skip.
@@ -1426,6 +1478,15 @@ def _decode_records(
                 f"{topic}-{partition}: batch at offset {h.base_offset} fails its CRC",
             )
         last = h.base_offset + h.last_offset_delta
+        if pending or skipping:  # Kafka's CompletedFetch: only with aborted transactions
+            while pending and pending[0][1] <= last:
+                skipping.add(pending.pop(0)[0])
+            if h.attributes & rec.CONTROL_MASK:
+                if rec.control_type(buf, pos) == rec.ABORT_MARKER:
+                    skipping.discard(h.producer_id)
+            elif h.attributes & rec.TRANSACTIONAL_MASK and h.producer_id in skipping:
+                next_offset = max(next_offset, last + 1)
+                continue
         if last < start:
             continue
         if not h.attributes & rec.CONTROL_MASK:

@@ -307,8 +307,10 @@ class SyncClient:
         end_offset: int | None = None,
         *,
         follow: bool = False,
+        isolation_level: int = 0,
     ) -> Generator[Record, None, None]:
-        chunks = self._client.consume_chunks(topic, partition, start_offset, end_offset, follow=follow)
+        chunks = self._client.consume_chunks(topic, partition, start_offset, end_offset,
+                                             follow=follow, isolation_level=isolation_level)
         return self._iterate(chunks)
 
     def consume_chunks(
@@ -319,10 +321,12 @@ class SyncClient:
         end_offset: int | None = None,
         *,
         follow: bool = False,
+        isolation_level: int = 0,
     ) -> Generator[list[Record], None, None]:
         """Like :meth:`consume`, one list per Fetch (one thread hop per list, not per record)."""
         chunks = self._client.consume_chunks(
-            topic, partition, start_offset, end_offset, follow=follow
+            topic, partition, start_offset, end_offset, follow=follow,
+            isolation_level=isolation_level,
         )
         return self._iterate_chunks(chunks)
 
@@ -334,10 +338,12 @@ class SyncClient:
         end_offset: int | None = None,
         *,
         follow: bool = False,
+        isolation_level: int = 0,
     ) -> Generator[pa.RecordBatch, None, None]:
         """Arrow record batches, one per Fetch; see :meth:`client.Client.consume_arrow`."""
         chunks = self._client.consume_arrow(
-            topic, partition, start_offset, end_offset, follow=follow
+            topic, partition, start_offset, end_offset, follow=follow,
+            isolation_level=isolation_level,
         )
         return self._iterate_chunks(chunks)
 

@@ -266,6 +266,13 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         raise OptionError("endingOffsets may not be 'earliest' (the read would always be empty)")
     if not streaming and starting.kind == "latest":
         raise OptionError("startingOffsets may not be 'latest' for a batch read (always empty)")
+    isolation = (opts.get("kafka.isolation.level") or "read_uncommitted").strip().lower()
+    if isolation != "read_uncommitted":
+        # Spark's default, and the only level this source reads at yet (markers are
+        # skipped, aborted records included): refuse rather than silently ignore it.
+        raise OptionError(
+            f"option 'kafka.isolation.level' = {isolation!r} is not supported by this source yet; "
+            "only read_uncommitted (Spark's default) is")
     fetch_max = _int(opts, "fetch.max.bytes", 1024) or _DEFAULT_FETCH_MAX_BYTES
     timeout_ms = _int(opts, "request.timeout.ms", 1) or 30000
     return ReadOptions(

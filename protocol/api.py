@@ -27,6 +27,8 @@ from typing import Any, NamedTuple
 from construct import Construct, ConstructError, Container
 
 from protocol import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition_reassignments,
     alter_user_scram_credentials,
@@ -44,8 +46,10 @@ from protocol import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
+    end_txn,
     fastpath,
     fetch,
     find_coordinator,
@@ -57,6 +61,7 @@ from protocol import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -66,6 +71,7 @@ from protocol import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
 )
 from protocol.errors import ErrorCode
 from protocol.schema import Message
@@ -93,6 +99,10 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -108,6 +118,8 @@ class ApiKey(IntEnum):
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
@@ -147,6 +159,10 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.DELETE_RECORDS: ApiRange("DeleteRecords", 0, 2, 0, 2),
     ApiKey.INIT_PRODUCER_ID: ApiRange("InitProducerId", 0, 4, 0, 2),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: ApiRange("OffsetForLeaderEpoch", 0, 4, 0, 4),
+    ApiKey.ADD_PARTITIONS_TO_TXN: ApiRange("AddPartitionsToTxn", 0, 3, 0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: ApiRange("AddOffsetsToTxn", 0, 3, 0, 3),
+    ApiKey.END_TXN: ApiRange("EndTxn", 0, 3, 0, 3),
+    ApiKey.TXN_OFFSET_COMMIT: ApiRange("TxnOffsetCommit", 0, 3, 0, 3),
     ApiKey.DESCRIBE_CONFIGS: ApiRange("DescribeConfigs", 0, 4, 0, 4),
     ApiKey.ALTER_CONFIGS: ApiRange("AlterConfigs", 0, 2, 0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: ApiRange("DescribeLogDirs", 0, 4, 0, 2),
@@ -163,6 +179,8 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ApiRange("AlterUserScramCredentials", 0, 0, 0, 0),
     ApiKey.DESCRIBE_CLUSTER: ApiRange("DescribeCluster", 0, 2, 0, 0),
     ApiKey.DESCRIBE_PRODUCERS: ApiRange("DescribeProducers", 0, 0, 0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: ApiRange("DescribeTransactions", 0, 0, 0, 0),
+    ApiKey.LIST_TRANSACTIONS: ApiRange("ListTransactions", 0, 1, 0, 0),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ApiRange("ConsumerGroupHeartbeat", 0, 1, 0, 0),
     ApiKey.CONSUMER_GROUP_DESCRIBE: ApiRange("ConsumerGroupDescribe", 0, 1, 0, 0),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: ApiRange("DescribeTopicPartitions", 0, 0, 0, 0),
@@ -189,6 +207,10 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.DELETE_RECORDS: (delete_records.REQUEST, delete_records.RESPONSE),
     ApiKey.INIT_PRODUCER_ID: (init_producer_id.REQUEST, init_producer_id.RESPONSE),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (offset_for_leader_epoch.REQUEST, offset_for_leader_epoch.RESPONSE),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (add_partitions_to_txn.REQUEST, add_partitions_to_txn.RESPONSE),
+    ApiKey.ADD_OFFSETS_TO_TXN: (add_offsets_to_txn.REQUEST, add_offsets_to_txn.RESPONSE),
+    ApiKey.END_TXN: (end_txn.REQUEST, end_txn.RESPONSE),
+    ApiKey.TXN_OFFSET_COMMIT: (txn_offset_commit.REQUEST, txn_offset_commit.RESPONSE),
     ApiKey.DESCRIBE_CONFIGS: (describe_configs.REQUEST, describe_configs.RESPONSE),
     ApiKey.ALTER_CONFIGS: (alter_configs.REQUEST, alter_configs.RESPONSE),
     ApiKey.DESCRIBE_LOG_DIRS: (describe_log_dirs.REQUEST, describe_log_dirs.RESPONSE),
@@ -208,6 +230,8 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
                                           alter_user_scram_credentials.RESPONSE),
     ApiKey.DESCRIBE_CLUSTER: (describe_cluster.REQUEST, describe_cluster.RESPONSE),
     ApiKey.DESCRIBE_PRODUCERS: (describe_producers.REQUEST, describe_producers.RESPONSE),
+    ApiKey.DESCRIBE_TRANSACTIONS: (describe_transactions.REQUEST, describe_transactions.RESPONSE),
+    ApiKey.LIST_TRANSACTIONS: (list_transactions.REQUEST, list_transactions.RESPONSE),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (consumer_group_heartbeat.REQUEST, consumer_group_heartbeat.RESPONSE),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (consumer_group_describe.REQUEST, consumer_group_describe.RESPONSE),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (describe_topic_partitions.REQUEST, describe_topic_partitions.RESPONSE),

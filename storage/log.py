@@ -46,6 +46,7 @@ from storage.records import (
     LOG_APPEND_TIME,
     NO_TIMESTAMP,
     BatchHeader,
+    build_control_batch,
     iter_batches,
     set_base_offset,
     set_max_timestamp,
@@ -424,6 +425,34 @@ class Log:
         self.active.append(data, entries)
         self._after_append(last, max_ts, batches[-1][1].partition_leader_epoch)
         return AppendResult(first.base_offset, last, max_ts, -1, self.log_start_offset)
+
+    def append_control(self, commit: bool, *, producer_id: int, producer_epoch: int,
+                       coordinator_epoch: int, now_ms: int, leader_epoch: int = 0) -> AppendResult:
+        """Append a COMMIT or ABORT marker (the leader's own batch, never a client's) at
+        the log end: CreateTime = ``now_ms``, or the log-append time on LogAppendTime
+        topics. It is indexed like any batch (its bytes count toward the index interval
+        and its timestamp toward the time index and the segment max), as Kafka does."""
+        ts = now_ms
+        ts_type = CREATE_TIME
+        if self.config.log_append_time:
+            if self._last_append_time is None:
+                self._last_append_time = self._prefix_max_list()[-1]
+            ts = max(self._last_append_time, now_ms)
+            self._last_append_time = ts
+            ts_type = LOG_APPEND_TIME
+        base = self._leo
+        data = build_control_batch(
+            commit, producer_id=producer_id, producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch, timestamp=ts, base_offset=base,
+            timestamp_type=ts_type, partition_leader_epoch=leader_epoch)
+        try:
+            self._maybe_roll(len(data), ts, base, now_ms)
+        except OSError as exc:
+            raise LogStorageError(f"cannot roll {self.dir}: {exc}") from exc
+        self.active.append([data], [(0, len(data), base, ts)])
+        self._after_append(base, ts, leader_epoch)
+        return AppendResult(base, base, ts, ts if ts_type == LOG_APPEND_TIME else -1,
+                            self.log_start_offset)
 
     def _after_append(self, last: int, max_ts: int, epoch: int) -> None:
         self._leo = last + 1

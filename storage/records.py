@@ -1346,3 +1346,45 @@ def timestamp_errors(
                 )
             )
     return out
+
+
+# ---------------------------------------------------------------- control batches
+
+ABORT_MARKER = 0
+COMMIT_MARKER = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+
+def build_control_batch(
+    commit: bool, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+    timestamp: int, base_offset: int = 0, timestamp_type: int = CREATE_TIME,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """Kafka's end-transaction marker (``MemoryRecords.withEndTransactionMarker``): one
+    record, key = int16 version 0 + int16 type (0 ABORT, 1 COMMIT), value = int16 version
+    0 + int32 coordinator epoch; attributes transactional + control (0x30, 0x38 under
+    LogAppendTime), base sequence -1, no compression; 78 bytes."""
+    key = _CONTROL_KEY.pack(0, COMMIT_MARKER if commit else ABORT_MARKER)
+    value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+    raw = bytearray(build_batch(
+        [Record(0, timestamp, key, value, [])], base_offset=base_offset,
+        timestamp_type=timestamp_type, producer_id=producer_id, producer_epoch=producer_epoch,
+        base_sequence=-1, partition_leader_epoch=partition_leader_epoch, is_transactional=True,
+    ))
+    raw[ATTRIBUTES_OFFSET + 1] |= CONTROL_MASK
+    crc = _crc32c.crc32c(memoryview(raw)[ATTRIBUTES_OFFSET:])
+    _U32.pack_into(raw, CRC_OFFSET, crc)
+    return bytes(raw)
+
+
+def control_type(buf: Buffer, pos: int = 0) -> int | None:
+    """The marker type (0 ABORT, 1 COMMIT) of the control batch at ``pos``; None if the
+    batch is not a control batch or its key is not Kafka's 4-byte control key."""
+    h = parse_header(buf, pos)
+    if not h.attributes & CONTROL_MASK:
+        return None
+    recs = decode_batch(buf, pos)
+    if len(recs) != 1 or recs[0].key is None or len(recs[0].key) != 4:
+        return None
+    return int(_CONTROL_KEY.unpack(recs[0].key)[1])

@@ -2,8 +2,8 @@
 
 Invariants: one entry per producer id in ``broker.producers`` for that partition (the
 state that deduplicates retried batches), with its epoch, last sequence and the time of
-its last append (LastTimestamp, ms); CoordinatorEpoch and CurrentTxnStartOffset are -1
-(no transactions). Unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (3).
+its last append (LastTimestamp, ms); CoordinatorEpoch is -1 and CurrentTxnStartOffset
+the first offset of the producer's open transaction there (-1 if none). Unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (3).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ def _partition(ctx: RequestContext, topic: str, partition: int) -> dict[str, Any
             "active_producers": [
                 {"producer_id": pid, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
                  "last_timestamp": e.last_seen_ms, "coordinator_epoch": -1,
-                 "current_txn_start_offset": -1}
+                 "current_txn_start_offset": producers.open_txn_start(topic, partition, pid)
+                 if producers is not None else -1}
                 for pid, e in sorted(active.items())]}
 
 

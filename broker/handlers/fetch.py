@@ -2,8 +2,13 @@
 
 Invariants:
 - Records start at the batch containing FetchOffset and never go past the high
-  watermark (= LastStableOffset: there are no transactions). A FetchOffset
-  outside [log start, log end] is OFFSET_OUT_OF_RANGE (1) for that partition.
+  watermark; under READ_COMMITTED (1) never past the last stable offset (whole
+  batches), with AbortedTransactions = the partition's aborted transactions whose
+  marker is at or after FetchOffset and whose first offset is below the LSO (Kafka's
+  ``collectAbortedTxns``; empty, not null). READ_UNCOMMITTED gets a null
+  AbortedTransactions. LastStableOffset is always the LSO, which is the high
+  watermark unless a transaction is open. A FetchOffset outside [log start, log end]
+  is OFFSET_OUT_OF_RANGE (1) for that partition.
 - Size limits follow KIP-74: the response limit is min(MaxBytes, broker
   ``fetch.max.bytes``); the first partition with data returns at least one whole
   batch even if it exceeds the limits (so MaxBytes 0 returns exactly one batch);
@@ -33,12 +38,12 @@ LEADER_EPOCH = 0  # this broker leads every partition in epoch 0 (Metadata says 
 
 
 def _partition(index: int, error: int, hw: int, log_start: int, records: bytes,
-               aborted: list[Any] | None) -> dict[str, Any]:
+               aborted: list[Any] | None, lso: int | None = None) -> dict[str, Any]:
     return {
         "partition_index": index,
         "error_code": error,
         "high_watermark": hw,
-        "last_stable_offset": hw,
+        "last_stable_offset": hw if lso is None else lso,
         "log_start_offset": log_start,
         "aborted_transactions": aborted,
         "preferred_read_replica": -1,
@@ -49,7 +54,9 @@ def _partition(index: int, error: int, hw: int, log_start: int, records: bytes,
 def read_partitions(body: Any, ctx: RequestContext) -> tuple[list[dict[str, Any]], int, bool]:
     """One pass over the requested partitions: (responses, bytes of records, any error)."""
     pm = ctx.partitions
-    aborted: list[Any] | None = [] if body.isolation_level == READ_COMMITTED else None
+    committed = body.isolation_level == READ_COMMITTED
+    aborted: list[Any] | None = [] if committed else None
+    producers = pm.producers
     # MaxBytes 0 (or less) still returns the first batch, as every limit here does.
     remaining = max(0, min(body.max_bytes, ctx.config.fetch_max_bytes))
     total = 0
@@ -77,6 +84,8 @@ def read_partitions(body: Any, ctx: RequestContext) -> tuple[list[dict[str, Any]
             hw = plog.high_watermark
             start = plog.log_start_offset
             offset = p.fetch_offset
+            lso = (producers.last_stable_offset(name, index, hw, start)
+                   if producers is not None else hw)
             if offset < start or offset > plog.log_end_offset:
                 parts.append(_partition(index, int(ErrorCode.OFFSET_OUT_OF_RANGE), hw, start, b"",
                                         aborted))
@@ -84,9 +93,10 @@ def read_partitions(body: Any, ctx: RequestContext) -> tuple[list[dict[str, Any]
                 continue
             records = b""
             limit = min(p.partition_max_bytes, remaining)
-            if offset < hw and (limit > 0 or first_data):
+            bound = lso if committed else hw
+            if offset < bound and (limit > 0 or first_data):
                 try:
-                    records = plog.read(offset, max(limit, 1), max_offset=hw)
+                    records = plog.read(offset, max(limit, 1), max_offset=bound)
                 except Exception as exc:
                     err = partition_error(exc, f"fetch from {name}-{index}")
                     parts.append(_partition(index, int(err.code), hw, start, b"", aborted))
@@ -98,7 +108,11 @@ def read_partitions(body: Any, ctx: RequestContext) -> tuple[list[dict[str, Any]
                     first_data = False
                     remaining -= len(records)
                     total += len(records)
-            parts.append(_partition(index, 0, hw, start, records, aborted))
+            txns = aborted
+            if committed and records and producers is not None:
+                txns = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+                        for a in producers.aborted_transactions(name, index, offset, bound)]
+            parts.append(_partition(index, 0, hw, start, records, txns, lso))
         responses.append({"topic": name, "partitions": parts})
     return responses, total, errors
 

@@ -2,8 +2,7 @@
 
 A single-node broker is the coordinator of every group (key type 0) and every
 transactional id (key type 1), so the answer is always our own node, as Kafka's
-would be with one broker. Transactions themselves are refused later, at
-InitProducerId (see ``broker.handlers.init_producer_id``). Any other key type is
+would be with one broker (transactions: ``broker.txn``). Any other key type is
 INVALID_REQUEST (42), as Kafka answers it (``CoordinatorType.forId``).
 """
 

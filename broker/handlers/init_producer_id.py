@@ -1,16 +1,15 @@
-"""InitProducerId (key 22), versions 0-4: producer ids for idempotent producers.
+"""InitProducerId (key 22), versions 0-4: producer ids for idempotent and transactional producers.
 
 A null TransactionalId asks for an idempotent producer: Kafka then ignores any
 ProducerId/ProducerEpoch the request carries (KIP-360 epoch bumps are for
 transactional ids) and hands out a fresh id with epoch 0; so do we, from
 ``broker.producers.ProducerStateManager`` which never reuses an id.
 
-Chronolog has no transaction coordinator. A TransactionalId therefore gets
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53): it is what Kafka answers a principal
-that may not use any transactional id, it is the only InitProducerId error every
-client treats as fatal at once (instead of retrying until a timeout), and its
-meaning — "you may not use transactions here" — is the truth. An empty
-TransactionalId is INVALID_REQUEST (42), as in Kafka.
+A TransactionalId goes to the transaction coordinator (``broker.txn``): epoch bumps,
+fencing of an ongoing transaction (CONCURRENT_TRANSACTIONS, retried by the client),
+KIP-360 recovery, INVALID_TRANSACTION_TIMEOUT (50) outside (0, transaction.max.timeout.ms].
+An empty TransactionalId is INVALID_REQUEST (42), as in Kafka, and so is a request
+with only one of ProducerId/ProducerEpoch set.
 """
 
 from __future__ import annotations
@@ -30,15 +29,28 @@ def producer_state(ctx: Any) -> ProducerStateManager:
 
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
-    txn_id = request.body.transactional_id
-    if txn_id is not None:
-        code = ErrorCode.INVALID_REQUEST if txn_id == "" else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        log.info("InitProducerId from %s refused with %s: transactional id %r "
-                 "(Chronolog supports idempotent producers, not transactions)",
-                 ctx.peer, code.name, txn_id)
-        return error_body(request, int(code))
-    pid = producer_state(ctx).allocate_producer_id()
-    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
+    body = request.body
+    txn_id = body.transactional_id
+    if txn_id is None:
+        pid = producer_state(ctx).allocate_producer_id()
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
+    expected_pid = body.producer_id if request.api_version >= 3 else -1
+    expected_epoch = body.producer_epoch if request.api_version >= 3 else -1
+    if txn_id == "" or (expected_pid == -1) != (expected_epoch == -1):
+        return error_body(request, int(ErrorCode.INVALID_REQUEST))
+    service = ctx.broker.txns
+    async with service.lock(txn_id):
+        result = service.coordinator.init_producer_id(
+            txn_id, body.transaction_timeout_ms, expected_pid, expected_epoch,
+            request.api_version, service.clock())
+        if result.completion is not None:
+            log.info("InitProducerId for %r fenced producer %d: aborting its open transaction",
+                     txn_id, result.completion.producer_id)
+            await service.finish(result.completion)
+    if result.error:
+        return error_body(request, result.error)
+    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": result.producer_id,
+            "producer_epoch": result.producer_epoch}
 
 
 def error_body(request: Any, code: int) -> dict[str, Any]:

@@ -9,8 +9,12 @@ Invariants (kafka-facts §4 and §6):
   MAX_TIMESTAMP from v7, -4 EARLIEST_LOCAL from v8, -5 LATEST_TIERED from v9,
   -6 EARLIEST_PENDING_UPLOAD from v11; below its version a partition gets
   UNSUPPORTED_VERSION (35). Other negative timestamps are INVALID_REQUEST.
-- read_committed and read_uncommitted agree: with no transactions the last
-  stable offset is the high watermark.
+- READ_COMMITTED (IsolationLevel 1, v2+) bounds every answer by the last stable
+  offset (Kafka's lastFetchableOffset): LATEST is the LSO, and a timestamp or
+  MAX_TIMESTAMP answer at or after the LSO becomes "none" (NONE, -1/-1). The search
+  itself runs over every batch, control markers and aborted data included, exactly as
+  under READ_UNCOMMITTED. EARLIEST is never filtered. With no open transaction the
+  LSO is the high watermark and both levels agree.
 - A partition named twice in one request is INVALID_REQUEST (42) each time (v1+).
 - CurrentLeaderEpoch (v4+) other than -1: above ours is UNKNOWN_LEADER_EPOCH (75),
   below is FENCED_LEADER_EPOCH (74). This broker's leader epoch is always 0.
@@ -133,18 +137,20 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     pm = ctx.partitions
     requested = body["topics"]
     duplicates = _duplicates(requested) if version >= 1 else _NO_DUPLICATES
+    committed = version >= 2 and body["isolation_level"] == 1
     topics = []
     for topic in requested:
         name = topic["name"]
         topics.append({
             "name": name,
-            "partitions": [_partition(pm, name, p, version, duplicates) for p in topic["partitions"]],
+            "partitions": [_partition(pm, name, p, version, duplicates, committed)
+                           for p in topic["partitions"]],
         })
     return {"throttle_time_ms": 0, "topics": topics}
 
 
 def _partition(pm: Any, name: str, p: Any, version: int,
-               duplicates: set[tuple[str, int]]) -> dict[str, Any]:
+               duplicates: set[tuple[str, int]], committed: bool = False) -> dict[str, Any]:
     index = p["partition_index"]
     if duplicates and (name, index) in duplicates:
         return _answer(index, int(ErrorCode.INVALID_REQUEST))
@@ -172,6 +178,12 @@ def _partition(pm: Any, name: str, p: Any, version: int,
                 plog, timestamp, p["max_num_offsets"], int(time.time() * 1000))
             return answer
         ts, offset, leader_epoch = _lookup(plog, timestamp)
+        if committed and offset >= 0 and timestamp not in (EARLIEST, -4):
+            lso = pm.last_stable_offset(name, index, plog)
+            if timestamp == LATEST:
+                offset = lso
+            elif offset >= lso:
+                ts, offset, leader_epoch = -1, -1, -1
     except Exception as exc:
         err = partition_error(exc, f"list offsets of {name}-{index}")
         return _answer(index, int(err.code))

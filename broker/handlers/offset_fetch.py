@@ -6,8 +6,10 @@ never GROUP_ID_NOT_FOUND). Null topics (v2+) mean every partition the group has
 offsets for. v8 batches several groups; v9 names the member (MemberId, MemberEpoch),
 which a group may check (``validate_offset_fetch``: KIP-848 groups answer 25/113;
 classic groups accept anyone). A group error is the group's error code (v8+), the
-top-level one (v2-7), or on every partition (v1, KAFKA-19246). RequireStable (v7+)
-needs no waiting: without transactions no offset is ever pending.
+top-level one (v2-7), or on every partition (v1, KAFKA-19246). RequireStable (v7+):
+a partition with offsets pending in an open transaction (TxnOffsetCommit not yet
+committed or aborted) answers UNSTABLE_OFFSET_COMMIT (88), offset -1, as Kafka does;
+the client retries.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import Any
 
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import GroupStore
+from protocol.errors import ErrorCode
 
 
 def _group_topics(store: GroupStore, group: str, topics: Any, leader_epoch: bool,
-                  error: int) -> list[dict[str, Any]]:
+                  error: int, unstable: frozenset[tuple[str, int]] = frozenset(),
+                  ) -> list[dict[str, Any]]:
     if topics is None:
         wanted: dict[str, list[int]] = {}
         if not error:
@@ -32,16 +36,24 @@ def _group_topics(store: GroupStore, group: str, topics: Any, leader_epoch: bool
     for name, partitions in requested:
         parts = []
         for p in partitions:
-            c = None if error else store.fetch(group, name, p)
+            pending = bool(unstable) and (name, p) in unstable
+            c = None if error or pending else store.fetch(group, name, p)
             parts.append({
                 "partition_index": p,
                 "committed_offset": c.offset if c else -1,
                 "committed_leader_epoch": c.leader_epoch if c and leader_epoch else -1,
                 "metadata": (c.metadata or "") if c else "",
-                "error_code": error,
+                "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT) if pending else error,
             })
         out.append({"name": name, "partitions": parts})
     return out
+
+
+def _unstable(ctx: Any, request: Any, group: str) -> frozenset[tuple[str, int]]:
+    if request.api_version < 7 or not request.body.require_stable:
+        return frozenset()
+    txns = getattr(ctx.broker, "txns", None)
+    return txns.coordinator.pending_partitions(group) if txns is not None else frozenset()
 
 
 def _group_error(coord: GroupCoordinator, group_id: str, member_id: str | None, epoch: int) -> int:
@@ -60,7 +72,8 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             err = _group_error(coord, g.group_id, g.member_id, g.member_epoch)
             groups.append({
                 "group_id": g.group_id,
-                "topics": [] if err else _group_topics(store, g.group_id, g.topics, True, 0),
+                "topics": [] if err else _group_topics(store, g.group_id, g.topics, True, 0,
+                                                       _unstable(ctx, request, g.group_id)),
                 "error_code": err,
             })
         return {"throttle_time_ms": 0, "groups": groups}
@@ -69,7 +82,8 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "topics": [], "error_code": err}
     return {
         "throttle_time_ms": 0,
-        "topics": _group_topics(store, body.group_id, body.topics, v >= 5, err),
+        "topics": _group_topics(store, body.group_id, body.topics, v >= 5, err,
+                                _unstable(ctx, request, body.group_id)),
         "error_code": err,
     }
 

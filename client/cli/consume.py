@@ -41,6 +41,8 @@ from client.cli._common import (
 from client.timeparse import format_time
 from protocol.errors import ErrorCode, KafkaError
 
+ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
+
 
 def register(subparsers: Any) -> None:
     p = add_command(subparsers, "consume", "print records from a time or offset, up to a time", __doc__)
@@ -63,6 +65,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--follow", action="store_true",
                    help="keep waiting for new records (until --until or Ctrl-C)")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.add_argument("--isolation", choices=sorted(ISOLATION), default="read_committed",
+                   help="read_committed (default, as librdkafka): stop at the last stable "
+                   "offset and skip aborted transactions; read_uncommitted: everything")
     add_bootstrap(p)
     allow_relative_times(p)
     p.set_defaults(func=lambda a: run(lambda: _consume(a)))
@@ -116,13 +121,15 @@ async def plan(
     from_offset: int | None,
     until: int | None,
     follow: bool,
+    isolation_level: int = 0,
 ) -> dict[int, tuple[int, int | None]]:
-    """Per partition, the exact ``[start, end)`` to read (end None = follow forever)."""
+    """Per partition, the exact ``[start, end)`` to read (end None = follow forever); times
+    and the end are resolved under ``isolation_level``."""
     earliest = await client.earliest(topic, partitions)
-    latest = await client.latest(topic, partitions)
+    latest = await client.latest(topic, partitions, isolation_level)
     starts: dict[int, int]
     if from_time is not None:
-        found = await client.offsets_for_times(topic, from_time, partitions)
+        found = await client.offsets_for_times(topic, from_time, partitions, isolation_level)
         starts = {}
         for p in partitions:
             hit = found[p]
@@ -140,7 +147,7 @@ async def plan(
         starts = dict(earliest)
     ends: dict[int, int | None]
     if until is not None:
-        found = await client.offsets_for_times(topic, until, partitions)
+        found = await client.offsets_for_times(topic, until, partitions, isolation_level)
         ends = {}
         for p in partitions:
             hit = found[p]
@@ -151,17 +158,20 @@ async def plan(
 
 
 async def _one_after_another(
-    client: Client, topic: str, ranges: dict[int, tuple[int, int | None]]
+    client: Client, topic: str, ranges: dict[int, tuple[int, int | None]],
+    isolation_level: int = 0,
 ) -> AsyncGenerator[list[Record], None]:
     for p, (start, end) in sorted(ranges.items()):
         if end is not None and start >= end:
             continue
-        async for chunk in client.consume_chunks(topic, p, start, end, follow=False):
+        async for chunk in client.consume_chunks(topic, p, start, end, follow=False,
+                                                 isolation_level=isolation_level):
             yield chunk
 
 
 async def _follow_all(
-    client: Client, topic: str, ranges: dict[int, tuple[int, int | None]], until: int | None
+    client: Client, topic: str, ranges: dict[int, tuple[int, int | None]], until: int | None,
+    isolation_level: int = 0,
 ) -> AsyncGenerator[list[Record], None]:
     """Follow every partition at once, yielding chunks as they arrive.
 
@@ -180,7 +190,8 @@ async def _follow_all(
 
     async def follow(p: int, start: int, end: int | None) -> None:
         try:
-            async for chunk in client.consume_chunks(topic, p, start, end, follow=True):
+            async for chunk in client.consume_chunks(topic, p, start, end, follow=True,
+                                                     isolation_level=isolation_level):
                 if until is not None and end is None:
                     cut = next((i for i, r in enumerate(chunk) if r.timestamp >= until), None)
                     if cut is not None:
@@ -232,8 +243,10 @@ async def _consume(args: argparse.Namespace) -> int:
                     f"topic {args.topic!r} has no partition {args.partition}",
                 )
             parts = [args.partition]
+        isolation = ISOLATION[args.isolation]
         ranges = await plan(
-            client, args.topic, parts, args.from_time, args.from_offset, args.until, args.follow
+            client, args.topic, parts, args.from_time, args.from_offset, args.until, args.follow,
+            isolation,
         )
         known = [e - s for s, e in ranges.values() if e is not None]
         total = sum(known) if len(known) == len(ranges) else None
@@ -241,9 +254,9 @@ async def _consume(args: argparse.Namespace) -> int:
             total = min(total, args.max)
         bar = progress(total, "rec", f"consume {args.topic}", not args.no_progress)
         source = (
-            _follow_all(client, args.topic, ranges, args.until)
+            _follow_all(client, args.topic, ranges, args.until, isolation)
             if args.follow
-            else _one_after_another(client, args.topic, ranges)
+            else _one_after_another(client, args.topic, ranges, isolation)
         )
         try:
             async for chunk in source:

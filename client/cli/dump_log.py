@@ -379,6 +379,16 @@ def dump_log_file(path: Path, print_records: bool, max_bytes: int, out: list[str
                 except StorageError as exc:
                     out.append(f"| records do not decode: {exc}")
                     continue
+                if h.is_control and len(records) == 1 and records[0].key is not None \
+                        and len(records[0].key) == 4 and records[0].value is not None \
+                        and len(records[0].value) >= 6:
+                    # Kafka's DumpLogSegments line for an end-transaction marker.
+                    kind = int.from_bytes(records[0].key[2:4], "big")
+                    coord = int.from_bytes(records[0].value[2:6], "big", signed=True)
+                    out.append(f"| offset: {records[0].offset} {ts_type}: {records[0].timestamp} "
+                               f"endTxnMarker: {'COMMIT' if kind == 1 else 'ABORT'} "
+                               f"coordinatorEpoch: {coord}")
+                    continue
                 for r in records:
                     hdrs = ", ".join(f"{k}={_fmt_bytes(v, max_bytes)}" for k, v in r.headers)
                     out.append(

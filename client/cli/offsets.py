@@ -43,6 +43,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--partition", type=int, action="append",
                    help="only this partition (repeatable)")
     p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--isolation", choices=["read_committed", "read_uncommitted"],
+                   default="read_committed",
+                   help="read_committed (default, as librdkafka): latest is the last stable "
+                   "offset and no answer lies at or past it")
     add_bootstrap(p)
     allow_relative_times(p)
     p.set_defaults(func=lambda a: run(lambda: _offsets(a)))
@@ -53,7 +57,8 @@ async def _offsets(args: argparse.Namespace) -> int:
         args.bootstrap_server, client_id="chronolog-cli", request_timeout=args.request_timeout
     ) as client:
         parts = args.partition or await client.partitions_for(args.topic)
-        res = await client.list_offsets({TopicPartition(args.topic, p): args.time for p in parts})
+        res = await client.list_offsets({TopicPartition(args.topic, p): args.time for p in parts},
+                                        1 if args.isolation == "read_committed" else 0)
     rows = [
         {
             "partition": tp.partition,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError, TransactionalIdAuthorizationFailed
+from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.structs import OffsetAndMetadata
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -254,8 +254,55 @@ async def test_committed_offsets_round_trip(kb: BrokerProcess) -> None:
         await c.stop()
 
 
-async def test_transactional_producer_fails_fast(kb: BrokerProcess) -> None:
+async def test_send_offsets_to_transaction_commits_group_offsets_only_on_commit(
+        kb: BrokerProcess) -> None:
+    """aiokafka's AddOffsetsToTxn v0 + TxnOffsetCommit v0 (no KIP-447 fencing)."""
+    p = AIOKafkaProducer(bootstrap_servers=kb.bootstrap, transactional_id="tx-aio-offsets")
+    await asyncio.wait_for(p.start(), TIMEOUT)
+    tp = TopicPartition("tx-aio-offsets", 0)
+    try:
+        await p.begin_transaction()
+        await p.send_and_wait(tp.topic, b"out")
+        await p.send_offsets_to_transaction({tp: 7}, "aio-txn-group")
+        await p.abort_transaction()
+        await p.begin_transaction()
+        await p.send_and_wait(tp.topic, b"out")
+        await p.send_offsets_to_transaction({tp: 5}, "aio-txn-group")
+        await p.commit_transaction()
+    finally:
+        await p.stop()
+    c = AIOKafkaConsumer(bootstrap_servers=kb.bootstrap, group_id="aio-txn-group")
+    await c.start()
+    try:
+        assert await c.committed(tp) == 5
+    finally:
+        await c.stop()
+
+
+async def test_transactional_producer_commits_and_aborts(kb: BrokerProcess) -> None:
     p = AIOKafkaProducer(bootstrap_servers=kb.bootstrap, transactional_id="tx-aio")
-    with pytest.raises(TransactionalIdAuthorizationFailed):
-        await asyncio.wait_for(p.start(), TIMEOUT)
-    await p.stop()
+    await asyncio.wait_for(p.start(), TIMEOUT)
+    try:
+        async with p.transaction():
+            await p.send_and_wait("tx-aio", b"kept")
+        await p.begin_transaction()
+        await p.send_and_wait("tx-aio", b"dropped")
+        await p.abort_transaction()
+    finally:
+        await p.stop()
+    c = AIOKafkaConsumer(bootstrap_servers=kb.bootstrap, isolation_level="read_committed",
+                         auto_offset_reset="earliest")
+    await c.start()
+    try:
+        c.assign([TopicPartition("tx-aio", 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline and not got:
+            for batch in (await c.getmany(timeout_ms=300)).values():
+                got += [m.value for m in batch]
+        await asyncio.sleep(0.5)
+        for batch in (await c.getmany(timeout_ms=300)).values():
+            got += [m.value for m in batch]
+        assert got == [b"kept"]
+    finally:
+        await c.stop()

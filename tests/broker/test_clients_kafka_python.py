@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import TopicAlreadyExistsError, TransactionalIdAuthorizationFailedError
+from kafka.errors import TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
 from tests.broker.test_clients_common import (
@@ -235,10 +235,23 @@ def test_committed_offsets_round_trip_with_metadata(kb: BrokerProcess) -> None:
         c.close()
 
 
-def test_transactional_producer_fails_fast(kb: BrokerProcess) -> None:
+def test_transactional_producer_commits_and_aborts(kb: BrokerProcess) -> None:
     p = KafkaProducer(bootstrap_servers=kb.bootstrap, transactional_id="tx-kp")
     try:
-        with pytest.raises(TransactionalIdAuthorizationFailedError):
-            p.init_transactions()
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("tx-kp", b"kept")
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send("tx-kp", b"dropped")
+        p.flush()
+        p.abort_transaction()
     finally:
         p.close(timeout=5)
+    c = KafkaConsumer(bootstrap_servers=kb.bootstrap, isolation_level="read_committed",
+                      auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    try:
+        c.assign([TopicPartition("tx-kp", 0)])
+        assert [m.value for m in c] == [b"kept"]
+    finally:
+        c.close()

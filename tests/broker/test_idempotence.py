@@ -28,7 +28,7 @@ from broker.producers import (
     last_sequence,
 )
 from protocol.errors import ErrorCode, KafkaError
-from storage.records import Record, build_batch
+from storage.records import BatchHeader, Record, build_batch
 from tests.broker.test_clients_common import (
     BASE_TS,
     RawConnection,
@@ -152,7 +152,14 @@ def test_non_idempotent_and_invalid_batches(tmp_path: Path) -> None:
     assert mgr.check("t", 0, -1, -1, -1, 10) is None
     expect_error(ErrorCode.INVALID_RECORD, mgr.check, "t", 0, 5, 0, -1, 0)
     with pytest.raises(KafkaError) as exc:
-        mgr.check("t", 0, 5, 0, 0, 0, is_transactional=True)
+        mgr.check("t", 0, -1, -1, -1, 0, is_transactional=True)
+    assert exc.value.code == ErrorCode.INVALID_RECORD
+    # A transactional batch opens a transaction; the same producer's plain batch there is 48.
+    assert mgr.check("t", 0, 5, 0, 0, 0, is_transactional=True) is None
+    mgr.record_batch("t", 0, BatchHeader(0, 0, 0, 2, 0, 0x10, 0, 0, 0, 5, 0, 0, 1), 7, -1,
+                     now_ms=0)
+    with pytest.raises(KafkaError) as exc:
+        mgr.check("t", 0, 5, 0, 1, 0)
     assert exc.value.code == ErrorCode.INVALID_TXN_STATE
 
 
@@ -330,7 +337,7 @@ def test_duplicates_are_still_recognised_after_a_restart(broker: BrokerProcess, 
         assert pid2 > pid  # ids are never reused across restarts
 
 
-def test_transactional_init_is_refused_with_a_fatal_error_and_idempotent_init_at_every_version(
+def test_transactional_init_gets_an_id_and_idempotent_init_at_every_version(
     broker: BrokerProcess,
 ) -> None:
     with RawConnection(broker) as c:
@@ -345,11 +352,12 @@ def test_transactional_init_is_refused_with_a_fatal_error_and_idempotent_init_at
                                   "producer_id": pids[0], "producer_epoch": 0})
         assert (again.error_code, again.producer_epoch) == (0, 0)
         assert again.producer_id not in pids
-        assert init_producer_id(c, 4, "tx")[0] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        err, txn_pid, txn_epoch = init_producer_id(c, 4, "tx")
+        assert (err, txn_epoch) == (0, 0) and txn_pid not in pids
         assert init_producer_id(c, 1, "")[0] == ErrorCode.INVALID_REQUEST
 
 
-def test_transactional_batch_is_refused_and_not_appended(broker: BrokerProcess) -> None:
+def test_transactional_batch_outside_a_transaction_is_refused_and_not_appended(broker: BrokerProcess) -> None:
     with RawConnection(broker) as c:
         c.request(19, 5, {"topics": [{"name": "txn", "num_partitions": 1, "replication_factor": 1,
                                       "assignments": [], "configs": []}], "timeout_ms": 5000})
@@ -579,3 +587,18 @@ def test_retry_on_a_log_append_time_topic_reports_the_original_append_time(
         time.sleep(0.05)
         assert produce_once() == first
         assert [r.timestamp for r in fetch_all(c, "lat-idem")] == [first[2]] * 3
+
+
+def test_aborted_transactions_below_a_new_log_start_are_forgotten(tmp_path: Path) -> None:
+    mgr = ProducerStateManager(tmp_path)
+    txn = BatchHeader(0, 0, 0, 2, 0, 0x10, 1, 0, 0, 5, 0, 0, 2)
+    mgr.record_batch("t", 0, txn, 10, -1, now_ms=0)  # offsets 10-11
+    assert mgr.last_stable_offset("t", 0, 12) == 10
+    aborted = mgr.complete_txn("t", 0, 5, 0, False, 12, now_ms=0)
+    assert aborted is not None and (aborted.first_offset, aborted.last_offset) == (10, 12)
+    assert mgr.last_stable_offset("t", 0, 13) == 13
+    assert mgr.aborted_transactions("t", 0, 0, 13) == [aborted]
+    mgr.evict_below("t", 0, 12)
+    assert mgr.aborted_transactions("t", 0, 0, 13) == [aborted]  # the marker is still there
+    mgr.evict_below("t", 0, 13)
+    assert mgr.aborted_transactions("t", 0, 0, 13) == []

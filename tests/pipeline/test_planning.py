@@ -61,6 +61,7 @@ def test_defaults_are_earliest_to_latest_for_batch_and_latest_for_streams() -> N
         ({**BASE, "maxrecordsperpartition": "lots"}, "integer"),
         ({**BASE, "endingoffsets": "earliest"}, "earliest"),
         ({**BASE, "startingoffsetsbytimestampstrategy": "guess"}, "latest' or 'error"),
+        ({**BASE, "kafka.isolation.level": "read_committed"}, "kafka.isolation.level"),
     ],
 )
 def test_bad_options_fail_with_a_message_naming_them(options: dict[str, str], message: str) -> None:

@@ -1,0 +1,44 @@
+"""AddPartitionsToTxn (key 24), versions 0-3: partitions join the ongoing transaction.
+
+Invariants: an unknown topic or partition gets UNKNOWN_TOPIC_OR_PARTITION (3) and
+every other partition of the request OPERATION_NOT_ATTEMPTED (55), nothing added;
+otherwise the coordinator's one verdict (49, 90/47, 51 or NONE) goes on every partition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.errors import ErrorCode
+
+
+def _results(body: Any, code_for: Any) -> list[dict[str, Any]]:
+    return [{"name": t.name, "results_by_partition": [
+        {"partition_index": p, "partition_error_code": code_for(t.name, p)} for p in t.partitions]}
+        for t in body.v3_and_below_topics]
+
+
+async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    body = request.body
+    pm = ctx.partitions
+    unknown = {(t.name, p) for t in body.v3_and_below_topics for p in t.partitions
+               if not pm.has_partition(t.name, p)}
+    if unknown:
+        def verdict(name: str, p: int) -> int:
+            return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (name, p) in unknown
+                       else ErrorCode.OPERATION_NOT_ATTEMPTED)
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _results(body, verdict)}
+    service = ctx.broker.txns
+    txn_id = body.v3_and_below_transactional_id
+    async with service.lock(txn_id):
+        code = service.coordinator.add_partitions(
+            txn_id, body.v3_and_below_producer_id, body.v3_and_below_producer_epoch,
+            [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions],
+            request.api_version, service.clock())
+    return {"throttle_time_ms": 0,
+            "results_by_topic_v3_and_below": _results(body, lambda _n, _p: code)}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0,
+            "results_by_topic_v3_and_below": _results(request.body, lambda _n, _p: code)}

@@ -1,0 +1,44 @@
+"""DescribeTransactions (65, KIP-664), v0: the coordinator's view of transactional ids.
+
+Invariants: per id its state name, timeout, start time (-1 before the first
+AddPartitions/AddOffsets), producer id and epoch and the partitions of the transaction
+(sorted); an unknown (or Dead) id is TRANSACTIONAL_ID_NOT_FOUND (105).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.txn.coordinator import STATE_NAMES, TxnState
+from protocol.errors import ErrorCode
+
+
+def _state(ctx: Any, txn_id: str) -> dict[str, Any]:
+    meta = ctx.broker.txns.coordinator.describe(txn_id)
+    if meta is None or meta.state == TxnState.DEAD:
+        return {"error_code": int(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND), "transactional_id": txn_id,
+                "transaction_state": "", "transaction_timeout_ms": 0,
+                "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1,
+                "topics": []}
+    topics: dict[str, list[int]] = {}
+    for t, p in sorted(meta.partitions):
+        topics.setdefault(t, []).append(p)
+    return {"error_code": 0, "transactional_id": txn_id,
+            "transaction_state": STATE_NAMES[meta.state],
+            "transaction_timeout_ms": meta.timeout_ms,
+            "transaction_start_time_ms": meta.start_ms, "producer_id": meta.producer_id,
+            "producer_epoch": meta.producer_epoch,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+
+
+async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    return {"throttle_time_ms": 0,
+            "transaction_states": [_state(ctx, t) for t in request.body.transactional_ids]}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "transaction_states": [
+        {"error_code": code, "transactional_id": t, "transaction_state": "",
+         "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+         "producer_epoch": -1, "topics": []}
+        for t in request.body.transactional_ids]}

@@ -1,0 +1,27 @@
+"""EndTxn (key 26), versions 0-3: commit or abort the ongoing transaction.
+
+Invariants: the answer goes out after the markers are in every partition of the
+transaction and the pending offsets are committed (or dropped), so what the client
+hears as committed is readable. Errors are the coordinator's (49, 90/47, 48, 51);
+a repeated end with the same result is NONE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    body = request.body
+    service = ctx.broker.txns
+    async with service.lock(body.transactional_id):
+        result = service.coordinator.end_txn(
+            body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed),
+            request.api_version, service.clock())
+        if result.completion is not None:
+            await service.finish(result.completion)
+    return {"throttle_time_ms": 0, "error_code": result.error}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": code}
