@@ -54,6 +54,9 @@ HANDLER_MODULES: dict[int, str] = {
     21: "delete_records",
     22: "init_producer_id",
     23: "offset_for_leader_epoch",
+    29: "describe_acls",
+    30: "create_acls",
+    31: "delete_acls",
     32: "describe_configs",
     33: "alter_configs",
     35: "describe_log_dirs",
@@ -64,6 +67,8 @@ HANDLER_MODULES: dict[int, str] = {
     45: "alter_partition_reassignments",
     46: "list_partition_reassignments",
     47: "offset_delete",
+    48: "describe_client_quotas",
+    49: "alter_client_quotas",
     60: "describe_cluster",
     61: "describe_producers",
     68: "consumer_group_heartbeat",
@@ -87,6 +92,9 @@ class RequestContext:
     # Set by a handler that must close its connection after answering (or, with no
     # answer, at its turn): acks=0 Produce with an error, as Kafka does.
     close_after: str | None = None
+    # Who is asking and on which listener (set per connection by authentication).
+    principal: str = "User:ANONYMOUS"
+    listener: str = "PLAINTEXT"
 
 
 @dataclass(frozen=True)

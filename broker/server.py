@@ -41,6 +41,8 @@ from collections.abc import Generator
 from typing import Any
 
 from broker import dispatch
+from broker.acl.authorizer import Authorizer
+from broker.acl.store import AclStore
 from broker.config import LONG_MAX, BrokerConfig, ConfigError, add_arguments
 from broker.dispatch import RequestContext, Route
 from broker.groups.coordinator import GroupCoordinator
@@ -576,6 +578,10 @@ class Broker:
         self.loop: asyncio.AbstractEventLoop
         # The group coordinator (``ctx.broker.groups``), opened with the partitions.
         self.groups: GroupCoordinator
+        # Authorization (broker.acl): None unless authorizer.class.name is set, so
+        # handlers pay one attribute test when it is off.
+        self.authorizer: Authorizer | None = None
+        self.acl_store: AclStore | None = None
         self.host = config.host
         self.port = config.port
 
@@ -617,6 +623,13 @@ class Broker:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.partitions.open(self.loop)
+        if self.config.authorizer_class_name:
+            self.authorizer = Authorizer(
+                [u.strip() for u in self.config.super_users.split(";") if u.strip()],
+                self.config.allow_everyone_if_no_acl_found)
+            self.acl_store = AclStore(self.partitions.state_dir, self.authorizer)
+            log.info("authorizer on: %d ACLs, super users %s", len(self.authorizer),
+                     sorted(self.authorizer.super_users) or "none")
         self.groups = GroupCoordinator(self.config, self.partitions.group_offsets,
                                        topics=self.partitions)
         self.groups.start(self.loop)

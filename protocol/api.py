@@ -27,9 +27,11 @@ from typing import Any, NamedTuple
 from construct import Construct, ConstructError, Container
 
 from protocol import (
+    acls,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
+    client_quotas,
     consumer_group_describe,
     consumer_group_heartbeat,
     create_partitions,
@@ -88,6 +90,9 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -98,6 +103,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     CONSUMER_GROUP_HEARTBEAT = 68
@@ -137,6 +144,9 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.DELETE_RECORDS: ApiRange("DeleteRecords", 0, 2, 0, 2),
     ApiKey.INIT_PRODUCER_ID: ApiRange("InitProducerId", 0, 4, 0, 2),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: ApiRange("OffsetForLeaderEpoch", 0, 4, 0, 4),
+    ApiKey.DESCRIBE_ACLS: ApiRange("DescribeAcls", 0, 3, 0, 2),
+    ApiKey.CREATE_ACLS: ApiRange("CreateAcls", 0, 3, 0, 2),
+    ApiKey.DELETE_ACLS: ApiRange("DeleteAcls", 0, 3, 0, 2),
     ApiKey.DESCRIBE_CONFIGS: ApiRange("DescribeConfigs", 0, 4, 0, 4),
     ApiKey.ALTER_CONFIGS: ApiRange("AlterConfigs", 0, 2, 0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: ApiRange("DescribeLogDirs", 0, 4, 0, 2),
@@ -148,6 +158,8 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ApiRange("ListPartitionReassignments", 0, 0, 0, 0),
     # OffsetDelete has no flexible version: 1 is past the only one served.
     ApiKey.OFFSET_DELETE: ApiRange("OffsetDelete", 0, 0, 0, 1),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: ApiRange("DescribeClientQuotas", 0, 1, 0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: ApiRange("AlterClientQuotas", 0, 1, 0, 1),
     ApiKey.DESCRIBE_CLUSTER: ApiRange("DescribeCluster", 0, 2, 0, 0),
     ApiKey.DESCRIBE_PRODUCERS: ApiRange("DescribeProducers", 0, 0, 0, 0),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ApiRange("ConsumerGroupHeartbeat", 0, 1, 0, 0),
@@ -175,6 +187,9 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.DELETE_RECORDS: (delete_records.REQUEST, delete_records.RESPONSE),
     ApiKey.INIT_PRODUCER_ID: (init_producer_id.REQUEST, init_producer_id.RESPONSE),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (offset_for_leader_epoch.REQUEST, offset_for_leader_epoch.RESPONSE),
+    ApiKey.DESCRIBE_ACLS: (acls.DESCRIBE_REQUEST, acls.DESCRIBE_RESPONSE),
+    ApiKey.CREATE_ACLS: (acls.CREATE_REQUEST, acls.CREATE_RESPONSE),
+    ApiKey.DELETE_ACLS: (acls.DELETE_REQUEST, acls.DELETE_RESPONSE),
     ApiKey.DESCRIBE_CONFIGS: (describe_configs.REQUEST, describe_configs.RESPONSE),
     ApiKey.ALTER_CONFIGS: (alter_configs.REQUEST, alter_configs.RESPONSE),
     ApiKey.DESCRIBE_LOG_DIRS: (describe_log_dirs.REQUEST, describe_log_dirs.RESPONSE),
@@ -187,6 +202,8 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (list_partition_reassignments.REQUEST,
                                           list_partition_reassignments.RESPONSE),
     ApiKey.OFFSET_DELETE: (offset_delete.REQUEST, offset_delete.RESPONSE),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (client_quotas.DESCRIBE_REQUEST, client_quotas.DESCRIBE_RESPONSE),
+    ApiKey.ALTER_CLIENT_QUOTAS: (client_quotas.ALTER_REQUEST, client_quotas.ALTER_RESPONSE),
     ApiKey.DESCRIBE_CLUSTER: (describe_cluster.REQUEST, describe_cluster.RESPONSE),
     ApiKey.DESCRIBE_PRODUCERS: (describe_producers.REQUEST, describe_producers.RESPONSE),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (consumer_group_heartbeat.REQUEST, consumer_group_heartbeat.RESPONSE),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from broker.acl.check import may_write_idempotently
 from broker.producers import ProducerStateManager
 from protocol.errors import ErrorCode
 
@@ -37,6 +38,8 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
                  "(Chronolog supports idempotent producers, not transactions)",
                  ctx.peer, code.name, txn_id)
         return error_body(request, int(code))
+    if not may_write_idempotently(ctx):
+        return error_body(request, int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     pid = producer_state(ctx).allocate_producer_id()
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
 
