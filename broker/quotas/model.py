@@ -193,7 +193,7 @@ class Rate:
         full = int(elapsed // self.size_ms)
         if full < self.num - 1:
             elapsed += (self.num - 1 - full) * self.size_ms
-        return elapsed
+        return max(elapsed, 1.0)  # quota.window.num=1 right after a new sample: 1 ms, not 0
 
     def measure(self, now_ms: float) -> float:
         window = self.window_ms(now_ms)
