@@ -121,3 +121,11 @@ def config_error(ctx: Any, operation: int, config_resource_type: int, name: str)
     if rtype is None:
         return 0
     return error(ctx, operation, rtype, CLUSTER_NAME if rtype == CLUSTER else name)
+
+
+def acl_api_error(ctx: Any, operation: int) -> int:
+    """Create/Describe/DeleteAcls: SECURITY_DISABLED (54) without an authorizer, else
+    ``operation`` (ALTER or DESCRIBE) on the cluster decides; 0 if allowed."""
+    if ctx.broker.authorizer is None:
+        return int(ErrorCode.SECURITY_DISABLED)
+    return error(ctx, operation, CLUSTER)

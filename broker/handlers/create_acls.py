@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.acl.authorizer import ALTER, CLUSTER, AclBinding, InvalidAcl, validate
-from broker.acl.check import error
+from broker.acl.authorizer import ALTER, AclBinding, InvalidAcl, validate
+from broker.acl.check import acl_api_error
 from protocol.errors import ErrorCode
 
 
@@ -22,12 +22,10 @@ def _result(code: int, message: str | None = None) -> dict[str, Any]:
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     creations = request.body.creations
+    refused = acl_api_error(ctx, ALTER)
+    if refused:
+        return error_body(request, refused)
     store = ctx.broker.acl_store
-    if store is None:
-        return error_body(request, int(ErrorCode.SECURITY_DISABLED))
-    denied = error(ctx, ALTER, CLUSTER)
-    if denied:
-        return error_body(request, denied)
     results = []
     valid = []
     for c in creations:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.acl.authorizer import ALTER, CLUSTER, AclBinding, InvalidAcl, validate_filter
-from broker.acl.check import error
+from broker.acl.authorizer import ALTER, AclBinding, InvalidAcl, validate_filter
+from broker.acl.check import acl_api_error
 from broker.handlers.describe_acls import acl_filter
 from protocol.errors import ErrorCode
 
@@ -24,12 +24,10 @@ def _matching(b: AclBinding) -> dict[str, Any]:
 
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    refused = acl_api_error(ctx, ALTER)
+    if refused:
+        return error_body(request, refused)
     store = ctx.broker.acl_store
-    if store is None:
-        return error_body(request, int(ErrorCode.SECURITY_DISABLED))
-    denied = error(ctx, ALTER, CLUSTER)
-    if denied:
-        return error_body(request, denied)
     results = []
     gone: set[AclBinding] = set()
     for f in request.body.filters:

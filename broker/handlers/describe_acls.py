@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.acl.authorizer import CLUSTER, DESCRIBE, AclFilter, InvalidAcl, validate_filter
-from broker.acl.check import error
+from broker.acl.authorizer import DESCRIBE, AclFilter, InvalidAcl, validate_filter
+from broker.acl.check import acl_api_error
 from protocol.errors import ErrorCode
 
 
@@ -21,12 +21,10 @@ def acl_filter(f: Any) -> AclFilter:
 
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    refused = acl_api_error(ctx, DESCRIBE)
+    if refused:
+        return error_body(request, refused)
     authz = ctx.broker.authorizer
-    if authz is None:
-        return error_body(request, int(ErrorCode.SECURITY_DISABLED))
-    denied = error(ctx, DESCRIBE, CLUSTER)
-    if denied:
-        return error_body(request, denied)
     flt = acl_filter(request.body)
     try:
         validate_filter(flt)

@@ -51,6 +51,15 @@ def produce_error(bootstrap: str, topic: str) -> KafkaError | None:
     return out[0]
 
 
+def first_error(c: Consumer) -> int | None:
+    """The code of the first error the consumer reports within 15 s."""
+    for _ in range(30):
+        msg = c.poll(0.5)
+        if msg is not None and msg.error():
+            return int(msg.error().code())
+    return None
+
+
 def listed_topics(admin: AdminClient) -> set[str]:
     return set(admin.list_topics(timeout=TIMEOUT).topics)
 
@@ -145,13 +154,7 @@ def test_group_read_denied_fails_the_consumer_with_group_authorization(open_brok
     c = Consumer({"bootstrap.servers": bs, "group.id": "blocked", "auto.offset.reset": "earliest"})
     try:
         c.subscribe(["events"])
-        seen = None
-        for _ in range(30):
-            msg = c.poll(0.5)
-            if msg is not None and msg.error():
-                seen = msg.error().code()
-                break
-        assert seen == KafkaError.GROUP_AUTHORIZATION_FAILED
+        assert first_error(c) == KafkaError.GROUP_AUTHORIZATION_FAILED
     finally:
         c.close()
     # Another group is unaffected and reads the record.
@@ -174,12 +177,6 @@ def test_fetch_needs_read_on_the_topic(open_broker):
     c = Consumer({"bootstrap.servers": bs, "group.id": "g", "enable.auto.commit": False})
     try:
         c.assign([TopicPartition("secret", 0, 0)])
-        seen = None
-        for _ in range(20):
-            msg = c.poll(0.5)
-            if msg is not None and msg.error():
-                seen = msg.error().code()
-                break
-        assert seen == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert first_error(c) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     finally:
         c.close()
