@@ -180,3 +180,32 @@ def test_fetch_needs_read_on_the_topic(open_broker):
         assert first_error(c) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_every_acl_api_version_clients_send_round_trips(open_broker, version):
+    """librdkafka 2.0.2 and kafkajs send v0-1, librdkafka 2.15 up to v2; v0 means LITERAL."""
+    import asyncio
+
+    from client.acls import Acl, AclFilter, create_acls, delete_acls, describe_acls
+    from client.aio import Client
+
+    async def go() -> tuple[list, list, list]:
+        c = await Client.connect(open_broker.bootstrap)
+        try:
+            for key in (29, 30, 31):
+                c._versions[key] = version
+            pattern = "LITERAL" if version == 0 else "PREFIXED"
+            made = Acl("TOPIC", f"v{version}", pattern, ME, "*", "READ", "DENY")
+            await create_acls(c, [made])
+            listed = await describe_acls(c, AclFilter(resource_name=f"v{version}",
+                                                      pattern_type="LITERAL" if version == 0
+                                                      else "ANY"))
+            removed = await delete_acls(c, [AclFilter(resource_name=f"v{version}",
+                                                      pattern_type=pattern)])
+            return [made], listed, removed
+        finally:
+            await c.close()
+
+    made, listed, removed = asyncio.run(go())
+    assert listed == made and removed == made

@@ -109,3 +109,22 @@ def test_consumer_over_its_fetch_quota_is_slowed_and_told(broker_factory):
     # librdkafka a round trip each time, so it settles below the quota (measured 0.64-0.84).
     assert 0.5 * QUOTA <= rate <= 1.1 * QUOTA, f"{rate:.0f} B/s against a quota of {QUOTA}"
     assert max(throttles, default=0) > 0
+
+
+def test_a_user_quota_applies_to_the_anonymous_principal(broker_factory):
+    """PLAINTEXT connections are User:ANONYMOUS: a quota on user ANONYMOUS (which wins
+    over a client-id default) throttles them whatever their client id."""
+    b = broker_factory()
+    set_quota(b.bootstrap, {"user": "ANONYMOUS"}, {"producer_byte_rate": 20_000})
+    set_quota(b.bootstrap, {"client-id": None}, {"producer_byte_rate": 1e12})
+    throttles: list[float] = []
+    p = Producer({"bootstrap.servers": b.bootstrap, "client.id": "anyone", "linger.ms": 5,
+                  "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
+    for _ in range(400):  # 400 kB against 20 kB/s over a >= 10 s window
+        p.produce("anon", b"z" * RECORD)
+        p.poll(0)
+    p.flush(30)
+    deadline = time.monotonic() + 10
+    while not throttles and time.monotonic() < deadline:
+        p.poll(0.1)
+    assert max(throttles, default=0) > 0
