@@ -496,7 +496,7 @@ class Connection(asyncio.Protocol):
         client = ctx.client_id or ""
         key = request.api_key
         throttle = 0
-        if key != API_VERSIONS_KEY:
+        if key != API_VERSIONS_KEY and body is not None:  # acks=0 is exempt, as in Kafka
             throttle = quotas.record(REQUEST_PERCENTAGE, user, client,
                                      (_perf() - started) * 100.0, now)[0]
         if key == PRODUCE_KEY:

@@ -209,3 +209,33 @@ def test_every_acl_api_version_clients_send_round_trips(open_broker, version):
 
     made, listed, removed = asyncio.run(go())
     assert listed == made and removed == made
+
+
+def test_admin_apis_check_create_delete_and_config_operations(open_broker):
+    from confluent_kafka.admin import ConfigResource
+    from confluent_kafka.admin import ResourceType as ConfigType
+
+    admin = AdminClient({"bootstrap.servers": open_broker.bootstrap})
+    admin.create_topics([NewTopic("kept", 1)])["kept"].result()
+    # The cluster gets an ACL (so CREATE on it is no longer everyone's): topic creation
+    # then falls back to CREATE on the topic, Kafka's second chance.
+    create(admin,
+           acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER),
+           acl(ResourceType.TOPIC, "no-", AclOperation.CREATE, AclPermissionType.DENY,
+               pattern=ResourcePatternType.PREFIXED),
+           acl(ResourceType.TOPIC, "kept", AclOperation.DELETE, AclPermissionType.DENY),
+           acl(ResourceType.TOPIC, "kept", AclOperation.DESCRIBE_CONFIGS, AclPermissionType.DENY),
+           acl(ResourceType.TOPIC, "kept", AclOperation.DESCRIBE))
+
+    def code_of(future) -> int:
+        with pytest.raises(KafkaException) as exc:
+            future.result()
+        return int(exc.value.args[0].code())
+
+    assert code_of(admin.create_topics([NewTopic("no-way", 1)])["no-way"]) == (
+        KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    admin.create_topics([NewTopic("yes-way", 1)])["yes-way"].result()  # no ACL: allowed
+    assert code_of(admin.delete_topics(["kept"])["kept"]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    res = ConfigResource(ConfigType.TOPIC, "kept")
+    assert code_of(admin.describe_configs([res])[res]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "kept" in listed_topics(admin)  # DESCRIBE is still allowed
