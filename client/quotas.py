@@ -38,4 +38,4 @@ async def describe_quotas(client: Client, match: Entity | None = None,
                        {"components": components, "strict": strict})
     _raise(resp.error_code, "describe quotas", resp.error_message)
     return [({c.entity_type: c.entity_name for c in e.entity},
-             {v.key: v.value for v in e["values"]}) for e in resp.entries or []]
+             {v.key: v.value for v in e.quota_values}) for e in resp.entries or []]

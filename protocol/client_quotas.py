@@ -36,7 +36,7 @@ DESCRIBE_RESPONSE = message(
     F("error_message", "string", nullable="0+"),
     F("entries", arr(
         F("entity", _ENTITY),
-        F("values", arr(
+        F("quota_values", arr(  # Kafka: Values (a Container method name)
             F("key", "string"),
             F("value", "float64"),
         )),

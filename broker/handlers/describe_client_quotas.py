@@ -38,7 +38,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         if values and describe_matches(ent, components, bool(body.strict)):
             entries.append({
                 "entity": [{"entity_type": t, "entity_name": n} for t, n in ent],
-                "values": [{"key": k, "value": v} for k, v in sorted(values.items())],
+                "quota_values": [{"key": k, "value": v} for k, v in sorted(values.items())],
             })
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
 
