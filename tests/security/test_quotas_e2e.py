@@ -35,6 +35,16 @@ def set_quota(bootstrap: str, entity: dict, values: dict, remove: tuple = ()) ->
     return asyncio.run(go())
 
 
+def steady_rate(times: list[float], what: str, throttles: list[float]) -> float:
+    """Bytes per second of the 1000-byte records whose times fall in the SPAN after the
+    first window; the client must also have been told it was throttled."""
+    window = [t for t in times if times[0] + SKIP <= t < times[0] + SKIP + SPAN]
+    rate = len(window) * RECORD / SPAN
+    print(f"{what} {rate:.0f} B/s, quota {QUOTA}, largest throttle {max(throttles, default=0)} s")
+    assert max(throttles, default=0) > 0
+    return rate
+
+
 def test_quotas_are_stored_described_and_kept_across_restart(broker_factory):
     b = broker_factory()
     set_quota(b.bootstrap, {"client-id": "slow"}, {"producer_byte_rate": 1024})
@@ -73,11 +83,8 @@ def test_producer_over_its_byte_rate_is_slowed_to_the_quota(broker_factory):
         p.poll(0)
     p.purge(in_queue=True)  # what is still queued was never sent: not part of the rate
     p.flush(30)
-    window = [t for t in delivered if delivered[0] + SKIP <= t < delivered[0] + SKIP + SPAN]
-    rate = len(window) * RECORD / SPAN
-    print(f"produced {rate:.0f} B/s, quota {QUOTA}, largest throttle {max(throttles, default=0)} s")
+    rate = steady_rate(delivered, "produced", throttles)
     assert 0.9 * QUOTA <= rate <= 1.1 * QUOTA, f"{rate:.0f} B/s against a quota of {QUOTA}"
-    assert max(throttles, default=0) > 0
 
 
 def test_consumer_over_its_fetch_quota_is_slowed_and_told(broker_factory):
@@ -102,13 +109,10 @@ def test_consumer_over_its_fetch_quota_is_slowed_and_told(broker_factory):
                     got.append(time.monotonic())
     finally:
         c.close()
-    window = [t for t in got if got[0] + SKIP <= t < got[0] + SKIP + SPAN]
-    rate = len(window) * RECORD / SPAN
-    print(f"consumed {rate:.0f} B/s, quota {QUOTA}, largest throttle {max(throttles, default=0)} s")
+    rate = steady_rate(got, "consumed", throttles)
     # Capped at the quota. A throttled Fetch is answered empty (Kafka's rule), which costs
     # librdkafka a round trip each time, so it settles below the quota (measured 0.64-0.84).
     assert 0.5 * QUOTA <= rate <= 1.1 * QUOTA, f"{rate:.0f} B/s against a quota of {QUOTA}"
-    assert max(throttles, default=0) > 0
 
 
 def test_a_user_quota_applies_to_the_anonymous_principal(broker_factory):
