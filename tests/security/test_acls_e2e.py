@@ -240,3 +240,20 @@ def test_admin_apis_check_create_delete_and_config_operations(open_broker):
     res = ConfigResource(ConfigType.TOPIC, "kept")
     assert code_of(admin.describe_configs([res])[res]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert "kept" in listed_topics(admin)  # DESCRIBE is still allowed
+
+
+def test_auto_creation_needs_create(open_broker):
+    bs = open_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bs})
+    create(admin, acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER),
+           acl(ResourceType.TOPIC, "auto-no", AclOperation.CREATE, AclPermissionType.DENY,
+               pattern=ResourcePatternType.PREFIXED))
+    p = Producer({"bootstrap.servers": bs, "message.timeout.ms": 5000})
+    out: dict[str, KafkaError | None] = {}
+    for topic in ("auto-yes", "auto-no"):
+        p.produce(topic, b"v", on_delivery=lambda err, msg, t=topic: out.__setitem__(t, err))
+    p.flush(TIMEOUT)
+    assert out["auto-yes"] is None
+    assert out["auto-no"] is not None
+    assert out["auto-no"].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "auto-no" not in listed_topics(admin) and "auto-yes" in listed_topics(admin)
