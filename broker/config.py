@@ -457,6 +457,27 @@ class BrokerConfig:
         # listener.name.<name>.<setting> overrides, as given (not a field: every field
         # is one Kafka-named setting; these names are open-ended).
         self.listener_overrides: dict[str, str] = {}
+    # --- authorization and quotas ---
+    authorizer_class_name: str = _setting(
+        "authorizer.class.name", "",
+        "Empty = no authorization; org.apache.kafka.metadata.authorizer.StandardAuthorizer "
+        "turns on Kafka's ACLs (kafka.security.authorizer.AclAuthorizer is accepted as the same).",
+        choices=("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "kafka.security.authorizer.AclAuthorizer"),
+    )
+    super_users: str = _setting(
+        "super.users", "", "Principals allowed everything, ';'-separated (User:admin;User:ops)."
+    )
+    allow_everyone_if_no_acl_found: bool = _setting(
+        "allow.everyone.if.no.acl.found", False,
+        "With an authorizer: allow an operation on a resource that has no ACL at all.",
+    )
+    quota_window_num: int = _setting(
+        "quota.window.num", 11, "Samples kept for client quota rates.", minimum=1
+    )
+    quota_window_size_seconds: int = _setting(
+        "quota.window.size.seconds", 1, "Length of one client quota sample.", minimum=1
+    )
 
     # ------------------------------------------------------------------ loading
 

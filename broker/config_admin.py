@@ -22,6 +22,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from broker.acl.authorizer import ALTER_CONFIGS
+from broker.acl.check import config_error
 from broker.config import ConfigError
 from broker.dispatch import RequestContext
 from broker.partitions import Topic, validate_topic_name
@@ -159,6 +161,9 @@ def handle_resources(ctx: RequestContext, body: Any,
         try:
             if (r.resource_type, r.resource_name) in dupes:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            refused = config_error(ctx, ALTER_CONFIGS, r.resource_type, r.resource_name)
+            if refused:
+                raise KafkaError(ErrorCode(refused), "Authorization failed.")
             alter(ctx, r.resource_type, r.resource_name, make(r.configs), bool(body.validate_only))
         except KafkaError as exc:
             code, message = int(exc.code), exc.message or None

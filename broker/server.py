@@ -46,14 +46,26 @@ import sys
 import time
 import types
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 from broker import dispatch
+from broker.acl.authorizer import Authorizer
+from broker.acl.store import AclStore
 from broker.config import LONG_MAX, BrokerConfig, ConfigError, add_arguments
 from broker.dispatch import RequestContext, Route
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import forget_store
 from broker.partitions import PartitionManager
+from broker.quotas.model import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    QuotaConfigs,
+    Quotas,
+)
+from broker.quotas.store import FILE_NAME as QUOTA_FILE
+from broker.quotas.store import load as load_quotas
 from broker.security.listeners import Listener, listeners, mechanisms
 from broker.security.sasl import Outcome, SaslGate
 from broker.security.tls import ANONYMOUS
@@ -68,6 +80,7 @@ _perf = time.perf_counter
 _SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
 FETCH_KEY = 1
+PRODUCE_KEY = 0
 # Stop reading a connection with this many requests in flight (Kafka mutes a
 # channel with one); resume when half of them are answered.
 MAX_IN_FLIGHT = 64
@@ -144,6 +157,10 @@ class Connection(asyncio.Protocol):
         self._held = False
         self._processing = False
         self._ip: str | None = None
+        # KIP-219: a connection over a client quota is muted (not read) until then.
+        self._throttled = False
+        self._throttled_until = 0.0
+        self._unmute: asyncio.TimerHandle | None = None
         self.last_active = time.monotonic()
         self._max_frame = broker.config.socket_request_max_bytes
         if self.gate is not None:  # before authentication: SASL's own, smaller limit
@@ -207,6 +224,9 @@ class Connection(asyncio.Protocol):
         for task in list(self._tasks):
             if task.get_name() == "fetch":
                 task.cancel()
+        if self._unmute is not None:
+            self._unmute.cancel()
+            self._unmute = None
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -282,7 +302,7 @@ class Connection(asyncio.Protocol):
     def _blocked(self) -> bool:
         """Back-pressure: stop decoding this connection's requests for now."""
         broker = self.broker
-        return (self._writing_paused or len(self._pending) >= MAX_IN_FLIGHT
+        return (self._writing_paused or self._throttled or len(self._pending) >= MAX_IN_FLIGHT
                 or broker.queued >= broker.queued_max
                 or 0 <= broker.queued_bytes_max <= broker.queued_bytes)
 
@@ -407,7 +427,7 @@ class Connection(asyncio.Protocol):
         try:
             waiting = coro.send(None)
         except StopIteration as stop:
-            data, reason = self._response(route, request, ctx, stop.value, None)
+            data, reason = self._response(route, request, ctx, stop.value, None, len(frame), started)
             METRICS.request(route.name, _perf() - started)
             self._emit(data, reason)
             return
@@ -512,13 +532,16 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------ serving
 
     def _response(self, route: Route, request: Any, ctx: RequestContext, body: Any,
-                  exc: BaseException | None) -> tuple[bytes | None, str | None]:
+                  exc: BaseException | None, size: int = 0,
+                  started: float = 0.0) -> tuple[bytes | None, str | None]:
         """(response frame or None, reason to close after it or None) for a handler that
         returned ``body`` or raised ``exc``. A failure is logged with its traceback and
         answered with UNKNOWN_SERVER_ERROR where the API has a place for it; otherwise
         the connection closes at this answer's turn."""
         if exc is None:
             try:
+                if self.broker.quotas.active:
+                    return self._charged(request, ctx, body, size, started), ctx.close_after
                 data = None if body is None else papi.encode_response(
                     request.api_key, request.api_version, request.correlation_id, body)
                 return data, ctx.close_after
@@ -541,12 +564,66 @@ class Connection(asyncio.Protocol):
                 log.exception("%s error response could not be built", route.name)
         return None, reason
 
+    def _charged(self, request: Any, ctx: RequestContext, body: Any, size: int,
+                 started: float) -> bytes | None:
+        """The response of a request charged against the client quotas (KIP-219): the
+        throttle time is the largest of the request-time and byte-rate ones, the answer
+        carries it in ``throttle_time_ms`` and leaves at once, then the connection is
+        muted that long. A throttled Fetch is answered empty and its bytes un-recorded."""
+        quotas = self.broker.quotas
+        now = time.monotonic() * 1000.0
+        user = ctx.principal.partition(":")[2]
+        client = ctx.client_id or ""
+        key = request.api_key
+        throttle = 0
+        if key != API_VERSIONS_KEY and body is not None:  # acks=0 is exempt, as in Kafka
+            throttle = quotas.record(REQUEST_PERCENTAGE, user, client,
+                                     (_perf() - started) * 100.0, now)[0]
+        if key == PRODUCE_KEY:
+            throttle = max(throttle, quotas.record(PRODUCER_BYTE_RATE, user, client, size, now)[0])
+
+        def encode(answer: Any, ms: int) -> bytes:
+            if ms and isinstance(answer, dict) and "throttle_time_ms" in answer:
+                answer = {**answer, "throttle_time_ms": ms}
+            return papi.encode_response(key, request.api_version, request.correlation_id, answer)
+
+        data = None if body is None else encode(body, throttle)
+        if key == FETCH_KEY and data is not None:
+            fetch_throttle, rate = quotas.record(CONSUMER_BYTE_RATE, user, client, len(data), now)
+            if fetch_throttle and rate is not None:
+                rate.unrecord(len(data))
+                throttle = max(throttle, fetch_throttle)
+                data = encode({**body, "responses": []}, throttle)
+        if throttle:
+            self._mute(throttle)
+        return data
+
+    def _mute(self, ms: int) -> None:
+        """Stop reading this connection for ``ms`` (through the back-pressure gate)."""
+        until = time.monotonic() + ms / 1000.0
+        if until <= self._throttled_until or self._closing:
+            return
+        self._throttled_until = until
+        self._throttled = True
+        self._update_reading()
+        if self._unmute is not None:
+            self._unmute.cancel()
+        self._unmute = self.broker.loop.call_later(ms / 1000.0, self._end_mute)
+
+    def _end_mute(self) -> None:
+        self._unmute = None
+        self._throttled = False
+        self._update_reading()
+        self.release()
+
     async def _finish(self, slot: _Slot, route: Route, request: Any, ctx: RequestContext,
                       coro: Any, waiting: Any, started: float) -> None:
         """The rest of a handler that suspended, inside a task; fills its slot."""
         try:
             body = await _resume(coro, waiting)
-            slot.data, slot.close_reason = self._response(route, request, ctx, body, None)
+            # Request time is thread time, as in Kafka: a long-poll's wait is not charged.
+            slot.data, slot.close_reason = self._response(route, request, ctx, body, None,
+                                                          slot.size, _perf())
         except asyncio.CancelledError:
             slot.close_reason = f"{route.name} request cancelled (connection closing)"
         except Exception as exc:
@@ -586,6 +663,7 @@ class Connection(asyncio.Protocol):
             return
         want_pause = (
             self._writing_paused
+            or self._throttled
             or self._held
             or len(self._pending) >= MAX_IN_FLIGHT
             or self.broker.stopping
@@ -665,6 +743,15 @@ class Broker:
         self.groups: GroupCoordinator
         # The transaction coordinator (``ctx.broker.txns``), opened after the groups.
         self.txns: TransactionService
+        # Authorization (broker.acl): None unless authorizer.class.name is set, so
+        # handlers pay one attribute test when it is off.
+        self.authorizer: Authorizer | None = None
+        self.acl_store: AclStore | None = None
+        # Client quotas (broker.quotas): loaded with the partitions; enforcement runs only
+        # while some quota is configured (``quotas.active``).
+        self.quotas = Quotas(QuotaConfigs(), config.quota_window_num,
+                             config.quota_window_size_seconds)
+        self.quota_path = Path(config.log_dirs) / "__chronolog" / QUOTA_FILE
         self.host = config.host
         self.port = config.port
 
@@ -732,6 +819,16 @@ class Broker:
         except BaseException:
             self._lock.release()  # a failed start must not keep the data dir locked
             raise
+        self.quota_path = self.partitions.state_dir / QUOTA_FILE
+        self.quotas.configs = load_quotas(self.quota_path)
+        self.quotas.changed()
+        if self.config.authorizer_class_name:
+            self.authorizer = Authorizer(
+                [u.strip() for u in self.config.super_users.split(";") if u.strip()],
+                self.config.allow_everyone_if_no_acl_found)
+            self.acl_store = AclStore(self.partitions.state_dir, self.authorizer)
+            log.info("authorizer on: %d ACLs, super users %s", len(self.authorizer),
+                     sorted(self.authorizer.super_users) or "none")
         self.groups = GroupCoordinator(self.config, self.partitions.group_offsets,
                                        topics=self.partitions)
         self.groups.start(self.loop)

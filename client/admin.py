@@ -32,6 +32,11 @@ ADMIN_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 }
 
 OPS = {"set": iac.OP_SET, "delete": iac.OP_DELETE, "append": iac.OP_APPEND, "subtract": iac.OP_SUBTRACT}

@@ -27,12 +27,14 @@ from typing import Any, NamedTuple
 from construct import Construct, ConstructError, Container
 
 from protocol import (
+    acls,
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
     alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
+    client_quotas,
     consumer_group_describe,
     consumer_group_heartbeat,
     create_partitions,
@@ -103,6 +105,9 @@ class ApiKey(IntEnum):
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -114,6 +119,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
@@ -163,6 +170,9 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.ADD_OFFSETS_TO_TXN: ApiRange("AddOffsetsToTxn", 0, 3, 0, 3),
     ApiKey.END_TXN: ApiRange("EndTxn", 0, 3, 0, 3),
     ApiKey.TXN_OFFSET_COMMIT: ApiRange("TxnOffsetCommit", 0, 3, 0, 3),
+    ApiKey.DESCRIBE_ACLS: ApiRange("DescribeAcls", 0, 3, 0, 2),
+    ApiKey.CREATE_ACLS: ApiRange("CreateAcls", 0, 3, 0, 2),
+    ApiKey.DELETE_ACLS: ApiRange("DeleteAcls", 0, 3, 0, 2),
     ApiKey.DESCRIBE_CONFIGS: ApiRange("DescribeConfigs", 0, 4, 0, 4),
     ApiKey.ALTER_CONFIGS: ApiRange("AlterConfigs", 0, 2, 0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: ApiRange("DescribeLogDirs", 0, 4, 0, 2),
@@ -175,6 +185,8 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ApiRange("ListPartitionReassignments", 0, 0, 0, 0),
     # OffsetDelete has no flexible version: 1 is past the only one served.
     ApiKey.OFFSET_DELETE: ApiRange("OffsetDelete", 0, 0, 0, 1),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: ApiRange("DescribeClientQuotas", 0, 1, 0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: ApiRange("AlterClientQuotas", 0, 1, 0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ApiRange("DescribeUserScramCredentials", 0, 0, 0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ApiRange("AlterUserScramCredentials", 0, 0, 0, 0),
     ApiKey.DESCRIBE_CLUSTER: ApiRange("DescribeCluster", 0, 2, 0, 0),
@@ -211,6 +223,9 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (add_offsets_to_txn.REQUEST, add_offsets_to_txn.RESPONSE),
     ApiKey.END_TXN: (end_txn.REQUEST, end_txn.RESPONSE),
     ApiKey.TXN_OFFSET_COMMIT: (txn_offset_commit.REQUEST, txn_offset_commit.RESPONSE),
+    ApiKey.DESCRIBE_ACLS: (acls.DESCRIBE_REQUEST, acls.DESCRIBE_RESPONSE),
+    ApiKey.CREATE_ACLS: (acls.CREATE_REQUEST, acls.CREATE_RESPONSE),
+    ApiKey.DELETE_ACLS: (acls.DELETE_REQUEST, acls.DELETE_RESPONSE),
     ApiKey.DESCRIBE_CONFIGS: (describe_configs.REQUEST, describe_configs.RESPONSE),
     ApiKey.ALTER_CONFIGS: (alter_configs.REQUEST, alter_configs.RESPONSE),
     ApiKey.DESCRIBE_LOG_DIRS: (describe_log_dirs.REQUEST, describe_log_dirs.RESPONSE),
@@ -224,6 +239,8 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (list_partition_reassignments.REQUEST,
                                           list_partition_reassignments.RESPONSE),
     ApiKey.OFFSET_DELETE: (offset_delete.REQUEST, offset_delete.RESPONSE),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (client_quotas.DESCRIBE_REQUEST, client_quotas.DESCRIBE_RESPONSE),
+    ApiKey.ALTER_CLIENT_QUOTAS: (client_quotas.ALTER_REQUEST, client_quotas.ALTER_RESPONSE),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (describe_user_scram_credentials.REQUEST,
                                              describe_user_scram_credentials.RESPONSE),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (alter_user_scram_credentials.REQUEST,

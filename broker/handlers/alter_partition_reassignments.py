@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.check import request_error
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
 
@@ -30,6 +31,9 @@ def _result(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
 
 
 async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    refused = request_error(request, ctx)
+    if refused:
+        return error_body(request, refused)
     body = request.body
     return {"throttle_time_ms": 0,
             "allow_replication_factor_change": bool(body.allow_replication_factor_change),

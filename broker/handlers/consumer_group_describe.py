@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.authorizer import DESCRIBE, GROUP
+from broker.acl.check import error
 from broker.groups.consumer import ConsumerGroup
 from protocol.errors import ErrorCode
 
@@ -30,6 +32,10 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     for group_id in request.body.group_ids:
         if not group_id:
             out.append(_failed(group_id, int(ErrorCode.INVALID_GROUP_ID), "Group id can't be empty."))
+            continue
+        refused = error(ctx, DESCRIBE, GROUP, group_id)
+        if refused:
+            out.append(_failed(group_id, refused, "Not authorized to describe the group."))
             continue
         group = ctx.broker.groups.group(group_id)
         if not isinstance(group, ConsumerGroup) or group.state_name() == "Dead":

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from broker.acl.check import request_error
 from broker.groups.consumer import HeartbeatRequest, consumer_group, validate_heartbeat
 from broker.groups.coordinator import Effects
 from protocol.errors import ErrorCode, KafkaError
@@ -43,6 +44,9 @@ def client_host(ctx: Any) -> str:
 
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    refused = request_error(request, ctx)
+    if refused:
+        return error_body(request, refused)
     body = request.body
     req = HeartbeatRequest(
         member_id=body.member_id,

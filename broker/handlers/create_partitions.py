@@ -15,6 +15,8 @@ import logging
 from collections import Counter
 from typing import Any
 
+from broker.acl.authorizer import ALTER, TOPIC
+from broker.acl.check import allowed
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode, KafkaError
 
@@ -46,6 +48,8 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
         try:
             if counts[topic.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            if not allowed(ctx, ALTER, TOPIC, topic.name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             current = pm.partition_count(topic.name)
             if current and topic.count > current:
                 _check_assignments(topic, current, ctx.config.node_id)

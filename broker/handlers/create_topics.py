@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from broker.acl.check import may_create_topic
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode, KafkaError
 
@@ -92,6 +93,10 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
         if counts[name] > 1:
             out.append(_failed(name, int(ErrorCode.INVALID_REQUEST),
                                f"Create topics request contains multiple entries for topic {name}"))
+            continue
+        if not may_create_topic(ctx, name):
+            out.append(_failed(name, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                               "Authorization failed."))
             continue
         try:
             num_partitions = topic.num_partitions

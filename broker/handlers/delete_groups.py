@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.authorizer import DELETE, GROUP
+from broker.acl.check import error
 from broker.groups.coordinator import GroupCoordinator
 from protocol.errors import ErrorCode
 
@@ -18,7 +20,10 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     results = []
     for gid in request.body.groups_names:
         g = coord.group(gid)
-        if g is None:
+        refused = error(ctx, DELETE, GROUP, gid)
+        if refused:
+            code = ErrorCode(refused)
+        elif g is None:
             code = ErrorCode.GROUP_ID_NOT_FOUND
         elif not g.is_empty():
             code = ErrorCode.NON_EMPTY_GROUP

@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from broker.acl.authorizer import DELETE, TOPIC
+from broker.acl.check import error
 from broker.dispatch import RequestContext
 from protocol.errors import KafkaError
 
@@ -27,7 +29,12 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     topics = []
     for topic in request.body.topics:
         parts = []
+        refused = error(ctx, DELETE, TOPIC, topic.name)
         for p in topic.partitions:
+            if refused:
+                parts.append({"partition_index": p.partition_index, "low_watermark": -1,
+                              "error_code": refused})
+                continue
             try:
                 low, code = pm.delete_records(topic.name, p.partition_index, p.offset), 0
             except KafkaError as exc:

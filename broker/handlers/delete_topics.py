@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.authorizer import DELETE, TOPIC
+from broker.acl.check import error
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode, KafkaError
 
@@ -39,6 +41,10 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
                 continue
         elif topic_id == ZERO_UUID:
             topic_id = pm.topic_id(name)
+        refused = error(ctx, DELETE, TOPIC, name)
+        if refused:
+            out.append(_answer(name, topic_id, refused, "Authorization failed."))
+            continue
         if not ctx.config.delete_topic_enable:
             out.append(_answer(name, topic_id, int(ErrorCode.TOPIC_DELETION_DISABLED),
                                "delete.topic.enable is false"))

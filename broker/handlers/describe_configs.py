@@ -37,6 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from broker.acl.authorizer import DESCRIBE_CONFIGS
+from broker.acl.check import config_error
 from broker.config import BrokerConfig
 from broker.config_admin import check_broker_name, existing_topic
 from broker.dispatch import RequestContext
@@ -292,6 +294,9 @@ def _result(resource: Any, code: int, message: str | None,
 def _entries(resource: Any, ctx: RequestContext) -> list[Entry]:
     """The resource's configs; raises KafkaError for a resource we cannot describe."""
     rtype, name = resource.resource_type, resource.resource_name
+    refused = config_error(ctx, DESCRIBE_CONFIGS, rtype, name)
+    if refused:
+        raise KafkaError(ErrorCode(refused), "Authorization failed.")
     if rtype == dc.RESOURCE_TOPIC:
         topic = existing_topic(ctx, name)
         effective = ctx.partitions.log_config(name).to_kafka()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.authorizer import DESCRIBE, GROUP
+from broker.acl.check import error
 from broker.groups.classic import ClassicGroup
 from broker.groups.coordinator import GroupCoordinator
 from protocol.describe_groups import AUTHORIZED_OPERATIONS_OMITTED
@@ -37,6 +39,10 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     ops = GROUP_OPERATIONS if b.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     out = []
     for gid in b.groups:
+        refused = error(ctx, DESCRIBE, GROUP, gid)
+        if refused:
+            out.append({**_not_found(gid, v, "Not authorized."), "error_code": refused})
+            continue
         g = coord.group(gid)
         if g is None:
             out.append(_not_found(gid, v, f"Group {gid} not found."))

@@ -12,10 +12,14 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+from broker.acl.check import request_error
 from broker.dispatch import RequestContext
 
 
 async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    refused = request_error(request, ctx)
+    if refused:
+        return error_body(request, refused)
     pm = ctx.partitions
     logs = pm.logs()
     wanted: dict[str, list[int]]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.authorizer import READ, TOPIC
+from broker.acl.check import error
 from broker.dispatch import RequestContext
 from protocol.errors import KafkaError
 
@@ -32,9 +34,14 @@ def _partition(ctx: RequestContext, topic: str, partition: int) -> dict[str, Any
 
 
 async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t.name, "partitions": [_partition(ctx, t.name, p) for p in t.partition_indexes]}
-        for t in request.body.topics]}
+    topics = []
+    for t in request.body.topics:
+        refused = error(ctx, READ, TOPIC, t.name)
+        topics.append({"name": t.name, "partitions": [
+            {"partition_index": p, "error_code": refused, "error_message": "Authorization failed.",
+             "active_producers": []}
+            if refused else _partition(ctx, t.name, p) for p in t.partition_indexes]})
+    return {"throttle_time_ms": 0, "topics": topics}
 
 
 def error_body(request: Any, code: int) -> dict[str, Any]:

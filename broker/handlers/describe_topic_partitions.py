@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.authorizer import DESCRIBE, TOPIC
+from broker.acl.check import allowed
 from broker.dispatch import RequestContext
 from broker.partitions import validate_topic_name
 from protocol import describe_topic_partitions as dtp
@@ -41,6 +43,8 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     pm = ctx.partitions
     node = ctx.config.node_id
     names = sorted({t.name for t in body.topics}) if body.topics else pm.topic_names()
+    if ctx.broker.authorizer is not None:  # unauthorized topics are left out, as Kafka does
+        names = [n for n in names if allowed(ctx, DESCRIBE, TOPIC, n)]
     cursor = body.cursor
     if cursor is not None and (cursor.partition_index < 0 or cursor.topic_name not in names):
         return {"throttle_time_ms": 0, "next_cursor": None, "topics": [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.check import request_error
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
 
@@ -23,6 +24,9 @@ def _result(ctx: RequestContext, topic: str, p: int) -> dict[str, Any]:
 
 
 async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    refused = request_error(request, ctx)
+    if refused:
+        return error_body(request, refused)
     wanted = request.body.topic_partitions or []
     return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": [
         {"topic": t.topic, "partition_result": [_result(ctx, t.topic, p) for p in t.partitions]}

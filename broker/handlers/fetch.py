@@ -29,6 +29,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from broker.acl.authorizer import READ, TOPIC
+from broker.acl.check import allowed
 from broker.dispatch import RequestContext
 from broker.errors import partition_error
 from protocol.errors import ErrorCode, KafkaError
@@ -51,8 +53,10 @@ def _partition(index: int, error: int, hw: int, log_start: int, records: bytes,
     }
 
 
-def read_partitions(body: Any, ctx: RequestContext) -> tuple[list[dict[str, Any]], int, bool]:
-    """One pass over the requested partitions: (responses, bytes of records, any error)."""
+def read_partitions(body: Any, ctx: RequestContext, denied: frozenset[str] = frozenset(),
+                    ) -> tuple[list[dict[str, Any]], int, bool]:
+    """One pass over the requested partitions: (responses, bytes of records, any error);
+    topics in ``denied`` (no READ) answer TOPIC_AUTHORIZATION_FAILED."""
     pm = ctx.partitions
     committed = body.isolation_level == READ_COMMITTED
     aborted: list[Any] | None = [] if committed else None
@@ -68,6 +72,11 @@ def read_partitions(body: Any, ctx: RequestContext) -> tuple[list[dict[str, Any]
         parts = []
         for p in topic.partitions:
             index = p.partition
+            if denied and name in denied:
+                parts.append(_partition(index, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), -1, -1,
+                                        b"", aborted))
+                errors = True
+                continue
             try:
                 plog = pm.get_log(name, index)
             except KafkaError as exc:
@@ -125,8 +134,11 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(body.max_wait_ms, 0) / 1000.0
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    denied: frozenset[str] = frozenset()
+    if ctx.broker.authorizer is not None:
+        denied = frozenset(t.topic for t in body.topics if not allowed(ctx, READ, TOPIC, t.topic))
     while True:
-        responses, total, errors = read_partitions(body, ctx)
+        responses, total, errors = read_partitions(body, ctx, denied)
         remaining = deadline - loop.time()
         if total >= body.min_bytes or errors or remaining <= 0 or ctx.broker.stopping or not keys:
             break

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl import authorizer as acl
+from broker.acl.authorizer import DESCRIBE
+from broker.acl.check import error
 from protocol.errors import ErrorCode
 
 GROUP = 0
@@ -23,13 +26,18 @@ def advertised(ctx: Any) -> tuple[str, int]:
     return host, port
 
 
-def _answer(key: str, key_type: int, node_id: int, host: str, port: int) -> dict[str, Any]:
+def _answer(ctx: Any, key: str, key_type: int, node_id: int, host: str, port: int,
+            ) -> dict[str, Any]:
     if key_type not in (GROUP, TRANSACTION):
         return {
             "key": key, "node_id": -1, "host": "", "port": -1,
             "error_code": int(ErrorCode.INVALID_REQUEST),
             "error_message": f"unknown coordinator key type {key_type}",
         }
+    refused = error(ctx, DESCRIBE, acl.GROUP if key_type == GROUP else acl.TRANSACTIONAL_ID, key)
+    if refused:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": refused,
+                "error_message": None}
     return {
         "key": key, "node_id": node_id, "host": host, "port": port,
         "error_code": 0, "error_message": None,
@@ -45,10 +53,10 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         return {
             "throttle_time_ms": 0,
             "coordinators": [
-                _answer(k, key_type, node_id, host, port) for k in body.coordinator_keys
+                _answer(ctx, k, key_type, node_id, host, port) for k in body.coordinator_keys
             ],
         }
-    one = _answer(body.key, key_type, node_id, host, port)
+    one = _answer(ctx, body.key, key_type, node_id, host, port)
     return {
         "throttle_time_ms": 0,
         "error_code": one["error_code"],

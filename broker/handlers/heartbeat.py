@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
 from protocol.errors import ErrorCode
 
@@ -19,6 +20,9 @@ def _answer(code: int) -> dict[str, Any]:
 
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    refused = request_error(request, ctx)
+    if refused:
+        return error_body(request, refused)
     b = request.body
     coord: GroupCoordinator = ctx.broker.groups
     if not b.group_id:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from broker.acl.authorizer import TRANSACTIONAL_ID, WRITE
+from broker.acl.check import error, may_write_idempotently
 from broker.producers import ProducerStateManager
 from protocol.errors import ErrorCode
 
@@ -32,12 +34,17 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     body = request.body
     txn_id = body.transactional_id
     if txn_id is None:
+        if not may_write_idempotently(ctx):
+            return error_body(request, int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
         pid = producer_state(ctx).allocate_producer_id()
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
     expected_pid = body.producer_id if request.api_version >= 3 else -1
     expected_epoch = body.producer_epoch if request.api_version >= 3 else -1
     if txn_id == "" or (expected_pid == -1) != (expected_epoch == -1):
         return error_body(request, int(ErrorCode.INVALID_REQUEST))
+    denied = error(ctx, WRITE, TRANSACTIONAL_ID, txn_id)
+    if denied:
+        return error_body(request, denied)
     service = ctx.broker.txns
     async with service.lock(txn_id):
         result = service.coordinator.init_producer_id(

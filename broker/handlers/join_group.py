@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.check import request_error
 from broker.groups.classic import JoinRequest
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
 from protocol.errors import ErrorCode
@@ -32,6 +33,9 @@ def _shape(version: int, body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    refused = request_error(request, ctx)
+    if refused:
+        return error_body(request, refused)
     b = request.body
     v = request.api_version
     coord: GroupCoordinator = ctx.broker.groups

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
 from protocol.errors import ErrorCode
 
@@ -34,6 +35,9 @@ def _answer(request: Any, leaving: list[tuple[str, str | None]], codes: list[int
 
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    refused = request_error(request, ctx)
+    if refused:
+        return error_body(request, refused)
     b = request.body
     coord: GroupCoordinator = ctx.broker.groups
     leaving = _leaving(request)

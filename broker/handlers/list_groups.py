@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.authorizer import CLUSTER, DESCRIBE, GROUP
+from broker.acl.check import allowed
 from broker.groups.coordinator import GroupCoordinator
 
 
@@ -15,6 +17,8 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     b = request.body
     coord: GroupCoordinator = ctx.broker.groups
     groups = coord.list_groups(b.states_filter or (), b.types_filter or ())
+    if ctx.broker.authorizer is not None and not allowed(ctx, DESCRIBE, CLUSTER):
+        groups = [g for g in groups if allowed(ctx, DESCRIBE, GROUP, g.group_id)]
     return {
         "throttle_time_ms": 0,
         "error_code": 0,

@@ -25,6 +25,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from broker.acl.authorizer import DESCRIBE, TOPIC
+from broker.acl.check import allowed
 from broker.dispatch import RequestContext
 from broker.errors import partition_error
 from protocol.errors import ErrorCode, KafkaError
@@ -138,9 +140,15 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     requested = body["topics"]
     duplicates = _duplicates(requested) if version >= 1 else _NO_DUPLICATES
     committed = version >= 2 and body["isolation_level"] == 1
+    authz = ctx.broker.authorizer
     topics = []
     for topic in requested:
         name = topic["name"]
+        if authz is not None and not allowed(ctx, DESCRIBE, TOPIC, name):
+            denied = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            topics.append({"name": name, "partitions": [
+                _answer(p["partition_index"], denied) for p in topic["partitions"]]})
+            continue
         topics.append({
             "name": name,
             "partitions": [_partition(pm, name, p, version, duplicates, committed)

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.check import request_error
 from broker.dispatch import RequestContext
 
 
 async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+    refused = request_error(request, ctx)
+    if refused:
+        return error_body(request, refused)
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": []}
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.authorizer import DESCRIBE, TOPIC
+from broker.acl.check import allowed, may_create_topic
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode, KafkaError
 
@@ -62,7 +64,9 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     pm = ctx.partitions
     node = ctx.config.node_id
     requested = body.topics
-    if requested is None or (version == 0 and len(requested) == 0):
+    authz = ctx.broker.authorizer
+    listing = requested is None or (version == 0 and len(requested) == 0)
+    if listing:
         names: list[str | bytes] = list(pm.topic_names())
         allow_create = False
     else:
@@ -87,7 +91,14 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
             name = by_id
         else:
             name = entry
+        if authz is not None and not allowed(ctx, DESCRIBE, TOPIC, name):
+            if not listing:  # a listing leaves it out; a named topic gets 29, zero id
+                topics.append(_topic_entry(name, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), []))
+            continue
         count = pm.partition_count(name)
+        if count == 0 and allow_create and authz is not None and not may_create_topic(ctx, name):
+            topics.append(_topic_entry(name, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), []))
+            continue
         if count == 0 and allow_create:
             try:
                 topic = pm.auto_create(name)

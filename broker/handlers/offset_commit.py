@@ -23,6 +23,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from broker.acl.authorizer import READ, TOPIC
+from broker.acl.check import allowed, request_error
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import CommittedOffset
 from protocol.errors import ErrorCode
@@ -47,6 +49,9 @@ def group_error(coord: GroupCoordinator, body: Any, version: int) -> int:
 
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    refused = request_error(request, ctx)
+    if refused:
+        return error_body(request, refused)
     body = request.body
     group_id = body.group_id
     coord: GroupCoordinator = ctx.broker.groups
@@ -61,12 +66,15 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     topics_out: list[dict[str, Any]] = []
     outs: list[dict[str, Any]] = []
     partitions = ctx.partitions
+    authz = ctx.broker.authorizer
     for topic in body.topics:
         parts_out: list[dict[str, Any]] = []
         for p in topic.partitions:
             meta = p.committed_metadata if p.committed_metadata is not None else ""
             if err:
                 code = err
+            elif authz is not None and not allowed(ctx, READ, TOPIC, topic.name):
+                code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif not partitions.has_partition(topic.name, p.partition_index):
                 code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif len(meta) * 2 > max_meta and _java_length(meta) > max_meta:

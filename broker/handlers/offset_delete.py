@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator
 from protocol.errors import ErrorCode
 
@@ -24,6 +25,9 @@ def _topics(request: Any, code_for: Any) -> list[dict[str, Any]]:
 
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    refused = request_error(request, ctx)
+    if refused:
+        return error_body(request, refused)
     b = request.body
     coord: GroupCoordinator = ctx.broker.groups
     if not b.group_id:

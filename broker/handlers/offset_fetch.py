@@ -16,14 +16,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.authorizer import DESCRIBE, GROUP, TOPIC
+from broker.acl.check import allowed, error
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import GroupStore
 from protocol.errors import ErrorCode
 
 
 def _group_topics(store: GroupStore, group: str, topics: Any, leader_epoch: bool,
-                  error: int, unstable: frozenset[tuple[str, int]] = frozenset(),
+                  error: int, ctx: Any, unstable: frozenset[tuple[str, int]] = frozenset(),
                   ) -> list[dict[str, Any]]:
+    """The committed offsets; with an authorizer, topics without DESCRIBE are left out
+    of an all-topics answer and get TOPIC_AUTHORIZATION_FAILED when named."""
+    authz = ctx.broker.authorizer
     if topics is None:
         wanted: dict[str, list[int]] = {}
         if not error:
@@ -34,16 +39,21 @@ def _group_topics(store: GroupStore, group: str, topics: Any, leader_epoch: bool
         requested = [(t.name, list(t.partition_indexes)) for t in topics]
     out = []
     for name, partitions in requested:
+        code = error
+        if authz is not None and not allowed(ctx, DESCRIBE, TOPIC, name):
+            if topics is None:
+                continue
+            code = code or int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         parts = []
         for p in partitions:
             pending = bool(unstable) and (name, p) in unstable
-            c = None if error or pending else store.fetch(group, name, p)
+            c = None if code or pending else store.fetch(group, name, p)
             parts.append({
                 "partition_index": p,
                 "committed_offset": c.offset if c else -1,
                 "committed_leader_epoch": c.leader_epoch if c and leader_epoch else -1,
                 "metadata": (c.metadata or "") if c else "",
-                "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT) if pending else error,
+                "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT) if pending else code,
             })
         out.append({"name": name, "partitions": parts})
     return out
@@ -69,20 +79,21 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     if v >= 8:
         groups = []
         for g in body.groups:
-            err = _group_error(coord, g.group_id, g.member_id, g.member_epoch)
+            err = (error(ctx, DESCRIBE, GROUP, g.group_id)
+                   or _group_error(coord, g.group_id, g.member_id, g.member_epoch))
             groups.append({
                 "group_id": g.group_id,
-                "topics": [] if err else _group_topics(store, g.group_id, g.topics, True, 0,
+                "topics": [] if err else _group_topics(store, g.group_id, g.topics, True, 0, ctx,
                                                        _unstable(ctx, request, g.group_id)),
                 "error_code": err,
             })
         return {"throttle_time_ms": 0, "groups": groups}
-    err = _group_error(coord, body.group_id, None, -1)
+    err = error(ctx, DESCRIBE, GROUP, body.group_id) or _group_error(coord, body.group_id, None, -1)
     if err and v >= 2:
         return {"throttle_time_ms": 0, "topics": [], "error_code": err}
     return {
         "throttle_time_ms": 0,
-        "topics": _group_topics(store, body.group_id, body.topics, v >= 5, err,
+        "topics": _group_topics(store, body.group_id, body.topics, v >= 5, err, ctx,
                                 _unstable(ctx, request, body.group_id)),
         "error_code": err,
     }

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.authorizer import DESCRIBE, TOPIC
+from broker.acl.check import error
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode, KafkaError
 from storage.log import Log
@@ -59,9 +61,13 @@ def _partition(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
 
 
 async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "topics": [
-        {"topic": t.topic, "partitions": [_partition(ctx, t.topic, p) for p in t.partitions]}
-        for t in request.body.topics]}
+    topics = []
+    for t in request.body.topics:
+        refused = error(ctx, DESCRIBE, TOPIC, t.topic)
+        topics.append({"topic": t.topic, "partitions": [
+            {"error_code": refused, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+            if refused else _partition(ctx, t.topic, p) for p in t.partitions]})
+    return {"throttle_time_ms": 0, "topics": topics}
 
 
 def error_body(request: Any, code: int) -> dict[str, Any]:

@@ -18,6 +18,8 @@ import asyncio
 import time
 from typing import Any
 
+from broker.acl.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE
+from broker.acl.check import allowed, may_create_topic
 from broker.dispatch import RequestContext
 from broker.errors import PartitionError, partition_error
 from protocol.errors import ErrorCode, KafkaError
@@ -56,6 +58,11 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
         return _all_failed(body, PartitionError(ErrorCode.INVALID_REQUIRED_ACKS,
                                                 f"acks must be -1, 0 or 1, got {acks}"))
     pm = ctx.partitions
+    authz = ctx.broker.authorizer
+    if authz is not None and body.transactional_id is not None and not allowed(
+            ctx, WRITE, TRANSACTIONAL_ID, body.transactional_id):
+        return _all_failed(body, PartitionError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                                "not authorized for the transactional id"))
     now_ms = int(time.time() * 1000)
     failures = 0
     responses = []
@@ -65,9 +72,12 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
         name = topic["name"]
         parts = []
         topic_error: PartitionError | None = None
-        if pm.partition_count(name) == 0:
+        if authz is not None and not allowed(ctx, WRITE, TOPIC, name):
+            topic_error = PartitionError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                         f"not authorized to write to {name!r}")
+        elif pm.partition_count(name) == 0:
             try:
-                if pm.auto_create(name) is None:
+                if not may_create_topic(ctx, name) or pm.auto_create(name) is None:
                     topic_error = PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                  f"topic {name!r} does not exist")
             except Exception as exc:  # e.g. no space for the new partition directories:

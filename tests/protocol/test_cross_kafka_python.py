@@ -73,13 +73,17 @@ _RENAMED_BY_KAFKA_PYTHON = {
     "cluster_authorized_operations", "topic_authorized_operations", "authorized_operations",
 }
 
+# Our field names that differ from Kafka's (and kafka-python's) because Kafka's would
+# shadow a Container method: DescribeClientQuotas' Values.
+_OUR_NAME_FOR = {"quota_values": "values"}
+
 
 def _same_on_the_wire(fields: tuple[Field, ...], version: int, flexible: bool, ours: Any, theirs: Any) -> None:
     """Every field that version puts on the wire decodes to the same value in both."""
     for f in fields:
         if not on_wire(f, version, flexible) or f.name in _RENAMED_BY_KAFKA_PYTHON:
             continue
-        a, b = ours[f.name], theirs[f.name]
+        a, b = ours[f.name], theirs[_OUR_NAME_FOR.get(f.name, f.name)]
         if isinstance(f.element, StructType) and a is not None and b is not None:
             if f.is_array:
                 assert len(a) == len(b), f.name

@@ -1,0 +1,131 @@
+"""The one authorization check every handler calls.
+
+Invariants:
+- With no ``authorizer.class.name`` the broker has no authorizer and
+  :func:`allowed` is True at the cost of one attribute test; hot handlers test
+  ``ctx.broker.authorizer is None`` once per request and skip the per-topic calls.
+- The host an ACL is matched against is the client's IP address (Kafka's
+  ``InetAddress.getHostAddress``), the principal is ``ctx.principal``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.acl.authorizer import (
+    ALTER,
+    ALTER_CONFIGS,
+    CLUSTER,
+    CLUSTER_NAME,
+    CREATE,
+    DELETE,
+    DESCRIBE,
+    DESCRIBE_CONFIGS,
+    GROUP,
+    IDEMPOTENT_WRITE,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+)
+from protocol.errors import ErrorCode
+
+#: The error an API answers when the operation on that resource type is refused.
+DENIED: dict[int, ErrorCode] = {
+    TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    CLUSTER: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
+
+
+def host_of(peer: str) -> str:
+    """``"1.2.3.4:5678"`` / ``"::1:5678"`` -> the IP string ACL hosts are compared with."""
+    host = peer.rpartition(":")[0]
+    return host[1:-1] if host.startswith("[") else host
+
+
+def allowed(ctx: Any, operation: int, resource_type: int, name: str = CLUSTER_NAME) -> bool:
+    """May this request's principal do ``operation`` on the resource?"""
+    authz = ctx.broker.authorizer
+    if authz is None:
+        return True
+    return bool(authz.authorize(ctx.principal, host_of(ctx.peer), operation, resource_type, name))
+
+
+def error(ctx: Any, operation: int, resource_type: int, name: str = CLUSTER_NAME) -> int:
+    """0 if allowed, else the Kafka error code for that resource type."""
+    if allowed(ctx, operation, resource_type, name):
+        return 0
+    return int(DENIED[resource_type])
+
+
+def may_create_topic(ctx: Any, name: str) -> bool:
+    """Kafka's rule for creating a topic: CREATE on the cluster, or else on the topic."""
+    return allowed(ctx, CREATE, CLUSTER) or allowed(ctx, CREATE, TOPIC, name)
+
+
+def _group_id(request: Any) -> str:
+    return str(request.body.group_id)
+
+
+def _cluster(request: Any) -> str:
+    return CLUSTER_NAME
+
+
+#: API key -> the one operation Kafka checks on the whole request before serving it
+#: (the refusal is the handler's ``error_body`` with the resource type's error code).
+#: APIs that check per topic/group/resource do it in the handler with :func:`allowed`.
+REQUEST_CHECKS: dict[int, tuple[int, int, Any]] = {
+    8: (READ, GROUP, _group_id),               # OffsetCommit (topics: READ, in the handler)
+    11: (READ, GROUP, _group_id),              # JoinGroup
+    12: (READ, GROUP, _group_id),              # Heartbeat
+    13: (READ, GROUP, _group_id),              # LeaveGroup
+    14: (READ, GROUP, _group_id),              # SyncGroup
+    35: (DESCRIBE, CLUSTER, _cluster),         # DescribeLogDirs
+    43: (ALTER, CLUSTER, _cluster),            # ElectLeaders
+    45: (ALTER, CLUSTER, _cluster),            # AlterPartitionReassignments
+    46: (DESCRIBE, CLUSTER, _cluster),         # ListPartitionReassignments
+    47: (DELETE, GROUP, _group_id),            # OffsetDelete (topics: READ, in the handler)
+    48: (DESCRIBE_CONFIGS, CLUSTER, _cluster),  # DescribeClientQuotas
+    49: (ALTER_CONFIGS, CLUSTER, _cluster),    # AlterClientQuotas
+    68: (READ, GROUP, _group_id),              # ConsumerGroupHeartbeat
+}
+
+
+def request_error(request: Any, ctx: Any) -> int:
+    """0, or the error code refusing the whole request by :data:`REQUEST_CHECKS`."""
+    if ctx.broker.authorizer is None:
+        return 0
+    operation, resource_type, name = REQUEST_CHECKS[int(request.api_key)]
+    return error(ctx, operation, resource_type, name(request))
+
+
+def may_write_idempotently(ctx: Any) -> bool:
+    """InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or WRITE
+    on at least one topic (Kafka 2.8+)."""
+    authz = ctx.broker.authorizer
+    if authz is None or allowed(ctx, IDEMPOTENT_WRITE, CLUSTER):
+        return True
+    return bool(authz.authorize_any(ctx.principal, host_of(ctx.peer), WRITE, TOPIC))
+
+
+#: ConfigResource type (2 TOPIC, 4 BROKER, 8 BROKER_LOGGER, 32 GROUP) -> ACL resource type.
+_CONFIG_RESOURCES = {2: TOPIC, 4: CLUSTER, 8: CLUSTER, 32: GROUP}
+
+
+def config_error(ctx: Any, operation: int, config_resource_type: int, name: str) -> int:
+    """Describe/AlterConfigs: DESCRIBE_CONFIGS/ALTER_CONFIGS on the cluster (brokers,
+    loggers), topic or group; 0 if allowed (or a type that names no ACL resource)."""
+    rtype = _CONFIG_RESOURCES.get(config_resource_type)
+    if rtype is None:
+        return 0
+    return error(ctx, operation, rtype, CLUSTER_NAME if rtype == CLUSTER else name)
+
+
+def acl_api_error(ctx: Any, operation: int) -> int:
+    """Create/Describe/DeleteAcls: SECURITY_DISABLED (54) without an authorizer, else
+    ``operation`` (ALTER or DESCRIBE) on the cluster decides; 0 if allowed."""
+    if ctx.broker.authorizer is None:
+        return int(ErrorCode.SECURITY_DISABLED)
+    return error(ctx, operation, CLUSTER)

@@ -1,0 +1,47 @@
+"""DescribeClientQuotas (48), v0-1: the configured quotas whose entity matches the filter.
+
+Invariants: match type 0 = that exact name, 1 = the default entity, 2 = any; with
+Strict an entity may have no components beyond the filter's. A bad filter (exact
+without a name, default/any with one, a type twice, ip with others) is
+INVALID_REQUEST (42) with null entries; an unknown entity type is UNSUPPORTED_VERSION
+(35). With an authorizer, DESCRIBE_CONFIGS on the cluster is needed (else 31).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.acl.check import request_error
+from broker.quotas.model import (
+    InvalidQuota,
+    UnknownEntityType,
+    check_components,
+    describe_matches,
+)
+from protocol.errors import ErrorCode
+
+
+async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    refused = request_error(request, ctx)
+    if refused:
+        return error_body(request, refused)
+    body = request.body
+    components = [(c.entity_type, c.match_type, c.match) for c in body.components]
+    try:
+        check_components(components)
+    except UnknownEntityType as exc:
+        return {**error_body(request, int(ErrorCode.UNSUPPORTED_VERSION)), "error_message": str(exc)}
+    except InvalidQuota as exc:
+        return {**error_body(request, int(ErrorCode.INVALID_REQUEST)), "error_message": str(exc)}
+    entries = []
+    for ent, values in ctx.broker.quotas.configs.entries.items():
+        if values and describe_matches(ent, components, bool(body.strict)):
+            entries.append({
+                "entity": [{"entity_type": t, "entity_name": n} for t, n in ent],
+                "quota_values": [{"key": k, "value": v} for k, v in sorted(values.items())],
+            })
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "entries": None}
