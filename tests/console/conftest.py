@@ -1,0 +1,94 @@
+"""Console tests: one real broker, one ``chronolog console`` subprocess and one headless
+Chromium per session (a browser start costs seconds; the tests share it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tests.conftest import BrokerProcess, free_port_number  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="session")
+def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    data = tmp_path_factory.mktemp("console-broker") / "data"
+    data.mkdir()
+    b = BrokerProcess(data, free_port_number())
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture(scope="session")
+def console_url(console_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``chronolog console`` started as a user would, with a client properties file."""
+    d = tmp_path_factory.mktemp("console")
+    props = d / "client.properties"
+    props.write_text(
+        "# the console reads Kafka's client setting names\n"
+        f"bootstrap.servers={console_broker.bootstrap}\n"
+        "client.id=console-tests\nrequest.timeout.ms=10000\n"
+    )
+    port = free_port_number()
+    log = open(d / "console.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "client.cli", "console", "--client-config", str(props),
+         "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(url + "/static/console.css", timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("console did not start:\n" + (d / "console.log").read_text()) from None
+            time.sleep(0.1)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Debian's headless Chromium through chromedriver (``make check-chromium`` installs both)."""
+    if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+        pytest.fail("chromium and chromium-driver are missing: run `make check-chromium`")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="chronolog-chromium-")
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", f"--user-data-dir={profile}", "--window-size=1280,860"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(options=opts, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        subprocess.run(["rm", "-rf", profile], check=False)
