@@ -6,7 +6,8 @@ Invariants:
   grows when a single batch is larger than it), so the work per page is bounded
   whatever the topic's size.
 - Records are decoded by ``client.aio.decode_records`` (CRC-checked, control
-  batches skipped); the timestamp type comes from each record's batch header.
+  batches skipped); the timestamp type comes from each record's batch header
+  (read here from Kafka's fixed header layout: the console does not import storage/).
 - A position is a cursor ``{partition: next offset}``; the merged view takes
   records from the partitions' cursors in timestamp order (ties by partition),
   each partition in offset order — the order a consumer that merges partitions by
@@ -18,12 +19,12 @@ from __future__ import annotations
 import asyncio
 import bisect
 import heapq
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from client.aio import EARLIEST, LATEST, Client, Record, TopicPartition, decode_records
 from protocol.errors import ErrorCode, KafkaError
-from storage import records as rec
 
 __all__ = ["Page", "ShownRecord", "format_cursor", "parse_cursor", "read_partition",
            "page_forward", "page_back", "resolve_time"]
@@ -89,13 +90,32 @@ def format_cursor(cursor: Mapping[int, int]) -> str:
     return ",".join(f"{p}:{o}" for p, o in sorted(cursor.items()))
 
 
+# Kafka's v2 record batch header: baseOffset int64 @0, batchLength int32 @8,
+# attributes int16 @21 (bit 3 = LogAppendTime), lastOffsetDelta int32 @23.
+_FRAME = struct.Struct(">qi")
+_ATTRS = struct.Struct(">hi")
+_HEADER_BYTES = 61
+_LOG_APPEND_TIME = 0x08
+
+
 def _timestamp_types(buf: bytes) -> tuple[list[int], list[str]]:
-    """Per whole batch in ``buf``: its last offset (ascending) and its timestamp type."""
+    """Per whole batch in ``buf``: its last offset (ascending) and its timestamp type.
+
+    Only the fixed header fields are read, from batches ``decode_records`` has
+    already CRC-checked; a torn last batch is left out, as it is there.
+    """
     lasts: list[int] = []
     types: list[str] = []
-    for _, h in rec.iter_batches(buf):
-        lasts.append(h.base_offset + h.last_offset_delta)
-        types.append("LogAppendTime" if h.attributes & rec.TIMESTAMP_TYPE_MASK else "CreateTime")
+    pos, n = 0, len(buf)
+    while pos + _HEADER_BYTES <= n:
+        base, length = _FRAME.unpack_from(buf, pos)
+        end = pos + 12 + length
+        if end > n:
+            break
+        attributes, last_delta = _ATTRS.unpack_from(buf, pos + 21)
+        lasts.append(base + last_delta)
+        types.append("LogAppendTime" if attributes & _LOG_APPEND_TIME else "CreateTime")
+        pos = end
     return lasts, types
 
 

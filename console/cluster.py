@@ -91,13 +91,10 @@ async def overview(client: Client, name_filter: str = "") -> Overview:
     names = sorted(n for n in topics if needle in n.lower())
     shown = names[:MAX_TOPICS]
     tps = [TopicPartition(n, p) for n in shown for p in topics[n]]
-    lo, hi, first, mx, *cfgs = await asyncio.gather(
-        _offsets(client, tps, EARLIEST),
-        _offsets(client, tps, LATEST),
-        _offsets(client, tps, 0),
-        _offsets(client, tps, MAX_TIMESTAMP),
-        *(_configs(client, n) for n in shown),
+    lo, hi, first, mx = await asyncio.gather(
+        *(_offsets(client, tps, ts) for ts in (EARLIEST, LATEST, 0, MAX_TIMESTAMP))
     )
+    cfgs = await asyncio.gather(*(_configs(client, n) for n in shown))
     out = []
     for name, cfg in zip(shown, cfgs, strict=True):
         mine = [TopicPartition(name, p) for p in topics[name]]

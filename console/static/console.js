@@ -31,6 +31,7 @@ window.chronolog = (function () {
       width: Math.max(600, el.clientWidth || 1000),
       height: 320,
       ms: 1,
+      tzDate: ts => uPlot.tzDate(new Date(ts), "Etc/UTC"),  // axes in UTC, like every time shown
       legend: { show: true },
       cursor: { drag: { x: true, y: false, setScale: false }, points: { show: false } },
       scales: { x: { time: true, range: [b[0], b[b.length - 1]] }, y: { range: (u, lo, hi) => [0, Math.max(1, hi) * 1.05] } },

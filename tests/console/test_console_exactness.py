@@ -143,3 +143,16 @@ def test_timeline_uses_one_request_per_boundary_plus_one(console_broker) -> None
         assert tl.total == 5
 
     _run(check, console_broker.bootstrap)
+
+
+def test_records_show_their_batchs_timestamp_type(console_broker) -> None:  # type: ignore[no-untyped-def]
+    async def check(c: Client) -> None:
+        for kind in ("CreateTime", "LogAppendTime"):
+            topic = unique_topic("tt")
+            await c.create_topic(topic, 1, {"message.timestamp.type": kind})
+            await c.produce(topic, [ProducerRecord(value=b"a", timestamp=BASE)] * 3, partition=0)
+            page = await browse.page_forward(c, topic, {0: 0}, 10)
+            assert [s.timestamp_type for s in page.records] == [kind] * 3
+            assert (page.records[0].timestamp == BASE) == (kind == "CreateTime")
+
+    _run(check, console_broker.bootstrap)

@@ -1,0 +1,223 @@
+"""The console in a real headless Chromium, against a real broker, checked against oracles.
+
+One topic with out-of-order CreateTime, JSON, text and binary values is produced
+once; the pages are loaded and clicked as a person would. With
+``CHRONOLOG_SCREENSHOTS=1`` the same tests write the screenshots in docs/console/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from oracle import BASE, Produced, bucket_counts, bucket_of, first_offset, merged, unique_topic
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from client import ProducerRecord, SyncClient
+from client.timeparse import format_time
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
+N = 60  # records per partition, one a minute, every 7th shifted 7 minutes back
+PARTS = 3
+
+
+def stamp(i: int) -> int:
+    return BASE + i * 60_000 + (i % 5) * 1000 - (420_000 if i % 7 == 6 else 0)
+
+
+def value(p: int, i: int) -> bytes:
+    if i % 3 == 0:
+        return bytes([0, 1, 2, 255, p, i])
+    if i % 3 == 1:
+        return json.dumps({"order": i, "partition": p, "items": ["tea", "cake"]}).encode()
+    return f"plain text {p}/{i}".encode()
+
+
+@pytest.fixture(scope="module")
+def topic(console_broker) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    name, other = unique_topic("orders"), unique_topic("audit")
+    with SyncClient(console_broker.bootstrap, client_id="console-tests") as c:
+        c.create_topic(name, PARTS)
+        c.create_topic(other, 1)
+        for p in range(PARTS):
+            recs = [ProducerRecord(key=f"customer-{i % 4}", value=value(p, i), timestamp=stamp(i),
+                                   headers=[("source", "test"), ("trace", bytes([i]))])
+                    for i in range(N)]
+            c.produce(name, recs[: N // 2], partition=p)
+            c.produce(name, recs[N // 2 :], partition=p)
+        c.produce(other, [ProducerRecord(value=b"x", timestamp=BASE)], partition=0)
+    stamps = {p: [stamp(i) for i in range(N)] for p in range(PARTS)}
+    return {"name": name, "other": other, "stamps": stamps, "bootstrap": console_broker.bootstrap}
+
+
+def shot(driver: Any, name: str, tmp_path: Path) -> None:
+    """Save a screenshot: into docs/console/ when asked to refresh the docs, else tmp."""
+    target = DOCS if os.environ.get("CHRONOLOG_SCREENSHOTS") == "1" else tmp_path
+    target.mkdir(parents=True, exist_ok=True)
+    assert driver.save_screenshot(str(target / f"{name}.png"))
+
+
+def iso(ms: int) -> str:
+    return format_time(ms)
+
+
+def rows(driver: Any) -> list[tuple[int, int]]:
+    return [(int(r.get_attribute("data-partition")), int(r.get_attribute("data-offset")))
+            for r in driver.find_elements(By.CSS_SELECTOR, "#records tr.record")]
+
+
+def wait(driver: Any, cond: Any, timeout: float = 15) -> Any:
+    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(cond)
+
+
+def test_overview_lists_the_topics_and_filters_by_name(browser, console_url, topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    browser.get(console_url + "/")
+    row = browser.find_element(By.CSS_SELECTOR, f'tr[data-topic="{topic["name"]}"]')
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[1] == str(PARTS)
+    assert cells[2] == f"{PARTS * N:,}"
+    assert cells[4] == iso(min(s[0] for s in topic["stamps"].values()))  # first record time
+    assert cells[5] == iso(max(max(s) for s in topic["stamps"].values()))  # max timestamp
+    assert cells[6] == "604800000"  # retention.ms default
+    box = browser.find_element(By.ID, "topic-filter")
+    box.send_keys(topic["name"][:6])
+    other = browser.find_element(By.CSS_SELECTOR, f'tr[data-topic="{topic["other"]}"]')
+    assert not other.is_displayed() and row.is_displayed()
+    shot(browser, "overview", tmp_path)
+
+
+def _bars(driver: Any) -> tuple[list[int], list[int]]:
+    data = driver.execute_script("return [chronolog.timeline.bounds, chronolog.chart.data[1]]")
+    return [int(b) for b in data[0]], [int(v) for v in data[1]]
+
+
+def test_timeline_bars_equal_a_reader_of_each_bucket(browser, console_url, topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    q = f"from={iso(BASE - 600_000)}&to={iso(BASE + N * 60_000)}"
+    browser.get(f"{console_url}/topics/{topic['name']}?{q}")
+    bounds, bars = _bars(browser)
+    assert 100 <= len(bars) <= 301
+    assert bars == bucket_counts(topic["stamps"], bounds)
+    assert sum(bars) == PARTS * N
+    shot(browser, "timeline", tmp_path)
+    browser.get(f"{console_url}/topics/{topic['name']}?partition=1&{q}")
+    bounds, bars = _bars(browser)
+    assert bars == bucket_counts({1: topic["stamps"][1]}, bounds)
+
+
+def _click_bar(driver: Any, i: int) -> None:
+    c = driver.execute_script(f"return chronolog.barCenter({i})")
+    over = driver.find_element(By.CSS_SELECTOR, "#chart .u-over")
+    ActionChains(driver).move_to_element_with_offset(
+        over, int(c["x"] - c["width"] / 2), int(c["y"] - c["height"] / 2)).click().perform()
+    wait(driver, lambda d: "/records" in d.current_url)
+
+
+def test_clicking_a_bar_opens_the_browser_at_the_buckets_first_offset(browser, console_url, topic) -> None:  # type: ignore[no-untyped-def]
+    q = f"from={iso(BASE - 600_000)}&to={iso(BASE + N * 60_000)}"
+    stamps = topic["stamps"]
+    # The bucket holding record 13's out-of-order time: its first offset is not 13.
+    browser.get(f"{console_url}/topics/{topic['name']}?partition=1&{q}")
+    bounds, _ = _bars(browser)
+    i = bucket_of(bounds, stamps[1][13])
+    expect = first_offset(stamps[1], bounds[i])
+    assert expect != 13
+    _click_bar(browser, i)
+    assert rows(browser)[0] == (1, expect)
+    assert browser.find_element(By.ID, "at").text == iso(bounds[i])
+    # All partitions: the browser starts each partition at its first offset for the bucket.
+    browser.get(f"{console_url}/topics/{topic['name']}?{q}")
+    bounds, _ = _bars(browser)
+    i = bucket_of(bounds, stamps[0][27])
+    _click_bar(browser, i)
+    cursor = browser.find_element(By.ID, "cursor").text
+    assert cursor == ",".join(f"{p}:{first_offset(stamps[p], bounds[i])}" for p in range(PARTS))
+
+
+def test_paging_json_hex_and_headers(browser, console_url, topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    browser.get(f"{console_url}/topics/{topic['name']}/records?partition=0&offset=0&limit=6")
+    assert rows(browser) == [(0, o) for o in range(6)]
+    browser.find_element(By.ID, "next").click()
+    wait(browser, lambda d: rows(d)[:1] == [(0, 6)])
+    assert rows(browser) == [(0, o) for o in range(6, 12)]
+    assert "cursor=0%3A6" in browser.current_url  # the URL holds the position
+    browser.find_element(By.ID, "prev").click()
+    wait(browser, lambda d: rows(d)[:1] == [(0, 0)])
+    tr = browser.find_element(By.CSS_SELECTOR, '#records tr[data-offset="1"]')
+    shown = tr.find_element(By.CSS_SELECTOR, "pre.value")
+    assert shown.get_attribute("data-kind") == "json"
+    assert shown.text == json.dumps(json.loads(value(0, 1)), indent=2)
+    tr = browser.find_element(By.CSS_SELECTOR, '#records tr[data-offset="0"]')
+    hexed = tr.find_element(By.CSS_SELECTOR, "pre.value")
+    assert hexed.get_attribute("data-kind") == "hex"
+    assert hexed.text.startswith("00000000  00 01 02 ff 00 00")
+    assert "CreateTime" in tr.find_element(By.CSS_SELECTOR, ".ts-type").text
+    headers = tr.find_elements(By.CSS_SELECTOR, ".header")
+    assert [h.text.split(":")[0] for h in headers] == ["source", "trace"]
+    shot(browser, "records", tmp_path)
+
+
+def test_seeking_by_typed_and_picked_time_in_the_merged_view(browser, console_url, topic) -> None:  # type: ignore[no-untyped-def]
+    stamps = topic["stamps"]
+    at = BASE + 30 * 60_000 + 500
+    browser.get(f"{console_url}/topics/{topic['name']}/records?limit=10")
+    box = browser.find_element(By.ID, "time")
+    box.clear()
+    box.send_keys(iso(at))
+    browser.find_element(By.ID, "go").click()
+    wait(browser, lambda d: "time=" in d.current_url)
+    cursor = {p: first_offset(stamps[p], at) for p in range(PARTS)}
+    assert browser.find_element(By.ID, "cursor").text == ",".join(f"{p}:{o}" for p, o in cursor.items())
+    produced = {p: [Produced(p, o, t, None, None) for o, t in enumerate(stamps[p])] for p in range(PARTS)}
+    assert rows(browser) == [(r.partition, r.offset) for r in merged(produced, cursor)[:10]]
+    # The date-time picker fills the text field with the same instant in UTC.
+    browser.execute_script(
+        "const p = document.getElementById('time-picker'); p.value = '2026-01-02T03:04:05';"
+        "p.dispatchEvent(new Event('change'));")
+    assert browser.find_element(By.ID, "time").get_attribute("value") == "2026-01-02T03:04:05Z"
+
+
+def test_live_tail_shows_a_record_produced_after_the_page_loaded(browser, console_url, topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    browser.get(f"{console_url}/topics/{topic['name']}/tail")
+    wait(browser, lambda d: d.find_element(By.ID, "tail-status").text == "live")
+    marker = f"tail-{uuid.uuid4()}"
+    with SyncClient(topic["bootstrap"], client_id="console-tests") as c:
+        off = c.produce(topic["name"], [ProducerRecord(key="k", value=json.dumps({"m": marker}))],
+                        partition=2)[0]
+    row = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#tail tr[data-offset="{off}"]'))
+    assert marker in row[0].text
+    shot(browser, "tail", tmp_path)
+    # Another tab in front hides this one: the tail closes its stream until it is back.
+    first = browser.current_window_handle
+    browser.switch_to.new_window("tab")
+    time.sleep(0.3)
+    browser.close()
+    browser.switch_to.window(first)
+    wait(browser, lambda d: d.execute_script("return chronolog.tailLog.slice(-1)[0]") == "live")
+    log = browser.execute_script("return chronolog.tailLog")
+    assert "paused (tab hidden)" in log, log
+
+
+def test_an_empty_range_says_so(browser, console_url, topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    browser.get(f"{console_url}/topics/{topic['name']}?from={iso(BASE - 9 * 86_400_000)}&to={iso(BASE - 8 * 86_400_000)}")
+    assert browser.find_element(By.ID, "empty").text == "No records in this range."
+    assert set(_bars(browser)[1]) == {0}
+    shot(browser, "timeline-empty", tmp_path)
+    later = BASE + 2 * N * 60_000
+    browser.get(f"{console_url}/topics/{topic['name']}/records?partition=0&time={iso(later)}")
+    assert browser.find_element(By.ID, "empty").text == f"No records at or after {iso(later)}."
+
+
+def test_an_unknown_topic_is_a_404_naming_kafkas_error(console_url) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"{console_url}/topics/no-such-topic-{uuid.uuid4()}")
+    assert e.value.code == 404
+    assert b"UNKNOWN_TOPIC_OR_PARTITION" in e.value.read()
