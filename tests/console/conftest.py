@@ -4,6 +4,7 @@ Chromium per session (a browser start costs seconds; the tests share it)."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -34,23 +35,33 @@ def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerP
         b.stop()
 
 
+DOC = Path(__file__).resolve().parents[2] / "docs" / "console.md"
+
+
+def doc_blocks(lang: str) -> list[str]:
+    """The fenced ``lang`` code blocks of docs/console.md, in order."""
+    parts = DOC.read_text().split("```" + lang + "\n")[1:]
+    return [p.split("```", 1)[0] for p in parts]
+
+
 @pytest.fixture(scope="session")
 def console_url(console_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``chronolog console`` started as a user would, with a client properties file."""
+    """``chronolog console`` started as docs/console.md says, with its properties file
+    (pointed at the test broker) and its command line (on a free port)."""
     d = tmp_path_factory.mktemp("console")
     props = d / "client.properties"
-    props.write_text(
-        "# the console reads Kafka's client setting names\n"
-        f"bootstrap.servers={console_broker.bootstrap}\n"
-        "client.id=console-tests\nrequest.timeout.ms=10000\n"
-    )
+    text = doc_blocks("properties")[0]
+    assert "bootstrap.servers=127.0.0.1:9092" in text
+    props.write_text(text.replace("127.0.0.1:9092", console_broker.bootstrap))
+    command = next(line for line in doc_blocks("sh")[0].splitlines()
+                   if line.startswith("chronolog console"))
+    args = shlex.split(command)[2:]
     port = free_port_number()
+    args[args.index("--port") + 1] = str(port)
+    args[args.index("--client-config") + 1] = str(props)
     log = open(d / "console.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "client.cli", "console", "--client-config", str(props),
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
+    proc = subprocess.Popen([sys.executable, "-m", "client.cli", "console", *args],
+                            stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:

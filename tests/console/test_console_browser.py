@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +27,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from client import ProducerRecord, SyncClient
 from client.timeparse import format_time
+from tests.conftest import free_port_number
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
 N = 60  # records per partition, one a minute, every 7th shifted 7 minutes back
@@ -221,3 +225,54 @@ def test_an_unknown_topic_is_a_404_naming_kafkas_error(console_url) -> None:  # 
         urllib.request.urlopen(f"{console_url}/topics/no-such-topic-{uuid.uuid4()}")
     assert e.value.code == 404
     assert b"UNKNOWN_TOPIC_OR_PARTITION" in e.value.read()
+
+
+def test_dragging_across_the_chart_zooms_into_that_range(browser, console_url, topic) -> None:  # type: ignore[no-untyped-def]
+    browser.get(f"{console_url}/topics/{topic['name']}?from={iso(BASE)}&to={iso(BASE + N * 60_000)}")
+    bounds, _ = _bars(browser)
+    a, b = _bar_offset(browser, 40), _bar_offset(browser, 80)
+    over = browser.find_element(By.CSS_SELECTOR, "#chart .u-over")
+    (ActionChains(browser).move_to_element_with_offset(over, a, 0).click_and_hold()
+     .move_to_element_with_offset(over, (a + b) // 2, 0).move_to_element_with_offset(over, b, 0)
+     .release().perform())
+    wait(browser, lambda d: "from=" in d.current_url and iso(BASE) not in d.current_url)
+    zoomed, bars = _bars(browser)
+    assert bounds[40] <= zoomed[0] + (zoomed[1] - zoomed[0]) and zoomed[-1] <= bounds[81] + zoomed[1] - zoomed[0]
+    assert zoomed[1] - zoomed[0] < bounds[1] - bounds[0]  # finer buckets
+    assert bars == bucket_counts(topic["stamps"], zoomed)
+
+
+def _bar_offset(driver: Any, i: int) -> int:
+    c = driver.execute_script(f"return chronolog.barCenter({i})")
+    return int(c["x"] - c["width"] / 2)
+
+
+def test_bad_input_is_a_400_that_says_what_was_wrong(console_url, topic) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"{console_url}/topics/{topic['name']}/records?time=yesterday")
+    assert e.value.code == 400
+    assert b"cannot parse time" in e.value.read()
+
+
+def test_the_readme_command_serves_the_console(console_broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    line = next(ln for ln in readme.splitlines() if ln.startswith("chronolog console "))
+    args = shlex.split(line.split("#")[0])[2:]
+    port = free_port_number()
+    args[args.index("--bootstrap-server") + 1] = console_broker.bootstrap
+    args[args.index("--port") + 1] = str(port)
+    proc = subprocess.Popen([sys.executable, "-m", "client.cli", "console", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
+                    assert b"Overview" in r.read()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(10)
