@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -288,36 +288,58 @@ async def tail_events(request: web.Request) -> web.StreamResponse:
         await resp.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
 
     await send("ready", {"cursor": browse.format_cursor(cursor)})
-    idle = 0.0
-    with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
-        while True:
-            latest = await client.list_offsets({tp: LATEST for tp in tps.values()})
-            behind = {p: o for p, o in cursor.items() if latest[tps[p]][0] > o}
-            if behind:
-                idle = 0.0
-                skipped = 0
-                for p in behind:
-                    hw = latest[tps[p]][0]
-                    if hw - behind[p] > TAIL_MAX_PER_TICK:
-                        skipped += hw - TAIL_MAX_PER_TICK - behind[p]
-                        behind[p] = hw - TAIL_MAX_PER_TICK
-                if skipped:
-                    await send("skipped", {"count": skipped})
-                page = await browse.page_forward(client, topic, behind, TAIL_MAX_PER_TICK)
-                cursor.update(page.next)
-                for s in page.records:
-                    row = _row(s, 2048)
-                    row["key"] = row["key"].__dict__
-                    row["value"] = row["value"].__dict__
-                    row["headers"] = [(k, v.__dict__) for k, v in row["headers"]]
-                    await send("record", row | {"cursor": browse.format_cursor(cursor)})
-            else:
-                idle += TAIL_POLL_S
-                if idle >= 15:
-                    idle = 0.0
-                    await resp.write(b": keep-alive\n\n")
-            await asyncio.sleep(TAIL_POLL_S)
+    try:
+        await _tail_loop(client, topic, tps, cursor, send, resp)
+    except ConnectionResetError:
+        pass  # the browser went away (tab closed or hidden)
+    except KafkaError as e:
+        # The headers are sent: say it in the stream; the page reconnects from its cursor.
+        log.info("live tail of %s stopped: %s", topic, e)
+        with contextlib.suppress(ConnectionResetError):
+            await send("failed", {"error": str(e)})
     return resp
+
+
+async def _tail_loop(
+    client: Client,
+    topic: str,
+    tps: dict[int, TopicPartition],
+    cursor: dict[int, int],
+    send: Callable[[str, dict[str, Any]], Awaitable[None]],
+    resp: web.StreamResponse,
+) -> None:
+    idle = 0.0
+    while True:
+        latest = await client.list_offsets({tp: LATEST for tp in tps.values()})
+        behind = {p: o for p, o in cursor.items() if latest[tps[p]][0] > o}
+        if behind:
+            idle = 0.0
+            skipped = 0
+            for p in behind:
+                hw = latest[tps[p]][0]
+                if hw - behind[p] > TAIL_MAX_PER_TICK:
+                    skipped += hw - TAIL_MAX_PER_TICK - behind[p]
+                    behind[p] = hw - TAIL_MAX_PER_TICK
+            if skipped:
+                await send("skipped", {"count": skipped})
+            page = await browse.page_forward(client, topic, behind, TAIL_MAX_PER_TICK)
+            cursor.update(behind)
+            for s in page.records:
+                # Each event carries the position after it, so a page that stops
+                # listening mid-way resumes at the first record it did not get.
+                cursor[s.partition] = s.offset + 1
+                row = _row(s, 2048)
+                row["key"] = asdict(row["key"])
+                row["value"] = asdict(row["value"])
+                row["headers"] = [(k, asdict(v)) for k, v in row["headers"]]
+                await send("record", row | {"cursor": browse.format_cursor(cursor)})
+            cursor.update(page.next)
+        else:
+            idle += TAIL_POLL_S
+            if idle >= 15:
+                idle = 0.0
+                await resp.write(b": keep-alive\n\n")
+        await asyncio.sleep(TAIL_POLL_S)
 
 
 # ---------------------------------------------------------------- app

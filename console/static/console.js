@@ -133,7 +133,9 @@ window.chronolog = (function () {
         body.prepend(tr);
         while (body.rows.length > 500) body.deleteRow(-1);
       });
-      es.onerror = () => { close(); setStatus("reconnecting"); retry = setTimeout(open, 2000); };
+      const again = () => { close(); setStatus("reconnecting"); retry = setTimeout(open, 2000); };
+      es.addEventListener("failed", again);  // the server lost the broker: try again
+      es.onerror = again;
     }
     function close() {
       if (retry) { clearTimeout(retry); retry = null; }

@@ -6,7 +6,8 @@ import bisect
 import itertools
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+
+from tests.client.client_oracle import Produced
 
 # Two days ago: in the past (the broker refuses > 1 h ahead), inside 7-day retention.
 BASE = (time.time_ns() // 1_000_000 - 2 * 86_400_000) // 60_000 * 60_000
@@ -16,15 +17,6 @@ _names = itertools.count()
 
 def unique_topic(prefix: str) -> str:
     return f"{prefix}-{time.time_ns() % 10**9}-{next(_names)}"
-
-
-@dataclass(frozen=True)
-class Produced:
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
 
 
 def first_offset(timestamps: Sequence[int], t: int) -> int:

@@ -200,14 +200,21 @@ def test_live_tail_shows_a_record_produced_after_the_page_loaded(browser, consol
     assert marker in row[0].text
     shot(browser, "tail", tmp_path)
     # Another tab in front hides this one: the tail closes its stream until it is back.
+    # A record produced meanwhile arrives when it is shown again (it resumes, not restarts).
     first = browser.current_window_handle
     browser.switch_to.new_window("tab")
     time.sleep(0.3)
+    with SyncClient(topic["bootstrap"], client_id="console-tests") as c:
+        hidden_off = c.produce(topic["name"], [ProducerRecord(value="while hidden")], partition=0)[0]
+    time.sleep(0.7)
     browser.close()
     browser.switch_to.window(first)
     wait(browser, lambda d: d.execute_script("return chronolog.tailLog.slice(-1)[0]") == "live")
     log = browser.execute_script("return chronolog.tailLog")
-    assert "paused (tab hidden)" in log, log
+    assert log[-2:] == ["paused (tab hidden)", "live"], log
+    row = wait(browser, lambda d: d.find_elements(
+        By.CSS_SELECTOR, f'#tail tr[data-partition="0"][data-offset="{hidden_off}"]'))
+    assert "while hidden" in row[0].text
 
 
 def test_an_empty_range_says_so(browser, console_url, topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
