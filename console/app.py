@@ -155,12 +155,13 @@ async def _timeline(request: web.Request) -> tuple[timeline.Timeline, dict[str, 
     now = time.time_ns() // 1_000_000
     start, end = _time_arg(request, "from", now), _time_arg(request, "to", now)
     rng = request.query.get("range", "")
-    if start is not None or end is not None:
+    # A range button wins over the from/to fields the same form also submits.
+    if rng in RANGES:
+        start, end = now - RANGES[rng], now
+    elif rng != "all" and (start is not None or end is not None):
         rng = "custom"
         end = now if end is None else end
         start = end - RANGES["1h"] if start is None else start
-    elif rng in RANGES:
-        start, end = now - RANGES[rng], now
     else:
         extent = await _data_extent(client, topic, used)
         rng = "all"

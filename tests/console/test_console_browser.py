@@ -190,14 +190,20 @@ def test_seeking_by_typed_and_picked_time_in_the_merged_view(browser, console_ur
 
 
 def test_live_tail_shows_a_record_produced_after_the_page_loaded(browser, console_url, topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    browser.get(f"{console_url}/topics/{topic['name']}/tail")
+    name = unique_topic("live")  # its own topic: the others' oracles stay as produced
+    with SyncClient(topic["bootstrap"], client_id="console-tests") as c:
+        c.create_topic(name, PARTS)
+        c.produce(name, [ProducerRecord(value="before the page loaded")], partition=2)
+    browser.get(f"{console_url}/topics/{name}/tail")
     wait(browser, lambda d: d.find_element(By.ID, "tail-status").text == "live")
     marker = f"tail-{uuid.uuid4()}"
     with SyncClient(topic["bootstrap"], client_id="console-tests") as c:
-        off = c.produce(topic["name"], [ProducerRecord(key="k", value=json.dumps({"m": marker}))],
+        off = c.produce(name, [ProducerRecord(key="k", value=json.dumps({"m": marker}))],
                         partition=2)[0]
+    assert off == 1
     row = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#tail tr[data-offset="{off}"]'))
     assert marker in row[0].text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#tail tr.record")) == 1  # only what came after
     shot(browser, "tail", tmp_path)
     # Another tab in front hides this one: the tail closes its stream until it is back.
     # A record produced meanwhile arrives when it is shown again (it resumes, not restarts).
@@ -205,7 +211,7 @@ def test_live_tail_shows_a_record_produced_after_the_page_loaded(browser, consol
     browser.switch_to.new_window("tab")
     time.sleep(0.3)
     with SyncClient(topic["bootstrap"], client_id="console-tests") as c:
-        hidden_off = c.produce(topic["name"], [ProducerRecord(value="while hidden")], partition=0)[0]
+        hidden_off = c.produce(name, [ProducerRecord(value="while hidden")], partition=0)[0]
     time.sleep(0.7)
     browser.close()
     browser.switch_to.window(first)
@@ -283,3 +289,19 @@ def test_the_readme_command_serves_the_console(console_broker, tmp_path) -> None
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_range_buttons_choose_the_last_day_and_the_datas_extent(browser, console_url, topic) -> None:  # type: ignore[no-untyped-def]
+    browser.get(f"{console_url}/topics/{topic['name']}?from={iso(BASE)}&to={iso(BASE + 60_000)}")
+    browser.find_element(By.CSS_SELECTOR, 'button[name="range"][value="1d"]').click()
+    wait(browser, lambda d: "range=1d" in d.current_url)
+    bounds, bars = _bars(browser)
+    now = time.time_ns() // 1_000_000
+    assert bounds[0] <= now - 86_400_000 < bounds[1] and bounds[-2] < now <= bounds[-1] + 60_000
+    assert sum(bars) == 0  # the test's records are two days old
+    browser.find_element(By.CSS_SELECTOR, 'button[name="range"][value="all"]').click()
+    wait(browser, lambda d: "range=all" in d.current_url)
+    bounds, bars = _bars(browser)
+    stamps = topic["stamps"]
+    assert bounds[0] <= min(s[0] for s in stamps.values()) and bounds[-1] > max(max(s) for s in stamps.values())
+    assert bars == bucket_counts(stamps, bounds) and sum(bars) == PARTS * N
