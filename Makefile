@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: install run test bench lint format check-java check-compose check-chromium clean
+.PHONY: install run test bench lint format check-java check-compose check-clients check-chromium clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -36,10 +36,20 @@ check-chromium:
 	  echo "chromium/chromedriver not found: installing Debian's chromium and chromium-driver"; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
 
+## Two real clients that share no code with the Python ones: kcat (Debian's, on an older
+## librdkafka) and kafkajs (npm, pinned by tests/js/package-lock.json, into tests/js/node_modules).
+check-clients:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  echo "kcat not found: installing Debian's kcat"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends kcat; }
+	@test -d tests/js/node_modules/kafkajs || { \
+	  echo "kafkajs not found: installing it from npm into tests/js"; \
+	  cd tests/js && npm ci --no-audit --no-fund --loglevel=error; }
+
 run: install
 	$(BIN)/chronolog serve --data-dir $(DATA) --host $(HOST) --port $(PORT)
 
-test: install check-java check-compose check-chromium
+test: install check-java check-compose check-clients check-chromium
 	$(BIN)/python -m pytest -q -ra
 	$(MAKE) --no-print-directory lint
 

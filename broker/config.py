@@ -184,9 +184,35 @@ class BrokerConfig:
         "log.flush.offset.checkpoint.interval.ms", 60000,
         "How often the recovery-point checkpoint is written.", minimum=1,
     )
-    # --- committed offsets (OffsetCommit / OffsetFetch) ---
+    # --- consumer groups and committed offsets (the group coordinator) ---
+    group_initial_rebalance_delay_ms: int = _setting(
+        "group.initial.rebalance.delay.ms", 3000,
+        "How long the first rebalance of an empty group waits for more members, extended by "
+        "this much per new arrival while the rebalance timeout allows.", minimum=0,
+    )
+    group_min_session_timeout_ms: int = _setting(
+        "group.min.session.timeout.ms", 6000,
+        "Smallest session timeout a classic member may ask for (else INVALID_SESSION_TIMEOUT).",
+        minimum=0,
+    )
+    group_max_session_timeout_ms: int = _setting(
+        "group.max.session.timeout.ms", 1800000,
+        "Largest session timeout a classic member may ask for (else INVALID_SESSION_TIMEOUT).",
+        minimum=0,
+    )
+    group_max_size: int = _setting(
+        "group.max.size", INT_MAX,
+        "Most members (and pending member ids) of one classic group; more get "
+        "GROUP_MAX_SIZE_REACHED.", minimum=1,
+    )
     offsets_retention_minutes: int = _setting(
-        "offsets.retention.minutes", 10080, "Keep a group's committed offsets this long.", minimum=1
+        "offsets.retention.minutes", 10080,
+        "Keep committed offsets this long after the group became Empty (KIP-211), or after "
+        "the last commit for groups without members.", minimum=1
+    )
+    offsets_retention_check_interval_ms: int = _setting(
+        "offsets.retention.check.interval.ms", 600000,
+        "How often expired committed offsets (and unused empty groups) are removed.", minimum=1,
     )
     producer_id_expiration_ms: int = _setting(
         "producer.id.expiration.ms", 86400000,
@@ -287,6 +313,8 @@ class BrokerConfig:
                 parse_host_port(item.strip(), "udp.listeners")
         if self.metrics_listener:
             parse_host_port(self.metrics_listener, "metrics.listener")
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
         self.topic_config()  # the broker defaults must make a valid topic config
 
     # ------------------------------------------------------------------ derived

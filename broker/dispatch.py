@@ -42,11 +42,19 @@ HANDLER_MODULES: dict[int, str] = {
     8: "offset_commit",
     9: "offset_fetch",
     10: "find_coordinator",
+    11: "join_group",
+    12: "heartbeat",
+    13: "leave_group",
+    14: "sync_group",
+    15: "describe_groups",
+    16: "list_groups",
     18: "api_versions",
     19: "create_topics",
     20: "delete_topics",
     22: "init_producer_id",
     32: "describe_configs",
+    42: "delete_groups",
+    47: "offset_delete",
 }
 
 

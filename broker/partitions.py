@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config import BrokerConfig, ConfigError
-from broker.group_offsets import GroupOffsetStore, store_for
+from broker.groups.store import GroupStore, store_for
 from broker.producers import ProducerStateManager
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import LogConfig
@@ -324,11 +324,9 @@ class PartitionManager:
         return self.ensure_topic(name)
 
     @property
-    def group_offsets(self) -> GroupOffsetStore:
-        """Committed offsets, kept beside the other broker state files (opened on first use)."""
-        return store_for(
-            self.state_dir, offsets_retention_ms=self.config.offsets_retention_minutes * 60_000
-        )
+    def group_offsets(self) -> GroupStore:
+        """Committed offsets and group state, beside the other broker state files (opened on first use)."""
+        return store_for(self.state_dir)
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic, its logs and its producer state; raises KafkaError(3) if unknown."""

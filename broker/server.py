@@ -36,6 +36,8 @@ from typing import Any
 from broker import dispatch
 from broker.config import LONG_MAX, BrokerConfig, ConfigError, add_arguments
 from broker.dispatch import RequestContext, Route
+from broker.groups.coordinator import GroupCoordinator
+from broker.groups.store import forget_store
 from broker.partitions import PartitionManager
 from protocol import api as papi
 from protocol.errors import ErrorCode
@@ -474,6 +476,8 @@ class Broker:
         }
         self._advertised: list[dict[str, int]] | None = None
         self.loop: asyncio.AbstractEventLoop
+        # The group coordinator (``ctx.broker.groups``), opened with the partitions.
+        self.groups: GroupCoordinator
         self.host = config.host
         self.port = config.port
 
@@ -508,6 +512,8 @@ class Broker:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.partitions.open(self.loop)
+        self.groups = GroupCoordinator(self.config, self.partitions.group_offsets)
+        self.groups.start(self.loop)
         host, port = self.config.host, self.config.port
         # The listener is bound first (so port 0 resolves and a taken port fails early)
         # but accepts only once UDP ingest and metrics run too: whoever waits for the
@@ -555,6 +561,9 @@ class Broker:
                 self._every(cfg.log_flush_scheduler_interval_ms, self.partitions.flush_due,
                             "flush"), name="flush"))
         self._background.append(self.loop.create_task(self._summarize(), name="summaries"))
+        self._background.append(self.loop.create_task(
+            self._every_async(cfg.offsets_retention_check_interval_ms, self.groups.expire_offsets,
+                              "offset expiry", first=True), name="offset-expiry"))
         if cfg.idle_poll_us > 0:
             self._background.append(self.loop.create_task(
                 self._idle_poll(cfg.idle_poll_us / 1e6), name="idle-poll"))
@@ -572,6 +581,18 @@ class Broker:
                 job(int(time.time() * 1000))
             except Exception:
                 log.exception("background %s job failed", what)
+
+    async def _every_async(self, interval_ms: int, job: Any, what: str, *, first: bool = False) -> None:
+        """``_every`` for a coroutine job; ``first`` runs it once at start too."""
+        delay = min(interval_ms, 2**31) / 1000.0
+        if not first:
+            await asyncio.sleep(delay)
+        while True:
+            try:
+                await job(int(time.time() * 1000))
+            except Exception:
+                log.exception("background %s job failed", what)
+            await asyncio.sleep(delay)
 
     async def _idle_poll(self, window: float) -> None:
         """Keep the event loop polling (zero-timeout waits) for ``window`` seconds after
@@ -642,6 +663,7 @@ class Broker:
             conn._update_reading()
         await self._stop_udp()
         self.partitions.wake_all()
+        self.groups.close()  # parked JoinGroup/SyncGroup answer NOT_COORDINATOR now
         if self.inflight:
             done, pending = await asyncio.wait(set(self.inflight), timeout=timeout)
             for task in pending:
@@ -656,6 +678,7 @@ class Broker:
         await asyncio.sleep(0)
         await self._stop_extras()
         self.partitions.close()
+        forget_store(self.partitions.state_dir)
         log.info("broker stopped cleanly")
 
 

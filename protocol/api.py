@@ -29,17 +29,25 @@ from construct import Construct, ConstructError, Container
 from protocol import (
     api_versions,
     create_topics,
+    delete_groups,
     delete_topics,
     describe_configs,
+    describe_groups,
     fastpath,
     fetch,
     find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
     offset_commit,
+    offset_delete,
     offset_fetch,
     produce,
+    sync_group,
 )
 from protocol.errors import ErrorCode
 from protocol.schema import Message
@@ -54,11 +62,19 @@ class ApiKey(IntEnum):
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
 
 
 class ApiRange(NamedTuple):
@@ -78,14 +94,23 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.FETCH: ApiRange("Fetch", 4, 12, 4, 12),
     ApiKey.LIST_OFFSETS: ApiRange("ListOffsets", 0, 10, 0, 6),
     ApiKey.METADATA: ApiRange("Metadata", 0, 12, 0, 9),
-    ApiKey.OFFSET_COMMIT: ApiRange("OffsetCommit", 2, 8, 2, 8),
-    ApiKey.OFFSET_FETCH: ApiRange("OffsetFetch", 1, 8, 1, 6),
+    ApiKey.OFFSET_COMMIT: ApiRange("OffsetCommit", 2, 9, 2, 8),
+    ApiKey.OFFSET_FETCH: ApiRange("OffsetFetch", 1, 9, 1, 6),
     ApiKey.FIND_COORDINATOR: ApiRange("FindCoordinator", 0, 4, 0, 3),
+    ApiKey.JOIN_GROUP: ApiRange("JoinGroup", 0, 9, 0, 6),
+    ApiKey.HEARTBEAT: ApiRange("Heartbeat", 0, 4, 0, 4),
+    ApiKey.LEAVE_GROUP: ApiRange("LeaveGroup", 0, 5, 0, 4),
+    ApiKey.SYNC_GROUP: ApiRange("SyncGroup", 0, 5, 0, 4),
+    ApiKey.DESCRIBE_GROUPS: ApiRange("DescribeGroups", 0, 6, 0, 5),
+    ApiKey.LIST_GROUPS: ApiRange("ListGroups", 0, 5, 0, 3),
     ApiKey.API_VERSIONS: ApiRange("ApiVersions", 0, 4, 0, 3),
     ApiKey.CREATE_TOPICS: ApiRange("CreateTopics", 2, 7, 2, 5),
     ApiKey.DELETE_TOPICS: ApiRange("DeleteTopics", 1, 6, 1, 4),
     ApiKey.INIT_PRODUCER_ID: ApiRange("InitProducerId", 0, 4, 0, 2),
     ApiKey.DESCRIBE_CONFIGS: ApiRange("DescribeConfigs", 0, 4, 0, 4),
+    ApiKey.DELETE_GROUPS: ApiRange("DeleteGroups", 0, 2, 0, 2),
+    # OffsetDelete has no flexible version: 1 is past the only one served.
+    ApiKey.OFFSET_DELETE: ApiRange("OffsetDelete", 0, 0, 0, 1),
 }
 
 MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
@@ -96,11 +121,19 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.OFFSET_COMMIT: (offset_commit.REQUEST, offset_commit.RESPONSE),
     ApiKey.OFFSET_FETCH: (offset_fetch.REQUEST, offset_fetch.RESPONSE),
     ApiKey.FIND_COORDINATOR: (find_coordinator.REQUEST, find_coordinator.RESPONSE),
+    ApiKey.JOIN_GROUP: (join_group.REQUEST, join_group.RESPONSE),
+    ApiKey.HEARTBEAT: (heartbeat.REQUEST, heartbeat.RESPONSE),
+    ApiKey.LEAVE_GROUP: (leave_group.REQUEST, leave_group.RESPONSE),
+    ApiKey.SYNC_GROUP: (sync_group.REQUEST, sync_group.RESPONSE),
+    ApiKey.DESCRIBE_GROUPS: (describe_groups.REQUEST, describe_groups.RESPONSE),
+    ApiKey.LIST_GROUPS: (list_groups.REQUEST, list_groups.RESPONSE),
     ApiKey.API_VERSIONS: (api_versions.REQUEST, api_versions.RESPONSE),
     ApiKey.CREATE_TOPICS: (create_topics.REQUEST, create_topics.RESPONSE),
     ApiKey.DELETE_TOPICS: (delete_topics.REQUEST, delete_topics.RESPONSE),
     ApiKey.INIT_PRODUCER_ID: (init_producer_id.REQUEST, init_producer_id.RESPONSE),
     ApiKey.DESCRIBE_CONFIGS: (describe_configs.REQUEST, describe_configs.RESPONSE),
+    ApiKey.DELETE_GROUPS: (delete_groups.REQUEST, delete_groups.RESPONSE),
+    ApiKey.OFFSET_DELETE: (offset_delete.REQUEST, offset_delete.RESPONSE),
 }
 
 

@@ -1,7 +1,9 @@
-"""OffsetCommit (key 8): versions 2-8, flexible from 8.
+"""OffsetCommit (key 8): versions 2-9, flexible from 8.
 
 Invariant: RetentionTimeMs exists only in v2-4, CommittedLeaderEpoch from v6,
 GroupInstanceId from v7; CommitTimestamp (v1 only) is declared for fidelity.
+v9 (KIP-848) changes no field: GenerationIdOrMemberEpoch may carry a member
+epoch, and an unknown group answers GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""OffsetFetch (key 9): versions 1-8, flexible from 6.
+"""OffsetFetch (key 9): versions 1-9, flexible from 6.
 
 Invariant: up to v7 one group (``group_id``, ``topics`` null = all from v2);
-v8 batches by groups (``groups`` [{group_id, topics}]) and answers per group.
+v8 batches by groups (``groups`` [{group_id, topics}]) and answers per group;
+v9 adds each group's MemberId (nullable) and MemberEpoch (KIP-848).
 """
 
 from __future__ import annotations

@@ -5,8 +5,10 @@ Invariants:
   (17), INVALID_PARTITIONS (37), INVALID_REPLICATION_FACTOR (38, anything above 1:
   there is one broker), INVALID_CONFIG (40, with the message naming the setting),
   INVALID_REPLICA_ASSIGNMENT (39), INVALID_REQUEST (42: a name twice in one
-  request, -1 defaults before v4, assignments together with counts).
-- NumPartitions / ReplicationFactor -1 mean the broker defaults (v4+).
+  request, assignments together with counts).
+- NumPartitions / ReplicationFactor -1 mean the broker defaults in every version, as
+  Apache Kafka's broker accepts them (only Kafka's Java client refuses to send them
+  before v4; kafkajs sends v3 with -1 by default).
 - From v5 a created (or validated) topic's answer lists its partition count,
   replication factor and every config with its effective value; overrides are
   reported as DYNAMIC_TOPIC_CONFIG (1), the rest as DEFAULT_CONFIG (5).
@@ -82,7 +84,6 @@ def _partitions_from_assignments(topic: Any, node_id: int) -> int:
 
 async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     body = request.body
-    version = request.api_version
     pm = ctx.partitions
     counts = Counter(t.name for t in body.topics)
     out = []
@@ -95,9 +96,6 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
         try:
             num_partitions = topic.num_partitions
             rf = topic.replication_factor
-            if version < 4 and (num_partitions == -1 or rf == -1):
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 f"CreateTopics v{version} cannot use -1 for broker defaults")
             if topic.assignments:
                 num_partitions = _partitions_from_assignments(topic, ctx.config.node_id)
                 rf = 1

@@ -1,93 +1,100 @@
-"""OffsetCommit (key 8), versions 2-8: store a simple group's committed offsets.
+"""OffsetCommit (key 8), versions 2-9: store committed offsets, checked against the group.
 
-Without the group membership protocol every group is a "simple" group (no members,
-generation -1), and the rules are Kafka's for such groups
-(``OffsetMetadataManager.validateOffsetCommit``):
-- generation < 0: accepted whatever the member id (the admin client, librdkafka's
-  and kafka-python's manual/auto commits with ``assign``);
-- generation >= 0: the request claims a membership that cannot exist here, so every
-  partition gets UNKNOWN_MEMBER_ID (25) when the group already has offsets, else
-  ILLEGAL_GENERATION (22), which is what Kafka answers before v9.
+Group checks (``ClassicGroup.validateOffsetCommit`` via the group's
+``validate_offset_commit``; facts §1.4): generation -1 on an Empty or missing group
+is accepted (a missing group becomes a "simple" group); -1 with no member id on an
+active group is UNKNOWN_MEMBER_ID (25); an unknown member 25, a static id bound to
+another member FENCED_INSTANCE_ID (82); a generation mismatch ILLEGAL_GENERATION (22);
+CompletingRebalance REBALANCE_IN_PROGRESS (27) (PreparingRebalance with the current
+generation is accepted, for cooperative rebalancing); an unknown group with
+generation >= 0 is 22 before v9 and GROUP_ID_NOT_FOUND (69) from v9. A group error
+goes on every partition.
 Per partition: an unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION (3);
-metadata longer than ``offset.metadata.max.bytes`` (4096) is OFFSET_METADATA_TOO_LARGE
-(12). The accepted partitions of one request are stored atomically and durably
-(fsync, in a worker thread) before the response. A null metadata is stored as "" as Kafka does.
-RetentionTimeMs (v2-4) is not honoured per request; offsets.retention.minutes is.
+metadata longer than ``offset.metadata.max.bytes`` is OFFSET_METADATA_TOO_LARGE (12)
+(counted as Kafka does, in Java chars: UTF-16 code units).
+The accepted partitions of one request are stored atomically and durably (fsync,
+group-committed by the store's writer thread) before the answer. A null metadata
+is stored as "". RetentionTimeMs (v2-4) is not honoured per request;
+offsets.retention.minutes is (KIP-211).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
-from broker.group_offsets import (
-    DEFAULT_OFFSET_METADATA_MAX_BYTES,
-    CommittedOffset,
-    GroupOffsetStore,
-)
+from broker.groups.coordinator import GroupCoordinator
+from broker.groups.store import CommittedOffset
 from protocol.errors import ErrorCode
 
 log = logging.getLogger("chronolog.broker")
 
 
-def offset_store(ctx: Any) -> GroupOffsetStore:
-    """The committed-offset store of this broker's data directory."""
-    return ctx.partitions.group_offsets  # type: ignore[no-any-return]
+def _java_length(text: str) -> int:
+    """Java's String.length(): UTF-16 code units (characters beyond the BMP count twice)."""
+    return len(text.encode("utf-16-le")) // 2
 
 
-def partition_exists(ctx: Any, topic: str, partition: int) -> bool:
-    """Whether the broker has this topic-partition (OffsetCommit refuses unknown ones)."""
-    return bool(ctx.partitions.has_partition(topic, partition))
+def group_error(coord: GroupCoordinator, body: Any, version: int) -> int:
+    """The group-level verdict on a commit: 0, or the code every partition gets."""
+    group = coord.group(body.group_id)
+    generation = body.generation_id_or_member_epoch
+    if group is None:
+        if generation < 0:
+            return 0
+        return int(ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION)
+    return group.validate_offset_commit(body.member_id, generation, body.group_instance_id, version)
 
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     body = request.body
-    group = body.group_id
-    store = offset_store(ctx)
-    max_meta = getattr(ctx.config, "offset_metadata_max_bytes", DEFAULT_OFFSET_METADATA_MAX_BYTES)
-    group_error: ErrorCode | None = None
-    if body.generation_id_or_member_epoch >= 0:
-        group_error = (
-            ErrorCode.UNKNOWN_MEMBER_ID if store.has_group(group) else ErrorCode.ILLEGAL_GENERATION
-        )
-        log.info("OffsetCommit from %s for group %r refused with %s: generation %d / member %r "
-                 "(Chronolog has no group membership; commit with generation -1)",
-                 ctx.peer, group, group_error.name, body.generation_id_or_member_epoch,
+    group_id = body.group_id
+    coord: GroupCoordinator = ctx.broker.groups
+    max_meta = ctx.config.offset_metadata_max_bytes
+    err = group_error(coord, body, request.api_version)
+    if err:
+        log.info("OffsetCommit from %s for group %r refused with %s (generation %d, member %r)",
+                 ctx.peer, group_id, ErrorCode(err).name, body.generation_id_or_member_epoch,
                  body.member_id)
-    now = int(time.time() * 1000)
+    now = coord.clock()
     accepted: list[tuple[str, int, CommittedOffset]] = []
     topics_out: list[dict[str, Any]] = []
-    codes: list[list[Any]] = []
+    outs: list[dict[str, Any]] = []
+    partitions = ctx.partitions
     for topic in body.topics:
         parts_out: list[dict[str, Any]] = []
         for p in topic.partitions:
             meta = p.committed_metadata if p.committed_metadata is not None else ""
-            if group_error is not None:
-                code = group_error
-            elif not partition_exists(ctx, topic.name, p.partition_index):
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(meta.encode()) > max_meta:
-                code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            if err:
+                code = err
+            elif not partitions.has_partition(topic.name, p.partition_index):
+                code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif len(meta) * 2 > max_meta and _java_length(meta) > max_meta:
+                code = int(ErrorCode.OFFSET_METADATA_TOO_LARGE)
             else:
-                code = ErrorCode.NONE
+                code = 0
                 accepted.append((
                     topic.name, p.partition_index,
                     CommittedOffset(p.committed_offset, p.committed_leader_epoch, meta, now),
                 ))
-            out = {"partition_index": p.partition_index, "error_code": int(code)}
-            parts_out.append(out)
-            codes.append([out, code])
+                outs.append(out := {"partition_index": p.partition_index, "error_code": 0})
+                parts_out.append(out)
+                continue
+            parts_out.append({"partition_index": p.partition_index, "error_code": code})
         topics_out.append({"name": topic.name, "partitions": parts_out})
+    if not err:
+        group = coord.group(group_id)
+        touch = getattr(group, "touch", None)
+        if touch is not None and body.member_id:
+            touch(now, body.member_id)
     if accepted:
         try:
-            await store.commit_async(group, accepted)
+            await coord.commit_offsets(group_id, accepted)
         except OSError as exc:
-            # Kafka maps a storage failure of the offsets log to NOT_COORDINATOR.
-            log.error("OffsetCommit for group %r could not be stored: %s", group, exc)
-            for out, code in codes:
-                if code == ErrorCode.NONE:
-                    out["error_code"] = int(ErrorCode.NOT_COORDINATOR)
+            # Kafka maps a failed append to the offsets log to COORDINATOR_NOT_AVAILABLE.
+            log.error("OffsetCommit for group %r could not be stored: %s", group_id, exc)
+            for out in outs:
+                out["error_code"] = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     return {"throttle_time_ms": 0, "topics": topics_out}
 
 

@@ -1,25 +1,30 @@
-"""OffsetFetch (key 9), versions 1-8: read committed offsets back.
+"""OffsetFetch (key 9), versions 1-9: read committed offsets back.
 
 A partition without a committed offset answers offset -1, leader epoch -1,
-metadata "" and error NONE, as Kafka does (also for topics it does not know).
-Null topics (v2+) mean every partition the group has offsets for. v8 batches
-several groups. RequireStable (v7+) needs no waiting: without transactions no
-offset is ever pending.
+metadata "" and error NONE, as Kafka does (also for unknown groups and topics:
+never GROUP_ID_NOT_FOUND). Null topics (v2+) mean every partition the group has
+offsets for. v8 batches several groups; v9 names the member (MemberId, MemberEpoch),
+which a group may check (``validate_offset_fetch``: KIP-848 groups answer 25/113;
+classic groups accept anyone). A group error is the group's error code (v8+), the
+top-level one (v2-7), or on every partition (v1, KAFKA-19246). RequireStable (v7+)
+needs no waiting: without transactions no offset is ever pending.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker.group_offsets import GroupOffsetStore
-from broker.handlers.offset_commit import offset_store
+from broker.groups.coordinator import GroupCoordinator
+from broker.groups.store import GroupStore
 
 
-def _group_topics(store: GroupOffsetStore, group: str, topics: Any, leader_epoch: bool) -> list[dict[str, Any]]:
+def _group_topics(store: GroupStore, group: str, topics: Any, leader_epoch: bool,
+                  error: int) -> list[dict[str, Any]]:
     if topics is None:
         wanted: dict[str, list[int]] = {}
-        for (t, p) in store.fetch_group(group):
-            wanted.setdefault(t, []).append(p)
+        if not error:
+            for (t, p) in store.fetch_group(group):
+                wanted.setdefault(t, []).append(p)
         requested = list(wanted.items())
     else:
         requested = [(t.name, list(t.partition_indexes)) for t in topics]
@@ -27,35 +32,45 @@ def _group_topics(store: GroupOffsetStore, group: str, topics: Any, leader_epoch
     for name, partitions in requested:
         parts = []
         for p in partitions:
-            c = store.fetch(group, name, p)
+            c = None if error else store.fetch(group, name, p)
             parts.append({
                 "partition_index": p,
                 "committed_offset": c.offset if c else -1,
                 "committed_leader_epoch": c.leader_epoch if c and leader_epoch else -1,
                 "metadata": (c.metadata or "") if c else "",
-                "error_code": 0,
+                "error_code": error,
             })
         out.append({"name": name, "partitions": parts})
     return out
 
 
+def _group_error(coord: GroupCoordinator, group_id: str, member_id: str | None, epoch: int) -> int:
+    group = coord.group(group_id)
+    return 0 if group is None else group.validate_offset_fetch(member_id, epoch)
+
+
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     body = request.body
-    store = offset_store(ctx)
-    if request.api_version >= 8:
-        return {
-            "throttle_time_ms": 0,
-            "groups": [
-                {"group_id": g.group_id,
-                 "topics": _group_topics(store, g.group_id, g.topics, True),
-                 "error_code": 0}
-                for g in body.groups
-            ],
-        }
+    v = request.api_version
+    coord: GroupCoordinator = ctx.broker.groups
+    store = coord.store
+    if v >= 8:
+        groups = []
+        for g in body.groups:
+            err = _group_error(coord, g.group_id, g.member_id, g.member_epoch)
+            groups.append({
+                "group_id": g.group_id,
+                "topics": [] if err else _group_topics(store, g.group_id, g.topics, True, 0),
+                "error_code": err,
+            })
+        return {"throttle_time_ms": 0, "groups": groups}
+    err = _group_error(coord, body.group_id, None, -1)
+    if err and v >= 2:
+        return {"throttle_time_ms": 0, "topics": [], "error_code": err}
     return {
         "throttle_time_ms": 0,
-        "topics": _group_topics(store, body.group_id, body.topics, request.api_version >= 5),
-        "error_code": 0,
+        "topics": _group_topics(store, body.group_id, body.topics, v >= 5, err),
+        "error_code": err,
     }
 
 

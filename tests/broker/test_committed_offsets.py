@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.group_offsets import (
+from broker.groups.store import (
     COMPACT_MIN_ENTRIES,
     OFFSETS_FILE,
     CommittedOffset,
-    GroupOffsetStore,
+    GroupStore,
 )
 from tests.broker.test_clients_common import RawConnection, bring_back
 from tests.conftest import BrokerProcess
@@ -38,7 +38,7 @@ commits = st.lists(
 )
 
 
-def apply(store: GroupOffsetStore, history: list, oracle: dict) -> None:  # type: ignore[type-arg]
+def apply(store: GroupStore, history: list, oracle: dict) -> None:  # type: ignore[type-arg]
     for i, (group, items) in enumerate(history):
         offs = [(t, p, CommittedOffset(o, e, m, NOW + i)) for t, p, o, e, m in items]
         store.commit(group, offs)
@@ -53,14 +53,14 @@ def test_store_matches_a_dict_across_reopen_and_compaction(
 ) -> None:
     d = tmp_path_factory.mktemp("o")
     oracle: dict = {}  # type: ignore[type-arg]
-    store = GroupOffsetStore(d, now_ms=NOW)
+    store = GroupStore(d)
     apply(store, first, oracle)
     store.close()
-    store = GroupOffsetStore(d, now_ms=NOW)
+    store = GroupStore(d)
     apply(store, second, oracle)
     store.compact()
     store.close()
-    store = GroupOffsetStore(d, now_ms=NOW)
+    store = GroupStore(d)
     for (g, t, p), off in oracle.items():
         assert store.fetch(g, t, p) == off
     for g in {k[0] for k in oracle}:
@@ -70,46 +70,43 @@ def test_store_matches_a_dict_across_reopen_and_compaction(
 
 
 def test_torn_last_line_is_dropped_and_earlier_commits_survive(tmp_path: Path) -> None:
-    store = GroupOffsetStore(tmp_path, now_ms=NOW)
+    store = GroupStore(tmp_path)
     store.commit("g", [("t", 0, CommittedOffset(5, -1, "m", NOW))])
     store.close()
     with open(tmp_path / OFFSETS_FILE, "ab") as f:
         f.write(b'{"g":"g","c":[["t",0,9')  # a crash in the middle of the next commit
-    store = GroupOffsetStore(tmp_path, now_ms=NOW)
+    store = GroupStore(tmp_path)
     assert store.fetch("g", "t", 0) == CommittedOffset(5, -1, "m", NOW)
     store.commit("g", [("t", 1, CommittedOffset(7, -1, None, NOW))])
     store.close()
-    store = GroupOffsetStore(tmp_path, now_ms=NOW)
+    store = GroupStore(tmp_path)
     assert store.fetch("g", "t", 0) == CommittedOffset(5, -1, "m", NOW)
     assert store.fetch("g", "t", 1) == CommittedOffset(7, -1, None, NOW)
     store.close()
 
 
 def test_file_is_compacted_to_the_live_offsets(tmp_path: Path) -> None:
-    store = GroupOffsetStore(tmp_path, now_ms=NOW)
+    store = GroupStore(tmp_path)
     n = COMPACT_MIN_ENTRIES + 50
     for i in range(n):
         store.commit("g", [("t", i % 2, CommittedOffset(i, -1, "", NOW))])
     lines = (tmp_path / OFFSETS_FILE).read_bytes().count(b"\n")
     assert lines <= 60  # one compaction happened: 1 line of live offsets + the later commits
     store.close()
-    reopened = GroupOffsetStore(tmp_path, now_ms=NOW)
+    reopened = GroupStore(tmp_path)
     assert reopened.fetch_group("g") == {("t", 0): CommittedOffset(n - 2, -1, "", NOW),
                                          ("t", 1): CommittedOffset(n - 1, -1, "", NOW)}
 
 
-def test_offsets_expire_after_retention_and_with_deleted_topics(tmp_path: Path) -> None:
-    store = GroupOffsetStore(tmp_path, offsets_retention_ms=1000, now_ms=NOW)
-    store.commit("g", [("old", 0, CommittedOffset(1, -1, "", NOW - 5000))])
-    store.commit("g", [("new", 0, CommittedOffset(2, -1, "", NOW))])
+def test_offsets_of_a_deleted_topic_are_forgotten_durably(tmp_path: Path) -> None:
+    store = GroupStore(tmp_path)
+    store.commit("g", [("keep", 0, CommittedOffset(2, -1, "", NOW))])
     store.commit("h", [("gone", 0, CommittedOffset(3, -1, "", NOW))])
-    assert store.expire(NOW) == 1
     store.delete_topic("gone")
     assert not store.has_group("h")
     store.close()
-    store = GroupOffsetStore(tmp_path, offsets_retention_ms=1000, now_ms=NOW)
-    assert store.fetch("g", "old", 0) is None
-    assert store.fetch("g", "new", 0) == CommittedOffset(2, -1, "", NOW)
+    store = GroupStore(tmp_path)
+    assert store.fetch("g", "keep", 0) == CommittedOffset(2, -1, "", NOW)
     assert store.fetch("h", "gone", 0) is None
     store.close()
 
@@ -171,12 +168,12 @@ def conn(broker: BrokerProcess) -> Iterator[RawConnection]:
 def test_every_offset_commit_version_is_read_back_by_every_offset_fetch_version(
     conn: RawConnection,
 ) -> None:
-    for commit_version in range(2, 9):
+    for commit_version in range(2, 10):
         group = f"g{commit_version}"
         errs = commit(conn, commit_version, group, {("co", 0): (11, "meta"), ("co", 2): (7, None)})
         assert errs == {("co", 0): 0, ("co", 2): 0}
         epoch = 3 if commit_version >= 6 else -1  # CommittedLeaderEpoch exists from v6
-        for v in range(1, 9):
+        for v in range(1, 10):
             got = fetch(conn, v, group, {"co": [0, 1, 2]})
             read_epoch = epoch if v >= 5 else -1
             assert got == {("co", 0): (11, read_epoch, "meta"), ("co", 1): (-1, -1, ""),
@@ -192,7 +189,7 @@ def test_offset_commit_errors_are_per_partition_as_in_kafka(conn: RawConnection)
     assert errs == {("co", 0): OFFSET_METADATA_TOO_LARGE, ("co", 9): UNKNOWN_TOPIC_OR_PARTITION,
                     ("nope", 0): UNKNOWN_TOPIC_OR_PARTITION, ("co", 1): 0}
     assert fetch(conn, 8, "ge", None) == {("co", 1): (5, 3, "ok")}
-    # A generation claims group membership, which does not exist here.
+    # A generation claims a membership: "ge" is a simple group (no members), "fresh" unknown.
     assert commit(conn, 8, "ge", {("co", 1): (6, None)}, generation=1, member="m") == {
         ("co", 1): UNKNOWN_MEMBER_ID}
     assert commit(conn, 8, "fresh", {("co", 1): (6, None)}, generation=1, member="m") == {
@@ -248,7 +245,7 @@ def check_find_coordinator(broker: BrokerProcess, version: int) -> None:
 
 
 async def test_async_commits_apply_in_arrival_order_and_are_durable(tmp_path: Path) -> None:
-    store = GroupOffsetStore(tmp_path, now_ms=NOW)
+    store = GroupStore(tmp_path)
     await asyncio.gather(*(
         store.commit_async("g", [("t", i % 3, CommittedOffset(i, -1, f"m{i}", NOW))])
         for i in range(60)
@@ -256,7 +253,7 @@ async def test_async_commits_apply_in_arrival_order_and_are_durable(tmp_path: Pa
     expected = {("t", p): CommittedOffset(57 + p, -1, f"m{57 + p}", NOW) for p in range(3)}
     assert store.fetch_group("g") == expected
     store.close()
-    assert GroupOffsetStore(tmp_path, now_ms=NOW).fetch_group("g") == expected
+    assert GroupStore(tmp_path).fetch_group("g") == expected
 
 
 def test_find_coordinator_answers_the_advertised_listener(broker_factory) -> None:  # type: ignore[no-untyped-def]
@@ -270,7 +267,7 @@ def test_find_coordinator_answers_the_advertised_listener(broker_factory) -> Non
 
 async def test_compaction_during_in_flight_commits_keeps_every_durable_commit(tmp_path: Path) -> None:
     """A topic deletion (which compacts) racing the worker-thread writes loses nothing else."""
-    store = GroupOffsetStore(tmp_path, now_ms=NOW)
+    store = GroupStore(tmp_path)
     store.commit("g", [("doomed", 0, CommittedOffset(1, -1, "", NOW))])
 
     async def delete_soon() -> None:
@@ -284,7 +281,7 @@ async def test_compaction_during_in_flight_commits_keeps_every_durable_commit(tm
     expected = {("t", i): CommittedOffset(i, -1, "", NOW) for i in range(30)}
     assert store.fetch_group("g") == expected
     store.close()
-    assert GroupOffsetStore(tmp_path, now_ms=NOW).fetch_group("g") == expected
+    assert GroupStore(tmp_path).fetch_group("g") == expected
 
 
 def test_a_recreated_topic_does_not_inherit_the_deleted_topics_commits(conn: RawConnection) -> None:

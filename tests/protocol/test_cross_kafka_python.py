@@ -68,7 +68,9 @@ def _norm(value: Any) -> Any:
 
 # kafka-python's to_dict() turns these bitfields into sets of operation names under
 # another key; the byte-identical re-encode still checks them.
-_RENAMED_BY_KAFKA_PYTHON = {"cluster_authorized_operations", "topic_authorized_operations"}
+_RENAMED_BY_KAFKA_PYTHON = {
+    "cluster_authorized_operations", "topic_authorized_operations", "authorized_operations",
+}
 
 
 def _same_on_the_wire(fields: tuple[Field, ...], version: int, flexible: bool, ours: Any, theirs: Any) -> None:

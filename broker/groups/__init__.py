@@ -1,0 +1,2 @@
+"""Consumer groups: the coordinator (registry and timers), the classic protocol's state
+machine, and the durable store of group state and committed offsets."""

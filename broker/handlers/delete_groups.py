@@ -1,0 +1,37 @@
+"""DeleteGroups (key 42), versions 0-2: delete empty groups and all their committed offsets.
+
+Per group: unknown (or already dead) is GROUP_ID_NOT_FOUND (69); a group with members
+is NON_EMPTY_GROUP (68); else the group and its offsets are tombstoned durably
+before the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.groups.coordinator import GroupCoordinator
+from protocol.errors import ErrorCode
+
+
+async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    coord: GroupCoordinator = ctx.broker.groups
+    results = []
+    for gid in request.body.groups_names:
+        g = coord.group(gid)
+        if g is None:
+            code = ErrorCode.GROUP_ID_NOT_FOUND
+        elif not g.is_empty():
+            code = ErrorCode.NON_EMPTY_GROUP
+        else:
+            code = ErrorCode.NONE
+            try:
+                await coord.delete(gid)
+            except OSError:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        results.append({"group_id": gid, "error_code": int(code)})
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0,
+            "results": [{"group_id": g, "error_code": code} for g in request.body.groups_names]}

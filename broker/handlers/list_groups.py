@@ -1,0 +1,30 @@
+"""ListGroups (key 16), versions 0-5: every group, filtered by state (v4+) and type (v5+).
+
+Filters match case-insensitively; an empty filter matches everything. Types are
+"classic" and "consumer" (KIP-848); a consumer group's protocol type is "consumer".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.groups.coordinator import GroupCoordinator
+
+
+async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+    b = request.body
+    coord: GroupCoordinator = ctx.broker.groups
+    groups = coord.list_groups(b.states_filter or (), b.types_filter or ())
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "groups": [
+            {"group_id": g.group_id, "protocol_type": g.protocol_type(),
+             "group_state": g.state_name(), "group_type": g.group_type}
+            for g in sorted(groups, key=lambda g: g.group_id)
+        ],
+    }
+
+
+def error_body(request: Any, code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": code, "groups": []}

@@ -1,0 +1,22 @@
+"""Heartbeat (key 12): versions 0-4, flexible from 4 (HeartbeatRequest/Response.json).
+
+Invariant: GroupInstanceId from v3; throttle time in the response from v1.
+"""
+
+from __future__ import annotations
+
+from protocol.schema import F, message
+
+REQUEST = message(
+    "HeartbeatRequest",
+    F("group_id", "string"),
+    F("generation_id", "int32"),
+    F("member_id", "string"),
+    F("group_instance_id", "string", "3+", nullable="3+", default=None),
+)
+
+RESPONSE = message(
+    "HeartbeatResponse",
+    F("throttle_time_ms", "int32", "1+"),
+    F("error_code", "int16"),
+)

@@ -1,0 +1,174 @@
+"""kafkajs 2.2.4 (Node) against the real broker: producer, admin and consumer.
+
+kafkajs shares no code with the Python clients or librdkafka. It sends CreateTopics v3
+with -1 partitions and replication factor unless told otherwise, ListOffsets v3, and
+it ignores the broker's minimum versions. Each test runs ``tests/js/driver.js`` in its
+own Node process: a JSON job in, one JSON result per step out, bytes as base64.
+``make test`` installs kafkajs into tests/js/node_modules (``make check-clients``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.broker.test_clients_common import (
+    BASE_TS,
+    RawConnection,
+    Rec,
+    assert_stored_with,
+    fetch_all,
+    first_at_or_after,
+    fixed_records,
+    index_valued,
+    probe_times,
+    running_broker,
+    timestamp_lists,
+    topic_name,
+)
+from tests.broker.test_core_server import Raw
+from tests.broker.test_core_topics import metadata
+from tests.conftest import BrokerProcess
+
+JS_DIR = Path(__file__).resolve().parents[1] / "js"
+NODE = shutil.which("node")
+DEFAULT_PARTITIONS = 2
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    assert NODE and (JS_DIR / "node_modules" / "kafkajs").is_dir(), \
+        "kafkajs is not installed: `make check-clients` installs it"
+    with running_broker(tmp_path_factory, "kafkajs",
+                        {"num.partitions": str(DEFAULT_PARTITIONS)}) as b:
+        yield b
+
+
+def kafkajs(b: BrokerProcess, steps: list[dict[str, Any]], timeout: float = 60.0) -> list[Any]:
+    """Run the steps with one kafkajs client in a Node process; one result per step."""
+    job = {"brokers": [b.bootstrap], "steps": steps}
+    env = {**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
+    done = subprocess.run([NODE or "node", str(JS_DIR / "driver.js")], input=json.dumps(job).encode(),
+                          capture_output=True, timeout=timeout, env=env)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    result: list[Any] = json.loads(done.stdout)
+    return result
+
+
+def b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def unb64(data: str | None) -> bytes | None:
+    return None if data is None else base64.b64decode(data)
+
+
+def as_messages(recs: Sequence[Rec], partition: int = 0) -> list[dict[str, Any]]:
+    """kafkajs takes headers as an object: one value per name, none null."""
+    return [{"partition": partition, "key": b64(r.key), "value": b64(r.value), "timestamp": r.timestamp,
+             "headers": [[k, b64(v)] for k, v in r.headers]} for r in recs]
+
+
+def for_kafkajs(recs: Sequence[Rec]) -> list[Rec]:
+    """Headers with unique names and non-null values: what kafkajs can send."""
+    out = []
+    for r in recs:
+        headers = dict((k, v if v is not None else b"") for k, v in r.headers)
+        out.append(Rec(r.key, r.value, tuple(headers.items()), r.timestamp))
+    return out
+
+
+def create(b: BrokerProcess, *topics: str, partitions: int | None = None) -> None:
+    """Topics through kafkajs admin (broker defaults) or, with a count, over a raw socket."""
+    if partitions is None:
+        assert kafkajs(b, [{"op": "createTopics", "topics": list(topics)}]) == [True]
+        return
+    raw = Raw(b.port)
+    resp = raw.call(19, 7, {"topics": [{"name": t, "num_partitions": partitions, "replication_factor": 1,
+                                        "assignments": [], "configs": []} for t in topics],
+                            "timeout_ms": 5000, "validate_only": False})
+    assert [t.error_code for t in resp.topics] == [0] * len(topics)
+
+
+def test_admin_creates_topics_with_broker_defaults_and_lists_them(kb: BrokerProcess) -> None:
+    """kafkajs sends CreateTopics v3 with -1/-1; Apache Kafka (and Chronolog) take the defaults."""
+    names = [topic_name("js-admin"), topic_name("js-admin")]
+    created, listed = kafkajs(kb, [{"op": "createTopics", "topics": names}, {"op": "listTopics"}])
+    assert created is True
+    assert set(names) <= set(listed)
+    md = metadata(Raw(kb.port), 12, names, auto=False)
+    assert {t.name: (t.error_code, len(t.partitions)) for t in md.topics} == \
+        {n: (0, DEFAULT_PARTITIONS) for n in names}
+    # Creating again: kafkajs reports TOPIC_ALREADY_EXISTS as "nothing created" (false).
+    assert kafkajs(kb, [{"op": "createTopics", "topics": names[:1]}]) == [False]
+
+
+def test_producer_records_read_back_exactly(kb: BrokerProcess) -> None:
+    topic = topic_name("js-exact")
+    create(kb, topic, partitions=1)
+    recs = for_kafkajs(fixed_records(40, "js"))
+    [offsets] = kafkajs(kb, [{"op": "produce", "topic": topic, "messages": as_messages(recs)}])
+    assert [(o["partition"], o["offset"], o["error"]) for o in offsets] == [(0, i, 0) for i in range(40)]
+    with RawConnection(kb) as conn:
+        stored = fetch_all(conn, topic)
+    assert [Rec(r.key, r.value, tuple(r.headers), r.timestamp) for r in stored] == recs
+
+
+def test_gzip_batches_read_back_exactly(kb: BrokerProcess) -> None:
+    """GZIP is kafkajs's one built-in codec (the others need plugins)."""
+    topic = topic_name("js-gzip")
+    create(kb, topic, partitions=1)
+    recs = for_kafkajs(fixed_records(30, "gz", seed=3))
+    kafkajs(kb, [{"op": "produce", "topic": topic, "messages": as_messages(recs), "gzip": True}])
+    with RawConnection(kb) as conn:
+        stored = fetch_all(conn, topic)
+    assert [Rec(r.key, r.value, tuple(r.headers), r.timestamp) for r in stored] == recs
+    assert_stored_with(kb, topic, "gzip")
+
+
+def expected_by_time(stamped: Sequence[tuple[int, int]], t: int) -> int:
+    """kafkajs's fetchTopicOffsetsByTimestamp: the oracle's offset, or the high watermark."""
+    hit = first_at_or_after(stamped, t)
+    return len(stamped) if hit is None else hit
+
+
+@settings(max_examples=4)
+@given(first=timestamp_lists, second=timestamp_lists, acks=st.sampled_from([-1, 1]))
+def test_offsets_by_timestamp_match_the_oracle(kb: BrokerProcess, first: list[int], second: list[int],
+                                               acks: int) -> None:
+    """Out-of-order and equal CreateTimes in two partitions, probed at every stamp, its
+    neighbours and after the last record, all in one Node process."""
+    topic = topic_name("js-time")
+    create(kb, topic, partitions=2)
+    per_partition = {0: first, 1: second}
+    messages = as_messages(index_valued(first), 0) + as_messages(index_valued(second), 1)
+    probes = probe_times(first + second)
+    produced, answers = kafkajs(kb, [
+        {"op": "produce", "topic": topic, "messages": messages, "acks": acks},
+        {"op": "offsetsByTime", "topic": topic, "timestamps": probes},
+    ])
+    assert [o["error"] for o in produced] == [0] * len(messages)
+    for t, answer in zip(probes, answers, strict=True):
+        got = {a["partition"]: a["offset"] for a in answer}
+        assert got == {p: expected_by_time(list(enumerate(ts)), t) for p, ts in per_partition.items()}, t
+
+
+def test_fetch_topic_offsets_reports_low_and_high(kb: BrokerProcess) -> None:
+    topic = topic_name("js-wm")
+    create(kb, topic, partitions=2)
+    recs = index_valued([BASE_TS + i for i in range(5)])
+    _, offsets = kafkajs(kb, [
+        {"op": "produce", "topic": topic, "messages": as_messages(recs, 1)},
+        {"op": "fetchTopicOffsets", "topic": topic},
+    ])
+    assert sorted((o["partition"], o["low"], o["high"]) for o in offsets) == [(0, "0", "0"), (1, "0", "5")]
