@@ -1,11 +1,11 @@
 """The console's web app (aiohttp): pages rendered server-side with jinja2, JSON and
 server-sent events for the chart and the live tail.
 
-Invariants: every handler's broker work is bounded (see ``timeline``, ``browse``
-and ``cluster``); a Kafka error becomes a page naming Kafka's error code (404 for
-an unknown topic), bad input a 400 page that says what was wrong; nothing writes
-to the cluster unless the app was made with ``allow_writes`` (and no write action
-exists yet: the groups and delete-records APIs are not in the client).
+Invariants: every handler's broker work is bounded (see ``timeline``, ``browse``,
+``cluster`` and ``groups``); a Kafka error becomes a page naming Kafka's error code
+(404 for an unknown topic), bad input a 400 page that says what was wrong; nothing
+writes to the cluster unless the app was made with ``allow_writes``, and the one
+write (resetting a group's offsets) needs the app's form token.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
@@ -26,7 +27,7 @@ from aiohttp import web
 
 from client.aio import LATEST, Client, TopicPartition
 from client.timeparse import TimeParseError, format_time, parse_time
-from console import browse, timeline
+from console import browse, groups, timeline
 from console.cluster import overview
 from console.render import show_bytes
 from console.settings import ClientSettings
@@ -53,6 +54,8 @@ class ConsoleConfig:
 CLIENT = web.AppKey("client", Client)
 CONFIG = web.AppKey("config", ConsoleConfig)
 TEMPLATES = web.AppKey("templates", jinja2.Environment)
+#: A secret per console process that every write form carries (see console.groups).
+FORM_TOKEN = web.AppKey("form_token", str)
 
 
 def _env() -> jinja2.Environment:
@@ -63,8 +66,24 @@ def _env() -> jinja2.Environment:
     )
     env.filters["iso"] = lambda ms: "—" if ms is None else format_time(int(ms))
     env.filters["num"] = lambda n: f"{n:,}"
+    env.filters["duration"] = duration
     env.globals["records_url"] = records_url
     return env
+
+
+def duration(ms: float) -> str:
+    """``93784000`` → ``1d 2h``: the two largest units, for lags and spans."""
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    out = []
+    rest = int(ms // 1000)
+    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size or out:
+            out.append(f"{rest // size}{unit}")
+            rest %= size
+        if len(out) == 2:
+            break
+    return " ".join(out)
 
 
 def records_url(topic: str, partition: int | None, time_ms: int) -> str:
@@ -350,6 +369,7 @@ def make_app(config: ConsoleConfig) -> web.Application:
     app = web.Application(middlewares=[_errors])
     app[CONFIG] = config
     app[TEMPLATES] = _env()
+    app[FORM_TOKEN] = secrets.token_urlsafe(24)
 
     async def client_ctx(app: web.Application) -> AsyncIterator[None]:
         s = config.settings
@@ -369,6 +389,8 @@ def make_app(config: ConsoleConfig) -> web.Application:
         web.get("/api/topics/{topic}/tail", tail_events),
         web.static("/static", _HERE / "static"),
     ])
+    app.add_routes(groups.routes(
+        {"client": CLIENT, "config": CONFIG, "page": _page, "token": FORM_TOKEN}))
     return app
 
 

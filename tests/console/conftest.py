@@ -8,14 +8,14 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from consolehelp import start_console, stop_console  # noqa: E402
 
 from tests.conftest import BrokerProcess, free_port_number  # noqa: E402
 
@@ -27,7 +27,8 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     data = tmp_path_factory.mktemp("console-broker") / "data"
     data.mkdir()
-    b = BrokerProcess(data, free_port_number())
+    # No initial rebalance delay: a test's consumer group is Stable as soon as it joins.
+    b = BrokerProcess(data, free_port_number(), {"group.initial.rebalance.delay.ms": "0"})
     b.start()
     try:
         yield b
@@ -59,26 +60,11 @@ def console_url(console_broker: BrokerProcess, tmp_path_factory: pytest.TempPath
     port = free_port_number()
     args[args.index("--port") + 1] = str(port)
     args[args.index("--client-config") + 1] = str(props)
-    log = open(d / "console.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "client.cli", "console", *args],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(url + "/static/console.css", timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("console did not start:\n" + (d / "console.log").read_text()) from None
-            time.sleep(0.1)
+    proc, url = start_console(args, d / "console.log")
     try:
         yield url
     finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
+        stop_console(proc)
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -20,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from consolehelp import start_console, stop_console
 from oracle import BASE, Produced, bucket_counts, bucket_of, first_offset, merged, unique_topic
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -274,21 +273,12 @@ def test_the_readme_command_serves_the_console(console_broker, tmp_path) -> None
     port = free_port_number()
     args[args.index("--bootstrap-server") + 1] = console_broker.bootstrap
     args[args.index("--port") + 1] = str(port)
-    proc = subprocess.Popen([sys.executable, "-m", "client.cli", "console", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc, url = start_console(args, tmp_path / "readme-console.log")
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
-                    assert b"Overview" in r.read()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
+        with urllib.request.urlopen(url + "/", timeout=5) as r:
+            assert b"Overview" in r.read()
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_console(proc)
 
 
 def test_range_buttons_choose_the_last_day_and_the_datas_extent(browser, console_url, topic) -> None:  # type: ignore[no-untyped-def]
