@@ -75,7 +75,7 @@ def duration(ms: float) -> str:
     """``93784000`` → ``1d 2h``: the two largest units, for lags and spans."""
     if ms < 60_000:
         return f"{ms / 1000:.1f} s"
-    out = []
+    out: list[str] = []
     rest = int(ms // 1000)
     for unit, size in (("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)):
         if rest >= size or out:
