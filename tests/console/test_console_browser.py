@@ -96,6 +96,11 @@ def test_overview_lists_the_topics_and_filters_by_name(browser, console_url, top
     other = browser.find_element(By.CSS_SELECTOR, f'tr[data-topic="{topic["other"]}"]')
     assert not other.is_displayed() and row.is_displayed()
     shot(browser, "overview", tmp_path)
+    # Everything the page loads comes from the console itself: it works offline.
+    sources = browser.execute_script(
+        "return [...document.querySelectorAll('script[src], link[href]')]"
+        ".map(e => e.getAttribute('src') || e.getAttribute('href'))")
+    assert sources and all(s.startswith(("/static/", "data:")) for s in sources), sources
 
 
 def _bars(driver: Any) -> tuple[list[int], list[int]]:

@@ -97,3 +97,14 @@ def test_client_properties_use_kafka_names() -> None:
 def test_settings_the_client_cannot_honour_are_errors(text: str) -> None:
     with pytest.raises(SettingsError):
         client_settings(parse_properties(text))
+
+
+def test_the_command_refuses_a_client_config_it_cannot_honour(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from client.cli import main
+
+    props = tmp_path / "client.properties"
+    props.write_text("bootstrap.servers=127.0.0.1:1\nsecurity.protocol=SASL_SSL\n")
+    assert main(["console", "--client-config", str(props)]) == 2
+    assert "security.protocol=SASL_SSL is not supported" in capsys.readouterr().err
+    assert main(["console", "--client-config", str(tmp_path / "missing")]) == 2
+    assert "cannot read client config" in capsys.readouterr().err
