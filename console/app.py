@@ -309,7 +309,7 @@ async def tail_events(request: web.Request) -> web.StreamResponse:
 
     await send("ready", {"cursor": browse.format_cursor(cursor)})
     try:
-        await _tail_loop(client, topic, tps, cursor, send, resp)
+        await _tail_loop(request, topic, tps, cursor, send, resp)
     except ConnectionResetError:
         pass  # the browser went away (tab closed or hidden)
     except KafkaError as e:
@@ -320,16 +320,24 @@ async def tail_events(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+def _gone(request: web.Request) -> bool:
+    """The browser closed the stream (the tab was hidden or closed): stop polling now
+    rather than at the next write."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
 async def _tail_loop(
-    client: Client,
+    request: web.Request,
     topic: str,
     tps: dict[int, TopicPartition],
     cursor: dict[int, int],
     send: Callable[[str, dict[str, Any]], Awaitable[None]],
     resp: web.StreamResponse,
 ) -> None:
+    client = request.app[CLIENT]
     idle = 0.0
-    while True:
+    while not _gone(request):
         latest = await client.list_offsets({tp: LATEST for tp in tps.values()})
         behind = {p: o for p, o in cursor.items() if latest[tps[p]][0] > o}
         if behind:
