@@ -21,14 +21,19 @@ import asyncio
 import json
 import os
 import random
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 from bench.bench_broker import T0, wait_until_idle, write_big_topic
-from bench.harness import cpu_seconds, free_port, start_broker, stop_broker
+from bench.harness import (
+    cpu_seconds,
+    free_port,
+    start_broker,
+    start_console,
+    stop_broker,
+    stop_console,
+)
 from bench.report import Report, percentile
 
 SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
@@ -50,25 +55,6 @@ def _get(url: str) -> tuple[float, float, bytes]:
     wall = (time.perf_counter() - t) * 1000
     server = float(timing.split("dur=")[1]) if "dur=" in timing else float("nan")
     return wall, server, body
-
-
-def _start_console(root: Path, bootstrap: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    log = open(root / "console.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "client.cli", "console", "--bootstrap-server", bootstrap,
-         "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(url + "/static/console.css", timeout=1).close()
-            return proc, url
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError((root / "console.log").read_text()) from None
-            time.sleep(0.1)
 
 
 async def _scan_counts(bootstrap: str, bounds: list[int]) -> tuple[list[int], float]:
@@ -106,7 +92,8 @@ def run(report: Report, scratch: str) -> None:
           f"in {time.perf_counter() - started:.1f} s)", flush=True)
     broker, port = start_broker(root, data, {"log.retention.ms": "-1"}, timeout=300)
     bootstrap = f"127.0.0.1:{port}"
-    console, url = _start_console(root, bootstrap)
+    console, url = start_console(["--bootstrap-server", bootstrap, "--port", str(free_port())],
+                                 root / "console.log")
     try:
         end = T0 + per_part * step
         q = f"from={T0}&to={end}&buckets={BUCKETS}"
@@ -158,6 +145,5 @@ def run(report: Report, scratch: str) -> None:
                    note=f"consume_chunks of all records; {scan_s * 1000 / percentile(servers, 50):.0f}x "
                         "the ListOffsets timeline; counts equal")
     finally:
-        console.terminate()
-        console.wait(10)
+        stop_console(console)
         stop_broker(broker, 60)

@@ -1,37 +1,6 @@
-"""Starting and stopping ``chronolog console`` subprocesses for the console tests."""
+"""Starting and stopping ``chronolog console`` subprocesses: the bench's helpers, so the
+tests and the benchmark run the console the same way."""
 
-from __future__ import annotations
+from bench.harness import start_console, stop_console
 
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
-
-
-def start_console(args: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``chronolog console ARGS`` (which must include ``--port``), once it serves pages."""
-    port = args[args.index("--port") + 1]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "client.cli", "console", *args],
-                                stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(url + "/static/console.css", timeout=1).close()
-            return proc, url
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("console did not start:\n" + log_path.read_text()) from None
-            time.sleep(0.1)
-
-
-def stop_console(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+__all__ = ["start_console", "stop_console"]
