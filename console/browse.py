@@ -124,8 +124,9 @@ async def read_partition(
 ) -> PartitionRead:
     """Up to ``limit`` records of offsets ``[start, start + limit)`` that exist.
 
-    A ``start`` below the log start is moved up to it (retention deleted those);
-    a ``start`` at or past the high watermark reads nothing.
+    A ``start`` below the log start is moved up to it (retention deleted those)
+    and the ``limit`` offsets counted from there; a ``start`` at or past the high
+    watermark reads nothing.
     """
     out: list[ShownRecord] = []
     if limit <= 0:
@@ -143,8 +144,7 @@ async def read_partition(
             log_start = lo[TopicPartition(topic, partition)][0]
             hw = hi[TopicPartition(topic, partition)][0]
             if offset < log_start:
-                offset = log_start
-                end = max(end, offset)
+                offset, end = log_start, log_start + limit
                 continue
             break
         hw, log_start = res.high_watermark, res.log_start_offset

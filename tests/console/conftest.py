@@ -27,8 +27,10 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     data = tmp_path_factory.mktemp("console-broker") / "data"
     data.mkdir()
-    # No initial rebalance delay: a test's consumer group is Stable as soon as it joins.
-    b = BrokerProcess(data, free_port_number(), {"group.initial.rebalance.delay.ms": "0"})
+    # No initial rebalance delay: a test's consumer group is Stable as soon as it joins;
+    # retention runs often, so a test can see the log start move.
+    b = BrokerProcess(data, free_port_number(), {"group.initial.rebalance.delay.ms": "0",
+                                                 "log.retention.check.interval.ms": "200"})
     b.start()
     try:
         yield b

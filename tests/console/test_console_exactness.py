@@ -10,6 +10,7 @@ exactly once, in the oracle's merge order.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -154,5 +155,35 @@ def test_records_show_their_batchs_timestamp_type(console_broker) -> None:  # ty
             page = await browse.page_forward(c, topic, {0: 0}, 10)
             assert [s.timestamp_type for s in page.records] == [kind] * 3
             assert (page.records[0].timestamp == BASE) == (kind == "CreateTime")
+
+    _run(check, console_broker.bootstrap)
+
+
+def test_pages_and_buckets_before_the_log_start_begin_at_the_log_start(console_broker) -> None:  # type: ignore[no-untyped-def]
+    """Retention deleted the oldest segments: a position below the log start reads from
+    it, and a bucket before it counts nothing."""
+    old = BASE - 4 * 86_400_000  # older than the topic's one-day retention
+    new = time.time_ns() // 1_000_000 - 60_000  # inside it
+
+    async def check(c: Client) -> None:
+        topic = unique_topic("ret")
+        await c.create_topic(topic, 1, {"segment.bytes": "1024", "retention.ms": "86400000"})
+        for i in range(6):  # one batch per call, a segment every few batches
+            await c.produce(topic, [ProducerRecord(value=b"o" * 100, timestamp=old + i * 5 + j)
+                                    for j in range(5)], partition=0)
+        for i in range(4):
+            await c.produce(topic, [ProducerRecord(value=b"n" * 100, timestamp=new + i * 5 + j)
+                                    for j in range(5)], partition=0)
+        for _ in range(100):
+            start = (await c.earliest(topic))[0]
+            if start > 0:
+                break
+            await asyncio.sleep(0.1)
+        assert 0 < start <= 30, start
+        page = await browse.page_forward(c, topic, {0: 0}, 7)
+        assert [s.offset for s in page.records] == list(range(start, start + 7))
+        assert page.start == {0: start} and page.at_start
+        tl = await timeline.compute_timeline(c, topic, [old - 1, old + 100, new, new + 100])
+        assert tl.counts == [30 - start, 0, 20]
 
     _run(check, console_broker.bootstrap)
