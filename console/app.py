@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import jinja2
 from aiohttp import web
@@ -67,7 +67,6 @@ def _env() -> jinja2.Environment:
     env.filters["iso"] = lambda ms: "—" if ms is None else format_time(int(ms))
     env.filters["num"] = lambda n: f"{n:,}"
     env.filters["duration"] = duration
-    env.globals["records_url"] = records_url
     return env
 
 
@@ -84,12 +83,6 @@ def duration(ms: float) -> str:
         if len(out) == 2:
             break
     return " ".join(out)
-
-
-def records_url(topic: str, partition: int | None, time_ms: int) -> str:
-    """The record browser at ``time_ms`` (one partition, or all merged when None)."""
-    q = ({"partition": partition} if partition is not None else {}) | {"time": format_time(time_ms)}
-    return f"/topics/{quote(topic)}/records?{urlencode(q)}"
 
 
 def _page(request: web.Request, template: str, status: int = 200, **ctx: Any) -> web.Response:

@@ -65,6 +65,21 @@ window.chronolog = (function () {
     });
     api.chart = u;
     api.timeline = data;
+    // The table of non-empty buckets is built when first opened (the server does not render it).
+    const details = document.getElementById("bucket-details");
+    if (details) details.addEventListener("toggle", () => {
+      const body = details.querySelector("tbody");
+      if (!details.open || body.rows.length) return;
+      for (let i = 0; i < ys.length; i++) {
+        if (!ys[i]) continue;
+        const tr = body.insertRow();
+        const a = document.createElement("a");
+        a.href = recordsUrl(data.topic, partition, b[i]); a.textContent = iso(b[i]);
+        tr.insertCell().appendChild(a);
+        tr.insertCell().textContent = iso(b[i + 1]);
+        const n = tr.insertCell(); n.className = "n"; n.textContent = ys[i].toLocaleString("en-US");
+      }
+    });
     return u;
   }
 

@@ -116,6 +116,10 @@ def test_timeline_bars_equal_a_reader_of_each_bucket(browser, console_url, topic
     assert bars == bucket_counts(topic["stamps"], bounds)
     assert sum(bars) == PARTS * N
     shot(browser, "timeline", tmp_path)
+    browser.find_element(By.CSS_SELECTOR, "#bucket-details summary").click()
+    counts = [int(r.find_elements(By.TAG_NAME, "td")[2].text.replace(",", ""))
+              for r in browser.find_elements(By.CSS_SELECTOR, "#bucket-table tbody tr")]
+    assert counts == [c for c in bars if c]
     browser.get(f"{console_url}/topics/{topic['name']}?partition=1&{q}")
     bounds, bars = _bars(browser)
     assert bars == bucket_counts({1: topic["stamps"][1]}, bounds)
