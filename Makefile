@@ -42,6 +42,9 @@ check-clients:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  echo "kcat not found: installing Debian's kcat"; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends kcat; }
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "npm not found: installing Debian's nodejs and npm"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends nodejs npm; }
 	@test -d tests/js/node_modules/kafkajs || { \
 	  echo "kafkajs not found: installing it from npm into tests/js"; \
 	  cd tests/js && npm ci --no-audit --no-fund --loglevel=error; }

@@ -177,14 +177,29 @@ async def _describe_raw(client: Client, group: str, coordinator: int) -> Any:
     return g
 
 
+async def _listing(client: Client, group: str) -> GroupListing | None:
+    """The group's ListGroups entry (None if absent). ListGroups lists every type of group,
+    while DescribeGroups answers KIP-848 "consumer" groups as not found."""
+    for listing in await list_groups(client):
+        if listing.group_id == group:
+            return listing
+    return None
+
+
 async def group_state(client: Client, group: str) -> str:
-    """The group's state; "Dead" when the broker does not know it (GROUP_ID_NOT_FOUND in v6)."""
+    """The group's state; "Dead" when the broker does not know it (GROUP_ID_NOT_FOUND in v6).
+
+    A group DescribeGroups does not know is looked up in ListGroups too, so that an
+    active KIP-848 group is never taken for an inactive one.
+    """
     g = await _describe_raw(client, group, await _coordinator(client, group))
-    if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
-        return "Dead"
-    _raise_for(g["error_code"], f"describe group {group!r}", g.get("error_message"))
-    state: str = g["group_state"]
-    return state
+    if g["error_code"] != ErrorCode.GROUP_ID_NOT_FOUND:
+        _raise_for(g["error_code"], f"describe group {group!r}", g.get("error_message"))
+        if g["group_state"] != "Dead":
+            state: str = g["group_state"]
+            return state
+    listing = await _listing(client, group)
+    return listing.state if listing is not None and listing.state else "Dead"
 
 
 async def describe_group(client: Client, group: str) -> GroupDescription:
@@ -205,10 +220,11 @@ async def describe_group(client: Client, group: str) -> GroupDescription:
                              f"member {m['member_id']}: undecodable assignment: {exc}") from None
         desc.members.append(MemberDescription(m["member_id"], m.get("group_instance_id"),
                                               m["client_id"], m["client_host"], assignment))
-    if _version(client, LIST_GROUPS) >= 5:
-        for listing in await list_groups(client):
-            if listing.group_id == group:
-                desc.type = listing.type
+    listing = await _listing(client, group)
+    if listing is not None:
+        desc.type = listing.type
+        if desc.state == "Dead" and listing.state:  # a KIP-848 group: its state, no members
+            desc.state, desc.protocol_type = listing.state, listing.protocol_type
     owner = {(t, p): m.member_id for m in desc.members for t, ps in m.assignment.items() for p in ps}
     committed = await committed_offsets(client, group, coordinator=coordinator)
     tps = sorted(set(committed) | {TopicPartition(t, p) for t, p in owner})

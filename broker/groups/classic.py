@@ -57,7 +57,9 @@ _MAX_TIMER_ROUNDS = 64
 
 
 @dataclass
-class ClassicMember:
+class MemberSpec:
+    """What a JoinGroup says about its member (and what a member keeps of it)."""
+
     member_id: str
     instance_id: str | None
     client_id: str
@@ -66,6 +68,18 @@ class ClassicMember:
     rebalance_timeout_ms: int
     protocol_type: str
     protocols: list[tuple[str, bytes]]
+
+
+@dataclass
+class JoinRequest(MemberSpec):
+    """One JoinGroup request's fields (the rebalance timeout already defaulted for v0)."""
+
+    api_version: int = 9
+    reason: str | None = None
+
+
+@dataclass
+class ClassicMember(MemberSpec):
     assignment: bytes = b""
     is_new: bool = False
     awaiting_join: bool = False
@@ -89,22 +103,6 @@ class ClassicMember:
             if name in candidates:
                 return name
         return None
-
-
-@dataclass
-class JoinRequest:
-    """One JoinGroup request's fields (the rebalance timeout already defaulted for v0)."""
-
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    api_version: int = 9
-    reason: str | None = None
 
 
 @dataclass

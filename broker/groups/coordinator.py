@@ -136,6 +136,7 @@ class GroupCoordinator:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._deadlines: dict[str, int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         self._load()
 
     # ---- registry --------------------------------------------------------------------
@@ -278,7 +279,7 @@ class GroupCoordinator:
 
     async def expire_offsets(self, now_ms: int) -> int:
         """KIP-211 expiry: drop offsets whose base is older than offsets.retention.minutes,
-        and Empty groups left without offsets; returns how many offsets went."""
+        then delete empty groups left without offsets; returns how many offsets went."""
         retention = self.config.offsets_retention_minutes * 60_000
         n = 0
         for group_id in self.store.groups():
@@ -296,8 +297,15 @@ class GroupCoordinator:
             log.info("group %r: %d committed offsets expired (offsets.retention.minutes)",
                      group_id, len(expired))
             await self.store.delete_offsets(group_id, expired)
-            if not self.store.has_group(group_id) and (group is None or group.is_empty()):
-                await self.delete(group_id)
+        # Kafka's cleanup: an empty group without offsets is deleted (with its snapshot).
+        for group in list(self._groups.values()):
+            if (group.is_empty() and not self.store.has_group(group.group_id)
+                    and not getattr(group, "pending_members", None)):
+                log.info("group %r is empty and has no committed offsets: deleted", group.group_id)
+                if self.store.has_record(group.group_id):
+                    await self.delete(group.group_id)
+                else:
+                    self.remove(group.group_id)
         return n
 
     # ---- lifecycle ---------------------------------------------------------------------
@@ -305,7 +313,6 @@ class GroupCoordinator:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Arm the timers of the loaded groups; from now on timers fire on ``loop``."""
         self._loop = loop
-        self._tasks: set[asyncio.Task[None]] = set()
         self._deadlines.clear()
         for group in self._groups.values():
             self.schedule(group)

@@ -124,6 +124,10 @@ class GroupStore:
         """Groups with committed offsets."""
         return sorted(g for g, tps in self._by_group.items() if tps)
 
+    def has_record(self, group: str) -> bool:
+        """Whether the group has a metadata snapshot."""
+        return group in self._records
+
     def group_records(self) -> dict[str, dict[str, Any]]:
         """The latest metadata snapshot of every group that has one (loaded at open)."""
         return dict(self._records)

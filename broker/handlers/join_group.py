@@ -5,7 +5,8 @@ an empty group id is INVALID_GROUP_ID (24); a session timeout outside
 [group.min.session.timeout.ms, group.max.session.timeout.ms] is INVALID_SESSION_TIMEOUT
 (26); an unknown group with a non-empty member id is UNKNOWN_MEMBER_ID (25); a
 consumer-protocol (KIP-848) group is INCONSISTENT_GROUP_PROTOCOL (23). v0 has no
-rebalance timeout: the session timeout stands in (KAFKA-8653).
+rebalance timeout: the session timeout stands in (KAFKA-8653), as it does for a
+negative one (which Redpanda took literally and rebalanced forever, brod#465).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         client_id=request.client_id or "",
         client_host="/" + ctx.peer.rsplit(":", 1)[0],
         session_timeout_ms=b.session_timeout_ms,
-        rebalance_timeout_ms=b.rebalance_timeout_ms if v >= 1 else b.session_timeout_ms,
+        rebalance_timeout_ms=(b.rebalance_timeout_ms if v >= 1 and b.rebalance_timeout_ms >= 0
+                              else b.session_timeout_ms),
         protocol_type=b.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in b.protocols],
         api_version=v,

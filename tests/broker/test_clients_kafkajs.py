@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -172,3 +173,66 @@ def test_fetch_topic_offsets_reports_low_and_high(kb: BrokerProcess) -> None:
         {"op": "fetchTopicOffsets", "topic": topic},
     ])
     assert sorted((o["partition"], o["low"], o["high"]) for o in offsets) == [(0, "0", "0"), (1, "0", "5")]
+
+
+def test_two_consumers_split_the_partitions_read_every_record_once_and_commit(kb: BrokerProcess) -> None:
+    """kafkajs's consumer always joins a group (JoinGroup v5 with its own RoundRobinAssigner,
+    SyncGroup v3, OffsetCommit v5). Two members started together share one generation:
+    disjoint partition sets covering the topic, every record read once, and their commits
+    are the group's committed offsets afterwards."""
+    topic = topic_name("js-group")
+    create(kb, topic, partitions=4)
+    per_partition = {p: index_valued([BASE_TS + 7 * i + p for i in range(3 + p)]) for p in range(4)}
+    messages = [m for p, recs in per_partition.items() for m in as_messages(recs, p)]
+    group = topic_name("js-g")
+    _, got, listed, described, fetched = kafkajs(kb, [
+        {"op": "produce", "topic": topic, "messages": messages},
+        {"op": "consume", "topic": topic, "groupId": group, "count": len(messages), "commit": True,
+         "members": 2},
+        {"op": "listGroups"},
+        {"op": "describeGroups", "groups": [group]},
+        {"op": "fetchOffsets", "groupId": group, "topic": topic},
+    ])
+    # Both members left on disconnect (LeaveGroup v3, the batch form): the group is Empty.
+    assert described == [{"groupId": group, "state": "Empty", "protocolType": "consumer", "members": []}]
+    assert sorted((m["partition"], m["offset"]) for m in got) == \
+        sorted((p, i) for p, recs in per_partition.items() for i in range(len(recs)))
+    owned = [{m["partition"] for m in got if m["member"] == i} for i in (0, 1)]
+    assert owned[0] and owned[1] and not owned[0] & owned[1], owned
+    for m in got:
+        assert unb64(m["value"]) == per_partition[m["partition"]][m["offset"]].value
+        assert m["timestamp"] == per_partition[m["partition"]][m["offset"]].timestamp
+    assert {"groupId": group, "protocolType": "consumer"} in listed
+    [offsets] = fetched
+    assert sorted((p["partition"], int(p["offset"])) for p in offsets["partitions"]) == \
+        [(p, len(recs)) for p, recs in per_partition.items()]
+
+
+def test_consumer_restarts_where_a_reset_by_time_put_the_group(kb: BrokerProcess) -> None:
+    """``chronolog groups reset-offsets --to-time`` moves a kafkajs group: its next consumer
+    starts at the oracle's offset in every partition (out-of-order CreateTimes; a time
+    after a partition's last record starts at its end, where only new records arrive)."""
+    topic = topic_name("js-reset")
+    create(kb, topic, partitions=3)
+    times = {0: [BASE_TS + d for d in (30, 10, 50, 20)], 1: [BASE_TS + d for d in (5, 6)],
+             2: [BASE_TS + d for d in (40, 40, 25)]}
+    messages = [m for p, ts in times.items() for m in as_messages(index_valued(ts), p)]
+    group = topic_name("js-rg")
+    total = len(messages)
+    kafkajs(kb, [{"op": "produce", "topic": topic, "messages": messages},
+                 {"op": "consume", "topic": topic, "groupId": group, "count": total, "commit": True}])
+    t = BASE_TS + 22
+    chronolog = str(Path(sys.executable).parent / "chronolog")
+    done = subprocess.run([chronolog, "groups", "reset-offsets", "--group", group, "--topic", topic,
+                           "--to-time", str(t), "--bootstrap-server", kb.bootstrap],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    want = {p: expected_by_time(list(enumerate(ts)), t) for p, ts in times.items()}
+    sentinels = [m for p in times for m in as_messages(index_valued([BASE_TS + 9_000]), p)]
+    expect = sum(len(ts) - want[p] + 1 for p, ts in times.items())
+    _, got = kafkajs(kb, [{"op": "produce", "topic": topic, "messages": sentinels},
+                          {"op": "consume", "topic": topic, "groupId": group, "count": expect}])
+    firsts: dict[int, int] = {}
+    for m in got:
+        firsts.setdefault(m["partition"], m["offset"])
+    assert firsts == want

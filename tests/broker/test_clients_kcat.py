@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
+from client import SyncClient
+from client.groups import SyncGroupAdmin
 from tests.broker.test_clients_common import (
     BASE_TS,
     CODECS,
@@ -185,3 +187,30 @@ def test_metadata_list_shows_the_topics(kb: BrokerProcess) -> None:
     create_topic(kb, topic, partitions=3)
     out = kcat(kb, "-L", "-t", topic).decode()
     assert f'topic "{topic}" with 3 partitions' in out, out
+
+
+def test_two_balanced_consumers_split_the_partitions_and_read_each_record_once(kb: BrokerProcess) -> None:
+    """Two ``kcat -G`` members (librdkafka 2.0.2's KafkaConsumer: JoinGroup v5, SyncGroup v3,
+    OffsetCommit v7) started together join one generation within the initial rebalance
+    delay, get disjoint halves of the partitions, read every record exactly once between
+    them, and commit the log end of each partition as they close."""
+    topic = topic_name("kcat-g")
+    create_topic(kb, topic, partitions=4)
+    per_partition = {p: [BASE_TS + 3 * i for i in range(2 + p)] for p in range(4)}
+    for p, ts in per_partition.items():
+        confluent_produce(kb, topic, index_valued(ts), partition=p)
+    group = topic_name("kcat-group")
+    args = [KCAT or "kcat", "-b", kb.bootstrap, "-G", group, "-o", "beginning", "-e", "-q",
+            "-f", "%p %o %s\n", topic]
+    members = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outs = []
+    for m in members:
+        out, err = m.communicate(timeout=TIMEOUT)
+        assert m.returncode == 0, err.decode(errors="replace")
+        outs.append(sorted(tuple(int(x) for x in line.split()) for line in out.decode().splitlines()))
+    parts = [{p for p, _o, _v in out} for out in outs]
+    assert parts[0] and parts[1] and not parts[0] & parts[1], parts
+    assert sorted(outs[0] + outs[1]) == sorted((p, i, i) for p, ts in per_partition.items() for i in range(len(ts)))
+    with SyncClient(kb.bootstrap) as c:
+        done = SyncGroupAdmin(c).committed_offsets(group)
+    assert {tp.partition: o for tp, o in done.items()} == {p: len(ts) for p, ts in per_partition.items()}

@@ -41,25 +41,32 @@ async function produce (kafka, step) {
   }
 }
 
+// `members` consumers of one group (default 1), started together so that they join
+// one generation; each message is tagged with the member that received it.
 async function consume (kafka, step) {
-  const consumer = kafka.consumer({
-    groupId: step.groupId,
-    sessionTimeout: step.sessionTimeout || 10000,
-    rebalanceTimeout: step.rebalanceTimeout || 10000,
-    heartbeatInterval: 500,
-    maxWaitTimeInMs: 100,
-  })
-  await consumer.connect()
+  const consumers = []
+  for (let i = 0; i < (step.members || 1); i++) {
+    const consumer = kafka.consumer({
+      groupId: step.groupId,
+      sessionTimeout: step.sessionTimeout || 10000,
+      rebalanceTimeout: step.rebalanceTimeout || 10000,
+      heartbeatInterval: 500,
+      maxWaitTimeInMs: 100,
+    })
+    await consumer.connect()
+    await consumer.subscribe({ topics: [step.topic], fromBeginning: step.fromBeginning !== false })
+    consumers.push(consumer)
+  }
   const got = []
   try {
-    await consumer.subscribe({ topics: [step.topic], fromBeginning: step.fromBeginning !== false })
     await new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`consumed ${got.length} of ${step.count}`)),
         step.timeoutMs || 30000)
-      consumer.run({
+      consumers.forEach((consumer, member) => consumer.run({
         autoCommit: step.commit === true,
         eachMessage: async ({ partition, message }) => {
           got.push({
+            member,
             partition,
             offset: parseInt(message.offset, 10),
             key: b64(message.key),
@@ -69,11 +76,16 @@ async function consume (kafka, step) {
           })
           if (got.length >= step.count) { clearTimeout(timer); resolve() }
         },
-      }).catch(reject)
+      }).catch(reject))
     })
-    if (step.commit === true) await consumer.commitOffsets(lastOffsets(step.topic, got))
+    if (step.commit === true) {
+      for (const [member, consumer] of consumers.entries()) {
+        const offsets = lastOffsets(step.topic, got.filter(m => m.member === member))
+        if (offsets.length) await consumer.commitOffsets(offsets)
+      }
+    }
   } finally {
-    await consumer.disconnect()
+    for (const consumer of consumers) await consumer.disconnect()
   }
   return got
 }
