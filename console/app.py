@@ -103,10 +103,17 @@ async def _errors(
     except KafkaError as e:
         status = 404 if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else 502
         log.info("%s %s: %s", request.method, request.path_qs, e)
-        return _page(request, "error.html", status, title=e.code.name, message=str(e))
+        return _error(request, status, e.code.name, str(e))
     except (TimeParseError, ValueError) as e:
         log.info("%s %s: bad input: %s", request.method, request.path_qs, e)
-        return _page(request, "error.html", 400, title="Bad request", message=str(e))
+        return _error(request, 400, "Bad request", str(e))
+
+
+def _error(request: web.Request, status: int, title: str, message: str) -> web.Response:
+    """An error page, or for ``/api/`` a JSON body ``{"error", "message"}``."""
+    if request.path.startswith("/api/"):
+        return web.json_response({"error": title, "message": message}, status=status)
+    return _page(request, "error.html", status, title=title, message=message)
 
 
 def _int_arg(request: web.Request, name: str, default: int | None = None) -> int | None:

@@ -246,6 +246,10 @@ def test_an_unknown_topic_is_a_404_naming_kafkas_error(console_url) -> None:  # 
         urllib.request.urlopen(f"{console_url}/topics/no-such-topic-{uuid.uuid4()}")
     assert e.value.code == 404
     assert b"UNKNOWN_TOPIC_OR_PARTITION" in e.value.read()
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"{console_url}/api/topics/no-such-topic-{uuid.uuid4()}/timeline")
+    assert e.value.code == 404
+    assert json.loads(e.value.read())["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
 def test_dragging_across_the_chart_zooms_into_that_range(browser, console_url, topic) -> None:  # type: ignore[no-untyped-def]
