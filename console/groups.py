@@ -5,7 +5,9 @@ The work is ``client.groups``' (the same calls as ``chronolog groups``); this mo
 adds the time dimension and the pages. Invariants:
 - A partition's lag is shown in records (log end − committed) and in time: now
   minus the timestamp of the first uncommitted record, read with one bounded Fetch
-  per lagging partition (at most MAX_TIME_LAGS partitions per page).
+  per lagging partition (at most MAX_TIME_LAGS partitions per page); per topic, a
+  chart of the unread records by time whose bars add up to the lag (one timeline,
+  from ListOffsets alone).
 - A reset is previewed before it is applied, with ``kafka-consumer-groups
   --reset-offsets --to-time`` rules (``client.groups.plan_reset``: first offset at or
   after the time, else the log end; only an inactive group). Applying it is a POST
@@ -17,20 +19,24 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import time
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
-from client.aio import Client
+from client.aio import MAX_TIMESTAMP, Client, TopicPartition
 from client.groups import ActiveGroupError, apply_plan, describe_group, list_groups, plan_reset
 from client.timeparse import format_time, parse_time
-from console import browse
+from console import browse, timeline
+from protocol.errors import KafkaError
 
 __all__ = ["routes"]
 
 MAX_TIME_LAGS = 200
+MAX_BACKLOG_TOPICS = 5
 
 
 async def _time_lags(client: Client, partitions: list[Any]) -> dict[tuple[str, int], int]:
@@ -41,6 +47,34 @@ async def _time_lags(client: Client, partitions: list[Any]) -> dict[tuple[str, i
     )
     return {(p.topic, p.partition): r.records[0].timestamp
             for p, r in zip(lagging, reads, strict=True) if r.records}
+
+
+async def backlogs(client: Client, partitions: list[Any], firsts: Mapping[tuple[str, int], int]
+                   ) -> list[dict[str, Any]]:
+    """Per topic (at most MAX_BACKLOG_TOPICS), the group's unread records by time.
+
+    The buckets run from the oldest first-unread record's timestamp to the largest
+    timestamp, so every partition's committed offset is at or after the first
+    boundary's offset and the bars add up to the lag exactly (the timeline's rule,
+    offsets below the committed one left out).
+    """
+    by_topic: dict[str, dict[int, int]] = {}
+    for p in partitions:
+        if (p.topic, p.partition) in firsts:
+            by_topic.setdefault(p.topic, {})[p.partition] = p.committed
+    out = []
+    for topic, floors in sorted(by_topic.items())[:MAX_BACKLOG_TOPICS]:
+        start = min(firsts[(topic, p)] for p in floors)
+        tps = {TopicPartition(topic, p): MAX_TIMESTAMP for p in floors}
+        try:
+            end = max(ts for _, ts in (await client.list_offsets(tps)).values()) + 1
+        except KafkaError:
+            end = time.time_ns() // 1_000_000
+        tl = await timeline.compute_timeline(client, topic, timeline.boundaries(start, max(end, start + 1)),
+                                             sorted(floors))
+        out.append({"topic": topic, "bounds": tl.bounds, "counts": tl.counts_from(floors),
+                    "lag": sum(p.lag for p in partitions if p.topic == topic and p.lag)})
+    return out
 
 
 def routes(app_keys: dict[str, Any]) -> list[web.RouteDef]:
@@ -66,11 +100,13 @@ def routes(app_keys: dict[str, Any]) -> list[web.RouteDef]:
         desc = await describe_group(client, group)
         now = time.time_ns() // 1_000_000
         firsts = await _time_lags(client, desc.partitions)
+        charts = await backlogs(client, desc.partitions, firsts)
         preview = None
         if request.query.get("time"):
             at, topic, plan = await _reset_plan(request, group, request.query)
             preview = {"at": at, "topic": topic, "plan": plan}
         return page(request, "group.html", desc=desc, firsts=firsts, now=now, preview=preview,
+                    charts=charts, charts_json=json.dumps(charts).replace("</", "<\\/"),
                     token=request.app[token_key], done=request.query.get("done"),
                     topics=sorted({p.topic for p in desc.partitions}))
 

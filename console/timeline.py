@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from client.aio import LATEST, Client, TopicPartition
@@ -102,6 +102,16 @@ class Timeline:
     def partition_counts(self, partition: int) -> list[int]:
         o = self.offsets[partition]
         return [o[i + 1] - o[i] for i in range(len(o) - 1)]
+
+    def counts_from(self, floors: Mapping[int, int]) -> list[int]:
+        """Counts of only the offsets at or after ``floors[p]`` in each partition (e.g. a
+        consumer group's committed offsets: what it has still to read, by time)."""
+        counts = [0] * (len(self.bounds) - 1)
+        for p, floor in floors.items():
+            o = [max(x, floor) for x in self.offsets[p]]
+            for i in range(len(counts)):
+                counts[i] += o[i + 1] - o[i]
+        return counts
 
     def as_json(self) -> dict[str, object]:
         return {

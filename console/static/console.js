@@ -23,17 +23,19 @@ window.chronolog = (function () {
     return lo;
   }
 
-  function drawTimeline(elId, data, partition) {
+  // options: height (px), zoom (drag to zoom: reloads this page with from/to; default on).
+  function drawTimeline(elId, data, partition, options) {
+    const opt = Object.assign({ height: 320, zoom: true }, options || {});
     const el = document.getElementById(elId);
     const b = data.bounds;
     const xs = b.slice(0, -1), ys = data.counts;
     const opts = {
       width: Math.max(600, el.clientWidth || 1000),
-      height: 320,
+      height: opt.height,
       ms: 1,
       tzDate: ts => uPlot.tzDate(new Date(ts), "Etc/UTC"),  // axes in UTC, like every time shown
       legend: { show: true },
-      cursor: { drag: { x: true, y: false, setScale: false }, points: { show: false } },
+      cursor: { drag: { x: opt.zoom, y: false, setScale: false }, points: { show: false } },
       scales: { x: { time: true, range: [b[0], b[b.length - 1]] }, y: { range: (u, lo, hi) => [0, Math.max(1, hi) * 1.05] } },
       axes: [{}, { label: "records", size: 70 }],
       series: [
@@ -45,7 +47,7 @@ window.chronolog = (function () {
       ],
       hooks: {
         setSelect: [u => {
-          if (u.select.width < 4) return;
+          if (!opt.zoom || u.select.width < 4) return;
           const from = Math.floor(u.posToVal(u.select.left, "x"));
           const to = Math.ceil(u.posToVal(u.select.left + u.select.width, "x"));
           const q = new URLSearchParams(location.search);
@@ -63,6 +65,7 @@ window.chronolog = (function () {
       const i = bucketAt(b, ms);
       if (i >= 0) location.href = recordsUrl(data.topic, partition, b[i]);
     });
+    api.charts[elId] = u;
     api.chart = u;
     api.timeline = data;
     // The table of non-empty buckets is built when first opened (the server does not render it).
@@ -163,6 +166,6 @@ window.chronolog = (function () {
   }
 
   const api = { drawTimeline, barCenter, bucketAt, filterTable, timePicker, liveTail, tailLog: [],
-                chart: null, timeline: null };
+                chart: null, timeline: null, charts: {} };
   return api;
 })();

@@ -7,6 +7,7 @@ Writes go through a second console started with ``--allow-writes``.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import urllib.error
@@ -110,6 +111,19 @@ def test_a_stable_group_shows_its_member_committed_offsets_and_lag(  # type: ign
     # The lag in time: the first uncommitted record's timestamp is shown.
     text = browser.find_element(By.CSS_SELECTOR, '#lags tr.lag[data-partition="0"]').text
     assert format_time(stamp(7)) in text
+    # Unread records by time: the oracle's reader-of-each-bucket counts from the committed
+    # offsets on, adding up to the lag.
+    charts = json.loads(browser.find_element(By.ID, "backlog-data").get_attribute("textContent"))
+    assert [c["topic"] for c in charts] == [topic["name"]]
+    bounds = charts[0]["bounds"]
+    bars = [int(v) for v in browser.execute_script("return chronolog.charts['backlog-0'].data[1]")]
+
+    def unread(t: int, p: int) -> int:
+        return max(first_offset(topic["stamps"], t), offsets[p])
+
+    assert bars == [sum(unread(bounds[i + 1], p) - unread(bounds[i], p) for p in offsets)
+                    for i in range(len(bounds) - 1)]
+    assert sum(bars) == sum(N - o for o in offsets.values())
     if os.environ.get("CHRONOLOG_SCREENSHOTS") == "1":
         browser.save_screenshot(str(DOCS / "group.png"))
     # Read-only: no reset form, and a forged POST is refused.
