@@ -65,6 +65,12 @@ def test_timeline_counts_equal_a_reader_of_each_window(console_broker, parts, cu
         assert tl.counts == bucket_counts(stamps, bounds)
         for p, ts in stamps.items():
             assert tl.offsets[p] == [first_offset(ts, b) for b in bounds]
+        # From a consumer's committed offsets on: each bucket counts only what is left.
+        floors = {p: len(ts) // 2 for p, ts in stamps.items()}
+        assert tl.counts_from(floors) == [
+            sum(max(first_offset(ts, bounds[i + 1]), floors[p]) - max(first_offset(ts, bounds[i]), floors[p])
+                for p, ts in stamps.items())
+            for i in range(len(bounds) - 1)]
         # The same windows as the library's read-by-time rule, bucket by bucket.
         for i in range(len(bounds) - 1):
             ranges = await c.time_range_offsets(topic, bounds[i], bounds[i + 1])
