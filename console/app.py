@@ -188,7 +188,10 @@ async def _timeline(request: web.Request) -> tuple[timeline.Timeline, dict[str, 
     if end <= start:
         raise ValueError(f"the range must end after it starts: {format_time(start)} .. {format_time(end)}")
     buckets = _int_arg(request, "buckets")
-    bounds = timeline.boundaries(start, end, buckets)
+    most = timeline.max_buckets_for(len(used))
+    if buckets is not None and buckets > most:
+        raise ValueError(f"at most {most} buckets for {len(used)} partitions")
+    bounds = timeline.boundaries(start, end, buckets, max_bars=timeline.max_bars_for(len(used)))
     tl = await timeline.compute_timeline(client, topic, bounds, used)
     ctx = {"topic": topic, "partitions": parts, "partition": chosen, "range_name": rng,
            "start": start, "end": end}

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from client.aio import LATEST, Client, TopicPartition
 
-__all__ = ["NICE_STEPS_MS", "Timeline", "boundaries", "choose_step", "compute_timeline"]
+__all__ = ["NICE_STEPS_MS", "Timeline", "boundaries", "choose_step", "compute_timeline", "max_bars_for",
+           "max_buckets_for"]
 
 _S, _M, _H, _D = 1000, 60_000, 3_600_000, 86_400_000
 #: Bucket sizes a person reads at a glance; the chosen one gives at most MAX_BARS bars.
@@ -42,6 +43,8 @@ NICE_STEPS_MS: tuple[int, ...] = (
 MAX_BARS = 300
 #: An explicit bucket count is capped here: each bucket boundary is one request.
 MAX_BUCKETS = 2000
+#: Partition lookups one chart may ask of the broker (boundaries x partitions).
+MAX_LOOKUPS = 20_000
 
 
 def choose_step(span_ms: int, max_bars: int = MAX_BARS) -> int:
@@ -56,7 +59,19 @@ def choose_step(span_ms: int, max_bars: int = MAX_BARS) -> int:
     return -(-span_ms // max_bars)
 
 
-def boundaries(start_ms: int, end_ms: int, buckets: int | None = None) -> list[int]:
+def max_buckets_for(partitions: int) -> int:
+    """The most buckets one chart of ``partitions`` may have: at most MAX_LOOKUPS
+    partition lookups on the broker (boundaries x partitions), never fewer than 10."""
+    return max(10, min(MAX_BUCKETS, MAX_LOOKUPS // max(1, partitions) - 1))
+
+
+def max_bars_for(partitions: int) -> int:
+    """The nice-step bar limit for ``partitions`` (12 partitions keep all 300 bars)."""
+    return min(MAX_BARS, max_buckets_for(partitions))
+
+
+def boundaries(start_ms: int, end_ms: int, buckets: int | None = None, *,
+               max_bars: int = MAX_BARS) -> list[int]:
     """Bucket boundaries covering ``[start_ms, end_ms)``.
 
     Without ``buckets`` the size is :func:`choose_step` and the boundaries are
@@ -72,7 +87,7 @@ def boundaries(start_ms: int, end_ms: int, buckets: int | None = None) -> list[i
             raise ValueError(f"buckets must be between 1 and {MAX_BUCKETS}, got {buckets}")
         step = -(-span // buckets)
         return [start_ms + i * step for i in range(buckets + 1)]
-    step = choose_step(span)
+    step = choose_step(span, max_bars)
     first = start_ms - start_ms % step
     last = -(-end_ms // step) * step
     return list(range(first, last + 1, step))

@@ -108,3 +108,11 @@ def test_the_command_refuses_a_client_config_it_cannot_honour(tmp_path, capsys) 
     assert "security.protocol=SASL_SSL is not supported" in capsys.readouterr().err
     assert main(["console", "--client-config", str(tmp_path / "missing")]) == 2
     assert "cannot read client config" in capsys.readouterr().err
+
+
+@given(partitions=st.integers(1, 5000), span=st.integers(1000, 10**11))
+def test_a_chart_asks_the_broker_a_bounded_number_of_lookups(partitions: int, span: int) -> None:
+    b = timeline.boundaries(0, span, max_bars=timeline.max_bars_for(partitions))
+    bars = len(b) - 1
+    assert bars * partitions <= max(timeline.MAX_LOOKUPS, 11 * partitions) + partitions
+    assert timeline.max_bars_for(12) == timeline.MAX_BARS
