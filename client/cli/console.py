@@ -3,9 +3,10 @@
 Starts a web app at http://HOST:PORT/ that is a Kafka client of
 --bootstrap-server (Chronolog or any Kafka-protocol broker): an overview of
 topics, a timeline of records per time bucket computed from ListOffsets alone,
-a record browser from a time or an offset, and a live tail. Client settings
-(client.id, request.timeout.ms, bootstrap.servers) come from a properties file
-with Kafka's names (--client-config). Read-only unless --allow-writes.
+a record browser from a time or an offset, a live tail, and consumer groups
+with their lag. Client settings (client.id, request.timeout.ms,
+bootstrap.servers) come from a properties file with Kafka's names
+(--client-config). Read-only unless --allow-writes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from protocol.errors import KafkaError
 
 
 def register(subparsers: Any) -> None:
-    p = add_command(subparsers, "console", "web console: topics, timeline, records, live tail", __doc__)
+    p = add_command(subparsers, "console", "web console: topics, timeline, records, live tail, groups", __doc__)
     p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
                    help=f"broker to connect to (default: bootstrap.servers from --client-config, "
                         f"else {DEFAULT_BOOTSTRAP})")
@@ -28,7 +29,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--client-config", metavar="FILE",
                    help="Kafka client properties (client.id, request.timeout.ms, ...)")
     p.add_argument("--allow-writes", action="store_true",
-                   help="enable actions that change the cluster (none exist yet)")
+                   help="allow resetting a consumer group's offsets to a time from its page")
     p.set_defaults(func=_console)
 
 
