@@ -18,8 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from console_oracle import (
+    BASE,
+    Produced,
+    bucket_counts,
+    bucket_of,
+    first_offset,
+    merged,
+    unique_topic,
+)
 from consolehelp import start_console, stop_console
-from oracle import BASE, Produced, bucket_counts, bucket_of, first_offset, merged, unique_topic
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+from console_oracle import BASE, Produced, bucket_counts, first_offset, merged, unique_topic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle import BASE, Produced, bucket_counts, first_offset, merged, unique_topic
 
 from client import ProducerRecord
 from client.aio import Client

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
+from console_oracle import BASE, first_offset, unique_topic
 from consolehelp import start_console, stop_console
-from oracle import BASE, first_offset, unique_topic
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
