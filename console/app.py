@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import logging
 import secrets
@@ -20,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import jinja2
 from aiohttp import web
@@ -49,6 +50,10 @@ class ConsoleConfig:
     bootstrap: str
     settings: ClientSettings
     allow_writes: bool = False
+    #: The address served on; when it is a loopback address, only requests that name a
+    #: loopback host are answered (a page on another site cannot rebind its own name
+    #: to 127.0.0.1 and read the console through the visitor's browser).
+    host: str = "127.0.0.1"
 
 
 CLIENT = web.AppKey("client", Client)
@@ -107,6 +112,28 @@ async def _errors(
     except (TimeParseError, ValueError) as e:
         log.info("%s %s: bad input: %s", request.method, request.path_qs, e)
         return _error(request, 400, "Bad request", str(e))
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
+@web.middleware
+async def _loopback_only(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """On a loopback address, refuse requests whose Host names anything else (DNS rebinding)."""
+    try:
+        name = urlsplit("//" + (request.host or "")).hostname or ""
+    except ValueError:
+        name = ""
+    if not _is_loopback(name):
+        log.warning("refused a request for host %r on a loopback console", request.host)
+        return web.Response(status=403, text="this console answers only requests to localhost\n")
+    return await handler(request)
 
 
 def _error(request: web.Request, status: int, title: str, message: str) -> web.Response:
@@ -377,7 +404,8 @@ async def _tail_loop(
 
 
 def make_app(config: ConsoleConfig) -> web.Application:
-    app = web.Application(middlewares=[_errors])
+    middlewares = [_loopback_only, _errors] if _is_loopback(config.host) else [_errors]
+    app = web.Application(middlewares=middlewares)
     app[CONFIG] = config
     app[TEMPLATES] = _env()
     app[FORM_TOKEN] = secrets.token_urlsafe(24)

@@ -51,7 +51,7 @@ def _console(args: argparse.Namespace) -> int:
     for name in settings.unused:
         print(f"note: {name} in {args.client_config} is not used by the console", file=sys.stderr)
     bootstrap = args.bootstrap_server or settings.bootstrap_servers or DEFAULT_BOOTSTRAP
-    config = ConsoleConfig(bootstrap, settings, args.allow_writes)
+    config = ConsoleConfig(bootstrap, settings, args.allow_writes, args.host)
     try:
         uvloop.run(serve(config, args.host, args.port))
     except KeyboardInterrupt:

@@ -12,6 +12,7 @@ import os
 import shlex
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -316,3 +317,18 @@ def test_range_buttons_choose_the_last_day_and_the_datas_extent(browser, console
     stamps = topic["stamps"]
     assert bounds[0] <= min(s[0] for s in stamps.values()) and bounds[-1] > max(max(s) for s in stamps.values())
     assert bars == bucket_counts(stamps, bounds) and sum(bars) == PARTS * N
+
+
+def test_a_loopback_console_refuses_requests_for_other_host_names(console_url) -> None:  # type: ignore[no-untyped-def]
+    """DNS rebinding: a page on evil.example whose name now points at 127.0.0.1 must not
+    be able to read the console through a visitor's browser."""
+    port = urllib.parse.urlsplit(console_url).port
+    for host, ok in ((f"localhost:{port}", True), (f"127.0.0.1:{port}", True),
+                     (f"evil.example:{port}", False), ("evil.example", False)):
+        req = urllib.request.Request(console_url + "/", headers={"Host": host})
+        try:
+            with urllib.request.urlopen(req) as r:
+                assert ok, host
+                assert r.status == 200
+        except urllib.error.HTTPError as e:
+            assert not ok and e.code == 403, (host, e.code)
