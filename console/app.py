@@ -26,7 +26,7 @@ from urllib.parse import urlencode, urlsplit
 import jinja2
 from aiohttp import web
 
-from client.aio import LATEST, Client, TopicPartition
+from client.aio import EARLIEST, LATEST, MAX_TIMESTAMP, Client, TopicPartition
 from client.timeparse import TimeParseError, format_time, parse_time
 from console import browse, groups, timeline
 from console.cluster import overview
@@ -186,7 +186,7 @@ async def _data_extent(client: Client, topic: str, parts: list[int]) -> tuple[in
     if not firsts:
         return None
     try:
-        mx = await client.list_offsets(dict.fromkeys(tps, -3))
+        mx = await client.list_offsets(dict.fromkeys(tps, MAX_TIMESTAMP))
         last = max(ts for off, ts in mx.values() if off >= 0)
     except KafkaError:
         last = max(firsts)
@@ -283,13 +283,13 @@ async def records_page(request: web.Request) -> web.Response:
     elif at_ms is not None:
         cursor = await browse.resolve_time(client, topic, used, at_ms)
     else:
-        ls = await client.list_offsets({TopicPartition(topic, p): -2 for p in used})
+        ls = await client.list_offsets({TopicPartition(topic, p): EARLIEST for p in used})
         cursor = {tp.partition: o for tp, (o, _) in ls.items()}
     page = await (browse.page_back if back else browse.page_forward)(client, topic, cursor, limit)
     rows = [_row(s, 16 * 1024) for s in page.records]
     base = {"limit": limit} | ({"partition": chosen} if chosen is not None else {})
     nav = {
-        "next": None if page.at_end or not rows else
+        "next": None if page.at_end or page.next == page.start else
         "?" + urlencode(base | {"cursor": browse.format_cursor(page.next)}),
         "prev": None if page.at_start else
         "?" + urlencode(base | {"cursor": browse.format_cursor(page.start), "dir": "back"}),
