@@ -56,7 +56,22 @@ window.chronolog = (function () {
         }],
       },
     };
+    // Under the chart: the hovered bucket's range and its count per partition.
+    const detail = document.createElement("div");
+    detail.className = "bucket-detail";
+    detail.textContent = "Hover over a bar for its count per partition.";
+    opts.hooks.setCursor = [u => {
+      const i = u.cursor.left == null || u.cursor.left < 0 ? -1
+        : bucketAt(b, u.posToVal(u.cursor.left, "x"));
+      if (i < 0) return;
+      const parts = Object.keys(data.offsets || {}).map(
+        p => "p" + p + ": " + (data.offsets[p][i + 1] - data.offsets[p][i]).toLocaleString("en-US"));
+      detail.textContent = iso(b[i]) + " – " + iso(b[i + 1]) + ": " + ys[i].toLocaleString("en-US")
+        + " records" + (parts.length > 1 ? " (" + parts.join(", ") + ")" : "");
+      detail.dataset.bucket = i;
+    }];
     const u = new uPlot(opts, [xs, ys], el);
+    el.appendChild(detail);
     let down = null;
     u.over.addEventListener("mousedown", e => { down = [e.clientX, e.clientY]; });
     u.over.addEventListener("click", e => {
