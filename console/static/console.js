@@ -34,7 +34,7 @@ window.chronolog = (function () {
       height: opt.height,
       ms: 1,
       tzDate: ts => uPlot.tzDate(new Date(ts), "Etc/UTC"),  // axes in UTC, like every time shown
-      legend: { show: true },
+      legend: { show: false },  // the line under the chart says the hovered bucket exactly
       cursor: { drag: { x: opt.zoom, y: false, setScale: false }, points: { show: false } },
       scales: { x: { time: true, range: [b[0], b[b.length - 1]] }, y: { range: (u, lo, hi) => [0, Math.max(1, hi) * 1.05] } },
       axes: [{}, { label: "records", size: 70 }],
