@@ -153,6 +153,7 @@ def test_reset_to_a_time_previews_then_commits_the_first_offsets_at_that_time(  
             for r in browser.find_elements(By.CSS_SELECTOR, "#plan tr.plan")}
     assert plan == expect
     if os.environ.get("CHRONOLOG_SCREENSHOTS") == "1":
+        browser.execute_script("document.getElementById('reset-preview').scrollIntoView()")
         browser.save_screenshot(str(DOCS / "group-reset.png"))
     browser.find_element(By.ID, "execute").click()
     WebDriverWait(browser, 10).until(lambda d: d.find_elements(By.ID, "done"))
