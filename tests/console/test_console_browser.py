@@ -192,6 +192,9 @@ def test_paging_json_hex_and_headers(browser, console_url, topic, tmp_path) -> N
     assert hexed.get_attribute("data-kind") == "hex"
     assert hexed.text.startswith("00000000  00 01 02 ff 00 00")
     assert "CreateTime" in tr.find_element(By.CSS_SELECTOR, ".ts-type").text
+    link = urllib.parse.urlsplit(browser.find_element(By.ID, "on-timeline").get_attribute("href"))
+    q = urllib.parse.parse_qs(link.query)
+    assert (q["from"], q["to"], q["partition"]) == ([iso(stamp(0) - 1_800_000)], [iso(stamp(0) + 1_800_000)], ["0"])
     headers = tr.find_elements(By.CSS_SELECTOR, ".header")
     assert [h.text.split(":")[0] for h in headers] == ["source", "trace"]
     shot(browser, "records", tmp_path)
