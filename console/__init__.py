@@ -6,5 +6,6 @@ It sits beside ``pipeline/`` above ``client/``: it imports ``client`` and
 Modules: ``settings`` (the ``--client-config`` properties file), ``timeline``
 (records per time bucket from ListOffsets alone), ``browse`` (bounded pages of
 records, one partition or merged by timestamp), ``cluster`` (the overview),
+``groups`` (consumer groups: lag in records and in time, reset to a time),
 ``render`` (how keys and values are shown), ``app`` (the aiohttp web app).
 """
