@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -346,3 +348,17 @@ def test_a_loopback_console_refuses_requests_for_other_host_names(console_url) -
                 assert r.status == 200
         except urllib.error.HTTPError as e:
             assert not ok and e.code == 403, (host, e.code)
+
+
+def test_a_bar_counts_what_chronolog_consume_prints_for_its_window(browser, console_url, topic) -> None:  # type: ignore[no-untyped-def]
+    """The chart and the CLI agree: the tallest bar's window read with `chronolog consume`."""
+    browser.get(f"{console_url}/topics/{topic['name']}?from={iso(BASE)}&to={iso(BASE + N * 60_000)}")
+    bounds, bars = _bars(browser)
+    i = bars.index(max(bars))
+    out = subprocess.run(
+        [sys.executable, "-m", "client.cli", "consume", topic["name"], "--from-time", iso(bounds[i]),
+         "--until", iso(bounds[i + 1]), "--format", "json", "--no-progress",
+         "--bootstrap-server", topic["bootstrap"]],
+        capture_output=True, text=True, timeout=60, check=True).stdout
+    printed = [json.loads(line) for line in out.splitlines()]
+    assert len(printed) == bars[i] > 0
