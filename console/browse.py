@@ -139,10 +139,10 @@ async def read_partition(
         except KafkaError as e:
             if e.code != ErrorCode.OFFSET_OUT_OF_RANGE:
                 raise
-            lo = await client.list_offsets({TopicPartition(topic, partition): EARLIEST})
-            hi = await client.list_offsets({TopicPartition(topic, partition): LATEST})
-            log_start = lo[TopicPartition(topic, partition)][0]
-            hw = hi[TopicPartition(topic, partition)][0]
+            tp = TopicPartition(topic, partition)
+            lo, hi = await asyncio.gather(client.list_offsets({tp: EARLIEST}),
+                                          client.list_offsets({tp: LATEST}))
+            log_start, hw = lo[tp][0], hi[tp][0]
             if offset < log_start:
                 offset, end = log_start, log_start + limit
                 continue

@@ -237,6 +237,14 @@ def test_live_tail_shows_a_record_produced_after_the_page_loaded(browser, consol
     row = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#tail tr[data-offset="{off}"]'))
     assert marker in row[0].text
     assert len(browser.find_elements(By.CSS_SELECTOR, "#tail tr.record")) == 1  # only what came after
+    # A burst larger than one poll's 200 records: the tail says what it skipped and shows
+    # the newest 200.
+    with SyncClient(topic["bootstrap"], client_id="console-tests") as c:
+        c.produce(name, [ProducerRecord(value=f"burst {i}") for i in range(450)], partition=1)
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#tail tr[data-partition="1"][data-offset="449"]'))
+    burst = browser.find_elements(By.CSS_SELECTOR, '#tail tr.record[data-partition="1"]')
+    assert sorted(int(r.get_attribute("data-offset")) for r in burst) == list(range(250, 450))
+    assert "skipped 250 records" in browser.find_element(By.CSS_SELECTOR, "#tail td.note").text
     shot(browser, "tail", tmp_path)
     # Another tab in front hides this one: the tail closes its stream until it is back.
     # A record produced meanwhile arrives when it is shown again (it resumes, not restarts).
