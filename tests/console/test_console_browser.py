@@ -215,6 +215,13 @@ def test_seeking_by_typed_and_picked_time_in_the_merged_view(browser, console_ur
     assert browser.find_element(By.ID, "cursor").text == ",".join(f"{p}:{o}" for p, o in cursor.items())
     produced = {p: [Produced(p, o, t, None, None) for o, t in enumerate(stamps[p])] for p in range(PARTS)}
     assert rows(browser) == [(r.partition, r.offset) for r in merged(produced, cursor)[:10]]
+    # Relative times resolve against now: three days ago is before every record, a day
+    # ago after every one.
+    browser.get(f"{console_url}/topics/{topic['name']}/records?partition=2&time=-3d")
+    assert browser.find_element(By.ID, "cursor").text == "2:0"
+    browser.get(f"{console_url}/topics/{topic['name']}/records?partition=2&time=-1d")
+    assert browser.find_element(By.ID, "cursor").text == f"2:{N}"
+    assert browser.find_element(By.ID, "empty").is_displayed()
     # The date-time picker fills the text field with the same instant in UTC.
     browser.execute_script(
         "const p = document.getElementById('time-picker'); p.value = '2026-01-02T03:04:05';"
