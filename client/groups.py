@@ -38,6 +38,7 @@ __all__ = [
     "ActiveGroupError",
     "SyncGroupAdmin",
     "apply_plan",
+    "commit_plan",
     "committed_offsets",
     "delete_group",
     "describe_group",
@@ -127,17 +128,21 @@ class GroupListing:
 
 async def list_groups(client: Client, states: Sequence[str] = (),
                       types: Sequence[str] = ()) -> list[GroupListing]:
-    """Every group the cluster knows (ListGroups to each broker; here: one node)."""
-    resp = await _call(client, LIST_GROUPS, {"states_filter": list(states), "types_filter": list(types)})
-    _raise_for(resp["error_code"], "list groups")
+    """Every group the cluster knows: ListGroups to each broker (each lists the groups it
+    coordinates), brokers from a topic-less Metadata request."""
+    await client._metadata([])
     version = _version(client, LIST_GROUPS)
-    return sorted(
-        (GroupListing(g["group_id"], g["protocol_type"],
-                      g["group_state"] if version >= 4 else None,
-                      g["group_type"] if version >= 5 else None)
-         for g in resp["groups"]),
-        key=lambda g: g.group_id,
-    )
+    body = {"states_filter": list(states), "types_filter": list(types)}
+    found: dict[str, GroupListing] = {}
+    nodes: list[int | None] = [*sorted(client._brokers)] or [None]
+    for node_id in nodes:
+        resp = await _call(client, LIST_GROUPS, body, node_id)
+        _raise_for(resp["error_code"], "list groups")
+        for g in resp["groups"]:
+            found[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"],
+                                                g["group_state"] if version >= 4 else None,
+                                                g["group_type"] if version >= 5 else None)
+    return sorted(found.values(), key=lambda g: g.group_id)
 
 
 @dataclass(frozen=True)
@@ -366,6 +371,12 @@ async def apply_plan(client: Client, group: str, plan: Sequence[ResetPlanEntry])
     state = await group_state(client, group)
     if state not in INACTIVE_STATES:
         raise ActiveGroupError(group, state)
+    await commit_plan(client, group, plan)
+
+
+async def commit_plan(client: Client, group: str, plan: Sequence[ResetPlanEntry]) -> None:
+    """The commit of :func:`apply_plan` without its check: a group that has members gets
+    UNKNOWN_MEMBER_ID from the broker (a commit with generation -1 and member id "")."""
     if not plan:
         return
     by_topic: dict[str, list[ResetPlanEntry]] = {}
@@ -413,3 +424,6 @@ class SyncGroupAdmin:
 
     def apply_plan(self, group: str, plan: Sequence[ResetPlanEntry]) -> None:
         self._run(apply_plan(self._sync.aio, group, plan))
+
+    def commit_plan(self, group: str, plan: Sequence[ResetPlanEntry]) -> None:
+        self._run(commit_plan(self._sync.aio, group, plan))

@@ -19,6 +19,11 @@ Contract between group types (classic here, KIP-848 ``consumer`` in
   consumer group answers INCONSISTENT_GROUP_PROTOCOL (23) (:meth:`GroupCoordinator.classic`);
   ConsumerGroupDescribe of a classic group answers GROUP_ID_NOT_FOUND (69);
   DescribeGroups treats a consumer group as not found.
+- Optional hooks, used when a type has them: ``touch(now_ms, member_id)`` (an accepted
+  commit renews the member's session), ``is_subscribed_to_topic(topic)`` (OffsetDelete's
+  GROUP_SUBSCRIBED_TO_TOPIC), ``is_disposable()`` (never used and no offsets: forgotten
+  at once), ``release_parked(code) -> Effects`` (answer parked requests at shutdown),
+  ``pending_members`` (truthy: the empty group is not swept yet).
 - Group types register themselves from their own modules; this module imports
   ``broker.groups.classic`` and, when it exists, ``broker.groups.consumer`` once.
 - Effects of a state change are returned as an :class:`Effects` (answers for parked
@@ -55,9 +60,9 @@ class Effects:
     """What a group state change asks of the I/O shell.
 
     ``replies``: (ticket, response fields) for parked requests, answered after the
-    persist (if any) is durable. ``persist``: write ``group.to_record()`` first.
-    ``fail_on_persist_error``: the error code the replies carry instead when the
-    write fails (Kafka answers COORDINATOR_NOT_AVAILABLE when the offsets log append fails).
+    persist (if any) is durable. ``persist``: write ``group.to_record()`` first; if
+    that write fails the replies carry COORDINATOR_NOT_AVAILABLE instead (what Kafka
+    answers when its offsets-log append fails).
     """
 
     replies: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
@@ -276,6 +281,8 @@ class GroupCoordinator:
         if group_id not in self._groups:
             self.classic(group_id, create=True)
         await self.store.commit_async(group_id, items)
+        if group_id not in self._groups:  # deleted while the write was in flight
+            self.classic(group_id, create=True)
 
     async def expire_offsets(self, now_ms: int) -> int:
         """KIP-211 expiry: drop offsets whose base is older than offsets.retention.minutes,

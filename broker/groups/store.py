@@ -104,6 +104,7 @@ class GroupStore:
         self._loop: asyncio.AbstractEventLoop | None = None
         # Jobs submitted, in order, not yet applied (the loop thread's view).
         self._unapplied: deque[_Job] = deque()
+        self.syncs = 0  # fdatasyncs done: with group commit, fewer than changes written
 
     # ---- reads -------------------------------------------------------------------
 
@@ -274,6 +275,7 @@ class GroupStore:
             f.write(data)
             f.flush()
             os.fdatasync(f.fileno())
+            self.syncs += 1
         except OSError:
             try:  # never leave a half-written line in front of later ones
                 f.seek(start)

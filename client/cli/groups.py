@@ -39,7 +39,7 @@ from client.timeparse import format_time
 
 def _topic_arg(text: str) -> tuple[str, list[int]]:
     """``--topic t`` (every partition) or ``--topic t:0,2``."""
-    name, sep, parts = text.rpartition(":") if ":" in text else (text, "", "")
+    name, sep, parts = text.rpartition(":")  # Kafka topic names cannot contain ':'
     if not sep:
         return text, []
     try:

@@ -292,3 +292,16 @@ def test_a_recreated_topic_does_not_inherit_the_deleted_topics_commits(conn: Raw
     create(conn, "co", 3)
     assert fetch(conn, 8, "reborn", {"co": [0, 1]}) == {("co", 0): (-1, -1, ""), ("co", 1): (-1, -1, "")}
     assert fetch(conn, 8, "reborn", None) == {}
+
+
+async def test_concurrent_commits_share_fsyncs_and_each_is_durable_when_answered(tmp_path: Path) -> None:
+    store = GroupStore(tmp_path)
+    await asyncio.gather(*(
+        store.commit_async(f"g{i}", [("t", 0, CommittedOffset(i, -1, "", NOW))]) for i in range(50)
+    ))
+    assert store.syncs < 50  # group commit: lines queued during an fsync share the next one
+    reopened = GroupStore(tmp_path)  # another reader sees every answered commit on disk
+    assert {g: reopened.fetch(g, "t", 0) for g in reopened.groups()} == {
+        f"g{i}": CommittedOffset(i, -1, "", NOW) for i in range(50)}
+    reopened.close()
+    store.close()

@@ -458,3 +458,17 @@ def test_mangled_group_requests_are_answered_or_close_their_connection(
 
 def test_no_request_so_far_made_a_handler_fail(shared: BrokerProcess) -> None:
     assert "Traceback" not in shared.log()
+
+
+def test_a_graceful_stop_answers_parked_joins_with_not_coordinator_at_once(broker_factory: Any) -> None:
+    b = broker_factory(overrides={**OVERRIDES, "group.initial.rebalance.delay.ms": "60000"})
+    m = Member(b, "parked")
+    m.send_join()
+    assert m.receive().error_code == MEMBER_ID_REQUIRED
+    m.send_join()
+    assert not m.ready(0.3)  # parked for the (long) initial delay
+    started = time.monotonic()
+    assert b.stop() == 0
+    assert time.monotonic() - started < 10
+    assert m.receive().error_code == 16  # NOT_COORDINATOR: the client looks for it again
+    m.close()

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from tests.broker.group_member import HEARTBEAT_MS, SESSION_MS
+from tests.broker.group_member import SESSION_MS
 from tests.broker.test_clients_common import RawConnection, running_broker, topic_name
 from tests.conftest import BrokerProcess
 
@@ -175,8 +175,9 @@ def test_members_share_partitions_through_joins_leaves_and_crashes(
         g.stop("b", signal.SIGKILL)  # no LeaveGroup: only the session timeout tells
         alone = g.wait_balanced()
         assert alone == {"a": list(range(PARTITIONS))}
-        # Not before the session timeout (less the last heartbeat interval) could pass.
-        assert time.monotonic() - killed_at >= (SESSION_MS - HEARTBEAT_MS) / 1000
+        # Not before a good part of the session timeout has passed (its last heartbeat
+        # came a little before the kill; a loaded machine may have delayed it).
+        assert time.monotonic() - killed_at >= SESSION_MS / 2000
         g.produce_phase(3)
         g.wait_processed()
         time.sleep(0.3)  # a late duplicate would show up here

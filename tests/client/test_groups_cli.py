@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from client import SyncClient
 from client.groups import SyncGroupAdmin, parse_duration
 from protocol.consumer_protocol import decode_assignment, decode_subscription, encode_assignment
+from protocol.errors import ErrorCode, KafkaError
 from tests.broker.test_clients_common import (
     BASE_TS,
     first_at_or_after,
@@ -372,6 +373,14 @@ def test_active_group_is_described_refused_and_deleted_once_empty(gb: BrokerProc
             assert proc.returncode == 1
             assert proc.stderr.strip() == (f"Error: Assignments can only be reset if the group '{group}' "
                                            "is inactive, but the current state is Stable.")
+        assert committed(gb, group) == {(topic, p): 1 for p in range(PARTITIONS)}
+        # Were a member to join between the check and the commit, the broker refuses it.
+        with SyncClient(gb.bootstrap) as sc:
+            admin = SyncGroupAdmin(sc)
+            plan = admin.plan_reset(group, {topic: None}, to_earliest=True)
+            with pytest.raises(KafkaError) as refused:
+                admin.commit_plan(group, plan)
+        assert refused.value.code == ErrorCode.UNKNOWN_MEMBER_ID
         assert committed(gb, group) == {(topic, p): 1 for p in range(PARTITIONS)}
         proc = groups(gb, "delete", group, check=False)
         assert proc.returncode == 1 and "NON_EMPTY_GROUP" in proc.stderr
