@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: install run test test-docker bench chaos fuzz soak lint format check-java check-compose check-clients check-openssl clean
+.PHONY: install run test test-docker bench chaos fuzz soak lint format check-java check-compose check-clients check-openssl check-chromium clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -41,6 +41,12 @@ check-openssl:
 test-docker:
 	$(PYTHON) docker/podman/run_stack.py
 
+## The console's browser tests drive Debian's headless Chromium through its chromedriver.
+check-chromium:
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || { \
+	  echo "chromium/chromedriver not found: installing Debian's chromium and chromium-driver"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
+
 ## Two real clients that share no code with the Python ones: kcat (Debian's, on an older
 ## librdkafka) and kafkajs (npm, pinned by tests/js/package-lock.json, into tests/js/node_modules).
 check-clients:
@@ -57,7 +63,7 @@ check-clients:
 run: install
 	$(BIN)/chronolog serve --data-dir $(DATA) --host $(HOST) --port $(PORT)
 
-test: install check-java check-compose check-clients check-openssl
+test: install check-java check-compose check-clients check-openssl check-chromium
 	$(BIN)/python -m pytest -q -ra
 	$(MAKE) --no-print-directory lint
 
@@ -85,9 +91,12 @@ lint: install
 	$(BIN)/ruff check broker protocol storage client pipeline tests bench docker
 	$(BIN)/mypy broker protocol storage client pipeline
 
+	$(BIN)/ruff check broker protocol storage client pipeline console tests bench
+	$(BIN)/mypy broker protocol storage client pipeline console
+
 format: install
-	$(BIN)/ruff format broker protocol storage client pipeline tests bench
-	$(BIN)/ruff check --fix broker protocol storage client pipeline tests bench
+	$(BIN)/ruff format broker protocol storage client pipeline console tests bench
+	$(BIN)/ruff check --fix broker protocol storage client pipeline console tests bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -51,10 +51,13 @@ SECTION = "broker"
 # --------------------------------------------------------------------------- setup
 
 
-def write_big_topic(data: Path, topic: str, records: int, per_batch: int = 1000) -> None:
-    """``records`` 100-byte-value records, timestamps T0 + offset, written with storage directly."""
-    tpl = bytearray(build_batch([Record(0, T0 + i, None, VALUE, []) for i in range(per_batch)]))
-    log = Log(data / f"{topic}-0", LogConfig(retention_ms=-1))
+def write_big_topic(data: Path, topic: str, records: int, per_batch: int = 1000, *,
+                    partition: int = 0, ts_step: int = 1) -> None:
+    """``records`` 100-byte-value records, timestamps T0 + offset * ts_step, written with
+    storage directly into ``topic``-``partition``."""
+    tpl = bytearray(build_batch([Record(0, T0 + i * ts_step, None, VALUE, [])
+                                 for i in range(per_batch)]))
+    log = Log(data / f"{topic}-{partition}", LogConfig(retention_ms=-1))
     off = 0
     group = max(1, (4 << 20) // len(tpl))
     while off < records:
@@ -64,11 +67,11 @@ def write_big_topic(data: Path, topic: str, records: int, per_batch: int = 1000)
                 break
             b = tpl
             struct.pack_into(">q", b, 0, off)
-            struct.pack_into(">qq", b, 27, T0 + off, T0 + off + per_batch - 1)
+            struct.pack_into(">qq", b, 27, T0 + off * ts_step, T0 + (off + per_batch - 1) * ts_step)
             struct.pack_into(">I", b, 17, crc32c.crc32c(memoryview(b)[21:]))
             chunk.append(bytes(b))
             off += per_batch
-        log.append_as_is(b"".join(chunk), now_ms=T0 + records)
+        log.append_as_is(b"".join(chunk), now_ms=T0 + records * ts_step)
     log.close()
 
 

@@ -1,5 +1,6 @@
 """What the benchmarks that run a real broker share: a free port, the broker subprocess
-started (and waited for) and stopped, and the CPU time /proc charges to a process."""
+started (and waited for) and stopped, the web console likewise, and the CPU time /proc
+charges to a process."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -73,3 +75,32 @@ def cpu_seconds(pid: int) -> float:
     that does not depend on how busy the shared machine is."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_console(args: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``chronolog console ARGS`` (which must include ``--port``), once it serves pages;
+    returns (process, base URL). The console tests start it the same way."""
+    port = args[args.index("--port") + 1]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "client.cli", "console", *args],
+                                stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(url + "/static/console.css", timeout=1).close()
+            return proc, url
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("console did not start:\n" + log_path.read_text()) from None
+            time.sleep(0.1)
+
+
+def stop_console(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -43,6 +43,18 @@ def test_lower_layers_import_only_what_they_may(layer: str) -> None:
     assert offenders == []
 
 
+def test_the_console_is_a_client_application() -> None:
+    """console/ talks to brokers as a client: it never imports broker/ or storage/
+    (the record codec reaches it through client/), nor pipeline/."""
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted((ROOT / "console").rglob("*.py"))
+        for name in _imports(path)
+        if name.split(".")[0] in {"broker", "storage", "pipeline"}
+    ]
+    assert offenders == []
+
+
 def test_storage_imports_of_protocol_are_only_the_codec_direction() -> None:
     """storage/ must not import protocol/ at all (the codec lives in storage)."""
     for path in (ROOT / "storage").rglob("*.py"):

@@ -1,0 +1,62 @@
+"""``chronolog console``: a web console that shows a topic's records over time.
+
+Starts a web app at http://HOST:PORT/ that is a Kafka client of
+--bootstrap-server (Chronolog or any Kafka-protocol broker): an overview of
+topics, a timeline of records per time bucket computed from ListOffsets alone,
+a record browser from a time or an offset, a live tail, and consumer groups
+with their lag. Client settings (client.id, request.timeout.ms,
+bootstrap.servers) come from a properties file with Kafka's names
+(--client-config). Read-only unless --allow-writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from client.cli._common import DEFAULT_BOOTSTRAP, add_command
+from protocol.errors import KafkaError
+
+
+def register(subparsers: Any) -> None:
+    p = add_command(subparsers, "console", "web console: topics, timeline, records, live tail, groups", __doc__)
+    p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
+                   help=f"broker to connect to (default: bootstrap.servers from --client-config, "
+                        f"else {DEFAULT_BOOTSTRAP})")
+    p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port to serve on (default 8080)")
+    p.add_argument("--client-config", metavar="FILE",
+                   help="Kafka client properties (client.id, request.timeout.ms, ...)")
+    p.add_argument("--allow-writes", action="store_true",
+                   help="allow resetting a consumer group's offsets to a time from its page")
+    p.set_defaults(func=_console)
+
+
+def _console(args: argparse.Namespace) -> int:
+    try:
+        import uvloop
+
+        from console.app import ConsoleConfig, serve
+        from console.settings import SettingsError, load_client_settings
+    except ImportError as e:
+        print(f"error: the console needs its extra: pip install 'chronolog[console]' ({e})",
+              file=sys.stderr)
+        return 2
+    try:
+        settings = load_client_settings(args.client_config)
+    except SettingsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for name in settings.unused:
+        print(f"note: {name} in {args.client_config} is not used by the console", file=sys.stderr)
+    bootstrap = args.bootstrap_server or settings.bootstrap_servers or DEFAULT_BOOTSTRAP
+    config = ConsoleConfig(bootstrap, settings, args.allow_writes, args.host)
+    try:
+        uvloop.run(serve(config, args.host, args.port))
+    except KeyboardInterrupt:
+        return 0
+    except (OSError, KafkaError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0

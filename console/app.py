@@ -1,0 +1,447 @@
+"""The console's web app (aiohttp): pages rendered server-side with jinja2, JSON and
+server-sent events for the chart and the live tail.
+
+Invariants: every handler's broker work is bounded (see ``timeline``, ``browse``,
+``cluster`` and ``groups``); a Kafka error becomes a page naming Kafka's error code
+(404 for an unknown topic), bad input a 400 page that says what was wrong; nothing
+writes to the cluster unless the app was made with ``allow_writes``, and the one
+write (resetting a group's offsets) needs the app's form token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import jinja2
+from aiohttp import web
+
+from client.aio import EARLIEST, LATEST, MAX_TIMESTAMP, Client, TopicPartition
+from client.timeparse import TimeParseError, format_time, parse_time
+from console import browse, groups, timeline
+from console.cluster import overview
+from console.render import show_bytes
+from console.settings import ClientSettings
+from protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["ConsoleConfig", "make_app", "serve"]
+
+log = logging.getLogger(__name__)
+
+_HERE = Path(__file__).resolve().parent
+DEFAULT_PAGE = 50
+TAIL_MAX_PER_TICK = 200
+TAIL_POLL_S = 0.5
+RANGES = {"15m": 15 * 60_000, "1h": 3_600_000, "1d": 86_400_000, "1w": 7 * 86_400_000}
+
+
+@dataclass(frozen=True)
+class ConsoleConfig:
+    bootstrap: str
+    settings: ClientSettings
+    allow_writes: bool = False
+    #: The address served on; when it is a loopback address, only requests that name a
+    #: loopback host are answered (a page on another site cannot rebind its own name
+    #: to 127.0.0.1 and read the console through the visitor's browser).
+    host: str = "127.0.0.1"
+
+
+CLIENT = web.AppKey("client", Client)
+CONFIG = web.AppKey("config", ConsoleConfig)
+TEMPLATES = web.AppKey("templates", jinja2.Environment)
+#: A secret per console process that every write form carries (see console.groups).
+FORM_TOKEN = web.AppKey("form_token", str)
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_HERE / "templates"),
+        autoescape=jinja2.select_autoescape(["html"]),
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["iso"] = lambda ms: "—" if ms is None else format_time(int(ms))
+    env.filters["num"] = lambda n: f"{n:,}"
+    env.filters["duration"] = duration
+    return env
+
+
+def duration(ms: float) -> str:
+    """``93784000`` → ``1d 2h``: the two largest units, for lags and spans."""
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    out: list[str] = []
+    rest = int(ms // 1000)
+    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size or out:
+            out.append(f"{rest // size}{unit}")
+            rest %= size
+        if len(out) == 2:
+            break
+    return " ".join(out)
+
+
+def _page(request: web.Request, template: str, status: int = 200, **ctx: Any) -> web.Response:
+    env = request.app[TEMPLATES]
+    cfg = request.app[CONFIG]
+    html = env.get_template(template).render(
+        bootstrap=cfg.bootstrap, allow_writes=cfg.allow_writes, **ctx
+    )
+    return web.Response(text=html, content_type="text/html", status=status)
+
+
+@web.middleware
+async def _errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except KafkaError as e:
+        status = 404 if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else 502
+        log.info("%s %s: %s", request.method, request.path_qs, e)
+        return _error(request, status, e.code.name, str(e))
+    except (TimeParseError, ValueError) as e:
+        log.info("%s %s: bad input: %s", request.method, request.path_qs, e)
+        return _error(request, 400, "Bad request", str(e))
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
+@web.middleware
+async def _loopback_only(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """On a loopback address, refuse requests whose Host names anything else (DNS rebinding)."""
+    try:
+        name = urlsplit("//" + (request.host or "")).hostname or ""
+    except ValueError:
+        name = ""
+    if not _is_loopback(name):
+        log.warning("refused a request for host %r on a loopback console", request.host)
+        return web.Response(status=403, text="this console answers only requests to localhost\n")
+    return await handler(request)
+
+
+def _error(request: web.Request, status: int, title: str, message: str) -> web.Response:
+    """An error page, or for ``/api/`` a JSON body ``{"error", "message"}``."""
+    if request.path.startswith("/api/"):
+        return web.json_response({"error": title, "message": message}, status=status)
+    return _page(request, "error.html", status, title=title, message=message)
+
+
+def _int_arg(request: web.Request, name: str, default: int | None = None) -> int | None:
+    text = request.query.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {text!r}") from None
+
+
+def _time_arg(request: web.Request, name: str, now_ms: int) -> int | None:
+    text = request.query.get(name, "").strip()
+    return parse_time(text, now_ms=now_ms) if text else None
+
+
+# ---------------------------------------------------------------- overview
+
+
+async def overview_page(request: web.Request) -> web.Response:
+    q = request.query.get("q", "")
+    ov = await overview(request.app[CLIENT], q)
+    return _page(request, "overview.html", ov=ov, q=q)
+
+
+# ---------------------------------------------------------------- timeline
+
+
+async def _partitions(request: web.Request, topic: str) -> tuple[list[int], int | None]:
+    parts = await request.app[CLIENT].partitions_for(topic)
+    chosen = _int_arg(request, "partition")
+    if chosen is not None and chosen not in parts:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic!r} has no partition {chosen}")
+    return parts, chosen
+
+
+async def _data_extent(client: Client, topic: str, parts: list[int]) -> tuple[int, int] | None:
+    """[timestamp of the earliest first record, largest timestamp + 1), or None if empty."""
+    tps = [TopicPartition(topic, p) for p in parts]
+    first = await client.list_offsets(dict.fromkeys(tps, 0))
+    firsts = [ts for off, ts in first.values() if off >= 0]
+    if not firsts:
+        return None
+    try:
+        mx = await client.list_offsets(dict.fromkeys(tps, MAX_TIMESTAMP))
+        last = max(ts for off, ts in mx.values() if off >= 0)
+    except KafkaError:
+        last = max(firsts)
+    return min(firsts), max(last, min(firsts)) + 1
+
+
+async def _timeline(request: web.Request) -> tuple[timeline.Timeline, dict[str, Any]]:
+    client = request.app[CLIENT]
+    topic = request.match_info["topic"]
+    parts, chosen = await _partitions(request, topic)
+    used = parts if chosen is None else [chosen]
+    now = time.time_ns() // 1_000_000
+    start, end = _time_arg(request, "from", now), _time_arg(request, "to", now)
+    rng = request.query.get("range", "")
+    # A range button wins over the from/to fields the same form also submits.
+    if rng in RANGES:
+        start, end = now - RANGES[rng], now
+    elif rng != "all" and (start is not None or end is not None):
+        rng = "custom"
+        end = now if end is None else end
+        start = end - RANGES["1h"] if start is None else start
+    else:
+        extent = await _data_extent(client, topic, used)
+        rng = "all"
+        start, end = extent if extent else (now - RANGES["1h"], now)
+    if end <= start:
+        raise ValueError(f"the range must end after it starts: {format_time(start)} .. {format_time(end)}")
+    buckets = _int_arg(request, "buckets")
+    most = timeline.max_buckets_for(len(used))
+    if buckets is not None and buckets > most:
+        raise ValueError(f"at most {most} buckets for {len(used)} partitions")
+    bounds = timeline.boundaries(start, end, buckets, max_bars=timeline.max_bars_for(len(used)))
+    tl = await timeline.compute_timeline(client, topic, bounds, used)
+    ctx = {"topic": topic, "partitions": parts, "partition": chosen, "range_name": rng,
+           "start": start, "end": end}
+    return tl, ctx
+
+
+async def timeline_page(request: web.Request) -> web.Response:
+    tl, ctx = await _timeline(request)
+    data = tl.as_json()
+    resp = _page(request, "timeline.html", tl=tl, data_json=json.dumps(data).replace("</", "<\\/"), **ctx)
+    resp.headers["Server-Timing"] = f"timeline;dur={tl.server_ms:.1f}"
+    return resp
+
+
+async def timeline_api(request: web.Request) -> web.Response:
+    tl, _ = await _timeline(request)
+    resp = web.json_response(tl.as_json())
+    resp.headers["Server-Timing"] = f"timeline;dur={tl.server_ms:.1f}"
+    return resp
+
+
+# ---------------------------------------------------------------- records
+
+
+def _row(s: browse.ShownRecord, limit: int) -> dict[str, Any]:
+    r = s.record
+    return {
+        "partition": s.partition,
+        "offset": s.offset,
+        "timestamp": s.timestamp,
+        "time": format_time(s.timestamp),
+        "timestamp_type": s.timestamp_type,
+        "key": show_bytes(r.key, limit),
+        "value": show_bytes(r.value, limit),
+        "headers": [(k, show_bytes(v, limit)) for k, v in r.headers],
+    }
+
+
+async def records_page(request: web.Request) -> web.Response:
+    client = request.app[CLIENT]
+    topic = request.match_info["topic"]
+    t0 = time.perf_counter()
+    parts, chosen = await _partitions(request, topic)
+    used = parts if chosen is None else [chosen]
+    limit = max(1, min(_int_arg(request, "limit", DEFAULT_PAGE) or DEFAULT_PAGE, browse.MAX_LIMIT))
+    now = time.time_ns() // 1_000_000
+    time_text = request.query.get("time", "").strip()
+    at_ms = parse_time(time_text, now_ms=now) if time_text else None
+    offset = _int_arg(request, "offset")
+    cursor_text = request.query.get("cursor", "").strip()
+    back = request.query.get("dir") == "back"
+    if cursor_text:
+        cursor = browse.parse_cursor(cursor_text)
+        unknown = sorted(set(cursor) - set(parts))
+        if unknown:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic!r} has no partition {unknown[0]}")
+        used = sorted(cursor)
+    elif offset is not None:
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        cursor = dict.fromkeys(used, offset)
+    elif at_ms is not None:
+        cursor = await browse.resolve_time(client, topic, used, at_ms)
+    else:
+        ls = await client.list_offsets({TopicPartition(topic, p): EARLIEST for p in used})
+        cursor = {tp.partition: o for tp, (o, _) in ls.items()}
+    page = await (browse.page_back if back else browse.page_forward)(client, topic, cursor, limit)
+    rows = [_row(s, 16 * 1024) for s in page.records]
+    base = {"limit": limit} | ({"partition": chosen} if chosen is not None else {})
+    nav = {
+        "next": None if page.at_end or page.next == page.start else
+        "?" + urlencode(base | {"cursor": browse.format_cursor(page.next)}),
+        "prev": None if page.at_start else
+        "?" + urlencode(base | {"cursor": browse.format_cursor(page.start), "dir": "back"}),
+        "here": "?" + urlencode(base | {"cursor": browse.format_cursor(page.start)}),
+    }
+    server_ms = (time.perf_counter() - t0) * 1000
+    resp = _page(
+        request, "records.html", topic=topic, partitions=parts, partition=chosen, rows=rows,
+        page=page, nav=nav, limit=limit, time_text=time_text, at_ms=at_ms,
+        offset=offset, cursor_text=browse.format_cursor(page.start), server_ms=server_ms,
+    )
+    resp.headers["Server-Timing"] = f"records;dur={server_ms:.1f}"
+    return resp
+
+
+# ---------------------------------------------------------------- live tail
+
+
+async def tail_page(request: web.Request) -> web.Response:
+    topic = request.match_info["topic"]
+    parts, chosen = await _partitions(request, topic)
+    return _page(request, "tail.html", topic=topic, partitions=parts, partition=chosen)
+
+
+async def tail_events(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: ``ready`` once, then ``record`` per new record, ``skipped`` when
+    more than TAIL_MAX_PER_TICK arrived in one poll (the tail jumps to the newest)."""
+    client = request.app[CLIENT]
+    topic = request.match_info["topic"]
+    parts, chosen = await _partitions(request, topic)
+    used = parts if chosen is None else [chosen]
+    tps = {p: TopicPartition(topic, p) for p in used}
+    from_text = request.query.get("from", "").strip()
+    if from_text:
+        cursor = {p: o for p, o in browse.parse_cursor(from_text).items() if p in tps}
+    else:
+        latest = await client.list_offsets({tp: LATEST for tp in tps.values()})
+        cursor = {p: latest[tp][0] for p, tp in tps.items()}
+    resp = web.StreamResponse(headers={
+        "Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+        "X-Accel-Buffering": "no",
+    })
+    await resp.prepare(request)
+
+    async def send(event: str, data: dict[str, Any]) -> None:
+        await resp.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+
+    await send("ready", {"cursor": browse.format_cursor(cursor)})
+    try:
+        await _tail_loop(request, topic, tps, cursor, send, resp)
+    except ConnectionResetError:
+        pass  # the browser went away (tab closed or hidden)
+    except KafkaError as e:
+        # The headers are sent: say it in the stream; the page reconnects from its cursor.
+        log.info("live tail of %s stopped: %s", topic, e)
+        with contextlib.suppress(ConnectionResetError):
+            await send("failed", {"error": str(e)})
+    return resp
+
+
+def _gone(request: web.Request) -> bool:
+    """The browser closed the stream (the tab was hidden or closed): stop polling now
+    rather than at the next write."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+async def _tail_loop(
+    request: web.Request,
+    topic: str,
+    tps: dict[int, TopicPartition],
+    cursor: dict[int, int],
+    send: Callable[[str, dict[str, Any]], Awaitable[None]],
+    resp: web.StreamResponse,
+) -> None:
+    client = request.app[CLIENT]
+    idle = 0.0
+    while not _gone(request):
+        latest = await client.list_offsets({tp: LATEST for tp in tps.values()})
+        behind = {p: o for p, o in cursor.items() if latest[tps[p]][0] > o}
+        if behind:
+            idle = 0.0
+            skipped = 0
+            for p in behind:
+                hw = latest[tps[p]][0]
+                if hw - behind[p] > TAIL_MAX_PER_TICK:
+                    skipped += hw - TAIL_MAX_PER_TICK - behind[p]
+                    behind[p] = hw - TAIL_MAX_PER_TICK
+            if skipped:
+                await send("skipped", {"count": skipped})
+            page = await browse.page_forward(client, topic, behind, TAIL_MAX_PER_TICK)
+            cursor.update(behind)
+            for s in page.records:
+                # Each event carries the position after it, so a page that stops
+                # listening mid-way resumes at the first record it did not get.
+                cursor[s.partition] = s.offset + 1
+                row = _row(s, 2048)
+                row["key"] = asdict(row["key"])
+                row["value"] = asdict(row["value"])
+                row["headers"] = [(k, asdict(v)) for k, v in row["headers"]]
+                await send("record", row | {"cursor": browse.format_cursor(cursor)})
+            cursor.update(page.next)
+        else:
+            idle += TAIL_POLL_S
+            if idle >= 15:
+                idle = 0.0
+                await resp.write(b": keep-alive\n\n")
+        await asyncio.sleep(TAIL_POLL_S)
+
+
+# ---------------------------------------------------------------- app
+
+
+def make_app(config: ConsoleConfig) -> web.Application:
+    middlewares = [_loopback_only, _errors] if _is_loopback(config.host) else [_errors]
+    app = web.Application(middlewares=middlewares)
+    app[CONFIG] = config
+    app[TEMPLATES] = _env()
+    app[FORM_TOKEN] = secrets.token_urlsafe(24)
+
+    async def client_ctx(app: web.Application) -> AsyncIterator[None]:
+        s = config.settings
+        app[CLIENT] = await Client.connect(
+            config.bootstrap, client_id=s.client_id, request_timeout=s.request_timeout_ms / 1000
+        )
+        yield
+        await app[CLIENT].close()
+
+    app.cleanup_ctx.append(client_ctx)
+    app.add_routes([
+        web.get("/", overview_page),
+        web.get("/topics/{topic}", timeline_page),
+        web.get("/topics/{topic}/records", records_page),
+        web.get("/topics/{topic}/tail", tail_page),
+        web.get("/api/topics/{topic}/timeline", timeline_api),
+        web.get("/api/topics/{topic}/tail", tail_events),
+        web.static("/static", _HERE / "static"),
+    ])
+    app.add_routes(groups.routes(
+        {"client": CLIENT, "config": CONFIG, "page": _page, "token": FORM_TOKEN}))
+    return app
+
+
+async def serve(config: ConsoleConfig, host: str, port: int) -> None:
+    """Run until cancelled (Ctrl-C)."""
+    runner = web.AppRunner(make_app(config), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    print(f"chronolog console on http://{host}:{port}/ (broker {config.bootstrap}"
+          f"{', writes allowed' if config.allow_writes else ', read-only'})", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()

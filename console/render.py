@@ -1,0 +1,66 @@
+"""How the console shows a key, value or header: text, pretty JSON, or hex.
+
+Invariants: UTF-8 that parses as a JSON object or array is shown
+pretty-printed (2-space indent, keys in their original order); other UTF-8 with
+no control characters but tab/newline/CR is text; anything else is a hex dump. At most ``limit`` bytes are shown and the cut is said, so a
+10 MB value costs the page no more than ``limit``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+__all__ = ["Shown", "show_bytes", "hexdump"]
+
+DEFAULT_LIMIT = 16 * 1024
+_ALLOWED_CONTROL = {"\t", "\n", "\r"}
+
+
+@dataclass(frozen=True)
+class Shown:
+    kind: str  # "null", "text", "json" or "hex"
+    text: str
+    size: int
+    truncated: bool = False
+
+
+def hexdump(data: bytes) -> str:
+    """16 bytes a line: offset, hex pairs, and the printable ASCII beside them."""
+    lines = []
+    for i in range(0, len(data), 16):
+        chunk = data[i : i + 16]
+        hexes = " ".join(f"{b:02x}" for b in chunk)
+        text = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        lines.append(f"{i:08x}  {hexes:<47}  |{text}|")
+    return "\n".join(lines)
+
+
+def _is_text(s: str) -> bool:
+    return not any((c < " " and c not in _ALLOWED_CONTROL) or c == "\x7f" for c in s)
+
+
+def show_bytes(data: bytes | None, limit: int = DEFAULT_LIMIT) -> Shown:
+    if data is None:
+        return Shown("null", "null", 0)
+    size = len(data)
+    head = data[:limit]
+    truncated = size > limit
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # A cut in the middle of a multi-byte character is still text.
+        if truncated and e.start >= len(head) - 3 and e.reason == "unexpected end of data":
+            text = head[: e.start].decode("utf-8", errors="strict")
+        else:
+            return Shown("hex", hexdump(head), size, truncated)
+    if not truncated and text.lstrip()[:1] in ("{", "["):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            pass
+        else:
+            return Shown("json", json.dumps(parsed, indent=2, ensure_ascii=False), size)
+    if not _is_text(text):
+        return Shown("hex", hexdump(head), size, truncated)
+    return Shown("text", text, size, truncated)
