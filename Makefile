@@ -88,10 +88,7 @@ fuzz: install
 	  --dir $$(mktemp -d /tmp/chronolog-fuzz-XXXXXX)
 
 lint: install
-	$(BIN)/ruff check broker protocol storage client pipeline tests bench docker
-	$(BIN)/mypy broker protocol storage client pipeline
-
-	$(BIN)/ruff check broker protocol storage client pipeline console tests bench
+	$(BIN)/ruff check broker protocol storage client pipeline console tests bench docker
 	$(BIN)/mypy broker protocol storage client pipeline console
 
 format: install
