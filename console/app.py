@@ -16,6 +16,7 @@ import ipaddress
 import json
 import logging
 import secrets
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
@@ -434,14 +435,18 @@ def make_app(config: ConsoleConfig) -> web.Application:
 
 
 async def serve(config: ConsoleConfig, host: str, port: int) -> None:
-    """Run until cancelled (Ctrl-C)."""
+    """Run until cancelled (Ctrl-C) or SIGTERM, which stops it cleanly (exit status 0)."""
     runner = web.AppRunner(make_app(config), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
     print(f"chronolog console on http://{host}:{port}/ (broker {config.bootstrap}"
           f"{', writes allowed' if config.allow_writes else ', read-only'})", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
     try:
-        await asyncio.Event().wait()
+        await stop.wait()
     finally:
         await runner.cleanup()

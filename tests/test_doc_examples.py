@@ -30,6 +30,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -171,13 +172,12 @@ class DocSession:
                 continue  # this suite is what `make test` runs
             port = _free_port()
             # A directory of its own: ./data here is the document's running broker's.
-            cwd = self.dir / f"server-{n}"
-            cwd.mkdir()
+            cwd = Path(tempfile.mkdtemp(prefix=f"server-{n}-", dir=self.dir))
             (cwd / ".venv").symlink_to(VENV_BIN.parent)
             (cwd / "server.properties").write_text("log.dirs=./data-from-properties\n")
             data = cwd / "data"
-            line = line.rstrip("&").strip().replace("0.0.0.0", "127.0.0.1")
-            line = line.replace(DEFAULT_UDP, f"127.0.0.1:{_free_port()}")
+            line = line.replace(DEFAULT_UDP, f"127.0.0.1:{_free_port()}")  # its own UDP port
+            line = self.text(line).rstrip("&").strip().replace("0.0.0.0", "127.0.0.1")
             line = re.sub(r"--data-dir \S+", f"--data-dir {data}", line)
             if line.startswith("make run"):
                 argv = ["make", "-C", str(ROOT), "run", f"PORT={port}", f"DATA={data}"]
