@@ -4,8 +4,9 @@ server-sent events for the chart and the live tail.
 Invariants: every handler's broker work is bounded (see ``timeline``, ``browse``,
 ``cluster`` and ``groups``); a Kafka error becomes a page naming Kafka's error code
 (404 for an unknown topic), bad input a 400 page that says what was wrong; nothing
-writes to the cluster unless the app was made with ``allow_writes``, and the one
-write (resetting a group's offsets) needs the app's form token.
+writes to the cluster unless the app was made with ``allow_writes``, and each
+write (resetting a group's offsets, deleting a topic's records before a time) needs
+the app's form token.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from aiohttp import web
 
 from client.aio import EARLIEST, LATEST, MAX_TIMESTAMP, Client, TopicPartition
 from client.timeparse import TimeParseError, format_time, parse_time
-from console import browse, groups, timeline
+from console import browse, deletes, groups, timeline
 from console.cluster import overview
-from console.render import show_bytes
+from console.render import human_size, show_bytes
 from console.settings import ClientSettings
 from protocol.errors import ErrorCode, KafkaError
 
@@ -73,6 +74,7 @@ def _env() -> jinja2.Environment:
     env.filters["iso"] = lambda ms: "—" if ms is None else format_time(int(ms))
     env.filters["num"] = lambda n: f"{n:,}"
     env.filters["duration"] = duration
+    env.filters["size"] = human_size
     return env
 
 
@@ -229,7 +231,13 @@ async def _timeline(request: web.Request) -> tuple[timeline.Timeline, dict[str, 
 async def timeline_page(request: web.Request) -> web.Response:
     tl, ctx = await _timeline(request)
     data = tl.as_json()
-    resp = _page(request, "timeline.html", tl=tl, data_json=json.dumps(data).replace("</", "<\\/"), **ctx)
+    cut = None
+    before = request.query.get("before", "").strip()
+    if before and request.app[CONFIG].allow_writes:
+        at = deletes.parse_at(before)
+        cut = {"at": at, "plan": await deletes.plan(request.app[CLIENT], ctx["topic"], at)}
+    resp = _page(request, "timeline.html", tl=tl, data_json=json.dumps(data).replace("</", "<\\/"),
+                 cut=cut, token=request.app[FORM_TOKEN], done=request.query.get("done"), **ctx)
     resp.headers["Server-Timing"] = f"timeline;dur={tl.server_ms:.1f}"
     return resp
 
@@ -429,8 +437,9 @@ def make_app(config: ConsoleConfig) -> web.Application:
         web.get("/api/topics/{topic}/tail", tail_events),
         web.static("/static", _HERE / "static"),
     ])
-    app.add_routes(groups.routes(
-        {"client": CLIENT, "config": CONFIG, "page": _page, "token": FORM_TOKEN}))
+    keys = {"client": CLIENT, "config": CONFIG, "page": _page, "token": FORM_TOKEN}
+    app.add_routes(groups.routes(keys))
+    app.add_routes(deletes.routes(keys))
     return app
 
 

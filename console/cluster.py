@@ -6,8 +6,9 @@ timestamp via MAX_TIMESTAMP) for all partitions of all shown topics, and one
 DescribeConfigs per shown topic for retention, all pipelined: the work grows with
 the number of topics shown (capped), never with the number of records.
 "Records" is high watermark minus log start summed over partitions (offsets;
-compaction and transaction markers make the true count smaller). Bytes need
-DescribeLogDirs, which the client does not speak, so they are shown as unknown.
+compaction and transaction markers make the true count smaller). Bytes are the
+partitions' sizes on disk from one DescribeLogDirs request (``client.admin``), summed
+per topic; a broker that refuses it (no such API, not authorised) leaves them unknown.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from client.admin import describe_log_dirs
 from client.aio import EARLIEST, LATEST, MAX_TIMESTAMP, Client, TopicPartition
 from protocol.errors import ErrorCode, KafkaError
 
@@ -41,6 +43,7 @@ class TopicSummary:
     first_timestamp: int | None  # timestamp of the first record in offset order
     max_timestamp: int | None
     configs: dict[str, str | None] = field(default_factory=dict)
+    size_bytes: int | None = None  # summed over partitions; None when the broker will not say
 
 
 @dataclass
@@ -78,6 +81,13 @@ async def _configs(client: Client, topic: str) -> dict[str, str | None]:
         return {}
 
 
+async def _sizes(client: Client) -> dict[tuple[str, int], int] | None:
+    try:
+        return await describe_log_dirs(client)
+    except KafkaError:
+        return None
+
+
 async def overview(client: Client, name_filter: str = "") -> Overview:
     md = await cluster_metadata(client)
     brokers = sorted((Broker(b["node_id"], b["host"], b["port"]) for b in md["brokers"]),
@@ -94,7 +104,8 @@ async def overview(client: Client, name_filter: str = "") -> Overview:
     lo, hi, first, mx = await asyncio.gather(
         *(_offsets(client, tps, ts) for ts in (EARLIEST, LATEST, 0, MAX_TIMESTAMP))
     )
-    cfgs = await asyncio.gather(*(_configs(client, n) for n in shown))
+    sizes, cfgs = await asyncio.gather(
+        _sizes(client), asyncio.gather(*(_configs(client, n) for n in shown)))
     out = []
     for name, cfg in zip(shown, cfgs, strict=True):
         mine = [TopicPartition(name, p) for p in topics[name]]
@@ -104,6 +115,7 @@ async def overview(client: Client, name_filter: str = "") -> Overview:
         # partition's first record, the earliest timestamp.
         first_ts = min((ts for _, ts in firsts), default=None)
         maxes = [mx[tp][1] for tp in mine if tp in mx and mx[tp][0] >= 0]
+        size = None if sizes is None else sum(sizes.get((name, p), 0) for p in topics[name])
         out.append(TopicSummary(name, len(topics[name]), records, first_ts,
-                                max(maxes, default=None), cfg))
+                                max(maxes, default=None), cfg, size))
     return Overview(brokers, out, len(names) - len(shown), len(topics))

@@ -18,7 +18,6 @@ adds the time dimension and the pages. Invariants:
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import time
 from collections.abc import Mapping
@@ -31,6 +30,7 @@ from client.aio import MAX_TIMESTAMP, Client, TopicPartition
 from client.groups import ActiveGroupError, apply_plan, describe_group, list_groups, plan_reset
 from client.timeparse import format_time, parse_time
 from console import browse, timeline
+from console.writeguard import checked_form
 from protocol.errors import KafkaError
 
 __all__ = ["routes"]
@@ -79,8 +79,7 @@ async def backlogs(client: Client, partitions: list[Any], firsts: Mapping[tuple[
 
 def routes(app_keys: dict[str, Any]) -> list[web.RouteDef]:
     """The groups routes; ``app_keys`` gives the app's client, config and page renderer."""
-    client_key, config_key, page, token_key = (
-        app_keys["client"], app_keys["config"], app_keys["page"], app_keys["token"])
+    client_key, page, token_key = app_keys["client"], app_keys["page"], app_keys["token"]
 
     async def groups_page(request: web.Request) -> web.Response:
         groups = await list_groups(request.app[client_key])
@@ -112,13 +111,9 @@ def routes(app_keys: dict[str, Any]) -> list[web.RouteDef]:
 
     async def reset(request: web.Request) -> web.Response:
         group = request.match_info["group"]
-        if not request.app[config_key].allow_writes:
-            return page(request, "error.html", 403, title="Read-only console",
-                        message="Start the console with --allow-writes to reset offsets.")
-        form = await request.post()
-        if not hmac.compare_digest(str(form.get("token", "")), request.app[token_key]):
-            return page(request, "error.html", 403, title="Forbidden",
-                        message="The form token does not match this console; reload the page.")
+        form = await checked_form(request, app_keys, "reset offsets")
+        if isinstance(form, web.Response):
+            return form
         at, _, plan = await _reset_plan(request, group, form)
         try:
             await apply_plan(request.app[client_key], group, plan)

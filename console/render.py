@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-__all__ = ["Shown", "show_bytes", "hexdump"]
+__all__ = ["Shown", "show_bytes", "hexdump", "human_size"]
 
 DEFAULT_LIMIT = 16 * 1024
 _ALLOWED_CONTROL = {"\t", "\n", "\r"}
@@ -64,3 +64,15 @@ def show_bytes(data: bytes | None, limit: int = DEFAULT_LIMIT) -> Shown:
     if not _is_text(text):
         return Shown("hex", hexdump(head), size, truncated)
     return Shown("text", text, size, truncated)
+
+
+def human_size(n: int) -> str:
+    """``1536`` → ``1.5 KiB``: binary units, three significant digits (bytes exact)."""
+    if n < 1024:
+        return f"{n} B"
+    size = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        size /= 1024
+        if size < 1024 or unit == "TiB":
+            break
+    return f"{size:.3g} {unit}" if size < 1000 else f"{size:.0f} {unit}"

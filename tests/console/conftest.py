@@ -70,6 +70,18 @@ def console_url(console_broker: BrokerProcess, tmp_path_factory: pytest.TempPath
 
 
 @pytest.fixture(scope="session")
+def writable_console(console_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A second console on the same broker, started with ``--allow-writes``."""
+    d = tmp_path_factory.mktemp("rw-console")
+    proc, url = start_console(["--bootstrap-server", console_broker.bootstrap, "--allow-writes",
+                               "--port", str(free_port_number())], d / "console.log")
+    try:
+        yield url
+    finally:
+        stop_console(proc)
+
+
+@pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
     """Debian's headless Chromium through chromedriver (``make check-chromium`` installs both)."""
     if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):

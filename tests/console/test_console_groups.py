@@ -21,14 +21,12 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from console_oracle import BASE, first_offset, unique_topic
-from consolehelp import start_console, stop_console
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from client import ProducerRecord, SyncClient
 from client.groups import SyncGroupAdmin
 from client.timeparse import format_time
-from tests.conftest import free_port_number
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
 PARTS, N = 2, 40
@@ -75,17 +73,6 @@ def active_group(topic) -> Iterator[tuple[str, dict[int, int]]]:  # type: ignore
         yield group, offsets
     finally:
         c.close()
-
-
-@pytest.fixture(scope="module")
-def writable_console(console_broker, tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    d = tmp_path_factory.mktemp("rw-console")
-    proc, url = start_console(["--bootstrap-server", console_broker.bootstrap, "--allow-writes",
-                               "--port", str(free_port_number())], d / "console.log")
-    try:
-        yield url
-    finally:
-        stop_console(proc)
 
 
 def lag_rows(driver: Any) -> dict[int, tuple[str, str, str]]:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from console import browse, timeline
-from console.render import show_bytes
+from console.render import human_size, show_bytes
 from console.settings import SettingsError, client_settings, parse_properties
 
 
@@ -116,3 +116,18 @@ def test_a_chart_asks_the_broker_a_bounded_number_of_lookups(partitions: int, sp
     bars = len(b) - 1
     assert bars * partitions <= max(timeline.MAX_LOOKUPS, 11 * partitions) + partitions
     assert timeline.max_bars_for(12) == timeline.MAX_BARS
+
+
+UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
+
+
+@given(st.integers(0, 1024**5))
+def test_sizes_are_shown_in_the_largest_fitting_binary_unit_to_three_digits(n: int) -> None:
+    number, unit = human_size(n).split(" ")
+    scale = UNITS[unit]
+    assert n >= scale or n == 0
+    assert unit == "TiB" or n < scale * 1024
+    if unit == "B":
+        assert int(number) == n
+    else:
+        assert abs(float(number) * scale - n) <= max(0.005 * n, scale * 0.5)
