@@ -139,8 +139,9 @@ def test_timeline_bars_equal_a_reader_of_each_bucket(browser, console_url, topic
     assert detail.text.endswith(f": {sum(per)} records (" + ", ".join(f"p{p}: {n}" for p, n in enumerate(per)) + ")")
     shot(browser, "timeline", tmp_path)
     browser.find_element(By.CSS_SELECTOR, "#bucket-details summary").click()
-    counts = [int(r.find_elements(By.TAG_NAME, "td")[2].text.replace(",", ""))
-              for r in browser.find_elements(By.CSS_SELECTOR, "#bucket-table tbody tr")]
+    # The table is built by the "toggle" event, which the browser fires as a later task.
+    rows = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#bucket-table tbody tr"))
+    counts = [int(r.find_elements(By.TAG_NAME, "td")[2].text.replace(",", "")) for r in rows]
     assert counts == [c for c in bars if c]
     browser.get(f"{console_url}/topics/{topic['name']}?partition=1&{q}")
     bounds, bars = _bars(browser)
