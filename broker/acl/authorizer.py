@@ -231,18 +231,32 @@ class Authorizer:
         return allowed
 
     def authorize_any(self, principal: str, host: str, operation: int, rtype: int) -> bool:
-        """Is ``operation`` allowed on at least one resource of type ``rtype``
-        (Kafka's ``authorizeByResourceType``, used by InitProducerId)? True for a super
-        user, or if an ALLOW binding grants it and no ``*`` (or empty-prefix) DENY
-        covers every name; with no ACL of that type, ``allow.everyone.if.no.acl.found``."""
-        if principal in self.super_users:
+        """Is ``operation`` allowed on at least one resource of type ``rtype``? Kafka's
+        ``Authorizer.authorizeByResourceType`` (used by idempotent InitProducerId): allowed
+        if :meth:`authorize` allows a resource named ``hardcode`` (super users, and
+        ``allow.everyone.if.no.acl.found`` when no ACL covers that name); denied by a
+        literal ``*`` DENY; else allowed by a literal ``*`` ALLOW, or by an ALLOW whose
+        name no DENY dominates (a literal DENY of the same literal name, or a PREFIXED
+        DENY that is a prefix of it). Operations match exactly or by ALL, no implication."""
+        if self.authorize(principal, host, operation, rtype, "hardcode"):
             return True
-        mine = [b for b in self._acls if b.resource_type == rtype
-                and b.principal in (principal, WILDCARD_PRINCIPAL) and b.host in (host, WILDCARD)
-                and b.operation in (operation, ALL)]
-        if any(b.permission == DENY and (b.resource_name == WILDCARD and b.pattern_type == LITERAL)
-               for b in mine):
-            return False
-        if any(b.permission == ALLOW for b in mine):
+        deny_literal: set[str] = set()
+        deny_prefixed: set[str] = set()
+        allows: list[AclBinding] = []
+        for b in self._acls:
+            if (b.resource_type != rtype or b.principal not in (principal, WILDCARD_PRINCIPAL)
+                    or b.host not in (host, WILDCARD) or b.operation not in (operation, ALL)):
+                continue
+            if b.permission == DENY:
+                if b.pattern_type == LITERAL and b.resource_name == WILDCARD:
+                    return False
+                (deny_literal if b.pattern_type == LITERAL else deny_prefixed).add(b.resource_name)
+            else:
+                allows.append(b)
+        if any(b.pattern_type == LITERAL and b.resource_name == WILDCARD for b in allows):
             return True
-        return self.allow_if_no_acl and not any(b.resource_type == rtype for b in self._acls)
+        return any(
+            not (b.pattern_type == LITERAL and b.resource_name in deny_literal)
+            and not any(b.resource_name[:n] in deny_prefixed
+                        for n in range(1, len(b.resource_name) + 1))
+            for b in allows)

@@ -101,6 +101,15 @@ def request_error(request: Any, ctx: Any) -> int:
     return error(ctx, operation, resource_type, name(request))
 
 
+def txn_error(ctx: Any, transactional_id: str, group_id: str | None = None) -> int:
+    """The transaction APIs' entry check, in Kafka's order: WRITE on the transactional id
+    (53), then, for the APIs that carry a group, READ on the group (30); 0 if allowed."""
+    if ctx.broker.authorizer is None:
+        return 0
+    return (error(ctx, WRITE, TRANSACTIONAL_ID, transactional_id)
+            or (error(ctx, READ, GROUP, group_id) if group_id is not None else 0))
+
+
 def may_write_idempotently(ctx: Any) -> bool:
     """InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or WRITE
     on at least one topic (Kafka 2.8+)."""

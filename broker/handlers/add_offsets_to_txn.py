@@ -1,13 +1,21 @@
 """AddOffsetsToTxn (key 25), versions 0-3: a consumer group joins the ongoing transaction,
-so its TxnOffsetCommit offsets are committed or dropped with it."""
+so its TxnOffsetCommit offsets are committed or dropped with it.
+
+Refused (Kafka's order) without WRITE on the transactional id (53), then without READ
+on the group (30)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.check import txn_error
+
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     body = request.body
+    denied = txn_error(ctx, body.transactional_id, body.group_id)
+    if denied:
+        return error_body(request, denied)
     service = ctx.broker.txns
     async with service.lock(body.transactional_id):
         code = service.coordinator.add_offsets(

@@ -3,16 +3,22 @@
 Invariants: the answer goes out after the markers are in every partition of the
 transaction and the pending offsets are committed (or dropped), so what the client
 hears as committed is readable. Errors are the coordinator's (49, 90/47, 48, 51);
-a repeated end with the same result is NONE.
+a repeated end with the same result is NONE. Without WRITE on the transactional id
+the answer is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53) and nothing changes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.check import txn_error
+
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     body = request.body
+    denied = txn_error(ctx, body.transactional_id)
+    if denied:
+        return error_body(request, denied)
     service = ctx.broker.txns
     async with service.lock(body.transactional_id):
         result = service.coordinator.end_txn(

@@ -2,13 +2,16 @@
 
 Invariants: StateFilters and ProducerIdFilters keep matching entries (empty = all); a
 state name Kafka does not know is listed in UnknownStateFilters; DurationFilter (v1,
->= 0) keeps transactions started more than that many ms ago, as Kafka does.
+>= 0) keeps transactions started more than that many ms ago, as Kafka does. Ids the
+principal may not DESCRIBE are left out (Kafka filters the coordinator's answer).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.authorizer import DESCRIBE, TRANSACTIONAL_ID
+from broker.acl.check import allowed
 from broker.txn.coordinator import STATE_NAMES, TxnState
 
 
@@ -28,6 +31,8 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         if pids and meta.producer_id not in pids:
             continue
         if duration >= 0 and (meta.start_ms < 0 or now - meta.start_ms <= duration):
+            continue
+        if not allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, txn_id):
             continue
         out.append({"transactional_id": txn_id, "producer_id": meta.producer_id,
                     "transaction_state": name})

@@ -6,18 +6,27 @@ state (the group must have been added with AddOffsetsToTxn, else INVALID_TXN_STA
 an unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION (3) for that partition;
 v3's generation / member checks are the group's own (as OffsetCommit's), applied when
 the group has members.
+Authorization, Kafka's order: WRITE on the transactional id (53 on every partition),
+then READ on the group (30 on every partition), then READ per topic (29 for that
+topic's partitions, before existence); the other partitions are still committed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.authorizer import READ, TOPIC
+from broker.acl.check import allowed, txn_error
 from broker.txn.coordinator import PendingOffset
 from protocol.errors import ErrorCode
 
 
 async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     body = request.body
+    denied = txn_error(ctx, body.transactional_id, body.group_id)
+    if denied:
+        return error_body(request, denied)
+    refused = {t.name for t in body.topics if not allowed(ctx, READ, TOPIC, t.name)}
     pm = ctx.partitions
     service = ctx.broker.txns
     group_err = 0
@@ -29,6 +38,8 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     pending = []
     unknown = set()
     for t in body.topics:
+        if t.name in refused:
+            continue
         for p in t.partitions:
             if not pm.has_partition(t.name, p.partition_index):
                 unknown.add((t.name, p.partition_index))
@@ -46,7 +57,8 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     for t in body.topics:
         topics.append({"name": t.name, "partitions": [
             {"partition_index": p.partition_index,
-             "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+             "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED) if t.name in refused
+             else int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
              if (t.name, p.partition_index) in unknown else code}
             for p in t.partitions]})
     return {"throttle_time_ms": 0, "topics": topics}
