@@ -43,13 +43,19 @@ class SecureBroker:
         return f"{host}:{self.ports[listener]}"
 
 
-def start_secure_broker(tmp: Path, extra: dict[str, str] | None = None) -> SecureBroker:
+SCRAM_USERS = [(BOB, "SCRAM-SHA-256"), (BOB, "SCRAM-SHA-512")]
+
+
+def start_secure_broker(tmp: Path, extra: dict[str, str] | None = None,
+                        scram_users: list[tuple[tuple[str, str], str]] = SCRAM_USERS
+                        ) -> SecureBroker:
+    """``scram_users``: ((user, password), mechanism) created offline before the start."""
     pki = make_pki(tmp / "pki")
     data = tmp / "data"
     data.mkdir()
-    for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-        r = chronolog("users", "add", "--data-dir", str(data), "--user", BOB[0],
-                      "--password", BOB[1], "--mechanism", mech)
+    for (user, password), mech in scram_users:
+        r = chronolog("users", "add", "--data-dir", str(data), "--user", user,
+                      "--password", password, "--mechanism", mech)
         assert r.returncode == 0, r.stderr
     ports = {name: free_port_number() for name in ("PLAINTEXT", "SASL_SSL", "SASL_PLAINTEXT", "SSL")}
     overrides = {
