@@ -55,12 +55,16 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield b
 
 
+def run_driver(job: dict[str, Any], timeout: float = 60.0) -> subprocess.CompletedProcess[bytes]:
+    """One Node process running driver.js on the job (brokers, steps, optional sasl/caFile)."""
+    env = {**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
+    return subprocess.run([NODE or "node", str(JS_DIR / "driver.js")], input=json.dumps(job).encode(),
+                          capture_output=True, timeout=timeout, env=env)
+
+
 def kafkajs(b: BrokerProcess, steps: list[dict[str, Any]], timeout: float = 60.0) -> list[Any]:
     """Run the steps with one kafkajs client in a Node process; one result per step."""
-    job = {"brokers": [b.bootstrap], "steps": steps}
-    env = {**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
-    done = subprocess.run([NODE or "node", str(JS_DIR / "driver.js")], input=json.dumps(job).encode(),
-                          capture_output=True, timeout=timeout, env=env)
+    done = run_driver({"brokers": [b.bootstrap], "steps": steps}, timeout)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     result: list[Any] = json.loads(done.stdout)
     return result

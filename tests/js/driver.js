@@ -3,6 +3,7 @@
 // per step) on stdout. Bytes travel as base64 so that any payload survives JSON.
 'use strict'
 
+const fs = require('fs')
 const { Kafka, logLevel, CompressionTypes } = require('kafkajs')
 
 const b64 = buf => (buf === null || buf === undefined ? null : Buffer.from(buf).toString('base64'))
@@ -133,11 +134,15 @@ async function main () {
   const chunks = []
   for await (const chunk of process.stdin) chunks.push(chunk)
   const job = JSON.parse(Buffer.concat(chunks).toString('utf8'))
+  // Optional security: job.sasl = { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512',
+  // username, password }; job.caFile = the PEM CA that makes the connection TLS.
   const kafka = new Kafka({
     clientId: job.clientId || 'chronolog-kafkajs',
     brokers: job.brokers,
     logLevel: logLevel.ERROR,
-    retry: { retries: 3 },
+    retry: { retries: job.retries === undefined ? 3 : job.retries },
+    ...(job.sasl ? { sasl: job.sasl } : {}),
+    ...(job.caFile ? { ssl: { ca: [fs.readFileSync(job.caFile, 'utf8')] } } : {}),
   })
   const results = []
   const admin = kafka.admin()
