@@ -34,8 +34,11 @@ from tests.security.secure_broker import ALICE, BOB, SecureBroker, start_secure_
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ADMIN = ("admin", "admin-Secret-0")
+# PLAIN only. Her idempotence test needs WRITE on no topic until it grants one, so no
+# test here grants anything on topics to User:*.
+CAROL = ("carol", "carol-Secret-3")
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-        + " ".join(f'user_{u}="{p}"' for u, p in (ALICE, BOB, ADMIN)) + ";")
+        + " ".join(f'user_{u}="{p}"' for u, p in (ALICE, BOB, ADMIN, CAROL)) + ";")
 TIMEOUT = 15.0
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
@@ -267,8 +270,8 @@ def test_acls_and_their_effect_survive_a_restart(sb: SecureBroker) -> None:
     t = f"r-{u}"
     topics(sb, t)
     made = [acl("alice", ResourceType.TOPIC, f"r-{u}", AclOperation.WRITE, pattern=PREFIXED),
-            acl("bob", ResourceType.TOPIC, t, AclOperation.WRITE, DENY),
-            acl("*", ResourceType.TOPIC, t, AclOperation.WRITE)]
+            acl("bob", ResourceType.TOPIC, t, AclOperation.WRITE),
+            acl("bob", ResourceType.TOPIC, f"r-{u}", AclOperation.WRITE, DENY, PREFIXED)]
     grant(sb, *made)
     mine = AclBindingFilter(ResourceType.TOPIC, t, ResourcePatternType.MATCH, None, None,
                             AclOperation.ANY, AclPermissionType.ANY)
@@ -278,4 +281,22 @@ def test_acls_and_their_effect_survive_a_restart(sb: SecureBroker) -> None:
     sb.proc.start()
     assert described(sb, mine) == before
     assert produce_code(alice(sb), t) is None
-    assert produce_code(bob(sb), t) == KafkaError.TOPIC_AUTHORIZATION_FAILED  # DENY beats User:*
+    assert produce_code(bob(sb), t) == KafkaError.TOPIC_AUTHORIZATION_FAILED  # DENY beats ALLOW
+
+
+def test_idempotent_producer_needs_write_on_some_topic(sb: SecureBroker) -> None:
+    """InitProducerId without a transactional id (Kafka >= 2.8, KIP-679): IDEMPOTENT_WRITE
+    on the cluster or WRITE on any topic. carol may DESCRIBE her topic but write nowhere:
+    librdkafka's idempotent producer fails fatally with 31; with WRITE on it, it delivers."""
+    t = f"carol-{uid()}"
+    topics(sb, t)
+    grant(sb, acl("carol", ResourceType.TOPIC, t, AclOperation.DESCRIBE))
+    p = Producer({**conf(sb, CAROL, "PLAIN"), "enable.idempotence": True,
+                  "message.timeout.ms": 8000})
+    p.produce(t, b"refused")
+    with pytest.raises(KafkaException) as exc:  # the fatal error surfaces from flush
+        p.flush(TIMEOUT)
+    assert exc.value.args[0].fatal() and \
+        exc.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    grant(sb, acl("carol", ResourceType.TOPIC, t, AclOperation.WRITE))
+    assert produce_code({**conf(sb, CAROL, "PLAIN"), "enable.idempotence": True}, t) is None
