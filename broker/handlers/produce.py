@@ -10,6 +10,9 @@ Invariants:
 - An unknown topic is created first when ``auto.create.topics.enable`` is on,
   else its partitions get UNKNOWN_TOPIC_OR_PARTITION (3).
 - INVALID_TIMESTAMP carries RecordErrors (v8+) listing every offending record.
+- With an authorizer, transactional batches need WRITE on the request's transactional
+  id (a null one is refused): TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53) everywhere,
+  nothing appended; then WRITE per topic (29).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from broker.acl.check import allowed, may_create_topic
 from broker.dispatch import RequestContext
 from broker.errors import PartitionError, partition_error
 from protocol.errors import ErrorCode, KafkaError
+from storage.errors import CorruptRecordError
+from storage.records import TRANSACTIONAL_MASK, iter_batches
 
 
 def _ok(index: int, base_offset: int, log_append_time_ms: int, log_start_offset: int) -> dict[str, Any]:
@@ -59,8 +64,9 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
                                                 f"acks must be -1, 0 or 1, got {acks}"))
     pm = ctx.partitions
     authz = ctx.broker.authorizer
-    if authz is not None and body.transactional_id is not None and not allowed(
-            ctx, WRITE, TRANSACTIONAL_ID, body.transactional_id):
+    if authz is not None and _has_transactional_records(body) and (
+            body.transactional_id is None
+            or not allowed(ctx, WRITE, TRANSACTIONAL_ID, body.transactional_id)):
         return _all_failed(body, PartitionError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                                 "not authorized for the transactional id"))
     now_ms = int(time.time() * 1000)
@@ -111,6 +117,22 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
             ctx.close_after = f"acks=0 produce failed for {failures} partition(s)"
         return None
     return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _has_transactional_records(body: Any) -> bool:
+    """Kafka's ``RequestUtils.hasTransactionalRecords``: does any batch carry the
+    transactional bit? Only such requests need WRITE on the transactional id (and refuse
+    a null one). A malformed blob counts as not transactional: its append fails anyway."""
+    for topic in body.topic_data:
+        for pdata in topic.partition_data:
+            if not pdata.records:
+                continue
+            try:
+                if any(h.attributes & TRANSACTIONAL_MASK for _, h in iter_batches(pdata.records)):
+                    return True
+            except CorruptRecordError:
+                continue
+    return False
 
 
 async def _durable(syncs: list[asyncio.Future[None]], synced: list[dict[str, Any]]) -> None:

@@ -11,6 +11,8 @@ so they never change a transaction and the baseline stays valid.
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +23,7 @@ from hypothesis import strategies as st
 from broker.acl import authorizer as A
 from broker.acl.authorizer import AclBinding, Authorizer
 from protocol.errors import ErrorCode
+from storage.records import Record, build_batch
 from tests.broker.test_core_server import Raw
 from tests.conftest import BrokerProcess, free_port_number
 from tests.security.test_authorizer import oracle
@@ -35,6 +38,8 @@ CLUSTER_AUTH = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 MANAGE = AclBinding(A.CLUSTER, A.CLUSTER_NAME, A.LITERAL, ME, "*", A.ALTER, A.ALLOW)
 TXN_IDS = ["xa", "xb", "xc"]  # xa: Ongoing on ta-0 and tb-0; xb: Empty; xc: unknown
 PARTITIONS = [("ta", 0), ("tb", 0), ("tc", 0), ("ta", 1)]  # tc and ta-1 do not exist
+BASE_TS = int(time.time() * 1000)
+PRODUCER_IDS = itertools.count(10**9)  # far above any id the broker hands out here
 
 # ---------------------------------------------------------------- the sans-I/O part
 
@@ -163,11 +168,20 @@ def ask(raw: Raw, txn: str, pid: int, group: str, parts: list[tuple[str, int]]) 
                                  for p in ps]} for t, ps in topics.items()]})
     out["txn_offset_commit"] = {(t.name, p.partition_index): p.error_code
                                 for t in r.topics for p in t.partitions}
-    r = raw.call(0, 9, {"transactional_id": txn, "acks": -1, "timeout_ms": 5000, "topic_data": [
-        {"name": t, "partition_data": [{"index": p, "records": None} for p in ps]}
-        for t, ps in topics.items()]})
-    out["produce"] = {(t.name, p.index): p.error_code for t in r.responses
-                      for p in t.partition_responses}
+    # Produce: a transactional batch under the id, one under a null id, and a plain batch
+    # under the id (only transactional batches need the id; each call a new producer).
+    for key, txn_field, transactional in (("produce", txn, True), ("produce_null_id", None, True),
+                                          ("produce_plain", txn, False)):
+        batch = build_batch([Record(0, BASE_TS, None, b"v", [])], is_transactional=transactional,
+                            producer_id=next(PRODUCER_IDS) if transactional else -1,
+                            producer_epoch=0 if transactional else -1,
+                            base_sequence=0 if transactional else -1)
+        r = raw.call(0, 9, {"transactional_id": txn_field, "acks": -1, "timeout_ms": 5000,
+                            "topic_data": [{"name": t, "partition_data": [
+                                {"index": p, "records": batch} for p in ps]}
+                                for t, ps in topics.items()]})
+        out[key] = {(t.name, p.index): p.error_code for t in r.responses
+                    for p in t.partition_responses}
     r = raw.call(22, 4, {"transactional_id": None, "transaction_timeout_ms": -1,
                          "producer_id": -1, "producer_epoch": -1})
     out["idempotent_init"] = r.error_code
@@ -204,6 +218,8 @@ def expected(acls: list[AclBinding], base: dict[str, Any], txn: str, group: str,
         for t, p in parts}
     out["produce"] = {(t, p): TXN_AUTH if not txn_ok else TOPIC_AUTH if not ok(A.WRITE, A.TOPIC, t)
                       else base["produce"][(t, p)] for t, p in parts}
+    out["produce_plain"] = {(t, p): TOPIC_AUTH if not ok(A.WRITE, A.TOPIC, t)
+                            else base["produce_plain"][(t, p)] for t, p in parts}
     idempotent = (ok(A.IDEMPOTENT_WRITE, A.CLUSTER, A.CLUSTER_NAME)
                   or by_type_oracle(acls, set(), True, ME, HOST, A.WRITE, A.TOPIC))
     out["idempotent_init"] = base["idempotent_init"] if idempotent else CLUSTER_AUTH
@@ -265,7 +281,10 @@ def test_baseline_is_not_itself_an_authorization_failure(txn_broker):
     finally:
         raw.sock.close()
     auth = {TXN_AUTH, TOPIC_AUTH, GROUP_AUTH, CLUSTER_AUTH}
-    flat = [v for k in ("add_partitions", "txn_offset_commit", "produce") for v in base[k].values()]
+    flat = [v for k in ("add_partitions", "txn_offset_commit", "produce", "produce_plain")
+            for v in base[k].values()]
     assert not auth & {*flat, base["add_offsets"], base["end_txn"], base["idempotent_init"]}
+    # Transactional records under a null id are refused whenever an authorizer is on.
+    assert set(base["produce_null_id"].values()) == {TXN_AUTH}
     assert base["describe"]["xa"] == (0, "Ongoing", (("ta", (0,)), ("tb", (0,))))
     assert base["list"] == ["xa", "xb"]
