@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.harness import start_broker, stop_broker
 
@@ -56,7 +56,7 @@ class Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.soak_worker", role, bootstrap, TOPIC, str(PARTITIONS),
              str(n), str(rate), str(stop)], stdout=subprocess.PIPE, text=True)
-        self.lines: list[dict[str, float]] = []
+        self.lines: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -66,26 +66,10 @@ class Worker:
             with self.lock:
                 self.lines.append(json.loads(line))
 
-    def take(self) -> list[dict[str, float]]:
+    def take(self) -> list[dict[str, Any]]:
         with self.lock:
             out, self.lines = self.lines, []
         return out
-
-
-def _lookups(bootstrap: str, stop: threading.Event, lat: list[float], errors: list[str]) -> None:
-    from client import SyncClient
-
-    rng = random.Random(1)
-    with SyncClient(bootstrap) as c:
-        while not stop.is_set():
-            t = int(time.time() * 1000) - rng.randint(0, 60_000)
-            started = time.perf_counter()
-            try:
-                c.offsets_for_times(TOPIC, t)
-            except Exception as exc:  # recorded: the soak reports every failed lookup
-                errors.append(repr(exc))
-                continue
-            lat.append((time.perf_counter() - started) * 1000)
 
 
 def _p99(xs: list[float]) -> float:
@@ -105,8 +89,6 @@ def soak(minutes: float, producers: int, consumers: int, rate: int, scratch: Pat
         "log.retention.check.interval.ms": "5000", "log.retention.ms": "-1"})
     bootstrap = f"127.0.0.1:{port}"
     stop_file = scratch / "stop"
-    stop = threading.Event()
-    lat: list[float] = []
     errors: list[str] = []
     samples: list[Sample] = []
     try:
@@ -117,15 +99,17 @@ def soak(minutes: float, producers: int, consumers: int, rate: int, scratch: Pat
                    for n in (half_p, producers - half_p) if n]
         readers = [Worker("consume", bootstrap, n, 0, stop_file)
                    for n in (half_c, consumers - half_c) if n]
-        looker = threading.Thread(target=_lookups, args=(bootstrap, stop, lat, errors))
-        looker.start()
+        looker = Worker("lookup", bootstrap, 0, 0, stop_file)
         started = time.monotonic()
         end = started + minutes * 60
         while time.monotonic() < end:
             time.sleep(SAMPLE_S)
             window = [ln for w in workers for ln in w.take()]
             reads = [ln for w in readers for ln in w.take()]
-            lookups, lat[:] = list(lat), []
+            lookups: list[float] = []
+            for ln in looker.take():
+                lookups += [us / 1000 for us in ln["lat_us"]]
+                errors += ln["errors"]
             samples.append(Sample(
                 t=time.monotonic() - started,
                 produced=sum(ln["acked"] for ln in window) / SAMPLE_S,
@@ -139,9 +123,9 @@ def soak(minutes: float, producers: int, consumers: int, rate: int, scratch: Pat
                   f"produce p99 {s.produce_p99_ms:6.1f} ms lookups {s.lookups:6,.0f}/s "
                   f"p99 {s.lookup_p99_ms:6.2f} ms RSS {s.rss_mib:6.1f} MiB", flush=True)
     finally:
-        stop.set()
         stop_file.touch()
-        for w in [*locals().get("workers", []), *locals().get("readers", [])]:
+        for w in [*locals().get("workers", []), *locals().get("readers", []),
+                  *([looker] if "looker" in locals() else [])]:
             try:
                 w.proc.wait(30)
             except subprocess.TimeoutExpired:

@@ -1,11 +1,17 @@
-"""One process of the soak's load: N confluent-kafka producers or N consumers.
+"""One process of the soak: N confluent-kafka producers, N consumers, or the lookups.
 
-``python -m bench.soak_worker produce|consume BOOTSTRAP TOPIC PARTITIONS N RATE STOPFILE``.
+``python -m bench.soak_worker produce|consume|lookup BOOTSTRAP TOPIC PARTITIONS N RATE STOPFILE``.
 Every second it prints one JSON line: records acknowledged (or consumed) since the
 last line, and for producers the produce latencies of that second (send to
 acknowledgement, ms) as p50/p99/max. Producers send RATE records/s each, 100 B
 values stamped with the send time; consumers read every partition from the end.
-It stops when STOPFILE exists.
+The lookup role asks for the offsets of a random time of the last minute, one
+request after the other on one connection of the bundled asyncio client, and prints
+every latency of that second (µs) and the failures. It stops when STOPFILE exists.
+
+Producers and consumers run at nice 10: they stand in for client machines, and on
+the 2 cores they share with the broker they must not decide its latency (the
+broker and the lookups keep the default priority).
 """
 
 from __future__ import annotations
@@ -86,8 +92,42 @@ def consume(bootstrap: str, topic: str, partitions: int, n: int, stop: str) -> N
         c.close()
 
 
+def lookup(bootstrap: str, topic: str, partitions: int, stop: str) -> None:
+    import asyncio
+    import random
+
+    from client import Client
+
+    async def run() -> None:
+        rng = random.Random(1)
+        parts = list(range(partitions))
+        lat: list[int] = []
+        errors: list[str] = []
+        tick = time.monotonic()
+        async with await Client.connect(bootstrap) as c:
+            while not os.path.exists(stop):
+                t = int(time.time() * 1000) - rng.randint(0, 60_000)
+                started = time.perf_counter()
+                try:
+                    await c.offsets_for_times(topic, t, parts)
+                except Exception as exc:  # reported: the soak counts every failed lookup
+                    errors.append(repr(exc))
+                else:
+                    lat.append(round((time.perf_counter() - started) * 1e6))
+                if time.monotonic() - tick >= 1.0:
+                    tick = time.monotonic()
+                    print(json.dumps({"lat_us": lat, "errors": errors}), flush=True)
+                    lat, errors = [], []
+
+    asyncio.run(run())
+
+
 def main(argv: list[str]) -> None:
     role, bootstrap, topic, partitions, n, rate, stop = argv
+    if role == "lookup":
+        lookup(bootstrap, topic, int(partitions), stop)
+        return
+    os.nice(10)
     if role == "produce":
         produce(bootstrap, topic, int(n), int(rate), stop)
     else:

@@ -57,6 +57,7 @@ from broker.dispatch import RequestContext, Route
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import forget_store
 from broker.partitions import PartitionManager
+from broker.pump import Pump
 from broker.quotas.model import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
@@ -84,6 +85,9 @@ PRODUCE_KEY = 0
 # Stop reading a connection with this many requests in flight (Kafka mutes a
 # channel with one); resume when half of them are answered.
 MAX_IN_FLIGHT = 64
+# The second byte of the API keys served through the pump (Produce 0, Fetch 1; the
+# first byte of both is 0).
+_THROUGHPUT_KEYS = (b"\0", b"\1")
 # Answers served inline are gathered and written once per chunk read, or as soon as
 # they hold this many bytes, so that the transport can push back (pause_writing).
 OUT_CHUNK = 256 * 1024
@@ -156,6 +160,11 @@ class Connection(asyncio.Protocol):
         # their processing from starting again inside itself.
         self._held = False
         self._processing = False
+        # Produce and Fetch frames waiting for the broker's pump (broker/pump.py), each
+        # with its place in the response order already taken, and the place of the one
+        # being served now.
+        self._deferred: collections.deque[tuple[_Slot, bytes]] = collections.deque()
+        self._reserved: _Slot | None = None
         self._ip: str | None = None
         # KIP-219: a connection over a client quota is muted (not read) until then.
         self._throttled = False
@@ -224,6 +233,13 @@ class Connection(asyncio.Protocol):
         for task in list(self._tasks):
             if task.get_name() == "fetch":
                 task.cancel()
+        if self._deferred:
+            for slot, _ in self._deferred:
+                broker.queued -= 1
+                broker.queued_bytes -= slot.size
+            self._deferred.clear()
+            if broker.held:
+                broker.release_held()
         if self._unmute is not None:
             self._unmute.cancel()
             self._unmute = None
@@ -376,6 +392,10 @@ class Connection(asyncio.Protocol):
             METRICS.bytes_out(len(data))
 
     def _on_frame(self, frame: bytes) -> None:
+        if self._reserved is None and (
+                self._deferred or (frame[:1] == b"\0" and frame[1:2] in _THROUGHPUT_KEYS)):
+            self._defer(frame)
+            return
         if self.gate is not None:
             outcome = self.gate.on_frame(frame)
             if outcome is not None:
@@ -436,10 +456,14 @@ class Connection(asyncio.Protocol):
             METRICS.request(route.name, _perf() - started)
             self._emit(data, reason)
             return
-        slot = _Slot(len(frame))
-        self._pending.append(slot)
-        broker.queued += 1
-        broker.queued_bytes += slot.size
+        slot = self._reserved
+        if slot is not None:  # a deferred frame: place and bytes are counted already
+            self._reserved = None
+        else:
+            slot = _Slot(len(frame))
+            self._pending.append(slot)
+            broker.queued += 1
+            broker.queued_bytes += slot.size
         task = broker.loop.create_task(
             self._finish(slot, route, request, ctx, coro, waiting, started),
             name="fetch" if api_key == FETCH_KEY else route.name,
@@ -448,6 +472,45 @@ class Connection(asyncio.Protocol):
         broker.inflight.add(task)
         task.add_done_callback(self._task_done)
         self._update_reading()
+
+    def _defer(self, frame: bytes) -> None:
+        """Leave a Produce or Fetch frame (or any frame behind one) to the pump, its
+        answer's place and its bytes counted against queued.max.* from now."""
+        slot = _Slot(len(frame))
+        self._pending.append(slot)
+        broker = self.broker
+        broker.queued += 1
+        broker.queued_bytes += slot.size
+        self._deferred.append((slot, frame))
+        broker.pump.add(self._serve_deferred)
+
+    def _serve_deferred(self) -> None:
+        """The pump's job: serve this connection's oldest deferred frame."""
+        if not self._deferred:  # dropped when the connection was lost
+            return
+        slot, frame = self._deferred.popleft()
+        self._reserved = slot
+        self._corked = True
+        try:
+            self._on_frame(frame)
+        finally:
+            self._corked = False
+            if self._reserved is slot:  # closed without an answer: give its place back
+                self._reserved = None
+                self._fill(slot, None, None)
+            self._write_out()
+
+    def _fill(self, slot: _Slot, data: bytes | None, close_reason: str | None) -> None:
+        """Answer a deferred frame in the place it took, and stop counting its bytes."""
+        slot.data = data
+        slot.close_reason = close_reason
+        slot.done = True
+        broker = self.broker
+        broker.queued -= 1
+        broker.queued_bytes -= slot.size
+        if broker.held:
+            broker.release_held()
+        self._flush()
 
     def _gate_outcome(self, outcome: Outcome) -> None:
         """Carry out what the SASL gate decided for a frame."""
@@ -501,6 +564,11 @@ class Connection(asyncio.Protocol):
     def _emit(self, data: bytes | None, close_reason: str | None) -> None:
         """Queue a finished answer: straight out when nothing before it is pending, else
         in a done slot behind the answers still being produced."""
+        slot = self._reserved
+        if slot is not None:  # a deferred frame: its place is taken already
+            self._reserved = None
+            self._fill(slot, data, close_reason)
+            return
         if self._pending:
             slot = _Slot()
             slot.done = True
@@ -739,6 +807,8 @@ class Broker:
         }
         self._advertised: list[dict[str, int]] | None = None
         self.loop: asyncio.AbstractEventLoop
+        # Produce and Fetch frames served in slices between socket polls (broker/pump.py).
+        self.pump: Pump
         # The group coordinator (``ctx.broker.groups``), opened with the partitions.
         self.groups: GroupCoordinator
         # The transaction coordinator (``ctx.broker.txns``), opened after the groups.
@@ -810,6 +880,7 @@ class Broker:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self.pump = Pump(self.loop)
         from broker.security.credentials import CredentialStore, DataDirLock
 
         self._lock = DataDirLock(self.config.data_dir)
@@ -1003,6 +1074,7 @@ class Broker:
         for conn in list(self.connections):
             conn._update_reading()
         await self._stop_udp()
+        self.pump.drain()  # requests already read are served, as Kafka's shutdown does
         self.partitions.wake_all()
         self.groups.close()  # parked JoinGroup/SyncGroup answer NOT_COORDINATOR now
         if self.inflight:
@@ -1020,6 +1092,7 @@ class Broker:
                 conn.transport.close()  # flushes what is buffered, then closes
         await asyncio.sleep(0)
         await self._stop_extras()
+        self.pump.drain()
         self.txns.close()
         self.partitions.close()
         forget_store(self.partitions.state_dir)
