@@ -35,6 +35,8 @@ import pyarrow.compute as pc
 from client.aio import _without_aborted
 from pipeline.schema import ARROW_SCHEMA, TIMESTAMP_TYPE
 from storage.columnar import decode_columns
+from storage.errors import CorruptRecordError
+from storage.records import crc_ok, iter_batches
 
 __all__ = ["DecodedFetch", "decode_fetch", "empty_batch"]
 
@@ -66,7 +68,15 @@ def decode_fetch(
     ``aborted`` is a read_committed Fetch's (producer id, first offset) list.
     """
     if aborted:
-        buf = _without_aborted(bytes(buf), aborted)
+        raw = bytes(buf)
+        # Every batch's CRC first, the dropped ones too (as Kafka's consumer checks
+        # before it looks at the aborted list): a flipped bit in a producer id must
+        # not make a committed batch look aborted and vanish silently.
+        for pos, h in iter_batches(raw):
+            if not crc_ok(raw, pos, h):
+                raise CorruptRecordError(
+                    f"{topic}-{partition}: the batch at offset {h.base_offset} fails its CRC-32C")
+        buf = _without_aborted(raw, aborted)
     res = decode_columns(buf, start, end, f"{topic}-{partition}")
     cols = res.columns
     if cols is None:
