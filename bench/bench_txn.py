@@ -86,13 +86,8 @@ def _produce_txn(bs: str, topic: str, per_txn: int, txn_id: str
     t0 = time.perf_counter()
     for t in range(txns):
         p.begin_transaction()
-        for _ in range(per_txn):
-            while True:
-                try:
-                    p.produce(topic, VALUE)
-                    break
-                except BufferError:
-                    p.poll(0.01)
+        for _ in range(per_txn):  # far below queue.buffering.max.messages: never full
+            p.produce(topic, VALUE)
         if t % 10 == 9:
             p.flush(30)
             p.abort_transaction(30)
