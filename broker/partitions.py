@@ -588,10 +588,9 @@ class PartitionManager:
                      commit: bool, coordinator_epoch: int, now_ms: int | None = None) -> int:
         """Append a COMMIT/ABORT marker to one partition, update the open/aborted
         transactions and wake fetches; returns its offset. The marker is flushed by
-        the log's flush policy like any append (no fsync per marker: the coordinator's
-        Complete* record and the marker both live in the page cache, which survives
-        kill -9; after power loss an un-synced marker is rewritten from the durable
-        Prepare* state only if that state was synced too, see docs/transactions.md)."""
+        the log's flush policy like any append, as Kafka appends markers: by default
+        no fsync (the page cache survives kill -9); with ``flush.messages`` reached
+        (e.g. 1) it is fsynced before this returns, so EndTxn is answered after it."""
         plog = self.get_log(topic, partition)
         now = int(time.time() * 1000) if now_ms is None else now_ms
         result = plog.append_control(commit, producer_id=producer_id,
@@ -601,7 +600,12 @@ class PartitionManager:
             self.producers.complete_txn(topic, partition, producer_id, producer_epoch, commit,
                                         result.base_offset, now_ms=now)
         key = (topic, partition)
-        self._unflushed[key] = self._unflushed.get(key, 0) + 1
+        unflushed = self._unflushed.get(key, 0) + 1
+        if unflushed >= plog.config.flush_messages:
+            plog.flush()
+            unflushed = 0
+            self._last_flush_ms[key] = now
+        self._unflushed[key] = unflushed
         self._unsummarised.add(key)
         waiters = self._waiters.pop(key, None)
         if waiters:

@@ -13,23 +13,30 @@ Invariants (those of ``decode_columns``):
   keys/values, headers), restricted to offsets in ``[start, end)``; the tests
   check this against that codec as the oracle.
 - Control batches (transaction markers) yield no rows, as Kafka consumers hide them.
+- Given a read_committed Fetch's aborted transactions, the batches of those
+  transactions yield no rows either (Kafka's consumer rule, the bundled
+  client's code); without them nothing is filtered.
 - Every batch's CRC-32C is verified and every record's fields must add up to its
   declared length; anything else raises ``CorruptRecordError`` naming the
   topic, partition and offset: a pipeline never silently reads garbage.
-- ``next_offset`` is one past the last offset of the last whole batch looked at,
+- ``next_offset`` is one past the last offset of the last whole batch looked at (and kept),
   so a reader that continues from it neither skips nor repeats a record.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from client.aio import _without_aborted
 from pipeline.schema import ARROW_SCHEMA, TIMESTAMP_TYPE
 from storage.columnar import decode_columns
+from storage.errors import CorruptRecordError
+from storage.records import crc_ok, iter_batches
 
 __all__ = ["DecodedFetch", "decode_fetch", "empty_batch"]
 
@@ -50,14 +57,26 @@ def empty_batch() -> pa.RecordBatch:
 
 
 def decode_fetch(
-    buf: bytes | bytearray | memoryview, topic: str, partition: int, start: int, end: int
+    buf: bytes | bytearray | memoryview, topic: str, partition: int, start: int, end: int,
+    aborted: Sequence[tuple[int, int]] = (),
 ) -> DecodedFetch:
     """Decode the records of ``buf`` (concatenated batches) with offsets in ``[start, end)``.
 
     Batches entirely below ``start`` are skipped without decoding; decoding stops
     at the first batch whose base offset is ``>= end``. A torn trailing batch (a
     fetch cut at max_bytes) is ignored; ``next_offset`` then points at it.
+    ``aborted`` is a read_committed Fetch's (producer id, first offset) list.
     """
+    if aborted:
+        raw = bytes(buf)
+        # Every batch's CRC first, the dropped ones too (as Kafka's consumer checks
+        # before it looks at the aborted list): a flipped bit in a producer id must
+        # not make a committed batch look aborted and vanish silently.
+        for pos, h in iter_batches(raw):
+            if not crc_ok(raw, pos, h):
+                raise CorruptRecordError(
+                    f"{topic}-{partition}: the batch at offset {h.base_offset} fails its CRC-32C")
+        buf = _without_aborted(raw, aborted)
     res = decode_columns(buf, start, end, f"{topic}-{partition}")
     cols = res.columns
     if cols is None:

@@ -19,6 +19,12 @@ Invariants:
   after ``start`` because retention deleted data) raises :class:`DataLossError`
   unless ``fail_on_data_loss`` is off, in which case the missing offsets are
   skipped, as Spark's Kafka source does.
+- Under read_committed (``isolation_level`` 1) every Fetch asks for
+  READ_COMMITTED: the broker answers only below the last stable offset (LSO)
+  with the aborted transactions of the answer, whose batches are dropped before
+  decoding (Kafka's consumer rule); the range then ends at the LSO, not the high
+  watermark. Under read_uncommitted the answer carries no aborted list and the
+  bytes are decoded as they came (no extra pass).
 """
 
 from __future__ import annotations
@@ -117,6 +123,7 @@ def read_range(
     fail_on_data_loss: bool = True,
     request_timeout: float = 30.0,
     stats: FetchStats | None = None,
+    isolation_level: int = 0,
 ) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches (Spark's Kafka schema) of ``topic-partition`` offsets ``[start, end)``."""
     if start >= end:
@@ -129,7 +136,8 @@ def read_range(
 
         def ask(offset: int) -> concurrent.futures.Future[FetchResult]:
             size = sizer.size_for(end - offset)
-            return pool.submit(client.fetch_raw, topic, partition, offset, size)
+            return pool.submit(client.fetch_raw, topic, partition, offset, size,
+                               isolation_level=isolation_level)
 
         offset = start
         pending = ask(offset)
@@ -181,11 +189,14 @@ def read_range(
                     pending = ask(nxt)
                 stalled = 0
             else:
-                if result.high_watermark <= offset:
+                readable = result.last_stable_offset if isolation_level else result.high_watermark
+                if readable <= offset:
                     if fail_on_data_loss:
                         raise DataLossError(
                             f"{topic}-{partition}: the read was planned up to offset {end} but "
-                            f"the log ends at {result.high_watermark}"
+                            + (f"the last stable offset is {readable} (a transaction is open)"
+                               if isolation_level and readable < result.high_watermark
+                               else f"the log ends at {readable}")
                         )
                     return
                 stalled += 1
@@ -197,9 +208,10 @@ def read_range(
                 pending = pool.submit(
                     client.fetch_raw, topic, partition, offset,
                     max(len(buf) * 2, _FIRST_FETCH_BYTES) * (2 ** stalled),
+                    isolation_level=isolation_level,
                 )
                 continue
-            decoded = decode_fetch(buf, topic, partition, offset, end)
+            decoded = decode_fetch(buf, topic, partition, offset, end, result.aborted)
             st.records += decoded.records_decoded
             if decoded.batch is not None:
                 st.batches.append(decoded.batch.num_rows)

@@ -9,6 +9,10 @@ Invariants:
   >= T, exactly as Kafka's ``offsetsForTimes``). A partition with no record at or
   after T resolves to the latest offset (the high watermark), which may need one
   extra round for the latest offsets when no earlier round produced them.
+- Every round is asked at the read's isolation level: under read_committed the
+  latest offset is the last stable offset (LSO) and a time whose first match is
+  at or past the LSO has no match (Kafka's ListOffsets), so no range reaches
+  into a transaction that is still open.
 - The result per partition is the half-open range ``[start, end)``; Spark's
   Kafka semantics: the records read are those with offsets in the range, which
   for timestamp bounds are exactly the records from the first at-or-after the
@@ -89,6 +93,7 @@ def resolve_bound(
     latest: dict[TopicPartition, int],
     *,
     strategy: str = "latest",
+    isolation_level: int = 0,
 ) -> dict[TopicPartition, int]:
     """Offsets of ``bound`` for every partition, in one ListOffsets round.
 
@@ -97,7 +102,7 @@ def resolve_bound(
     """
     query, known = _query(bound, parts, side)
     out = dict(known)
-    answers = client.list_offsets(query) if query else {}
+    answers = client.list_offsets(query, isolation_level) if query else {}
     unmatched: list[TopicPartition] = []
     for tp, ts in query.items():
         offset, _ = answers[tp]
@@ -116,15 +121,17 @@ def resolve_bound(
             )
         missing = [tp for tp in unmatched if tp not in latest]
         if missing:
-            latest.update(latest_offsets(client, missing))
+            latest.update(latest_offsets(client, missing, isolation_level))
         for tp in unmatched:
             out[tp] = latest[tp]
     return out
 
 
-def latest_offsets(client: SyncClient, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-    """High watermark of every partition, in one ListOffsets round."""
-    answers = client.list_offsets({tp: LATEST for tp in tps})
+def latest_offsets(
+    client: SyncClient, tps: Iterable[TopicPartition], isolation_level: int = 0
+) -> dict[TopicPartition, int]:
+    """High watermark (read_committed: last stable offset) of every partition, in one round."""
+    answers = client.list_offsets({tp: LATEST for tp in tps}, isolation_level)
     return {tp: off for tp, (off, _ts) in answers.items()}
 
 
@@ -132,9 +139,11 @@ def resolve_ranges(client: SyncClient, opts: ReadOptions) -> list[OffsetRange]:
     """The offset range of every selected partition for a batch read."""
     parts = opts.subscription.select(client.list_topics())
     latest: dict[TopicPartition, int] = {}
-    end = resolve_bound(client, opts.ending, parts, "ending", latest)
+    end = resolve_bound(client, opts.ending, parts, "ending", latest,
+                        isolation_level=opts.isolation_level)
     start = resolve_bound(
-        client, opts.starting, parts, "starting", latest, strategy=opts.starting_strategy
+        client, opts.starting, parts, "starting", latest, strategy=opts.starting_strategy,
+        isolation_level=opts.isolation_level,
     )
     ranges = []
     for tp in sorted(start):

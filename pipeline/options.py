@@ -115,6 +115,8 @@ class ReadOptions:
     fail_on_data_loss: bool = True
     starting_strategy: str = "latest"
     request_timeout: float = 30.0
+    isolation_level: int = 0
+    """Kafka's IsolationLevel: 0 read_uncommitted (Spark's default), 1 read_committed."""
 
 
 @dataclass(frozen=True)
@@ -267,12 +269,10 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     if not streaming and starting.kind == "latest":
         raise OptionError("startingOffsets may not be 'latest' for a batch read (always empty)")
     isolation = (opts.get("kafka.isolation.level") or "read_uncommitted").strip().lower()
-    if isolation != "read_uncommitted":
-        # Spark's default, and the only level this source reads at yet (markers are
-        # skipped, aborted records included): refuse rather than silently ignore it.
+    if isolation not in _ISOLATION:
         raise OptionError(
-            f"option 'kafka.isolation.level' = {isolation!r} is not supported by this source yet; "
-            "only read_uncommitted (Spark's default) is")
+            f"option 'kafka.isolation.level' must be read_uncommitted (Spark's default) or "
+            f"read_committed, got {isolation!r}")
     fetch_max = _int(opts, "fetch.max.bytes", 1024) or _DEFAULT_FETCH_MAX_BYTES
     timeout_ms = _int(opts, "request.timeout.ms", 1) or 30000
     return ReadOptions(
@@ -287,9 +287,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         starting_strategy=strategy,
         request_timeout=timeout_ms / 1000.0,
+        isolation_level=_ISOLATION[isolation],
     )
 
 
+_ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
 _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 

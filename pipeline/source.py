@@ -87,6 +87,7 @@ def _read(opts: ReadOptions, part: InputPartition) -> Iterator[pa.RecordBatch]:
         fetch_max_bytes=opts.fetch_max_bytes,
         fail_on_data_loss=opts.fail_on_data_loss,
         request_timeout=opts.request_timeout,
+        isolation_level=opts.isolation_level,
     )
 
 
@@ -194,7 +195,7 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         parts = self._partitions()
         start = resolve_bound(
             self._c(), self.opts.starting, parts, "starting", {},
-            strategy=self.opts.starting_strategy,
+            strategy=self.opts.starting_strategy, isolation_level=self.opts.isolation_level,
         )
         return _as_offsets(start)
 
@@ -206,7 +207,8 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def prepareForTriggerAvailableNow(self) -> None:
         parts = self._partitions()
         self._target = latest_offsets(
-            self._c(), [TopicPartition(t, p) for t, ps in parts.items() for p in ps]
+            self._c(), [TopicPartition(t, p) for t, ps in parts.items() for p in ps],
+            self.opts.isolation_level,
         )
 
     def _available(self, start: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
@@ -216,7 +218,8 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         else:
             parts = self._partitions()
             latest = latest_offsets(
-                self._c(), [TopicPartition(t, p) for t, ps in parts.items() for p in ps]
+                self._c(), [TopicPartition(t, p) for t, ps in parts.items() for p in ps],
+                self.opts.isolation_level,
             )
         new = [tp for tp in latest if tp not in start]
         if new:
@@ -238,7 +241,8 @@ class ChronologStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def reportLatestOffset(self) -> dict[str, Any] | None:
         parts = self._partitions()
         return _as_offsets(
-            latest_offsets(self._c(), [TopicPartition(t, p) for t, ps in parts.items() for p in ps])
+            latest_offsets(self._c(), [TopicPartition(t, p) for t, ps in parts.items() for p in ps],
+                           self.opts.isolation_level)
         )
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:

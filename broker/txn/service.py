@@ -39,8 +39,9 @@ class TransactionService:
         self.partitions = partitions
         self.groups = groups
         self.clock = clock
-        self.store = TransactionStore(partitions.state_dir,
-                                      live=lambda: self.coordinator.txns.values())
+        self.store = TransactionStore(
+            partitions.state_dir, live=lambda: self.coordinator.txns.values(),
+            flush_messages=lambda: partitions.config.log_flush_interval_messages)
         self.coordinator = TransactionCoordinator(
             allocate_producer_id=partitions.producers.allocate_producer_id,
             persist=self.store.write, max_timeout_ms=max_timeout_ms)

@@ -8,8 +8,12 @@ Invariants:
 - a change is written (``os.write`` of one whole line, O_APPEND) before the coordinator
   acts on it, so it survives kill -9 (the page cache outlives the process). A torn
   last line (the process died mid-write) is ignored on load: the change it carried
-  was never acted on. Power loss is not covered without ``fsync``; Kafka covers it
-  with replication, which one node does not have (docs/transactions.md).
+  was never acted on. Like Kafka's ``__transaction_state`` (a log under the broker's
+  flush policy), the file is fsynced only once ``log.flush.interval.messages``
+  changes are unsynced (default: never), so by default power loss is not covered;
+  Kafka covers it with replication, which one node does not have
+  (docs/transactions.md). With ``log.flush.interval.messages=1`` every change is on
+  disk before the coordinator acts on it.
 - on open, and whenever the lines written since the last compaction exceed
   ``COMPACT_MIN_LINES`` and ten times the number of ids, the log is compacted: the
   current state of every id is rewritten to a new file that atomically replaces the
@@ -25,6 +29,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from broker.txn.coordinator import TxnMetadata
+from storage.config import LONG_MAX
 from storage.fsutil import atomic_write_text
 
 log = logging.getLogger("chronolog.broker")
@@ -35,11 +40,14 @@ COMPACT_MIN_LINES = 10_000
 
 class TransactionStore:
     def __init__(self, state_dir: Path | str,
-                 live: Callable[[], Iterable[TxnMetadata]] | None = None) -> None:
+                 live: Callable[[], Iterable[TxnMetadata]] | None = None,
+                 flush_messages: Callable[[], int] = lambda: LONG_MAX) -> None:
         self.path = Path(state_dir) / FILE
         self._fd = -1
         self._live = live
         self._lines = 0
+        self._flush_messages = flush_messages
+        self._unsynced = 0
 
     def load(self) -> list[TxnMetadata]:
         """The last stored state of every transactional id; compacts the file."""
@@ -65,6 +73,7 @@ class TransactionStore:
         atomic_write_text(self.path, text)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lines = 0
+        self._unsynced = 0
 
     def write(self, meta: TxnMetadata) -> None:
         line = (json.dumps(meta.to_record(), separators=(",", ":")) + "\n").encode()
@@ -72,6 +81,10 @@ class TransactionStore:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.write(self._fd, line)
         self._lines += 1
+        self._unsynced += 1
+        if self._unsynced >= self._flush_messages():
+            os.fsync(self._fd)
+            self._unsynced = 0
         if self._live is not None and self._lines >= COMPACT_MIN_LINES:
             live = list(self._live())
             if self._lines >= 10 * len(live):

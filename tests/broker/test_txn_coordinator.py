@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 from broker.txn.coordinator import (
     PendingOffset,
@@ -140,3 +141,86 @@ def test_store_compacts_itself_while_running(tmp_path: Path, monkeypatch) -> Non
     assert len(lines) < 60
     [meta] = TransactionStore(tmp_path).load()
     assert meta.producer_epoch == c.txns["x"].producer_epoch == 199
+
+
+def test_store_fsyncs_per_change_only_under_the_brokers_flush_interval(
+    tmp_path: Path, monkeypatch  # type: ignore[no-untyped-def]
+) -> None:
+    """Like Kafka's __transaction_state (a log under log.flush.interval.messages): no fsync
+    per change by default, one per change at 1, one per N changes at N."""
+    import os
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    for every, changes, expect in ((None, 12, 0), (1, 12, 12), (5, 12, 2)):
+        d = tmp_path / f"every-{every}"
+        d.mkdir()
+        store = (TransactionStore(d) if every is None
+                 else TransactionStore(d, flush_messages=lambda n=every: n))
+        store.load()
+        monkeypatch.setattr("broker.txn.store.os.fsync", counting_fsync)
+        c = TransactionCoordinator(allocate_producer_id=lambda: 7, persist=store.write,
+                                   max_timeout_ms=900_000)
+        for i in range(changes):
+            c.init_producer_id("x", 60_000, -1, -1, 4, i)
+        assert len(synced) == expect, every
+        monkeypatch.undo()
+        synced.clear()
+        store.close()
+        assert TransactionStore(d).load()[0].producer_epoch == changes - 1
+
+
+def _counting(calls: list[int], real: Any) -> Any:
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+    return fsync
+
+
+def test_endtxn_fsyncs_markers_and_its_changes_only_when_the_flush_interval_asks(
+    tmp_path: Path, monkeypatch  # type: ignore[no-untyped-def]
+) -> None:
+    """By default a commit costs no fsync (Kafka relies on the page cache too); with
+    log.flush.interval.messages=1 the PrepareCommit/CompleteCommit changes and the
+    marker are on disk before EndTxn could be answered."""
+    import asyncio
+    import os
+
+    from broker.config import BrokerConfig
+    from broker.partitions import PartitionManager
+    from broker.txn.service import TransactionService
+    from storage import fsutil
+    from storage.records import Record, build_batch
+
+    for every, expect_segment, expect_store in ((None, 0, 0), (1, 1, 2)):
+        d = tmp_path / f"every-{every}"
+        cfg = (BrokerConfig(log_dirs=str(d)) if every is None
+               else BrokerConfig(log_dirs=str(d), log_flush_interval_messages=every))
+        pm = PartitionManager(cfg)
+        pm.open(None)
+        pm.create_topic("t", 1)
+        svc = TransactionService(pm, None, max_timeout_ms=900_000, clock=lambda: 5)
+        asyncio.run(svc.open())
+        coord = svc.coordinator
+        r = coord.init_producer_id("x", 60_000, -1, -1, 4, 1)
+        assert coord.add_partitions("x", r.producer_id, r.producer_epoch, [TP], 3, 2) == 0
+        pm.append("t", 0, build_batch([Record(0, 3, None, b"v", [])], producer_id=r.producer_id,
+                                      producer_epoch=r.producer_epoch, base_sequence=0,
+                                      is_transactional=True), 3)
+        segment: list[int] = []
+        store: list[int] = []
+        monkeypatch.setattr(fsutil.FILES, "fsync", _counting(segment, fsutil.FILES.fsync))
+        monkeypatch.setattr("broker.txn.store.os.fsync", _counting(store, os.fsync))
+        end = coord.end_txn("x", r.producer_id, r.producer_epoch, True, 3, 4)
+        assert end.error == 0 and end.completion is not None
+        asyncio.run(svc.finish(end.completion))
+        monkeypatch.undo()
+        assert (len(segment), len(store)) == (expect_segment, expect_store), every
+        assert coord.txns["x"].state == TxnState.COMPLETE_COMMIT
+        svc.close()
+        pm.close()

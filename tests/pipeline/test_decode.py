@@ -144,6 +144,40 @@ def test_a_flipped_byte_is_reported_as_corruption_not_returned() -> None:
         decode_fetch(bytes(buf), "events", 7, 0, 10)
 
 
+def _txn_log() -> bytes:
+    """pid 7's transaction (offsets 0-1) is aborted, pid 8's (2-3) committed; markers 4, 5."""
+    from storage.records import build_control_batch
+
+    def data(pid: int, base: int) -> bytes:
+        return build_batch([Record(0, 1, None, b"%d-%d" % (pid, i), []) for i in range(2)],
+                           base_offset=base, producer_id=pid, producer_epoch=0,
+                           base_sequence=0, is_transactional=True)
+
+    def marker(pid: int, commit: bool, base: int) -> bytes:
+        return build_control_batch(commit, producer_id=pid, producer_epoch=0,
+                                   coordinator_epoch=0, timestamp=2, base_offset=base)
+
+    return data(7, 0) + data(8, 2) + marker(7, False, 4) + marker(8, True, 5)
+
+
+def test_aborted_transactions_yield_no_rows_only_when_the_fetch_lists_them() -> None:
+    buf = _txn_log()
+    committed = decode_fetch(buf, "events", 7, 0, 6, [(7, 0)])
+    assert [(r["offset"], r["value"]) for r in _rows(committed.batch)] == [
+        (2, b"8-0"), (3, b"8-1")]
+    # read_uncommitted (no list): every data record, no marker.
+    assert [r["offset"] for r in _rows(decode_fetch(buf, "events", 7, 0, 6).batch)] == [
+        0, 1, 2, 3]
+
+
+def test_a_flipped_producer_id_is_corruption_not_a_silently_dropped_batch() -> None:
+    buf = bytearray(_txn_log())
+    second = next(pos for pos, h in iter_batches(bytes(buf)) if h.base_offset == 2)
+    buf[second + 43 + 7] ^= 0x0F  # producer id 8 -> 7, the aborted one; CRC not updated
+    with pytest.raises(CorruptRecordError, match="events-7: the batch at offset 2"):
+        decode_fetch(bytes(buf), "events", 7, 0, 6, [(7, 0)])
+
+
 def test_arrow_schema_is_the_one_pyspark_derives_from_the_spark_schema() -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 

@@ -47,6 +47,13 @@ def test_defaults_are_earliest_to_latest_for_batch_and_latest_for_streams() -> N
     assert parse_read_options(BASE, streaming=True).starting.kind == "latest"
 
 
+def test_isolation_level_defaults_to_sparks_read_uncommitted() -> None:
+    assert parse_read_options(BASE, streaming=False).isolation_level == 0
+    for value, level in (("read_committed", 1), (" READ_UNCOMMITTED ", 0)):
+        o = parse_read_options({**BASE, "kafka.isolation.level": value}, streaming=True)
+        assert o.isolation_level == level
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -61,7 +68,7 @@ def test_defaults_are_earliest_to_latest_for_batch_and_latest_for_streams() -> N
         ({**BASE, "maxrecordsperpartition": "lots"}, "integer"),
         ({**BASE, "endingoffsets": "earliest"}, "earliest"),
         ({**BASE, "startingoffsetsbytimestampstrategy": "guess"}, "latest' or 'error"),
-        ({**BASE, "kafka.isolation.level": "read_committed"}, "kafka.isolation.level"),
+        ({**BASE, "kafka.isolation.level": "serializable"}, "kafka.isolation.level"),
     ],
 )
 def test_bad_options_fail_with_a_message_naming_them(options: dict[str, str], message: str) -> None:
