@@ -14,8 +14,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.broker.test_core_list_offsets import expected
 from storage.records import Record, build_batch
+from tests.broker.test_core_list_offsets import expected
 from tests.broker.test_core_server import Raw, create_topic, fetch_body
 
 NOW = int(time.time() * 1000)
