@@ -28,7 +28,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,8 @@ class PartitionManager:
         self.logdir: LogDir | None = None
         self.producers: ProducerStateManager | None = None
         self._waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
+        # Set by the broker: how a woken long-poll gets its turn (broker/pump.py).
+        self.defer_wake: Callable[[Callable[[], None]], None] | None = None
         self._unflushed: dict[tuple[str, int], int] = {}
         self._last_flush_ms: dict[tuple[str, int], int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -579,9 +581,7 @@ class PartitionManager:
             self._metrics.records_appended(topic, partition, count)
         waiters = self._waiters.pop(key, None)
         if waiters:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
+            self._wake(waiters)
         return result
 
     def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
@@ -609,9 +609,7 @@ class PartitionManager:
         self._unsummarised.add(key)
         waiters = self._waiters.pop(key, None)
         if waiters:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
+            self._wake(waiters)
         return result.base_offset
 
     def last_stable_offset(self, topic: str, partition: int, plog: Log) -> int:
@@ -683,6 +681,16 @@ class PartitionManager:
                     waiting.discard(fut)
                     if not waiting:
                         del self._waiters[key]
+
+    def _wake(self, waiters: set[asyncio.Future[None]]) -> None:
+        """Wake the long-polls of one appended partition, through ``defer_wake`` when
+        the broker paces them (its pump), else at once."""
+        defer = self.defer_wake
+        for fut in waiters:
+            if defer is None:
+                _resolve(fut)
+            else:
+                defer(functools.partial(_resolve, fut))
 
     def wake_all(self) -> None:
         """Wake every waiting long-poll (shutdown: they answer with what they have)."""

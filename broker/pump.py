@@ -26,6 +26,11 @@ _perf = time.perf_counter
 # Long enough to amortise a loop pass (an epoll call and the timers), short enough
 # to keep a lookup's wait well under a millisecond.
 SLICE_S = 0.0002
+# What waking one long-polling Fetch costs its next step (reading the partitions,
+# building and writing the answer), charged to the slice that wakes it: that work
+# runs just after the slice, and twenty consumers woken by one append must not all
+# run in one pass either.
+WAKE_COST_S = 0.00005
 
 
 class Pump:
@@ -36,14 +41,15 @@ class Pump:
     def __init__(self, loop: asyncio.AbstractEventLoop, slice_s: float = SLICE_S) -> None:
         self.loop = loop
         self.slice_s = slice_s
-        self._jobs: collections.deque[Callable[[], None]] = collections.deque()
+        self._jobs: collections.deque[tuple[Callable[[], None], float]] = collections.deque()
         self._scheduled = False
 
     def __len__(self) -> int:
         return len(self._jobs)
 
-    def add(self, job: Callable[[], None]) -> None:
-        self._jobs.append(job)
+    def add(self, job: Callable[[], None], cost: float = 0.0) -> None:
+        """Run ``job`` in its turn; ``cost`` is time it causes later in the same pass."""
+        self._jobs.append((job, cost))
         if not self._scheduled:
             self._scheduled = True
             self.loop.call_soon(self.run)
@@ -54,7 +60,9 @@ class Pump:
         deadline = _perf() + self.slice_s
         try:
             while jobs:
-                jobs.popleft()()
+                job, cost = jobs.popleft()
+                job()
+                deadline -= cost
                 if _perf() >= deadline:
                     break
         finally:  # a job that raised (logged by the loop) must not stop the others
@@ -67,4 +75,4 @@ class Pump:
         """Run every job now (shutdown: nothing deferred is left behind)."""
         jobs = self._jobs
         while jobs:
-            jobs.popleft()()
+            jobs.popleft()[0]()

@@ -57,7 +57,7 @@ from broker.dispatch import RequestContext, Route
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import forget_store
 from broker.partitions import PartitionManager
-from broker.pump import Pump
+from broker.pump import WAKE_COST_S, Pump
 from broker.quotas.model import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
@@ -881,6 +881,8 @@ class Broker:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.pump = Pump(self.loop)
+        pump = self.pump
+        self.partitions.defer_wake = lambda job: pump.add(job, WAKE_COST_S)
         from broker.security.credentials import CredentialStore, DataDirLock
 
         self._lock = DataDirLock(self.config.data_dir)
