@@ -501,7 +501,8 @@ class Connection(asyncio.Protocol):
             self._write_out()
 
     def _fill(self, slot: _Slot, data: bytes | None, close_reason: str | None) -> None:
-        """Answer a deferred frame in the place it took, and stop counting its bytes."""
+        """Answer a request in the place it took (a deferred frame or a suspended
+        handler), and stop counting its bytes against queued.max.*."""
         slot.data = data
         slot.close_reason = close_reason
         slot.done = True
@@ -687,24 +688,19 @@ class Connection(asyncio.Protocol):
     async def _finish(self, slot: _Slot, route: Route, request: Any, ctx: RequestContext,
                       coro: Any, waiting: Any, started: float) -> None:
         """The rest of a handler that suspended, inside a task; fills its slot."""
+        data: bytes | None = None
+        reason: str | None = None
         try:
             body = await _resume(coro, waiting)
             # Request time is thread time, as in Kafka: a long-poll's wait is not charged.
-            slot.data, slot.close_reason = self._response(route, request, ctx, body, None,
-                                                          slot.size, _perf())
+            data, reason = self._response(route, request, ctx, body, None, slot.size, _perf())
         except asyncio.CancelledError:
-            slot.close_reason = f"{route.name} request cancelled (connection closing)"
+            reason = f"{route.name} request cancelled (connection closing)"
         except Exception as exc:
-            slot.data, slot.close_reason = self._response(route, request, ctx, None, exc)
+            data, reason = self._response(route, request, ctx, None, exc)
         finally:
-            slot.done = True
-            broker = self.broker
-            broker.queued -= 1
-            broker.queued_bytes -= slot.size
-            if broker.held:
-                broker.release_held()
             METRICS.request(route.name, _perf() - started)
-            self._flush()
+            self._fill(slot, data, reason)
 
     def _flush(self) -> None:
         pending = self._pending
