@@ -721,11 +721,13 @@ class _TlsTransport:
 class TlsConnection(Connection):
     """A connection on an SSL or SASL_SSL listener.
 
-    uvloop's SSL transport (a Cython port of asyncio's sslproto) costs a small request
-    one 256 KiB buffer per read (mmap/mremap/munmap here once glibc's threshold is not
-    raised) and a layer of protocol calls each way; running ``ssl.SSLObject`` over memory
+    uvloop's SSL transport (a Cython port of asyncio's sslproto) gives every read a
+    256 KiB buffer (measured in a fresh process: an mmap, mremap and munmap per small
+    request) and a layer of protocol calls each way; running ``ssl.SSLObject`` over memory
     BIOs here decrypts exactly what arrived and hands the plaintext to the same frame
-    code as a plaintext connection. The principal comes from the client certificate once
+    code as a plaintext connection. What remains is OpenSSL's own record work (measured
+    inside the broker: 13-15 µs to decrypt and 5-6 µs to encrypt a small request under
+    load, 4 and 2 µs warm). The principal comes from the client certificate once
     the handshake completes; until then no frame is served.
     """
 
