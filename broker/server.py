@@ -20,8 +20,11 @@ Invariants:
   UNKNOWN_SERVER_ERROR where the API has a place for it, else the connection
   closes. Nothing a client sends can stop the server.
 - Listeners (``listeners``): one asyncio server per listener, each with its security
-  protocol. TLS listeners hand the socket to ``ssl`` (the handshake must finish within
-  SSL_HANDSHAKE_TIMEOUT_S); SASL listeners put every connection behind its
+  protocol. On TLS listeners the connection runs the record layer itself
+  (:class:`TlsConnection` over ``broker.security.tls.TlsSession``): a request is decrypted,
+  served and its answer encrypted in the one loop pass that read it, as on plaintext.
+  The handshake must finish within SSL_HANDSHAKE_TIMEOUT_S; a failed one sends its alert,
+  is logged and closes that connection. SASL listeners put every connection behind its
   ``broker.security.sasl.SaslGate`` until it authenticates, with frames capped at
   ``sasl.server.max.receive.size`` meanwhile. Back-pressure and the connection limits
   above apply to every listener alike. A request's context carries the listener name and
@@ -41,6 +44,7 @@ import gc
 import logging
 import signal
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -69,7 +73,7 @@ from broker.quotas.store import FILE_NAME as QUOTA_FILE
 from broker.quotas.store import load as load_quotas
 from broker.security.listeners import Listener, listeners, mechanisms
 from broker.security.sasl import Outcome, SaslGate
-from broker.security.tls import ANONYMOUS
+from broker.security.tls import ANONYMOUS, TlsSession, principal
 from broker.txn.service import TransactionService
 from protocol import api as papi
 from protocol.errors import ErrorCode
@@ -142,7 +146,6 @@ class Connection(asyncio.Protocol):
         self.listener = listener.name if listener is not None else "PLAINTEXT"
         self.principal = ANONYMOUS
         self._logins = 0
-        self._tls = listener is not None and listener.tls
         self.gate: SaslGate | None = (
             broker.sasl_gate(listener.name) if listener is not None and listener.sasl else None)
         self.transport: asyncio.Transport | None = None
@@ -208,10 +211,6 @@ class Connection(asyncio.Protocol):
             return
         broker.per_ip[ip] = count + 1
         self._ip = ip
-        if self._tls:
-            from broker.security.tls import principal
-
-            self.principal = principal(transport.get_extra_info("peercert"))
         broker.connections.add(self)
         METRICS.connection_opened()
 
@@ -740,6 +739,125 @@ class Connection(asyncio.Protocol):
             transport.resume_reading()
 
 
+class _TlsTransport:
+    """What a :class:`TlsConnection` writes through: the socket's own transport, with
+    answers encrypted on the way out and a close_notify before the close. Flow control
+    (pause/resume_writing) stays the socket's, counted in ciphertext."""
+
+    __slots__ = ("_raw", "_session")
+
+    def __init__(self, raw: asyncio.Transport, session: TlsSession) -> None:
+        self._raw = raw
+        self._session = session
+
+    def write(self, data: bytes) -> None:
+        self._raw.write(self._session.encrypt(data))
+
+    def close(self) -> None:
+        raw = self._raw
+        if not raw.is_closing():
+            try:
+                alert = self._session.close_notify()
+            except ssl.SSLError:
+                alert = b""
+            if alert:
+                raw.write(alert)
+        raw.close()
+
+    def abort(self) -> None:
+        self._raw.abort()
+
+    def is_closing(self) -> bool:
+        return self._raw.is_closing()
+
+    def pause_reading(self) -> None:
+        self._raw.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._raw.resume_reading()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "peercert":
+            return self._session.peercert()
+        return self._raw.get_extra_info(name, default)
+
+
+class TlsConnection(Connection):
+    """A connection on an SSL or SASL_SSL listener.
+
+    uvloop's SSL transport (a Cython port of asyncio's sslproto) gives every read a
+    256 KiB buffer (measured in a fresh process: an mmap, mremap and munmap per small
+    request) and a layer of protocol calls each way; running ``ssl.SSLObject`` over memory
+    BIOs here decrypts exactly what arrived and hands the plaintext to the same frame
+    code as a plaintext connection. What remains is OpenSSL's own record work (measured
+    inside the broker: 13-15 µs to decrypt and 5-6 µs to encrypt a small request under
+    load, 4 and 2 µs warm). The principal comes from the client certificate once
+    the handshake completes; until then no frame is served.
+    """
+
+    def __init__(self, broker: Broker, listener: Listener, context: ssl.SSLContext) -> None:
+        super().__init__(broker, listener)
+        self._session = TlsSession(context)
+        self._raw: asyncio.Transport | None = None
+        self._handshake_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        raw: asyncio.Transport = base  # type: ignore[assignment]
+        self._raw = raw
+        super().connection_made(_TlsTransport(raw, self._session))  # type: ignore[arg-type]
+        if not self._closing and not raw.is_closing():
+            self._handshake_timer = self.broker.loop.call_later(
+                SSL_HANDSHAKE_TIMEOUT_S, self._handshake_expired)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
+        super().connection_lost(exc)
+
+    def _handshake_expired(self) -> None:
+        self._handshake_timer = None
+        if not self._session.handshaken and self._raw is not None:
+            log.warning("closing connection from %s: TLS handshake not done within %g s",
+                        self.peer, SSL_HANDSHAKE_TIMEOUT_S)
+            self._closing = True
+            self._raw.abort()
+
+    def data_received(self, data: bytes) -> None:
+        raw = self._raw
+        if self._closing or raw is None:
+            return
+        session = self._session
+        was_handshaken = session.handshaken
+        try:
+            plain = session.receive(data)
+        except ssl.SSLError as exc:
+            alert = session.outgoing()  # the alert that tells the client why, if any
+            if alert:
+                raw.write(alert)
+            self._closing = True
+            log.warning("closing connection from %s: TLS %s failed: %s", self.peer,
+                        "record layer" if was_handshaken else "handshake",
+                        exc.reason or exc.__class__.__name__)
+            raw.close()
+            return
+        out = session.outgoing()
+        if out:
+            raw.write(out)
+        if not was_handshaken and session.handshaken:
+            if self._handshake_timer is not None:
+                self._handshake_timer.cancel()
+                self._handshake_timer = None
+            self.principal = principal(session.peercert())
+        if plain:
+            super().data_received(plain)
+        if session.closed and not self._closing and self.transport is not None:
+            # The client's close_notify: as a TCP EOF on plaintext, a quiet close (with ours).
+            self._write_out()
+            self._closing = True
+            self.transport.close()
+
+
 @types.coroutine
 def _resume(coro: Any, waiting: Any) -> Generator[Any, Any, Any]:
     """Continue a coroutine that already ran up to its first suspension, inside a Task.
@@ -911,11 +1029,15 @@ class Broker:
             from broker.security.tls import server_context
 
             for lst in self.listeners:
-                ctx = server_context(self.config, lst.name, lst.protocol) if lst.tls else None
+                factory: Any
+                if lst.tls:
+                    ctx = server_context(self.config, lst.name, lst.protocol)
+                    factory = lambda lst=lst, ctx=ctx: TlsConnection(self, lst, ctx)  # noqa: E731
+                else:
+                    factory = lambda lst=lst: Connection(self, lst)  # noqa: E731
                 server = await self.loop.create_server(
-                    lambda lst=lst: Connection(self, lst), lst.host or None, lst.port,  # type: ignore[misc]
-                    reuse_address=True, backlog=1024, start_serving=False, ssl=ctx,
-                    ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S if ctx is not None else None,
+                    factory, lst.host or None, lst.port,
+                    reuse_address=True, backlog=1024, start_serving=False,
                 )
                 self._servers.append(server)
                 self.bound[lst.name] = server.sockets[0].getsockname()[1]
