@@ -98,7 +98,8 @@ def _topic_values() -> st.SearchStrategy[dict[str, str]]:
     pool = {**ints, "message.timestamp.type": st.sampled_from(["CreateTime", "LogAppendTime"]),
             "cleanup.policy": st.sampled_from(["delete", "compact", "compact,delete"]),
             "min.cleanable.dirty.ratio": st.sampled_from(["0.1", "0.9"]),
-            "min.compaction.lag.ms": st.integers(0, 999).map(str),
+            # below every broker max.compaction.lag.ms drawn in _broker_values (>= 24)
+            "min.compaction.lag.ms": st.integers(0, 23).map(str),
             "min.insync.replicas": st.integers(1, 3).map(str)}
     return st.dictionaries(st.sampled_from(sorted(pool)), st.just(""), max_size=6).flatmap(
         lambda d: st.fixed_dictionaries({k: pool[k] for k in d}))
