@@ -184,6 +184,10 @@ def binary_column(col: Any, n: int | None = None) -> pa.BinaryArray:
         col = _from_list(col)
     elif not isinstance(col, pa.Array):
         col = pa.array(col, type=pa.binary())
+    if pa.types.is_string(col.type):
+        # Same layout as binary: a view, where a cast copied every value (Spark's
+        # string keys reach the sink this way).
+        return col.view(pa.binary())  # type: ignore[no-any-return]
     if not pa.types.is_binary(col.type):
         col = col.cast(pa.binary())
     return col  # type: ignore[no-any-return]
