@@ -358,13 +358,35 @@ def _read_varlong(data: Buffer, p: int, end: int) -> tuple[int, int]:
 # ---------------------------------------------------------------- records
 
 
+_NO_COPY_BYTES = 64 * 1024
+"""A records region at least this large is read in place from the ``bytes`` a view
+points into (finding where costs a few µs), rather than copied."""
+
+
+def _offset_in_bytes(view: memoryview) -> int | None:
+    """Where ``view`` starts inside the ``bytes`` object it is a slice of, or None when it
+    is not a plain byte slice of a ``bytes`` object (a Produce payload is a view of
+    its request frame, so the record walk can read the frame itself, uncopied)."""
+    obj = view.obj
+    if not isinstance(obj, bytes) or view.format != "B" or not view.c_contiguous:
+        return None
+    import numpy as np  # the broker has it loaded; plain codec users never get here
+
+    off = (np.frombuffer(view, dtype=np.uint8).ctypes.data
+           - np.frombuffer(obj, dtype=np.uint8).ctypes.data)
+    if off < 0 or off + view.nbytes > len(obj):
+        return None
+    return int(off)
+
+
 def _records_data(
     buf: Buffer, pos: int, h: BatchHeader, max_size: int = MAX_UNCOMPRESSED_BYTES
 ) -> tuple[Buffer, int, int]:
     """The records region of the batch: (data, start, end), decompressed if needed.
 
     An uncompressed region inside a memoryview (a Produce payload is a view of its
-    request frame) is copied to ``bytes`` once: the record walk takes strided
+    request frame) is read in place from that frame when it is large (see
+    :data:`_NO_COPY_BYTES`), else copied to ``bytes`` once: the record walk takes strided
     columns, which bytes slice about ten times faster than a memoryview's
     ``tobytes`` does (3 vs 38 µs for a 5,000-record column here), and indexes single
     bytes, also faster on bytes. The copy is one memcpy (~12 µs for 0.5 MiB).
@@ -374,6 +396,9 @@ def _records_data(
     codec = h.attributes & COMPRESSION_MASK
     if codec == 0:
         if isinstance(buf, memoryview):
+            base = _offset_in_bytes(buf) if end - start >= _NO_COPY_BYTES else None
+            if base is not None:
+                return buf.obj, base + start, base + end
             return buf[start:end].tobytes(), 0, end - start
         return buf, start, end
     if codec > 4:
