@@ -370,13 +370,47 @@ def _offset_in_bytes(view: memoryview) -> int | None:
     obj = view.obj
     if not isinstance(obj, bytes) or view.format != "B" or not view.c_contiguous:
         return None
-    import numpy as np  # the broker has it loaded; plain codec users never get here
-
-    off = (np.frombuffer(view, dtype=np.uint8).ctypes.data
-           - np.frombuffer(obj, dtype=np.uint8).ctypes.data)
+    try:
+        off = _buffer_address(view) - _buffer_address(obj)
+    except (OSError, ValueError, AttributeError):  # no CPython buffer API: copy instead
+        return None
     if off < 0 or off + view.nbytes > len(obj):
         return None
-    return int(off)
+    return off
+
+
+def _buffer_address(obj: object) -> int:
+    """The address of ``obj``'s bytes, through CPython's buffer protocol (ctypes, a
+    ~2 ms import, where NumPy would cost the broker 0.14 s and 15 MiB)."""
+    import ctypes
+
+    buf = _py_buffer_type()()
+    ctypes.pythonapi.PyObject_GetBuffer(ctypes.py_object(obj), ctypes.byref(buf), 0)
+    try:
+        return int(buf.buf or 0)
+    finally:
+        ctypes.pythonapi.PyBuffer_Release(ctypes.byref(buf))
+
+
+_PY_BUFFER: list[type] = []
+
+
+def _py_buffer_type() -> type:
+    """CPython's ``Py_buffer`` struct as a ctypes Structure (made once)."""
+    if not _PY_BUFFER:
+        import ctypes
+
+        class PyBuffer(ctypes.Structure):
+            _fields_ = [
+                ("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int),
+                ("ndim", ctypes.c_int), ("format", ctypes.c_char_p),
+                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p),
+            ]
+
+        _PY_BUFFER.append(PyBuffer)
+    return _PY_BUFFER[0]
 
 
 def _records_data(
