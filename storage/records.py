@@ -431,8 +431,9 @@ def _records_data(
     if codec == 0:
         if isinstance(buf, memoryview):
             base = _offset_in_bytes(buf) if end - start >= _NO_COPY_BYTES else None
-            if base is not None:
-                return buf.obj, base + start, base + end
+            frame = buf.obj
+            if base is not None and isinstance(frame, bytes):
+                return frame, base + start, base + end
             return buf[start:end].tobytes(), 0, end - start
         return buf, start, end
     if codec > 4:
