@@ -285,8 +285,9 @@ def _int_column(col: Any) -> npt.NDArray[np.int64]:
     """An Arrow integer column as int64, nulls as -1."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
-    return np.asarray(col.cast(pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False),
-                      dtype=np.int64)
+    if col.null_count:
+        col = col.cast(pa.int64()).fill_null(-1)
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _header_lists(headers: Any) -> list[Any]:

@@ -103,8 +103,15 @@ def validity(col: pa.Array) -> npt.NDArray[np.bool_]:
     bitmap = col.buffers()[0]
     if bitmap is None or not col.null_count:
         return np.ones(n, dtype=bool)
-    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
-    return bits[col.offset : col.offset + n].astype(bool)
+    if col.null_count == n:
+        return np.zeros(n, dtype=bool)
+    # Unpack only the bytes this slice covers: a slice of a long column shares its
+    # parent's bitmap, and unpacking all of it per batch cost more than the batch.
+    first = col.offset // 8
+    raw = np.frombuffer(bitmap, dtype=np.uint8)[first : (col.offset + n + 7) // 8]
+    bits = np.unpackbits(raw, bitorder="little")
+    start = col.offset - 8 * first
+    return bits[start : start + n].astype(bool)
 
 
 def _nulls_as_empty(col: pa.BinaryArray) -> pa.BinaryArray:
@@ -177,6 +184,10 @@ def binary_column(col: Any, n: int | None = None) -> pa.BinaryArray:
         col = _from_list(col)
     elif not isinstance(col, pa.Array):
         col = pa.array(col, type=pa.binary())
+    if pa.types.is_string(col.type):
+        # Same layout as binary: a view, where a cast copied every value (Spark's
+        # string keys reach the sink this way).
+        return col.view(pa.binary())  # type: ignore[no-any-return]
     if not pa.types.is_binary(col.type):
         col = col.cast(pa.binary())
     return col  # type: ignore[no-any-return]
@@ -385,9 +396,10 @@ def encoded_sizes(keys: pa.BinaryArray, values: pa.BinaryArray, header_bytes: I6
                   ) -> I64:
     """An upper bound of each record's encoded size (see :data:`RECORD_BOUND`), for
     cutting a column into batches that stay under a byte limit before building them."""
-    _, klen = _lengths(keys)
     _, vlen = _lengths(values)
-    size = RECORD_BOUND + np.maximum(klen, 0) + np.maximum(vlen, 0)
+    size = RECORD_BOUND + np.maximum(vlen, 0)
+    if keys.null_count < len(keys):
+        size += np.maximum(_lengths(keys)[1], 0)
     if header_bytes is not None:
         size += header_bytes
     return size  # type: ignore[no-any-return]
@@ -431,9 +443,8 @@ def build_batch_columns(
         lo = int(ts.min()) - base_ts
         if max_ts - base_ts > _INT64_MAX or lo < _INT64_MIN:
             raise InvalidRecordError("a record timestamp is out of the int64 delta range")
-        _, klen = _lengths(kcol)
-        _, vlen = _lengths(vcol)
         no_keys = kcol.null_count == n
+        _, vlen = _lengths(vcol)
         no_headers = hcol is None
         # Columns joined row by row: fixed bytes ride along as prefixes and suffixes
         # of the varint columns (the attributes byte after the length, a null key's
@@ -444,6 +455,7 @@ def build_batch_columns(
         vl_col, s_vl = _varint_column(_zigzag(vlen))
         body = 1 + s_ts + s_od + s_vl + np.maximum(vlen, 0) + hlen
         if not no_keys:
+            _, klen = _lengths(kcol)
             kl_col, s_kl = _varint_column(_zigzag(klen))
             body += s_kl + np.maximum(klen, 0)
         len_col, _ = _varint_column((body << 1).view(np.uint64),

@@ -358,13 +358,69 @@ def _read_varlong(data: Buffer, p: int, end: int) -> tuple[int, int]:
 # ---------------------------------------------------------------- records
 
 
+_NO_COPY_BYTES = 64 * 1024
+"""A records region at least this large is read in place from the ``bytes`` a view
+points into (finding where costs a few µs), rather than copied."""
+
+
+def _offset_in_bytes(view: memoryview) -> int | None:
+    """Where ``view`` starts inside the ``bytes`` object it is a slice of, or None when it
+    is not a plain byte slice of a ``bytes`` object (a Produce payload is a view of
+    its request frame, so the record walk can read the frame itself, uncopied)."""
+    obj = view.obj
+    if not isinstance(obj, bytes) or view.format != "B" or not view.c_contiguous:
+        return None
+    try:
+        off = _buffer_address(view) - _buffer_address(obj)
+    except (OSError, ValueError, AttributeError):  # no CPython buffer API: copy instead
+        return None
+    if off < 0 or off + view.nbytes > len(obj):
+        return None
+    return off
+
+
+def _buffer_address(obj: object) -> int:
+    """The address of ``obj``'s bytes, through CPython's buffer protocol (ctypes, a
+    ~2 ms import, where NumPy would cost the broker 0.14 s and 15 MiB)."""
+    import ctypes
+
+    buf = _py_buffer_type()()
+    ctypes.pythonapi.PyObject_GetBuffer(ctypes.py_object(obj), ctypes.byref(buf), 0)
+    try:
+        return int(buf.buf or 0)
+    finally:
+        ctypes.pythonapi.PyBuffer_Release(ctypes.byref(buf))
+
+
+_PY_BUFFER: list[type] = []
+
+
+def _py_buffer_type() -> type:
+    """CPython's ``Py_buffer`` struct as a ctypes Structure (made once)."""
+    if not _PY_BUFFER:
+        import ctypes
+
+        class PyBuffer(ctypes.Structure):
+            _fields_ = [
+                ("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int),
+                ("ndim", ctypes.c_int), ("format", ctypes.c_char_p),
+                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p),
+            ]
+
+        _PY_BUFFER.append(PyBuffer)
+    return _PY_BUFFER[0]
+
+
 def _records_data(
     buf: Buffer, pos: int, h: BatchHeader, max_size: int = MAX_UNCOMPRESSED_BYTES
 ) -> tuple[Buffer, int, int]:
     """The records region of the batch: (data, start, end), decompressed if needed.
 
     An uncompressed region inside a memoryview (a Produce payload is a view of its
-    request frame) is copied to ``bytes`` once: the record walk takes strided
+    request frame) is read in place from that frame when it is large (see
+    :data:`_NO_COPY_BYTES`), else copied to ``bytes`` once: the record walk takes strided
     columns, which bytes slice about ten times faster than a memoryview's
     ``tobytes`` does (3 vs 38 µs for a 5,000-record column here), and indexes single
     bytes, also faster on bytes. The copy is one memcpy (~12 µs for 0.5 MiB).
@@ -374,6 +430,10 @@ def _records_data(
     codec = h.attributes & COMPRESSION_MASK
     if codec == 0:
         if isinstance(buf, memoryview):
+            base = _offset_in_bytes(buf) if end - start >= _NO_COPY_BYTES else None
+            frame = buf.obj
+            if base is not None and isinstance(frame, bytes):
+                return frame, base + start, base + end
             return buf[start:end].tobytes(), 0, end - start
         return buf, start, end
     if codec > 4:
