@@ -70,16 +70,24 @@ class BrokerProcess:
             args += ["--override", f"{name}={value}"]
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
         log = open(self.log_path, "ab")
+        since = log.tell()  # a restart appends: only this start's lines say it is ready
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited early:\n{self.log()}")
+            # Its own "ready" line, not just a connection: a port taken by another process
+            # between free_port_number() and the bind would accept one too.
+            with open(self.log_path, "rb") as f:
+                f.seek(since)
+                ready = b"chronolog broker ready on" in f.read()
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
+                if ready:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                        return self
             except OSError:
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
         raise RuntimeError(f"broker did not start in {timeout}s:\n{self.log()}")
 
     def log(self) -> str:
@@ -132,9 +140,17 @@ def broker_factory(tmp_path: Path) -> Iterator[object]:
     def make(overrides: dict[str, str] | None = None, name: str = "data") -> BrokerProcess:
         data = tmp_path / f"{name}-{len(started)}"
         data.mkdir()
-        b = BrokerProcess(data, free_port_number(), dict(overrides or {}))
-        started.append(b)
-        return b.start()
+        for attempt in range(3):
+            b = BrokerProcess(data, free_port_number(), dict(overrides or {}))
+            started.append(b)
+            try:
+                return b.start()
+            except RuntimeError as e:
+                # The free port was taken (e.g. as another socket's ephemeral port)
+                # between free_port_number() and the broker's bind: pick another.
+                if "address already in use" not in str(e) or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     yield make
     for b in started:

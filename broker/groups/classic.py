@@ -466,10 +466,12 @@ class ClassicGroup:
             self._update_member_and_rebalance(now_ms, old, req, ticket, fx)
 
     def _prepare_rebalance_or_complete_join(self, now_ms: int, fx: Effects) -> None:
-        if self.state == PREPARING_REBALANCE:
-            self._maybe_complete_join(now_ms, fx)
-        else:
+        if self.state != PREPARING_REBALANCE:
             self._prepare_rebalance(now_ms, fx)
+        # Kafka's tryCompleteElseWatch: a join phase every member has already joined (the
+        # only member rejoining, e.g. a leader whose metadata changed) completes now, not
+        # at the rebalance timeout (5 min for kafka-python) while the consumer stalls.
+        self._maybe_complete_join(now_ms, fx)
 
     def _prepare_rebalance(self, now_ms: int, fx: Effects) -> None:
         if self.state == COMPLETING_REBALANCE:

@@ -130,7 +130,7 @@ def test_long_poll_wakes_on_append_from_another_connection(broker: Any) -> None:
     consumer = Raw(broker.port)
     producer = Raw(broker.port)
     create_topic(consumer, "wake")
-    cid, fetch = consumer.frame(1, 12, fetch_body("wake", 0, max_wait_ms=8000))
+    cid, fetch = consumer.frame(1, 12, fetch_body("wake", 0, max_wait_ms=30000))
     started = time.monotonic()
     consumer.send(fetch)
 
@@ -148,7 +148,9 @@ def test_long_poll_wakes_on_append_from_another_connection(broker: Any) -> None:
     part = body.responses[0].partitions[0]
     assert part.error_code == 0 and part.high_watermark == 2
     assert len(part.records) > 0
-    assert 0.25 <= elapsed < 4.0, elapsed
+    # Woken by the append (after 0.3 s), not at the 30 s max wait; the upper bound is far
+    # from both so a loaded machine cannot blur them.
+    assert 0.25 <= elapsed < 20.0, elapsed
 
 
 def test_acks_zero_produce_gets_no_response_and_order_is_kept(broker: Any) -> None:
@@ -243,9 +245,18 @@ def test_max_connections_closes_the_extra_connection(broker_factory: Any) -> Non
     third = Raw(b.port)
     assert third.closed_by_peer()
     second.close()
-    time.sleep(0.2)
-    fourth = Raw(b.port)
-    assert api_versions(fourth).error_code == 0
+    # The slot frees once the broker has seen the close (later on a loaded machine):
+    # connect again until served; a slot that never frees fails at the deadline.
+    deadline = time.monotonic() + 10
+    while True:
+        fourth = Raw(b.port)
+        try:
+            assert api_versions(fourth).error_code == 0
+            break
+        except (ConnectionError, OSError):
+            fourth.close()
+            assert time.monotonic() < deadline, "closing a connection never freed its slot"
+            time.sleep(0.05)
 
 
 def test_idle_connections_are_closed(broker_factory: Any) -> None:

@@ -228,6 +228,42 @@ def test_second_member_joining_makes_the_first_rejoin_and_bumps_the_generation()
     assert h.g.state == STABLE and h.persists >= 1
 
 
+def test_the_only_member_rejoining_a_stable_group_gets_the_next_generation_at_once() -> None:
+    """A kafka-python leader that assigned before its metadata knew the topic rejoins
+    when the metadata arrives: nobody else to wait for, so no rebalance timeout."""
+    h = Harness()
+    (a,) = h.stable_group(1)
+    t = h.join(a, protocols=[("range", b"meta with the topic")])
+    got = h.answered(t)
+    assert got is not None and got["error_code"] == 0 and got["generation_id"] == 2, got
+    assert got["leader"] == a and h.g.state == COMPLETING_REBALANCE
+    s = h.sync(a, 2, {a: b"A"})
+    assert h.answered(s)["assignment"] == b"A" and h.g.state == STABLE  # type: ignore[index]
+
+
+def test_the_only_member_rejoining_with_new_metadata_while_completing_gets_the_next_generation() -> None:
+    h = Harness()
+    a = h.join_new()
+    h.settle([h.join(a)])
+    assert h.g.state == COMPLETING_REBALANCE and h.g.generation_id == 1
+    t = h.join(a, protocols=[("range", b"meta with the topic")])  # before its SyncGroup
+    got = h.answered(t)
+    assert got is not None and got["error_code"] == 0 and got["generation_id"] == 2, got
+
+
+def test_a_stable_leader_rejoining_waits_for_the_other_members() -> None:
+    h = Harness()
+    a, b = h.stable_group(2)
+    leader = h.g.leader_id
+    other = b if leader == a else a
+    assert leader is not None
+    t = h.join(leader)
+    assert h.answered(t) is None and h.g.state == PREPARING_REBALANCE
+    h.join(other)  # the last one in: completes at once
+    got = h.answered(t)
+    assert got is not None and got["generation_id"] == 2
+
+
 def test_a_leaving_member_makes_the_rest_rejoin_without_it() -> None:
     h = Harness()
     a, b = h.stable_group(2)

@@ -256,12 +256,20 @@ def test_live_tail_shows_a_record_produced_after_the_page_loaded(browser, consol
     shot(browser, "tail", tmp_path)
     # Another tab in front hides this one: the tail closes its stream until it is back.
     # A record produced meanwhile arrives when it is shown again (it resumes, not restarts).
+    # The hidden tab reports its log through localStorage (shared by the console's origin),
+    # so the record is produced only once the tail has really paused, however slow the
+    # machine: fixed sleeps here raced the visibilitychange event under load.
     first = browser.current_window_handle
+    browser.execute_script(
+        "localStorage.removeItem('tail-log');"
+        "document.addEventListener('visibilitychange', () =>"
+        " localStorage.setItem('tail-log', JSON.stringify(chronolog.tailLog)));")
     browser.switch_to.new_window("tab")
-    time.sleep(0.3)
+    browser.get(console_url + "/static/console.css")  # same origin as the tail
+    wait(browser, lambda d: (d.execute_script("return localStorage.getItem('tail-log')") or "")
+         .endswith('"paused (tab hidden)"]'))
     with SyncClient(topic["bootstrap"], client_id="console-tests") as c:
         hidden_off = c.produce(name, [ProducerRecord(value="while hidden")], partition=0)[0]
-    time.sleep(0.7)
     browser.close()
     browser.switch_to.window(first)
     wait(browser, lambda d: d.execute_script("return chronolog.tailLog.slice(-1)[0]") == "live")
