@@ -88,8 +88,12 @@ def produce(conf: dict[str, Any], topic: str) -> float:
 def consume(conf: dict[str, Any], topic: str) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
+    # A deep local queue, as in bench_broker: below queued.min.messages librdkafka backs
+    # off fetching for fetch.queue.backoff.ms (1 s), which made one of the two listeners'
+    # rows 5x slower in about half the runs, whichever listener it happened to hit.
     c = Consumer({**conf, "group.id": f"bench-{topic}-{time.time()}", "enable.auto.commit": False,
-                  "fetch.max.bytes": 52428800})
+                  "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760,
+                  "queued.max.messages.kbytes": 1048576, "queued.min.messages": 1_000_000})
     c.assign([TopicPartition(topic, 0, 0)])
     n = 0
     started = time.perf_counter()
