@@ -42,6 +42,63 @@ async function produce (kafka, step) {
   }
 }
 
+// One transactional producer running `step.transactions` in order: each sends its
+// messages (one send per partition), optionally commits consumer offsets inside the
+// transaction (sendOffsets), then commits or aborts. With `step.fencedBy`, a second
+// producer with the same transactional id starts while the last transaction is open,
+// and the first one's commit must fail: its error type is returned.
+async function transactions (kafka, step) {
+  const make = () => kafka.producer({
+    transactionalId: step.transactionalId, idempotent: true, maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
+  })
+  const producer = make()
+  await producer.connect()
+  const out = []
+  try {
+    for (const [i, t] of step.transactions.entries()) {
+      const txn = await producer.transaction()
+      const partitions = [...new Set(t.messages.map(m => m.partition))]
+      for (const partition of partitions) {
+        await txn.send({
+          topic: step.topic,
+          messages: t.messages.filter(m => m.partition === partition).map(m => ({
+            partition, value: unb64(m.value), timestamp: String(m.timestamp),
+          })),
+        })
+      }
+      if (t.offsets) {
+        await txn.sendOffsets({
+          consumerGroupId: t.offsets.groupId,
+          topics: [{ topic: t.offsets.topic, partitions: t.offsets.partitions.map(
+            p => ({ partition: p.partition, offset: String(p.offset) })) }],
+        })
+      }
+      if (step.fencedBy && i === step.transactions.length - 1) {
+        const zombieKiller = make()
+        await zombieKiller.connect()
+        await zombieKiller.transaction().then(x => x.abort()).catch(() => {})
+        await zombieKiller.disconnect()
+        try {
+          await txn.commit()
+          out.push({ fenced: null })
+        } catch (err) {
+          out.push({ fenced: err.type || err.name })
+        }
+      } else if (t.commit) {
+        await txn.commit()
+        out.push({ committed: true })
+      } else {
+        await txn.abort()
+        out.push({ committed: false })
+      }
+    }
+  } finally {
+    await producer.disconnect().catch(() => {})
+  }
+  return out
+}
+
 // `members` consumers of one group (default 1), started together so that they join
 // one generation; each message is tagged with the member that received it.
 async function consume (kafka, step) {
@@ -53,6 +110,7 @@ async function consume (kafka, step) {
       rebalanceTimeout: step.rebalanceTimeout || 10000,
       heartbeatInterval: 500,
       maxWaitTimeInMs: 100,
+      readUncommitted: step.readUncommitted === true,
     })
     await consumer.connect()
     await consumer.subscribe({ topics: [step.topic], fromBeginning: step.fromBeginning !== false })
@@ -151,6 +209,7 @@ async function main () {
     for (const step of job.steps) {
       if (step.op === 'produce') results.push(await produce(kafka, step))
       else if (step.op === 'consume') results.push(await consume(kafka, step))
+      else if (step.op === 'transactions') results.push(await transactions(kafka, step))
       else results.push(await adminStep(admin, step))
     }
   } finally {
