@@ -159,6 +159,11 @@ class PartitionManager:
                 functools.partial(_headers_from, plog),
                 functools.partial(_control_type_of, plog),
             )
+            # The .txnindex files say what the log says (storage/txnindex.py).
+            rewritten = plog.sync_aborted_txns(self.producers.aborted_list(topic, partition))
+            if rewritten:
+                log.info("rewrote %d .txnindex file(s) of %s-%d from the log",
+                         rewritten, topic, partition)
         for (topic, partition), plog in sorted(self.logdir.logs().items()):
             if plog.recovered_bytes_cut:
                 log.warning(
@@ -597,8 +602,10 @@ class PartitionManager:
                                      producer_epoch=producer_epoch,
                                      coordinator_epoch=coordinator_epoch, now_ms=now)
         if self.producers is not None:
-            self.producers.complete_txn(topic, partition, producer_id, producer_epoch, commit,
-                                        result.base_offset, now_ms=now)
+            aborted = self.producers.complete_txn(topic, partition, producer_id, producer_epoch,
+                                                  commit, result.base_offset, now_ms=now)
+            if aborted is not None:
+                plog.append_aborted_txn(aborted)
         key = (topic, partition)
         unflushed = self._unflushed.get(key, 0) + 1
         if unflushed >= plog.config.flush_messages:

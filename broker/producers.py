@@ -70,6 +70,7 @@ from typing import NamedTuple, Protocol
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.fsutil import atomic_write_text
+from storage.txnindex import TxnIndexEntry
 
 BATCHES_TO_RETAIN = 5
 ID_BLOCK_SIZE = 1000
@@ -104,13 +105,9 @@ class BatchHeaderLike(Protocol):
     def attributes(self) -> int: ...
 
 
-class AbortedTxn(NamedTuple):
-    """One aborted transaction of a partition (Kafka's 34-byte ``.txnindex`` entry)."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int  # the ABORT marker's offset
-    last_stable_offset: int
+# One aborted transaction of a partition: Kafka's 34-byte ``.txnindex`` entry
+# (producer id, first offset, the ABORT marker's offset, LSO at the abort).
+AbortedTxn = TxnIndexEntry
 
 
 @dataclass
@@ -492,6 +489,11 @@ class ProducerStateManager:
             if e.last_stable_offset >= upper_offset:
                 break
         return out
+
+    def aborted_list(self, topic: str, partition: int) -> list[AbortedTxn]:
+        """Every aborted transaction the partition's state holds, by marker offset."""
+        txns = self._txns.get((topic, partition))
+        return list(txns.aborted) if txns is not None else []
 
     def open_txn_start(self, topic: str, partition: int, producer_id: int) -> int:
         """First offset of the producer's open transaction on the partition, else -1."""

@@ -23,11 +23,11 @@ import os
 import re
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from storage import swap
+from storage import swap, txnindex
 from storage.cleaner import null_key_indexes
 from storage.config import LogConfig
 from storage.errors import (
@@ -56,6 +56,7 @@ from storage.records import (
 )
 from storage.recovery import recover_segment
 from storage.segment import LogSegment, offset_of_first_max
+from storage.txnindex import TxnIndexEntry
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -180,7 +181,7 @@ class Log:
         swap.finish_pending(self.dir)  # a clean interrupted by a crash: old or new segments
         for name in os.listdir(self.dir):
             path = self.dir / name
-            if name.endswith((".deleted", ".cleaned", ".swap")):
+            if name.endswith((".deleted", ".cleaned", ".swap", txnindex.SUFFIX + ".tmp")):
                 # Left over from a delete/clean interrupted by a crash: finish it.
                 _unlink(path)
                 continue
@@ -752,6 +753,9 @@ class Log:
             self._bases.pop()
         seg = self.active
         seg.truncate_to(offset)
+        path = txnindex.path_for(self.dir, seg.base_offset)
+        if path.exists():
+            txnindex.rewrite(path, [e for e in txnindex.read(path) if e.last_offset < offset])
         self._leo = max(seg.next_offset, seg.base_offset)
         self.log_start_offset = min(self.log_start_offset, self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
@@ -848,12 +852,55 @@ class Log:
         i = next(j for j, s in enumerate(self.segments) if s is old[0])
         if self.segments[i:i + len(old)] != old or i + len(old) >= len(self.segments):
             raise ValueError("replace_segments needs consecutive sealed segments of this log")
+        # The aborted transactions of the old segments now belong to the new one.
+        merged = [e for s in old for e in txnindex.read(txnindex.path_for(self.dir, s.base_offset))]
+        for s in old:
+            if s.base_offset != new.base_offset:
+                txnindex.rewrite(txnindex.path_for(self.dir, s.base_offset), [])
+        if merged or txnindex.path_for(self.dir, new.base_offset).exists():
+            txnindex.rewrite(txnindex.path_for(self.dir, new.base_offset), merged)
         self.segments[i:i + len(old)] = [new]
         self._bases[i:i + len(old)] = [new.base_offset]
         self._sealed_unflushed = self._live(self._sealed_unflushed)
         self._prefix_max = None
         self._latest_epoch = None
         self._summary_cursor = (0, 0)
+
+    # -- transaction index (storage/txnindex.py) ---------------------------------------
+    def _segment_holding(self, offset: int) -> LogSegment:
+        return self.segments[max(0, bisect_right(self._bases, offset) - 1)]
+
+    def append_aborted_txn(self, entry: TxnIndexEntry) -> None:
+        """Record an aborted transaction in the ``.txnindex`` of the segment holding its
+        ABORT marker (``entry.last_offset``, already appended)."""
+        seg = self._segment_holding(entry.last_offset)
+        txnindex.append(txnindex.path_for(self.dir, seg.base_offset), entry)
+
+    def aborted_txns_on_disk(self) -> list[TxnIndexEntry]:
+        """Every ``.txnindex`` entry of the log's segments, in segment order."""
+        return [e for seg in self.segments
+                for e in txnindex.read(txnindex.path_for(self.dir, seg.base_offset))]
+
+    def sync_aborted_txns(self, entries: Iterable[TxnIndexEntry]) -> int:
+        """Make the ``.txnindex`` files hold exactly ``entries`` (marker order), each in
+        the segment holding its marker; entries whose marker is outside the log are
+        left out. Only files that differ are rewritten; returns how many were."""
+        want: dict[int, list[TxnIndexEntry]] = {}
+        first, leo = self.segments[0].base_offset, self._leo
+        for e in entries:
+            if first <= e.last_offset < leo:
+                want.setdefault(self._segment_holding(e.last_offset).base_offset, []).append(e)
+        present = {int(name[:20]) for name in os.listdir(self.dir)
+                   if name.endswith(txnindex.SUFFIX) and name[:20].isdigit()}
+        changed = 0
+        for base in sorted(present | set(want)):
+            path = txnindex.path_for(self.dir, base)
+            expected = want.get(base, [])
+            if base in present and path.read_bytes() == txnindex.encode(expected):
+                continue
+            txnindex.rewrite(path, expected)
+            changed += 1
+        return changed
 
     # -- durability ------------------------------------------------------------------
     def flush(self) -> None:

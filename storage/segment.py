@@ -1321,7 +1321,8 @@ class LogSegment:
     def delete(self) -> None:
         """Rename every file to ``.deleted`` then remove it (Kafka's async delete, done now)."""
         self.release()
-        paths = [self.log_path, self.offset_index.path, self.time_index.path]
+        paths = [self.log_path, self.offset_index.path, self.time_index.path,
+                 self.log_path.with_suffix(".txnindex")]
         renamed = []
         for p in paths:
             target = Path(str(p) + ".deleted")

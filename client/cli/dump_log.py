@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from storage import txnindex
 from storage.errors import StorageError
 from storage.records import (
     BatchHeader,
@@ -417,6 +418,19 @@ def dump_index_file(path: Path, out: list[str]) -> None:
         out.append(f"({idx.padding_entries} zero-filled preallocated entries not shown)")
 
 
+def dump_txnindex_file(path: Path, out: list[str]) -> None:
+    """A ``.txnindex`` (aborted transactions), one line per entry as Kafka prints it."""
+    data = path.read_bytes()
+    entries = txnindex.decode(data)
+    out.append(f"Dumping {path}")
+    out += [f"version: {txnindex.VERSION} producerId: {e.producer_id} firstOffset: "
+            f"{e.first_offset} lastOffset: {e.last_offset} lastStableOffset: "
+            f"{e.last_stable_offset}" for e in entries]
+    if len(data) != len(entries) * txnindex.ENTRY_SIZE:
+        out.append(f"({len(data) - len(entries) * txnindex.ENTRY_SIZE} trailing bytes are not "
+                   "a whole entry of version 0)")
+
+
 def _segment_of(path: Path) -> SegmentFiles:
     base = base_offset_of(path)
     stem = path.parent / path.name.split(".", 1)[0]
@@ -430,12 +444,14 @@ def _is_sealed(seg: SegmentFiles) -> bool:
 
 
 def expand_paths(paths: list[Path]) -> list[Path]:
-    """Files as given; a partition directory becomes its .log/.index/.timeindex files."""
+    """Files as given; a partition directory becomes its .log/.index/.timeindex (and
+    .txnindex, where a segment has aborted transactions) files."""
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
             for seg in segments_in(p):
-                out += [f for f in (seg.log, seg.index, seg.timeindex) if f.exists()]
+                txn = seg.log.with_suffix(txnindex.SUFFIX)
+                out += [f for f in (seg.log, seg.index, seg.timeindex, txn) if f.exists()]
         else:
             out.append(p)
     return out
@@ -445,7 +461,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = subparsers.add_parser(
         "dump-log",
         help="print the batches, records and index entries of segment files",
-        description="Dump .log, .index and .timeindex files (or every segment of a partition "
+        description="Dump .log, .index, .timeindex and .txnindex files (or every segment of a partition "
         "directory), like Kafka's DumpLogSegments. Reads only; never modifies a file.",
     )
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH",
@@ -498,8 +514,10 @@ def run(args: argparse.Namespace) -> int:
                                  if f.path == path]
                         lines += [f.line() for f in found]
                         problems += sum(1 for f in found if f.problem)
+            elif path.suffix == txnindex.SUFFIX:
+                dump_txnindex_file(path, lines)
             else:
-                lines.append(f"Skipping {path}: not a .log, .index or .timeindex file")
+                lines.append(f"Skipping {path}: not a .log, .index, .timeindex or .txnindex file")
         except (OSError, ValueError) as exc:
             flush()
             print(f"{path}: {exc}", file=sys.stderr)
