@@ -234,6 +234,18 @@ class TxnModel(RuleBasedStateMachine):
             for ts in sorted(probes):
                 assert self.list_offset(ts, committed) == self.lookup(ts, committed), ts
 
+    @invariant()
+    def txnindex_files_hold_what_fetch_serves(self) -> None:
+        """The .txnindex files on disk (what Kafka's tools read) are the aborted list
+        that read_committed fetches, checked above against the oracle, are served from;
+        one entry per aborted transaction, at its ABORT marker."""
+        assert self.pm.producers is not None and self.pm.logdir is not None
+        plog = self.pm.logdir.logs()[(TOPIC, 0)]
+        on_disk = plog.aborted_txns_on_disk()
+        assert on_disk == self.pm.producers.aborted_list(TOPIC, 0)
+        markers = [o for o, e in enumerate(self.entries) if e.control]
+        assert len(on_disk) == len(self.aborted) and {e.last_offset for e in on_disk} <= set(markers)
+
 
 def consumer_filter(data: bytes, aborted: list[dict[str, int]],
                     fetch_offset: int) -> list[tuple[int, bytes]]:
