@@ -1,4 +1,4 @@
-"""broker.security.tls.TlsSession without a socket: a real client ``ssl.SSLObject`` on one
+"""protocol.tls.TlsSession (server side) without a socket: a real client ``ssl.SSLObject`` on one
 side, the broker's session on the other, ciphertext handed across in arbitrary pieces.
 
 The oracle is the client's own plaintext: whatever way the byte stream is cut, the session
@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.security.tls import TlsSession, principal
+from broker.security.tls import principal
+from protocol.tls import TlsSession
 from tests.security.certs import CLIENT_PRINCIPAL, Pki, make_pki
 
 
