@@ -69,15 +69,19 @@ class TlsSession:
                 return b""
             self.handshaken = True
         chunks = []
+        # Reading only while ciphertext or decrypted bytes are pending spares the
+        # SSLWantReadError that a read past the end raises (costly, and per request); a
+        # record's plaintext is shorter than its ciphertext, so asking for what is pending
+        # reads a whole record without a 16 KiB buffer. One lookup of each per record.
+        pending = incoming.pending or obj.pending()
         try:
-            # Reading only while ciphertext or decrypted bytes are pending spares the
-            # SSLWantReadError that a read past the end raises (costly, and per request).
-            while incoming.pending or obj.pending():
-                chunk = obj.read(min(incoming.pending + obj.pending(), _RECORD))
+            while pending:
+                chunk = obj.read(pending if pending < _RECORD else _RECORD)
                 if not chunk:
                     self.closed = True
                     break
                 chunks.append(chunk)
+                pending = incoming.pending or obj.pending()
         except ssl.SSLWantReadError:  # a record only partly received
             pass
         except ssl.SSLZeroReturnError:
