@@ -206,7 +206,8 @@ class _TlsChannel(_Channel):
             if self.conn is not None:
                 self.conn._fail(KafkaError(
                     ErrorCode.NETWORK_EXCEPTION,
-                    f"{self.conn.host}:{self.conn.port}: connection closed by the broker"))
+                    f"{self.conn.host}:{self.conn.port}: connection closed by the broker "
+                    "(TLS close_notify)"))
             else:
                 self._broken(ConnectionResetError("connection closed during the TLS handshake"))
         elif not self.handshake.done() and session.handshaken:
