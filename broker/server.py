@@ -757,10 +757,7 @@ class _TlsTransport:
     def close(self) -> None:
         raw = self._raw
         if not raw.is_closing():
-            try:
-                alert = self._session.close_notify()
-            except ssl.SSLError:
-                alert = b""
+            alert = self._session.close_notify()
             if alert:
                 raw.write(alert)
         raw.close()

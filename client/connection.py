@@ -242,10 +242,7 @@ class _TlsChannel(_Channel):
         if transport is None:
             return
         if not transport.is_closing():
-            try:
-                alert = self.session.close_notify()
-            except ssl.SSLError:
-                alert = b""
+            alert = self.session.close_notify()
             if alert:
                 transport.write(alert)
         transport.close()

@@ -101,7 +101,8 @@ class TlsSession:
         return self._out.read()
 
     def close_notify(self) -> bytes:
-        """The close_notify alert to send before closing (``b""`` before the handshake)."""
+        """The close_notify alert to send before closing (``b""`` before the handshake);
+        never raises: a session that cannot say goodbye is closed all the same."""
         if not self.handshaken:
             return b""
         try:
