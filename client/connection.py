@@ -302,7 +302,7 @@ class BrokerConnection:
             if holder and holder[0].transport is not None:
                 holder[0].transport.abort()
             raise KafkaError(
-                ErrorCode.NETWORK_EXCEPTION, f"cannot connect to {host}:{port}: {e or 'timed out'}"
+                ErrorCode.NETWORK_EXCEPTION, f"cannot connect to {host}:{port}: {str(e) or 'timed out'}"
             ) from None
         return cls(host, port, holder[0], client_id, request_timeout)
 

@@ -173,3 +173,28 @@ async def test_a_certificate_for_another_name_is_refused_unless_names_are_not_ch
     finally:
         await conn.close()
 
+
+
+async def test_a_peer_that_never_answers_the_hello_times_out_with_a_reason(b: Broker) -> None:
+    hellos: list[bytes] = []
+
+    async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hellos.append(await reader.read(65536))  # the ClientHello, never answered
+        try:
+            await reader.read()  # until the client gives up and closes
+        except ConnectionError:
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(mute, "localhost", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(KafkaError) as info:
+            await open_connection("localhost", port, _sec(b), client_id="t", request_timeout=0.5)
+        assert asyncio.get_running_loop().time() - started < 3
+    finally:
+        server.close()
+    assert info.value.code == ErrorCode.NETWORK_EXCEPTION
+    assert str(info.value).endswith("timed out")
+    assert hellos and hellos[0][0] == 22  # a TLS handshake record was sent
