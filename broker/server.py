@@ -21,7 +21,7 @@ Invariants:
   closes. Nothing a client sends can stop the server.
 - Listeners (``listeners``): one asyncio server per listener, each with its security
   protocol. On TLS listeners the connection runs the record layer itself
-  (:class:`TlsConnection` over ``broker.security.tls.TlsSession``): a request is decrypted,
+  (:class:`TlsConnection` over ``protocol.tls.TlsSession``): a request is decrypted,
   served and its answer encrypted in the one loop pass that read it, as on plaintext.
   The handshake must finish within SSL_HANDSHAKE_TIMEOUT_S; a failed one sends its alert,
   is logged and closes that connection. SASL listeners put every connection behind its
@@ -73,10 +73,11 @@ from broker.quotas.store import FILE_NAME as QUOTA_FILE
 from broker.quotas.store import load as load_quotas
 from broker.security.listeners import Listener, listeners, mechanisms
 from broker.security.sasl import Outcome, SaslGate
-from broker.security.tls import ANONYMOUS, TlsSession, principal
+from broker.security.tls import ANONYMOUS, principal
 from broker.txn.service import TransactionService
 from protocol import api as papi
 from protocol.errors import ErrorCode
+from protocol.tls import TlsSession
 
 log = logging.getLogger("chronolog.broker")
 
@@ -756,10 +757,7 @@ class _TlsTransport:
     def close(self) -> None:
         raw = self._raw
         if not raw.is_closing():
-            try:
-                alert = self._session.close_notify()
-            except ssl.SSLError:
-                alert = b""
+            alert = self._session.close_notify()
             if alert:
                 raw.write(alert)
         raw.close()

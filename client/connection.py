@@ -11,6 +11,12 @@ Invariants:
   how Kafka rejects an unsupported request). After a network failure the
   connection is dead and every pending request fails at once; nothing hangs.
 - A late answer to a timed-out request is read and dropped, keeping the stream in sync.
+- TLS is run here, not by the event loop's SSL transport: ``protocol.tls.TlsSession`` (the
+  broker's own record layer) over the plain socket, its plaintext fed to the same frame
+  code. :meth:`BrokerConnection.open` returns once the handshake is done; a failed
+  handshake (untrusted certificate, name mismatch, the broker's alert) raises
+  NETWORK_EXCEPTION with OpenSSL's reason, and the broker's close_notify ends the
+  connection as its TCP close does.
 """
 
 from __future__ import annotations
@@ -18,11 +24,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import protocol.api as api
 from protocol.errors import ErrorCode, KafkaError
+from protocol.tls import TlsSession
 
 __all__ = ["BrokerConnection", "parse_bootstrap"]
 
@@ -72,12 +81,20 @@ class _Channel(asyncio.Protocol):
     def __init__(self, conn: BrokerConnection) -> None:
         self.conn = conn
         self.transport: asyncio.Transport | None = None
+        # What a request frame goes out through: the transport's own write on plaintext
+        # (bound once, no extra call per request), encryption first on TLS.
+        self.write: Callable[[bytes], None] = _not_connected
         self._buf = bytearray()
         self._paused = False
         self._drained: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.write = self.transport.write  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         buf = self._buf
@@ -143,6 +160,94 @@ class _Channel(asyncio.Protocol):
         await asyncio.shield(self._drained)
 
 
+def _not_connected(data: bytes) -> None:
+    raise ConnectionResetError("not connected")
+
+
+class _TlsChannel(_Channel):
+    """A :class:`_Channel` over TLS: ciphertext from the socket goes through the session,
+    its plaintext through the frame code above; frames are encrypted on the way out.
+    ``handshake`` resolves when the session is up (or fails with the ``ssl.SSLError``)."""
+
+    def __init__(self, context: ssl.SSLContext, server_hostname: str) -> None:
+        super().__init__(None)  # type: ignore[arg-type]  # bound by BrokerConnection
+        self.session = TlsSession(context, server_side=False, server_hostname=server_hostname)
+        self.handshake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.write = self._write
+        try:
+            hello = self.session.start()
+        except ssl.SSLError as exc:
+            self._broken(exc)
+            return
+        transport.write(hello)  # type: ignore[attr-defined]
+
+    def _write(self, data: bytes) -> None:
+        self.transport.write(self.session.encrypt(data))  # type: ignore[union-attr]
+
+    def data_received(self, data: bytes) -> None:
+        session = self.session
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        try:
+            plain = session.receive(data)
+        except ssl.SSLError as exc:
+            self._broken(exc)
+            return
+        out = session.outgoing()
+        if out:
+            transport.write(out)
+        if plain:
+            super().data_received(plain)
+        if session.closed:  # the broker's close_notify: as its TCP close
+            if self.conn is not None:
+                self.conn._fail(KafkaError(
+                    ErrorCode.NETWORK_EXCEPTION,
+                    f"{self.conn.host}:{self.conn.port}: connection closed by the broker "
+                    "(TLS close_notify)"))
+            else:
+                self._broken(ConnectionResetError("connection closed during the TLS handshake"))
+        elif not self.handshake.done() and session.handshaken:
+            self.handshake.set_result(None)
+
+    def _broken(self, exc: Exception) -> None:
+        """The handshake or the record layer failed: the alert (if any) goes out, the
+        waiter learns why, and the socket closes."""
+        alert = self.session.outgoing()
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            if alert:
+                transport.write(alert)
+            transport.close()
+        if not self.handshake.done():
+            self.handshake.set_exception(exc)
+            self.handshake.exception()  # open() may have stopped waiting (its timeout)
+        elif self.conn is not None:
+            self.conn._fail(KafkaError(ErrorCode.NETWORK_EXCEPTION,
+                                       f"{self.conn.host}:{self.conn.port}: TLS failed: {exc}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.handshake.done():
+            self.handshake.set_exception(
+                exc or ConnectionResetError("connection closed during the TLS handshake"))
+            self.handshake.exception()
+        if self.conn is not None:
+            super().connection_lost(exc)
+
+    def close(self) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        if not transport.is_closing():
+            alert = self.session.close_notify()
+            if alert:
+                transport.write(alert)
+        transport.close()
+
+
 class BrokerConnection:
     """A pipelined request/response channel to one broker; see the module docstring."""
 
@@ -175,26 +280,30 @@ class BrokerConnection:
         holder: list[_Channel] = []
 
         def factory() -> _Channel:
-            ch = _Channel(None)  # type: ignore[arg-type]  # bound just below
+            ch = (_Channel(None) if ssl is None  # type: ignore[arg-type]  # bound below
+                  else _TlsChannel(ssl, host))
             holder.append(ch)
             return ch
 
+        async def connect() -> None:
+            transport, _ = await loop.create_connection(factory, host, port)
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                try:  # one small request, one answer: never wait for Nagle
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                except OSError:
+                    pass
+            if isinstance(holder[0], _TlsChannel):
+                await holder[0].handshake
+
         try:
-            transport, _ = await asyncio.wait_for(
-                loop.create_connection(factory, host, port, ssl=ssl,
-                                       server_hostname=host if ssl is not None else None),
-                request_timeout
-            )
-        except (OSError, TimeoutError) as e:
+            await asyncio.wait_for(connect(), request_timeout)
+        except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
+            if holder and holder[0].transport is not None:
+                holder[0].transport.abort()
             raise KafkaError(
-                ErrorCode.NETWORK_EXCEPTION, f"cannot connect to {host}:{port}: {e or 'timed out'}"
+                ErrorCode.NETWORK_EXCEPTION, f"cannot connect to {host}:{port}: {str(e) or 'timed out'}"
             ) from None
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:  # one small request, one answer: never wait for Nagle
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
         return cls(host, port, holder[0], client_id, request_timeout)
 
     @property
@@ -226,9 +335,7 @@ class BrokerConnection:
             self._pending[correlation_id] = (api_key, api_version, fut)
         else:
             fut.set_result(None)
-        transport = self._channel.transport
-        assert transport is not None
-        transport.write(frame)
+        self._channel.write(frame)
         return fut
 
     async def request(
@@ -319,9 +426,7 @@ class BrokerConnection:
                 # A caller whose write failed raises err itself and never awaits
                 # this future; don't let asyncio log it as "never retrieved".
                 fut.exception()
-        transport = self._channel.transport
-        if transport is not None:
-            transport.close()
+        self._channel.close()
 
     async def close(self) -> None:
         if self._closed is None:

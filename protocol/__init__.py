@@ -7,6 +7,7 @@
 - ``protocol.wire``: Kafka's wire types as compilable construct Constructs.
 - ``protocol.fastpath``: struct codecs for hot messages, tested against the schema.
 - ``protocol.errors``: Kafka's error codes.
+- ``protocol.tls``: TLS's record layer as bytes in, bytes out, for broker and client.
 
 Invariant: nothing here touches sockets, files or our other packages; records
 travel through as opaque bytes.

@@ -11,10 +11,8 @@ Invariants (Kafka's ``DefaultSslEngineFactory``, ``ChannelBuilders``,
 - A TLS client's principal is ``User:`` + its subject DN in RFC 2253 form (most specific
   RDN first, as Java's ``X500Principal.getName()`` prints it); no certificate means
   ``User:ANONYMOUS``.
-- :class:`TlsSession` is the record layer without a socket (``ssl.SSLObject`` over two
-  ``MemoryBIO``s): ciphertext in, plaintext out, in the caller's own loop pass. Every call
-  leaves nothing decrypted behind in the session, so the caller's back-pressure (not the
-  session's) decides when a connection is read.
+- The record layer itself (``ssl.SSLObject`` over memory buffers) is
+  ``protocol.tls.TlsSession``, shared with the bundled client.
 """
 
 from __future__ import annotations
@@ -42,84 +40,6 @@ _KEYWORDS = {
 }
 # Attribute types Java prints as OID=#<hex DER> (tag: IA5String for these).
 _OIDS = {"emailAddress": ("1.2.840.113549.1.9.1", 0x16)}
-
-
-# The most plaintext one TLS record holds: what one SSLObject.read can return.
-_RECORD = 16384
-
-
-class TlsSession:
-    """One server-side TLS connection as a pure function of bytes: :meth:`receive` takes
-    what the socket read and returns the plaintext it held; :meth:`outgoing` is what must be
-    written back (handshake messages, alerts, session tickets, key updates); :meth:`encrypt`
-    turns an answer into records. An ``ssl.SSLError`` from :meth:`receive` means the peer
-    failed the handshake or broke the record layer: send :meth:`outgoing` (an alert, if
-    any) and close."""
-
-    __slots__ = ("_in", "_out", "_obj", "handshaken", "closed")
-
-    def __init__(self, context: ssl.SSLContext) -> None:
-        self._in = ssl.MemoryBIO()
-        self._out = ssl.MemoryBIO()
-        self._obj = context.wrap_bio(self._in, self._out, server_side=True)
-        self.handshaken = False
-        self.closed = False  # the peer sent close_notify
-
-    def receive(self, data: bytes) -> bytes:
-        """Feed ciphertext; return the plaintext now complete (possibly ``b""``)."""
-        incoming = self._in
-        incoming.write(data)
-        obj = self._obj
-        if not self.handshaken:
-            try:
-                obj.do_handshake()
-            except ssl.SSLWantReadError:
-                return b""
-            self.handshaken = True
-        chunks = []
-        try:
-            # Reading only while ciphertext or decrypted bytes are pending spares the
-            # SSLWantReadError that a read past the end raises (costly, and per request).
-            while incoming.pending or obj.pending():
-                chunk = obj.read(min(incoming.pending + obj.pending(), _RECORD))
-                if not chunk:
-                    self.closed = True
-                    break
-                chunks.append(chunk)
-        except ssl.SSLWantReadError:  # a record only partly received
-            pass
-        except ssl.SSLZeroReturnError:
-            self.closed = True
-        if len(chunks) == 1:
-            return chunks[0]
-        return b"".join(chunks)
-
-    def outgoing(self) -> bytes:
-        """Ciphertext the session produced on its own (handshake, alerts, tickets)."""
-        out = self._out
-        return out.read() if out.pending else b""
-
-    def encrypt(self, data: bytes) -> bytes:
-        """``data`` as TLS records, plus anything else the session had to send first."""
-        self._obj.write(data)
-        return self._out.read()
-
-    def close_notify(self) -> bytes:
-        """The close_notify alert to send before closing (``b""`` before the handshake)."""
-        if not self.handshaken:
-            return b""
-        try:
-            self._obj.unwrap()
-        except ssl.SSLError:  # want-read: we do not wait for the peer's close_notify
-            pass
-        return self._out.read()
-
-    def peercert(self) -> Any:
-        return self._obj.getpeercert()
-
-    @property
-    def version(self) -> str | None:
-        return self._obj.version()
 
 
 def _get(cfg: BrokerConfig, listener: str, name: str) -> Any:

@@ -1,4 +1,4 @@
-"""broker.security.tls.TlsSession without a socket: a real client ``ssl.SSLObject`` on one
+"""protocol.tls.TlsSession (server side) without a socket: a real client ``ssl.SSLObject`` on one
 side, the broker's session on the other, ciphertext handed across in arbitrary pieces.
 
 The oracle is the client's own plaintext: whatever way the byte stream is cut, the session
@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.security.tls import TlsSession, principal
+from broker.security.tls import principal
+from protocol.tls import TlsSession
 from tests.security.certs import CLIENT_PRINCIPAL, Pki, make_pki
 
 
@@ -151,3 +152,31 @@ def test_close_notify_both_ways(pki: Pki) -> None:
     client.inc.write(server.close_notify())
     client.obj.unwrap()  # completes (no SSLWantReadError): the server's close_notify came
     assert TlsSession(_server_ctx(pki)).close_notify() == b""  # nothing before a handshake
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(request=st.binary(min_size=1, max_size=40_000),
+       answers=st.lists(st.binary(min_size=1, max_size=50_000), min_size=1, max_size=3),
+       cuts=st.lists(st.integers(min_value=0, max_value=200_000), max_size=12))
+def test_a_client_session_reads_the_brokers_records_however_they_are_cut(
+        pki: Pki, version: ssl.TLSVersion, request: bytes, answers: list[bytes],
+        cuts: list[int]) -> None:
+    """Both ends are TlsSession (the bundled client's and the broker's); the oracle is
+    the bytes each side encrypted."""
+    client = TlsSession(ssl.create_default_context(cafile=pki.ca), server_side=False,
+                        server_hostname="localhost")
+    server = TlsSession(_server_ctx(pki, version=version))
+    flight = client.start()
+    for _ in range(10):
+        assert server.receive(flight) == b""
+        assert client.receive(server.outgoing()) == b""
+        flight = client.outgoing()
+        if client.handshaken and server.handshaken and not flight:
+            break
+    assert client.handshaken and server.handshaken and client.version == server.version
+    assert server.receive(client.encrypt(request)) == request
+    stream = b"".join(server.encrypt(a) for a in answers) + server.close_notify()
+    received = b"".join(client.receive(piece) for piece in _pieces(stream, cuts))
+    assert received == b"".join(answers)
+    assert client.closed  # the close_notify came last
