@@ -450,17 +450,23 @@ def build_batch_columns(
         # of the varint columns (the attributes byte after the length, a null key's
         # length after the offset delta, and, without headers, each record's header
         # count 0 before the next record's length), so fewer columns are joined.
-        ts_col, s_ts = _varint_column(_zigzag(ts - base_ts))
+        # One timestamp for every record (Spark's "now", a bulk load's fixed time):
+        # each delta is the byte 0, carried by the length column's suffix.
+        same_ts = max_ts == base_ts and lo == 0
         od_col, s_od = _offset_deltas(n, b"\x01" if no_keys else b"")
         vl_col, s_vl = _varint_column(_zigzag(vlen))
-        body = 1 + s_ts + s_od + s_vl + np.maximum(vlen, 0) + hlen
+        body = (2 if same_ts else 1) + s_od + s_vl + np.maximum(vlen, 0) + hlen
+        if not same_ts:
+            ts_col, s_ts = _varint_column(_zigzag(ts - base_ts))
+            body += s_ts
         if not no_keys:
             _, klen = _lengths(kcol)
             kl_col, s_kl = _varint_column(_zigzag(klen))
             body += s_kl + np.maximum(klen, 0)
         len_col, _ = _varint_column((body << 1).view(np.uint64),
-                                    b"\x00" if no_headers else b"", b"\x00")
-        cols: list[pa.Array] = [len_col, ts_col, od_col]
+                                    b"\x00" if no_headers else b"",
+                                    b"\x00\x00" if same_ts else b"\x00")
+        cols: list[pa.Array] = [len_col, od_col] if same_ts else [len_col, ts_col, od_col]
         if not no_keys:
             cols += [kl_col, _nulls_as_empty(kcol)]
         cols += [vl_col, _nulls_as_empty(vcol)]
