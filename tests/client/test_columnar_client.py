@@ -105,7 +105,7 @@ async def test_requests_in_flight_keep_input_order(broker) -> None:  # type: ign
 
 
 async def test_a_large_produce_call_is_cut_into_even_requests_in_input_order(broker) -> None:  # type: ignore[no-untyped-def]
-    """Over 512 KiB, one call goes out as several requests (pipelined): every record
+    """From 1 MiB, one call goes out as several requests (pipelined): every record
     still lands once, per partition in input order, at the offsets returned."""
     topic = unique_topic("pipelined")
     records = [ProducerRecord(key=b"k%d" % (i % 31), value=b"%06d" % i + b"x" * (100 + i % 150),
