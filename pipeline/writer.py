@@ -7,7 +7,8 @@ Columns (others are ignored, as by Spark's Kafka sink, so a DataFrame read from
 - ``topic`` (string) — optional; the ``topic`` option, when given, overrides it;
 - ``partition`` (int) — optional; when absent or null, Kafka's default
   partitioner picks it (murmur2 of the key, sticky rotation for null keys);
-- ``timestamp`` (timestamp, or long epoch ms) — optional; null or absent = now;
+- ``timestamp`` (timestamp, or long epoch ms) — optional; null = now; absent =
+  the time each record batch is built (one time for all its records);
 - ``headers`` (array<struct<key:string,value:binary>>) — optional.
 
 Delivery is at-least-once. Each Spark task produces its rows in batches of up
