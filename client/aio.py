@@ -913,7 +913,8 @@ class Client:
         first = int(parts[0])
         if bool((parts == first).all()):
             return {first: None}
-        return {int(p): np.flatnonzero(parts == p) for p in np.unique(parts).tolist()}
+        present = np.flatnonzero(np.bincount(parts, minlength=num))  # 0..num-1: count, don't sort
+        return {int(p): np.flatnonzero(parts == p) for p in present.tolist()}
 
     async def produce_batch(
         self, topic: str, partition: int, batch: bytes, *, acks: int = 1

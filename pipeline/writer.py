@@ -234,7 +234,8 @@ class _Task:
         sizes = columnar.encoded_sizes(keys, values, header_bytes)
         first = int(parts[0])
         groups = ([(first, None)] if bool((parts == first).all())
-                  else [(p, np.flatnonzero(parts == p)) for p in np.unique(parts).tolist()])
+                  else [(p, np.flatnonzero(parts == p))  # partitions are 0..num-1: count, don't sort
+                     for p in np.flatnonzero(np.bincount(parts, minlength=num)).tolist()])
         for p, idx in groups:
             rows = self.pending.get((topic, p))
             if rows is None:
