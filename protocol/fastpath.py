@@ -144,6 +144,17 @@ def _wstring(value: str | None, flexible: bool) -> bytes:
     return _wlen(len(data), flexible, 2) + data
 
 
+def _records(parts: list[Any], head: bytes, records: Any, flexible: bool) -> None:
+    """``head``, then a nullable records field: its length and the batches themselves
+    as their own part (not copied until the frame's join)."""
+    if records is None:
+        parts.append(head + (b"\x00" if flexible else b"\xff\xff\xff\xff"))
+    else:
+        size = records.nbytes if isinstance(records, memoryview) else len(records)
+        parts.append(head + _wlen(size, flexible, 4))
+        parts.append(records)
+
+
 def _start(correlation_id: int, header_tags: bool) -> list[Any]:
     """Parts of a response; slot 0 is reserved for the size, filled by :func:`_finish`."""
     return [b"", _p32(correlation_id), b"\x00"] if header_tags else [b"", _p32(correlation_id)]
@@ -377,12 +388,7 @@ def fetch_response(version: int, fallback: Encoder) -> Encoder:
                 if version >= 11:
                     fixed += _p32(p.get("preferred_read_replica", -1))
                 records = p.get("records")
-                if records is None:
-                    parts.append(fixed + (b"\x00" if flexible else b"\xff\xff\xff\xff"))
-                else:
-                    size = records.nbytes if isinstance(records, memoryview) else len(records)
-                    parts.append(fixed + _wlen(size, flexible, 4))
-                    parts.append(records)
+                _records(parts, fixed, records, flexible)
                 parts.append(tail)
             parts.append(tail)
         parts.append(tail)
@@ -451,7 +457,6 @@ def produce_request_encoder(version: int) -> RequestEncoder:
     flexible = version >= 9
     tail = b"\x00" if flexible else b""
     null = b"\x00" if flexible else b"\xff\xff"
-    no_records = b"\x00" if flexible else b"\xff\xff\xff\xff"
 
     def encode(correlation_id: int, client_id: str | None, body: Mapping[str, Any]) -> bytes:
         parts = _request_header(0, version, correlation_id, client_id, flexible)
@@ -467,13 +472,8 @@ def produce_request_encoder(version: int) -> RequestEncoder:
             parts.append(_wstring(t.get("name", ""), flexible) + _wlen(len(partitions), flexible, 4))
             for p in partitions:
                 records = p.get("records")
-                index = _p32(p.get("index", 0))
-                if records is None:
-                    parts.append(index + no_records + tail)
-                else:
-                    parts.append(index + _wlen(len(records), flexible, 4))
-                    parts.append(records)
-                    parts.append(tail)
+                _records(parts, _p32(p.get("index", 0)), records, flexible)
+                parts.append(tail)
             parts.append(tail)
         parts.append(tail)
         return _finish(parts)
