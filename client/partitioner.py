@@ -11,7 +11,8 @@ per batch, rotating), which is what Kafka's default does since KIP-480.
 ``partitions_for_keys`` is the same partitioner for a whole Arrow column at
 once: keys of equal length are hashed together with NumPy ``uint32``
 arithmetic (which wraps mod 2**32, as Java's int does), so a column costs tens
-of nanoseconds per key instead of ~7 µs. Its result equals
+of nanoseconds per key instead of ~7 µs (~15 ns when every key has one length:
+the data buffer is then reshaped into the key matrix instead of gathered). Its result equals
 ``partition_for_key`` for every non-null key and is -1 for null keys (property
 tested).
 """
@@ -138,12 +139,20 @@ def partitions_for_keys(keys: pa.Array, num_partitions: int) -> npt.NDArray[np.i
     )
     starts = offsets[:-1].astype(np.int64)
     lengths = np.diff(offsets).astype(np.int64)
+    first = int(lengths[0])
+    uniform = col.null_count == 0 and bool((lengths == first).all())
     with np.errstate(over="ignore"):
-        for length in np.unique(lengths[valid]).tolist():
-            idx = np.flatnonzero(valid & (lengths == length))
-            h = np.full(len(idx), np.uint32(_SEED) ^ np.uint32(length & 0xFFFFFFFF), dtype=np.uint32)
+        for length in [first] if uniform else np.unique(lengths[valid]).tolist():
+            # Keys of one length side by side (e.g. numbers as strings): the data
+            # buffer is already the key matrix, no gather needed.
+            idx = slice(None) if uniform else np.flatnonzero(valid & (lengths == length))
+            count = n if uniform else len(idx)  # type: ignore[arg-type]
+            h = np.full(count, np.uint32(_SEED) ^ np.uint32(length & 0xFFFFFFFF), dtype=np.uint32)
             if length:
-                mat = data[starts[idx][:, None] + np.arange(length, dtype=np.int64)]
+                if uniform:
+                    mat = data[int(starts[0]) : int(starts[0]) + n * length].reshape(n, length)
+                else:
+                    mat = data[starts[idx][:, None] + np.arange(length, dtype=np.int64)]
                 whole = length - (length & 3)
                 if whole:
                     words = np.ascontiguousarray(mat[:, :whole]).view("<u4")

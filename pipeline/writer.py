@@ -7,7 +7,8 @@ Columns (others are ignored, as by Spark's Kafka sink, so a DataFrame read from
 - ``topic`` (string) — optional; the ``topic`` option, when given, overrides it;
 - ``partition`` (int) — optional; when absent or null, Kafka's default
   partitioner picks it (murmur2 of the key, sticky rotation for null keys);
-- ``timestamp`` (timestamp, or long epoch ms) — optional; null or absent = now;
+- ``timestamp`` (timestamp, or long epoch ms) — optional; null = now; absent =
+  the time each record batch is built (one time for all its records);
 - ``headers`` (array<struct<key:string,value:binary>>) — optional.
 
 Delivery is at-least-once. Each Spark task produces its rows in batches of up
@@ -117,10 +118,13 @@ def _check_schema(schema: StructType, topic_option: str | None) -> None:
 class _Rows:
     """A partition's rows waiting for a full batch: Arrow tables and a bound of their size."""
 
-    __slots__ = ("tables", "sizes", "size")
+    __slots__ = ("tables", "stamps", "sizes", "size")
 
     def __init__(self) -> None:
         self.tables: list[pa.Table] = []
+        # Epoch ms per row, or None for rows without a timestamp column: those are
+        # stamped when their batch is built (one time for the batch, as a producer does).
+        self.stamps: list[npt.NDArray[np.int64] | None] = []
         self.sizes: list[npt.NDArray[np.int64]] = []
         self.size = 0
 
@@ -217,9 +221,9 @@ class _Task:
         unkeyed = parts < 0
         if bool(unkeyed.any()):
             parts = np.where(unkeyed, self.sticky.partition(topic, num), parts)
-        ts = columnar.timestamp_column(rb.column("timestamp") if "timestamp" in names else None,
-                                       n, int(time.time() * 1000))
-        columns: dict[str, Any] = {"key": keys, "value": values, "timestamp": pa.array(ts)}
+        ts = (columnar.timestamp_column(rb.column("timestamp"), n, int(time.time() * 1000))
+              if "timestamp" in names else None)
+        columns: dict[str, Any] = {"key": keys, "value": values}
         header_bytes = None
         if "headers" in names:
             h = rb.column("headers")
@@ -230,14 +234,16 @@ class _Task:
         sizes = columnar.encoded_sizes(keys, values, header_bytes)
         first = int(parts[0])
         groups = ([(first, None)] if bool((parts == first).all())
-                  else [(p, np.flatnonzero(parts == p)) for p in np.unique(parts).tolist()])
+                  else [(p, np.flatnonzero(parts == p))  # partitions are 0..num-1: count, don't sort
+                     for p in np.flatnonzero(np.bincount(parts, minlength=num)).tolist()])
         for p, idx in groups:
             rows = self.pending.get((topic, p))
             if rows is None:
                 rows = self.pending[(topic, p)] = _Rows()
-            sub = table if idx is None else table.take(pa.array(idx))
+            sub = table if idx is None else table.take(columnar.numeric_array(idx))
             sub_sizes = sizes if idx is None else sizes[idx]
             rows.tables.append(sub)
+            rows.stamps.append(ts if ts is None or idx is None else ts[idx])
             rows.sizes.append(sub_sizes)
             rows.size += int(sub_sizes.sum())
             if rows.size >= self.opts.batch_bytes:
@@ -254,6 +260,11 @@ class _Task:
         table = (pa.concat_tables(rows.tables, promote_options="default")  # headers may be absent
                  if len(rows.tables) > 1 else rows.tables[0])
         sizes = np.concatenate(rows.sizes) if len(rows.sizes) > 1 else rows.sizes[0]
+        stamps: npt.NDArray[np.int64] | None = None
+        if any(t is not None for t in rows.stamps):
+            now = int(time.time() * 1000)
+            stamps = np.concatenate([np.full(len(tb), now, np.int64) if t is None else t
+                                     for tb, t in zip(rows.tables, rows.stamps, strict=True)])
         cum = np.cumsum(sizes)
         limit = max(1, self.opts.batch_bytes - HEADER_SIZE)
         start = 0
@@ -264,13 +275,15 @@ class _Task:
             if full_only and stop == n and int(cum[-1]) - base < limit:
                 rest = _Rows()
                 rest.tables = [table.slice(start)]
+                rest.stamps = [None if stamps is None else stamps[start:]]
                 rest.sizes = [sizes[start:]]
                 rest.size = int(cum[-1]) - base
                 self.pending[(topic, partition)] = rest
                 return
             chunk = table.slice(start, stop - start)
             batch = columnar.build_batch_columns(
-                chunk.column("key"), chunk.column("value"), chunk.column("timestamp"),
+                chunk.column("key"), chunk.column("value"),
+                None if stamps is None else stamps[start:stop],
                 chunk.column("headers") if "headers" in chunk.column_names else None,
                 compression=self.opts.compression,
             )

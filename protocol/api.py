@@ -561,7 +561,9 @@ FAST_RESPONSE_ENCODERS: dict[tuple[int, int], fastpath.Encoder] = {
 
 # Client side: what the bundled client pays per lookup and per connection.
 FAST_REQUEST_ENCODERS: dict[tuple[int, int], fastpath.RequestEncoder] = {
-    (ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_request_encoder(v) for v in _versions(ApiKey.LIST_OFFSETS)
+    **{(ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_request_encoder(v)
+       for v in _versions(ApiKey.LIST_OFFSETS)},
+    **{(ApiKey.PRODUCE, v): fastpath.produce_request_encoder(v) for v in _versions(ApiKey.PRODUCE)},
 }
 FAST_RESPONSE_DECODERS: dict[tuple[int, int], fastpath.ResponseDecoder] = {
     **{(ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_response_decoder(v) for v in _versions(ApiKey.LIST_OFFSETS)},

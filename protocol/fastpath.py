@@ -2,7 +2,9 @@
 
 Hot, as ``bench/bench_protocol.py`` shows: ListOffsets request decode and response
 encode (every timestamp lookup), ApiVersions (the no-op floor), Produce request
-decode and Fetch response encode (every produce and fetch). Each function here
+decode and Fetch response encode (every produce and fetch), and on the client side
+ListOffsets and Produce request encode (a declaratively encoded 1 MB Produce
+request copied its records several times: ~0.6 ms). Each function here
 is registered for every supported version of its message.
 
 Invariants:
@@ -140,6 +142,17 @@ def _wstring(value: str | None, flexible: bool) -> bytes:
     if not flexible and len(data) > 0x7FFF:
         raise ValueError(f"string of {len(data)} bytes exceeds int16 length")
     return _wlen(len(data), flexible, 2) + data
+
+
+def _records(parts: list[Any], head: bytes, records: Any, flexible: bool) -> None:
+    """``head``, then a nullable records field: its length and the batches themselves
+    as their own part (not copied until the frame's join)."""
+    if records is None:
+        parts.append(head + (b"\x00" if flexible else b"\xff\xff\xff\xff"))
+    else:
+        size = records.nbytes if isinstance(records, memoryview) else len(records)
+        parts.append(head + _wlen(size, flexible, 4))
+        parts.append(records)
 
 
 def _start(correlation_id: int, header_tags: bool) -> list[Any]:
@@ -375,12 +388,7 @@ def fetch_response(version: int, fallback: Encoder) -> Encoder:
                 if version >= 11:
                     fixed += _p32(p.get("preferred_read_replica", -1))
                 records = p.get("records")
-                if records is None:
-                    parts.append(fixed + (b"\x00" if flexible else b"\xff\xff\xff\xff"))
-                else:
-                    size = records.nbytes if isinstance(records, memoryview) else len(records)
-                    parts.append(fixed + _wlen(size, flexible, 4))
-                    parts.append(records)
+                _records(parts, fixed, records, flexible)
                 parts.append(tail)
             parts.append(tail)
         parts.append(tail)
@@ -437,6 +445,36 @@ def list_offsets_request_encoder(version: int) -> RequestEncoder:
             parts.append(tail)
         if version >= 10:
             parts.append(_p32(body.get("timeout_ms", 0)))
+        parts.append(tail)
+        return _finish(parts)
+
+    return encode
+
+
+def produce_request_encoder(version: int) -> RequestEncoder:
+    """Produce requests as the client sends them: the record batches are not copied
+    until the frame's one ``b"".join`` (the declarative codec copies each several times)."""
+    flexible = version >= 9
+    tail = b"\x00" if flexible else b""
+    null = b"\x00" if flexible else b"\xff\xff"
+
+    def encode(correlation_id: int, client_id: str | None, body: Mapping[str, Any]) -> bytes:
+        parts = _request_header(0, version, correlation_id, client_id, flexible)
+        head = b""
+        if version >= 3:
+            tid = body.get("transactional_id")
+            head = null if tid is None else _wstring(tid, flexible)
+        topics = body.get("topic_data", [])
+        parts.append(head + struct.pack(">hi", body.get("acks", 0), body.get("timeout_ms", 0))
+                     + _wlen(len(topics), flexible, 4))
+        for t in topics:
+            partitions = t.get("partition_data", [])
+            parts.append(_wstring(t.get("name", ""), flexible) + _wlen(len(partitions), flexible, 4))
+            for p in partitions:
+                records = p.get("records")
+                _records(parts, _p32(p.get("index", 0)), records, flexible)
+                parts.append(tail)
+            parts.append(tail)
         parts.append(tail)
         return _finish(parts)
 

@@ -319,10 +319,28 @@ def _varint_column(z: U64, prefix: bytes = b"", suffix: bytes = b"") -> tuple[pa
     return table[0].take(numeric_array(idx)), table[1][idx]  # type: ignore[return-value]
 
 
+def _one_length(length: I64) -> bool:
+    """Every row has this one length (nulls, -1, count as a length), a one- or two-byte varint."""
+    first = int(length[0])
+    return -64 <= first < 8192 and bool((length == first).all())
+
+
+def _zigzag_bytes(v: int) -> bytes:
+    out = bytearray()
+    _uvarint((v << 1) ^ (v >> 63), out)
+    return bytes(out)
+
+
+_SUFFIXES_KEPT = 16
+"""Offset-delta columns cached (one per suffix: each shared length is a suffix)."""
+
+
 def _offset_deltas(n: int, suffix: bytes) -> tuple[pa.BinaryArray, I64]:
     """Varints of the offset deltas 0..n-1, then ``suffix`` (the same for every batch:
     built once per suffix, then sliced)."""
     cached = _OFFSET_DELTAS.get(suffix)
+    if cached is None and len(_OFFSET_DELTAS) >= _SUFFIXES_KEPT:
+        _OFFSET_DELTAS.clear()
     if cached is None or len(cached[1]) < n:
         m = max(n, 1 << 16)
         cached = _OFFSET_DELTAS[suffix] = _varints_column(
@@ -450,20 +468,44 @@ def build_batch_columns(
         # of the varint columns (the attributes byte after the length, a null key's
         # length after the offset delta, and, without headers, each record's header
         # count 0 before the next record's length), so fewer columns are joined.
-        ts_col, s_ts = _varint_column(_zigzag(ts - base_ts))
-        od_col, s_od = _offset_deltas(n, b"\x01" if no_keys else b"")
-        vl_col, s_vl = _varint_column(_zigzag(vlen))
-        body = 1 + s_ts + s_od + s_vl + np.maximum(vlen, 0) + hlen
-        if not no_keys:
-            _, klen = _lengths(kcol)
-            kl_col, s_kl = _varint_column(_zigzag(klen))
-            body += s_kl + np.maximum(klen, 0)
+        # One timestamp for every record (Spark's "now", a bulk load's fixed time):
+        # each delta is the byte 0, carried by the length column's suffix.
+        same_ts = max_ts == base_ts and lo == 0
+        # Likewise a length every record shares (keys of one length; without keys,
+        # values of one length) follows the offset delta: it rides on the offset
+        # deltas' suffix instead of a column of its own.
+        suffix = b"\x01" if no_keys else b""
+        klen = None if no_keys else _lengths(kcol)[1]
+        fold_k = klen is not None and _one_length(klen)
+        fold_v = no_keys and _one_length(vlen)
+        if fold_k:
+            suffix = _zigzag_bytes(int(klen[0]))  # type: ignore[index]
+        elif fold_v:
+            suffix += _zigzag_bytes(int(vlen[0]))
+        od_col, s_od = _offset_deltas(n, suffix)
+        body = (2 if same_ts else 1) + s_od + np.maximum(vlen, 0) + hlen
+        if not fold_v:
+            vl_col, s_vl = _varint_column(_zigzag(vlen))
+            body += s_vl
+        if not same_ts:
+            ts_col, s_ts = _varint_column(_zigzag(ts - base_ts))
+            body += s_ts
+        if klen is not None:
+            body += np.maximum(klen, 0)
+            if not fold_k:
+                kl_col, s_kl = _varint_column(_zigzag(klen))
+                body += s_kl
         len_col, _ = _varint_column((body << 1).view(np.uint64),
-                                    b"\x00" if no_headers else b"", b"\x00")
-        cols: list[pa.Array] = [len_col, ts_col, od_col]
+                                    b"\x00" if no_headers else b"",
+                                    b"\x00\x00" if same_ts else b"\x00")
+        cols: list[pa.Array] = [len_col, od_col] if same_ts else [len_col, ts_col, od_col]
         if not no_keys:
-            cols += [kl_col, _nulls_as_empty(kcol)]
-        cols += [vl_col, _nulls_as_empty(vcol)]
+            if not fold_k:
+                cols.append(kl_col)
+            cols.append(_nulls_as_empty(kcol))
+        if not fold_v:
+            cols.append(vl_col)
+        cols.append(_nulls_as_empty(vcol))
         if hcol is not None:
             cols.append(hcol)
         joined = pc.binary_join_element_wise(*cols, _empties(n))

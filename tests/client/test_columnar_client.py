@@ -104,6 +104,25 @@ async def test_requests_in_flight_keep_input_order(broker) -> None:  # type: ign
     assert len(list(rec.iter_batches(raw.records_bytes))) > 20  # really many requests
 
 
+async def test_a_large_produce_call_is_cut_into_even_requests_in_input_order(broker) -> None:  # type: ignore[no-untyped-def]
+    """From 1 MiB, one call goes out as several requests (pipelined): every record
+    still lands once, per partition in input order, at the offsets returned."""
+    topic = unique_topic("pipelined")
+    records = [ProducerRecord(key=b"k%d" % (i % 31), value=b"%06d" % i + b"x" * (100 + i % 150),
+                              timestamp=T0 + i) for i in range(8000)]
+    async with await Client.connect(broker.bootstrap) as c:
+        await c.create_topic(topic, partitions=2)
+        offsets = await c.produce(topic, records)
+        got = {p: [(r.offset, r.value) async for r in c.consume(topic, p, 0)] for p in (0, 1)}
+        raw = await c.fetch_raw(topic, 0, 0, 1 << 24)
+    want: dict[int, list[tuple[int, bytes | None]]] = {0: [], 1: []}
+    for r, off in zip(records, offsets, strict=True):
+        want[partition_for_key(r.key, 2)].append((off, r.value))  # type: ignore[arg-type]
+    assert got == want
+    assert all(w == list(range(len(w))) for w in ([o for o, _ in v] for v in want.values()))
+    assert len(list(rec.iter_batches(raw.records_bytes))) > 1
+
+
 async def test_idempotent_producer_with_batches_in_flight_writes_consecutive_sequences(broker) -> None:  # type: ignore[no-untyped-def]
     topic = unique_topic("idem-inflight")
     async with await Client.connect(broker.bootstrap) as c:

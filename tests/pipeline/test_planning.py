@@ -177,3 +177,20 @@ def test_vectorised_murmur2_places_keys_like_the_clients_partitioner(
     raw = raw[min(cut, len(keys)):]
     got = partitions_for_keys(col, n).tolist()
     assert got == [-1 if k is None else partition_for_key(k, n) for k in raw]
+
+
+@given(data=st.data(), n=st.integers(1, 64), cut=st.integers(0, 5))
+def test_vectorised_murmur2_of_keys_all_one_length_matches_the_clients_partitioner(
+    data: st.DataObject, n: int, cut: int
+) -> None:
+    """Keys of one length (numbers as strings, UUIDs) take the no-gather path."""
+    import pyarrow as pa
+
+    from client.partitioner import partition_for_key
+    from pipeline.partitioning import partitions_for_keys
+
+    length = data.draw(st.integers(0, 13))
+    keys = data.draw(st.lists(st.binary(min_size=length, max_size=length), min_size=1, max_size=60))
+    col = pa.array(keys, type=pa.binary()).slice(min(cut, len(keys) - 1))
+    raw = keys[min(cut, len(keys) - 1):]
+    assert partitions_for_keys(col, n).tolist() == [partition_for_key(k, n) for k in raw]

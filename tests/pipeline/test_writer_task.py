@@ -106,3 +106,34 @@ def test_every_row_lands_once_where_the_partitioner_says_in_order(
             bi, ri = (int(x) for x in r[1].split(b":")[0].split(b"-"))
             key, value, topic, part, ts, headers = batches[bi][ri]
             assert (r[0], r[2], r[3]) == (None if key is None else key.encode(), ts, headers)
+
+
+def test_rows_without_a_timestamp_column_are_stamped_when_their_batch_is_built(broker: Any) -> None:
+    """No timestamp column: each row gets the time its record batch was built (one time
+    per batch, between the write's start and end), and rows split across batches and
+    Arrow inputs are each stored once, in order."""
+    from storage.records import iter_batches
+
+    schema = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    topic = f"nots-{time.time_ns()}"
+    inputs = [pa.record_batch([pa.array([f"k{i % 5}" for i in range(j, j + 300)], pa.string()),
+                               pa.array([b"%06d" % i + b"v" * 40 for i in range(j, j + 300)],
+                                        pa.binary())], names=["key", "value"])
+              for j in range(0, 1200, 300)]
+    with SyncClient(broker.bootstrap) as c:
+        c.create_topic(topic, 2)
+        opts = parse_write_options({"bootstrap.servers": broker.bootstrap, "topic": topic,
+                                    "batch.size": "6000"})
+        before = time.time_ns() // 1_000_000
+        commit = ChronologWriter(opts, schema).write(iter(inputs))
+        after = time.time_ns() // 1_000_000
+        stored = {p: list(c.consume(topic, p, 0)) for p in (0, 1)}
+        raw = {p: c.fetch_raw(topic, p, 0, 1 << 22).records_bytes for p in (0, 1)}
+    assert commit.records == 1200
+    for p, got in stored.items():
+        want = [b"%06d" % i + b"v" * 40 for i in range(1200) if partition_for_key(b"k%d" % (i % 5), 2) == p]
+        assert [r.value for r in got] == want
+        assert all(before <= r.timestamp <= after for r in got)
+        headers = [h for _, h in iter_batches(raw[p])]
+        assert len(headers) > 1
+        assert all(h.base_timestamp == h.max_timestamp for h in headers)

@@ -36,15 +36,22 @@ def rows(draw: st.DrawFn, with_headers: bool = True) -> list[Record]:
     n = draw(st.integers(0, 40))
     base = draw(st.one_of(st.integers(0, 1 << 45), st.integers(INT64_MIN // 2, INT64_MAX // 2)))
     same = draw(st.booleans())  # equal-sized records: the matrix-column fast path
+    one_time = draw(st.integers(0, 3)) == 0  # every record at one time: no delta column
+    # Keys of one length (or none) and values of one length: shared lengths ride on
+    # the offset-delta column instead of columns of their own.
+    key_len = draw(st.one_of(st.none(), st.integers(0, 70)))
+    value_len = draw(st.sampled_from([0, 10, 63, 64, 300]))
     out = []
-    for _ in range(n):
-        delta = draw(st.one_of(
+    for i in range(n):
+        delta = 0 if one_time else draw(st.one_of(
             st.integers(-70, 70),
             st.integers(-(1 << 20), 1 << 20),
             st.integers(INT64_MIN // 2 - min(base, 0), INT64_MAX // 2 - max(base, 0)),
         ))
         if same:
-            out.append(Record(0, base + (delta % 50), None, b"v" * 10, []))
+            key = None if key_len is None else (b"%d" % i).rjust(key_len, b"k")[-key_len:] if key_len else b""
+            out.append(Record(0, base + (0 if one_time else delta % 50), key, b"v" * value_len,
+                              draw(headers_st) if with_headers and value_len == 300 and i % 3 == 0 else []))
         else:
             out.append(Record(0, base + delta, draw(maybe_bytes), draw(maybe_bytes),
                               draw(headers_st) if with_headers else []))
