@@ -49,13 +49,22 @@ class ClientSecurity:
     def from_settings(cls, settings: dict[str, str]) -> ClientSecurity:
         unknown = sorted(set(settings) - KNOWN)
         if unknown:
-            raise ValueError(f"unknown client security setting(s): {', '.join(unknown)}")
-        proto = settings.get("security.protocol", "plaintext").upper()
+            raise ValueError(f"unknown client security setting(s): {', '.join(unknown)} "
+                             f"(supported: {', '.join(sorted(KNOWN))})")
+        proto = settings.get("security.protocol", "plaintext").strip().upper()
         if proto not in PROTOCOLS:
-            raise ValueError(f"security.protocol must be one of {', '.join(PROTOCOLS)}")
+            raise ValueError(f"security.protocol={proto} is not one of {', '.join(PROTOCOLS)}")
         mech = (settings.get("sasl.mechanism") or settings.get("sasl.mechanisms") or "PLAIN").upper()
         if mech != "PLAIN" and mech not in MECHANISMS:
             raise ValueError(f"sasl.mechanism {mech} is not supported (PLAIN, SCRAM-SHA-256/512)")
+        # librdkafka: https or none; Java: https or empty (= none). Anything else is a typo
+        # that must not silently turn host name checking off (or on).
+        algorithm = settings.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
+        if algorithm not in ("https", "none", ""):
+            raise ValueError(f"ssl.endpoint.identification.algorithm={algorithm} is not "
+                             "https or none")
+        if is_sasl(proto) and not settings.get("sasl.username"):
+            raise ValueError(f"security.protocol={proto} needs sasl.username (and sasl.password)")
         return cls(
             protocol=proto, mechanism=mech,
             username=settings.get("sasl.username", ""),
@@ -64,9 +73,16 @@ class ClientSecurity:
             certificate_location=settings.get("ssl.certificate.location", ""),
             key_location=settings.get("ssl.key.location", ""),
             key_password=settings.get("ssl.key.password"),
-            verify_hostname=settings.get("ssl.endpoint.identification.algorithm",
-                                         "https").lower() != "none",
+            verify_hostname=algorithm == "https",
         )
+
+    @property
+    def uses_tls(self) -> bool:
+        return is_tls(self.protocol)
+
+    @property
+    def uses_sasl(self) -> bool:
+        return is_sasl(self.protocol)
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if not is_tls(self.protocol):
