@@ -7,6 +7,9 @@ produced over SASL_SSL by the bundled client bootstrapped at ``127.0.0.1``: the 
 advertises ``localhost``, so the leader's connection is a second connection the client
 opens itself, and the produce succeeds only if that one runs TLS and SASL too.
 
+The CLI's commands (topics, produce, consume, groups) take the same file with
+``--client-config``.
+
 Oracles: the records the test produced (counts, offsets, timestamps, keys), and for the
 timeline the brute-force reader-of-each-window counts of console_oracle.
 """
@@ -207,3 +210,43 @@ def test_the_documented_client_example_reads_topics_over_sasl_ssl(setup: Setup) 
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr
     assert setup.topic in r.stdout
+
+
+def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "client.cli", *args], input=stdin,
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+def test_cli_commands_take_the_same_client_config(setup: Setup) -> None:
+    """topics, produce, consume and groups with ``--client-config`` (the console's
+    SASL_SSL file; its bootstrap.servers and request.timeout.ms are not theirs to use)."""
+    props = str(setup.sasl_ssl("cli.properties"))
+    where = ["--bootstrap-server", f"localhost:{setup.sb.ports['SASL_SSL']}", "--client-config", props]
+    r = _cli("topics", "list", *where)
+    assert r.returncode == 0, r.stderr
+    assert setup.topic in r.stdout.split()
+    topic = unique_topic("cli-secured")
+    assert _cli("topics", "create", topic, "--partitions", "1", *where).returncode == 0
+    lines = [f"k{i},v{i}" for i in range(5)]
+    r = _cli("produce", topic, "--separator", ",", "--key-column", "1", "--print-offsets", *where,
+             stdin="".join(line + "\n" for line in lines))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"0\t{i}" for i in range(5)]
+    r = _cli("consume", topic, "--from-offset", "0", "--format", "json", "--no-progress", *where)
+    assert r.returncode == 0, r.stderr
+    got = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(d["offset"], d["key"], d["value"]) for d in got] == [(i, f"k{i}", f"v{i}") for i in range(5)]
+    r = _cli("groups", "list", *where)
+    assert r.returncode == 0, r.stderr
+
+
+def test_cli_commands_refuse_a_bad_client_config_with_the_cause(setup: Setup) -> None:
+    where = ["--bootstrap-server", f"localhost:{setup.sb.ports['SASL_SSL']}", "--client-config"]
+    r = _cli("topics", "list", *where, str(setup.sasl_ssl("cli-wrong.properties", password="nope")))
+    assert (r.returncode, "SASL_AUTHENTICATION_FAILED" in r.stderr) == (1, True), r.stderr
+    r = _cli("consume", setup.topic, *where,
+             str(setup.props("cli-truststore.properties", **{"security.protocol": "SSL",
+                                                             "ssl.truststore.location": "/x"})))
+    assert (r.returncode, "ssl.truststore.location" in r.stderr) == (2, True), r.stderr
+    r = _cli("topics", "list", *where, str(setup.tmp / "no-such.properties"))
+    assert (r.returncode, "cannot read client config" in r.stderr) == (2, True), r.stderr
