@@ -91,8 +91,8 @@ class ClientSecurity:
         names = sorted(k for k in props if k == "security.protocol" or k.startswith(SECURITY_PREFIXES))
         sec = cls.from_settings({k: props[k] for k in names})
         ignored = [k for k in names
-                   if (k.startswith("ssl.") and not sec.uses_tls)
-                   or (k.startswith("sasl.") and not sec.uses_sasl)]
+                   if (k.startswith("ssl.") and not is_tls(sec.protocol))
+                   or (k.startswith("sasl.") and not is_sasl(sec.protocol))]
         if ignored:
             raise ValueError(
                 f"{', '.join(ignored)}: not used with security.protocol={sec.protocol} "
@@ -106,14 +106,6 @@ class ClientSecurity:
                 f"ssl.key.location, ssl.key.password): {e}"
             ) from None
         return sec
-
-    @property
-    def uses_tls(self) -> bool:
-        return is_tls(self.protocol)
-
-    @property
-    def uses_sasl(self) -> bool:
-        return is_sasl(self.protocol)
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if not is_tls(self.protocol):
