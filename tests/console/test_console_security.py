@@ -217,11 +217,14 @@ def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[st
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
 
 
-def test_cli_commands_take_the_same_client_config(setup: Setup) -> None:
+def test_cli_commands_take_the_same_client_config(setup: Setup, sasl_ssl_console: str) -> None:
     """topics, produce, consume and groups with ``--client-config`` (the console's
-    SASL_SSL file; its bootstrap.servers and request.timeout.ms are not theirs to use)."""
+    SASL_SSL file; its bootstrap.servers and request.timeout.ms are not theirs to use),
+    bootstrapped at 127.0.0.1 so the leader's and the group coordinator's connections
+    (to the advertised ``localhost``) are new ones that must be secured too. The offsets
+    the CLI commits show on the console's group page."""
     props = str(setup.sasl_ssl("cli.properties"))
-    where = ["--bootstrap-server", f"localhost:{setup.sb.ports['SASL_SSL']}", "--client-config", props]
+    where = ["--bootstrap-server", f"127.0.0.1:{setup.sb.ports['SASL_SSL']}", "--client-config", props]
     r = _cli("topics", "list", *where)
     assert r.returncode == 0, r.stderr
     assert setup.topic in r.stdout.split()
@@ -236,8 +239,14 @@ def test_cli_commands_take_the_same_client_config(setup: Setup) -> None:
     assert r.returncode == 0, r.stderr
     got = [json.loads(line) for line in r.stdout.splitlines()]
     assert [(d["offset"], d["key"], d["value"]) for d in got] == [(i, f"k{i}", f"v{i}") for i in range(5)]
+    group = unique_topic("cli-group")
+    r = _cli("groups", "reset-offsets", "--group", group, "--topic", topic, "--to-offset", "3", *where)
+    assert r.returncode == 0, r.stderr
     r = _cli("groups", "list", *where)
     assert r.returncode == 0, r.stderr
+    assert group in r.stdout
+    page = _get(f"{sasl_ssl_console}/groups/{group}")
+    assert re.search(r'<tr class="lag"[^>]*data-partition="0"[^>]*data-committed="3"', page), page
 
 
 def test_cli_commands_refuse_a_bad_client_config_with_the_cause(setup: Setup) -> None:
