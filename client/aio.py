@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import pyarrow as pa
 
+    from client.security import ClientSecurity
     from storage import columnar
 else:  # imported on first use (see client._lazy)
     np = LazyModule("numpy")
@@ -393,10 +394,12 @@ class ProduceWindow:
 class Client:
     """An asyncio client for one cluster; create it with :meth:`Client.connect`."""
 
-    def __init__(self, bootstrap: str, client_id: str, request_timeout: float) -> None:
+    def __init__(self, bootstrap: str, client_id: str, request_timeout: float,
+                 security: ClientSecurity | None = None) -> None:
         self.bootstrap = bootstrap
         self.client_id = client_id
         self.request_timeout = request_timeout
+        self.security = security
         self._bootstrap_conn: BrokerConnection | None = None
         self._conns: dict[int, BrokerConnection] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
@@ -415,16 +418,23 @@ class Client:
         *,
         client_id: str = "chronolog",
         request_timeout: float = 30.0,
+        security: ClientSecurity | None = None,
     ) -> Client:
-        """Connect to the first reachable bootstrap server and negotiate API versions."""
-        self = cls(bootstrap, client_id, request_timeout)
+        """Connect to the first reachable bootstrap server and negotiate API versions.
+
+        ``security`` (a :class:`client.security.ClientSecurity`; None = PLAINTEXT) is
+        used by every connection the client opens: bootstrap, partition leaders and
+        coordinators. A refused login raises at once (SASL_AUTHENTICATION_FAILED);
+        only an unreachable server moves on to the next bootstrap address.
+        """
+        self = cls(bootstrap, client_id, request_timeout, security)
         errors: list[str] = []
         for host, port in parse_bootstrap(bootstrap):
             try:
-                conn = await BrokerConnection.open(
-                    host, port, client_id=client_id, request_timeout=request_timeout
-                )
+                conn = await self._open(host, port)
             except KafkaError as e:
+                if e.code != ErrorCode.NETWORK_EXCEPTION:
+                    raise
                 errors.append(str(e))
                 continue
             try:
@@ -435,6 +445,18 @@ class Client:
             self._bootstrap_conn = conn
             return self
         raise KafkaError(ErrorCode.NETWORK_EXCEPTION, "; ".join(errors))
+
+    async def _open(self, host: str, port: int) -> BrokerConnection:
+        """A new connection to ``host:port``, with TLS and SASL as ``self.security`` says."""
+        sec = self.security
+        if sec is None or sec.protocol == "PLAINTEXT":
+            return await BrokerConnection.open(
+                host, port, client_id=self.client_id, request_timeout=self.request_timeout
+            )
+        from client.security import open_connection
+
+        return await open_connection(host, port, sec, client_id=self.client_id,
+                                     request_timeout=self.request_timeout)
 
     async def close(self) -> None:
         conns = list(self._conns.values())
@@ -492,9 +514,7 @@ class Client:
             async with self._conn_lock:
                 if self._bootstrap_conn is conn:
                     host, port = conn.host, conn.port
-                    self._bootstrap_conn = await BrokerConnection.open(
-                        host, port, client_id=self.client_id, request_timeout=self.request_timeout
-                    )
+                    self._bootstrap_conn = await self._open(host, port)
                 if self._bootstrap_conn is None:
                     raise KafkaError(ErrorCode.NETWORK_EXCEPTION, "client is closed")
                 conn = self._bootstrap_conn
@@ -512,9 +532,7 @@ class Client:
         async with self._conn_lock:
             conn = self._conns.get(node_id)
             if conn is None or conn.closed:
-                conn = await BrokerConnection.open(
-                    addr[0], addr[1], client_id=self.client_id, request_timeout=self.request_timeout
-                )
+                conn = await self._open(addr[0], addr[1])
                 self._conns[node_id] = conn
             return conn
 

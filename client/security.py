@@ -6,7 +6,11 @@ Invariants:
   sasl_ssl; any case), ``sasl.mechanism(s)``, ``sasl.username``, ``sasl.password``,
   ``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``,
   ``ssl.key.password``, ``ssl.endpoint.identification.algorithm`` (https = verify the
-  host name, the default; none = don't). An unknown name is an error, not ignored.
+  host name, the default; none = don't). An unknown ``ssl.*``/``sasl.*`` name, a value
+  outside these, and (in a whole properties file, :meth:`ClientSecurity.from_properties`)
+  a setting the protocol would ignore or a TLS file that does not load are errors, not
+  ignored; a properties file's other settings (``bootstrap.servers``, ...) are not
+  looked at.
 - SASL runs right after connecting: SaslHandshake v1, then SaslAuthenticate v1 rounds;
   a refusal raises KafkaError(SASL_AUTHENTICATION_FAILED or the broker's code).
 """
@@ -29,6 +33,7 @@ KNOWN = frozenset({
     "ssl.endpoint.identification.algorithm", "client.id",
 })
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SECURITY_PREFIXES = ("ssl.", "sasl.")
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 
@@ -49,13 +54,22 @@ class ClientSecurity:
     def from_settings(cls, settings: dict[str, str]) -> ClientSecurity:
         unknown = sorted(set(settings) - KNOWN)
         if unknown:
-            raise ValueError(f"unknown client security setting(s): {', '.join(unknown)}")
-        proto = settings.get("security.protocol", "plaintext").upper()
+            raise ValueError(f"unknown client security setting(s): {', '.join(unknown)} "
+                             f"(supported: {', '.join(sorted(KNOWN))})")
+        proto = settings.get("security.protocol", "plaintext").strip().upper()
         if proto not in PROTOCOLS:
-            raise ValueError(f"security.protocol must be one of {', '.join(PROTOCOLS)}")
+            raise ValueError(f"security.protocol={proto} is not one of {', '.join(PROTOCOLS)}")
         mech = (settings.get("sasl.mechanism") or settings.get("sasl.mechanisms") or "PLAIN").upper()
         if mech != "PLAIN" and mech not in MECHANISMS:
             raise ValueError(f"sasl.mechanism {mech} is not supported (PLAIN, SCRAM-SHA-256/512)")
+        # librdkafka: https or none; Java: https or empty (= none). Anything else is a typo
+        # that must not silently turn host name checking off (or on).
+        algorithm = settings.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
+        if algorithm not in ("https", "none", ""):
+            raise ValueError(f"ssl.endpoint.identification.algorithm={algorithm} is not "
+                             "https or none")
+        if is_sasl(proto) and not settings.get("sasl.username"):
+            raise ValueError(f"security.protocol={proto} needs sasl.username (and sasl.password)")
         return cls(
             protocol=proto, mechanism=mech,
             username=settings.get("sasl.username", ""),
@@ -64,9 +78,34 @@ class ClientSecurity:
             certificate_location=settings.get("ssl.certificate.location", ""),
             key_location=settings.get("ssl.key.location", ""),
             key_password=settings.get("ssl.key.password"),
-            verify_hostname=settings.get("ssl.endpoint.identification.algorithm",
-                                         "https").lower() != "none",
+            verify_hostname=algorithm == "https",
         )
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> ClientSecurity:
+        """The security of a whole client properties file (other settings are not looked
+        at), checked as far as can be without a broker: names and values as
+        :meth:`from_settings`, no ``ssl.*``/``sasl.*`` setting the protocol would ignore
+        (a forgotten ``security.protocol`` would otherwise send nothing of it), and
+        CA/certificate/key files that load."""
+        names = sorted(k for k in props if k == "security.protocol" or k.startswith(SECURITY_PREFIXES))
+        sec = cls.from_settings({k: props[k] for k in names})
+        ignored = [k for k in names
+                   if (k.startswith("ssl.") and not is_tls(sec.protocol))
+                   or (k.startswith("sasl.") and not is_sasl(sec.protocol))]
+        if ignored:
+            raise ValueError(
+                f"{', '.join(ignored)}: not used with security.protocol={sec.protocol} "
+                "(SSL/SASL_SSL use ssl.*, SASL_PLAINTEXT/SASL_SSL use sasl.*)"
+            )
+        try:
+            sec.ssl_context()
+        except OSError as e:  # a missing file, a bad PEM, a wrong ssl.key.password (SSLError)
+            raise ValueError(
+                "cannot load the TLS files (ssl.ca.location, ssl.certificate.location, "
+                f"ssl.key.location, ssl.key.password): {e}"
+            ) from None
+        return sec
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if not is_tls(self.protocol):
@@ -79,18 +118,39 @@ class ClientSecurity:
         return ctx
 
 
-def read_client_config(path: str | Path) -> dict[str, str]:
-    """``name=value`` lines (``#`` comments), as librdkafka's and Kafka's tools read them."""
+def parse_properties(text: str) -> dict[str, str]:
+    """A client properties file as Kafka's tools read it (librdkafka's ``k=v`` lines are a
+    subset): Java ``.properties`` lines, ``k=v`` or ``k: v``, ``#``/``!`` comments, blank lines.
+
+    Continuation lines (a trailing backslash) are joined, as Java does.
+    """
     out: dict[str, str] = {}
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
         if not line or line[0] in "#!":
             continue
-        name, sep, value = line.partition("=")
-        if not sep:
-            raise ValueError(f"{path}: expected name=value, got {line!r}")
-        out[name.strip()] = value.strip()
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut < 0:
+            key, value = line, ""
+        else:
+            key, value = line[:cut], line[cut + 1 :]
+        out[key.strip()] = value.strip()
+    if pending:
+        out[pending.strip()] = ""
     return out
+
+
+def read_client_config(path: str | Path) -> dict[str, str]:
+    """:func:`parse_properties` of the file at ``path``; an unreadable file is a ValueError."""
+    try:
+        return parse_properties(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"cannot read client config {path}: {e.strerror}") from None
 
 
 async def _token(conn: BrokerConnection, token: bytes) -> bytes:

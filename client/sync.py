@@ -42,6 +42,8 @@ from client.producer import Producer, RecordMetadata
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from client.security import ClientSecurity
+
 __all__ = ["SyncClient", "SyncProducer"]
 
 T = TypeVar("T")
@@ -111,13 +113,15 @@ class SyncClient:
         *,
         client_id: str = "chronolog",
         request_timeout: float = 30.0,
+        security: ClientSecurity | None = None,
     ) -> None:
         self._pid = os.getpid()
         self._loop = _loop()
         self._last_write: concurrent.futures.Future[None] | None = None
         self._client: Client = _run(
             self._loop,
-            Client.connect(bootstrap, client_id=client_id, request_timeout=request_timeout),
+            Client.connect(bootstrap, client_id=client_id, request_timeout=request_timeout,
+                           security=security),
         )
 
     @classmethod
@@ -127,8 +131,10 @@ class SyncClient:
         *,
         client_id: str = "chronolog",
         request_timeout: float = 30.0,
+        security: ClientSecurity | None = None,
     ) -> SyncClient:
-        return cls(bootstrap, client_id=client_id, request_timeout=request_timeout)
+        return cls(bootstrap, client_id=client_id, request_timeout=request_timeout,
+                   security=security)
 
     @property
     def aio(self) -> Client:

@@ -422,7 +422,8 @@ def make_app(config: ConsoleConfig) -> web.Application:
     async def client_ctx(app: web.Application) -> AsyncIterator[None]:
         s = config.settings
         app[CLIENT] = await Client.connect(
-            config.bootstrap, client_id=s.client_id, request_timeout=s.request_timeout_ms / 1000
+            config.bootstrap, client_id=s.client_id, request_timeout=s.request_timeout_ms / 1000,
+            security=s.security,
         )
         yield
         await app[CLIENT].close()
@@ -449,7 +450,9 @@ async def serve(config: ConsoleConfig, host: str, port: int) -> None:
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
+    sec = config.settings.security
     print(f"chronolog console on http://{host}:{port}/ (broker {config.bootstrap}"
+          f"{'' if sec.protocol == 'PLAINTEXT' else ' over ' + sec.protocol}"
           f"{', writes allowed' if config.allow_writes else ', read-only'})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -3,10 +3,14 @@
 Users keep a ``client.properties`` for kcat/librdkafka or the Java tools; the
 console reads the same file (``--client-config FILE``). Invariants: a setting
 the console uses is parsed with Kafka's name and unit (``request.timeout.ms`` is
-milliseconds); a security setting the client cannot honour (TLS, SASL) is an
-error naming it, never silently ignored (that would send credentials' traffic in
-clear or fail later with a confusing network error); any other Kafka setting is
-accepted and reported as unused, so one file can serve several tools.
+milliseconds); security (``security.protocol`` PLAINTEXT, SSL, SASL_PLAINTEXT,
+SASL_SSL with ``ssl.*``/``sasl.*``) is validated by :class:`client.security.ClientSecurity`,
+the same rules as ``chronolog users --client-config``; a security setting the client
+cannot honour (an unknown ``ssl.*``/``sasl.*`` name, GSSAPI, a setting the chosen
+protocol would ignore, a CA or key file that does not load) is an error naming it,
+never silently ignored (that would send credentials' traffic in clear or fail later
+with a confusing network error); any other Kafka setting is accepted and reported as
+unused, so one file can serve several tools.
 """
 
 from __future__ import annotations
@@ -14,11 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ClientSettings", "SettingsError", "parse_properties", "load_client_settings"]
+from client.security import SECURITY_PREFIXES, ClientSecurity, parse_properties
 
-#: security.protocol values and whether Chronolog's client can speak them.
-_SUPPORTED_PROTOCOLS = {"PLAINTEXT"}
-_SECURITY_PREFIXES = ("ssl.", "sasl.")
+__all__ = ["ClientSettings", "SettingsError", "parse_properties", "load_client_settings"]
 
 
 class SettingsError(ValueError):
@@ -30,48 +32,16 @@ class ClientSettings:
     bootstrap_servers: str | None = None
     client_id: str = "chronolog-console"
     request_timeout_ms: int = 30_000
+    security: ClientSecurity = field(default_factory=ClientSecurity)
     unused: tuple[str, ...] = field(default=())
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties`` lines: ``k=v`` or ``k: v``, ``#``/``!`` comments, blank lines.
-
-    Continuation lines (a trailing backslash) are joined, as Java does.
-    """
-    out: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if cut < 0:
-            key, value = line, ""
-        else:
-            key, value = line[:cut], line[cut + 1 :]
-        out[key.strip()] = value.strip()
-    if pending:
-        out[pending.strip()] = ""
-    return out
 
 
 def client_settings(props: dict[str, str]) -> ClientSettings:
     """Validate ``props`` (Kafka names) into the settings the console's client uses."""
-    proto = props.get("security.protocol", "PLAINTEXT").strip().upper()
-    if proto not in _SUPPORTED_PROTOCOLS:
-        raise SettingsError(
-            f"security.protocol={proto} is not supported: Chronolog's client speaks PLAINTEXT only"
-        )
-    secure = sorted(k for k in props if k.startswith(_SECURITY_PREFIXES))
-    if secure:
-        raise SettingsError(
-            f"{', '.join(secure)}: TLS/SASL settings are not supported by Chronolog's client "
-            "(security.protocol must be PLAINTEXT)"
-        )
+    try:
+        security = ClientSecurity.from_properties(props)
+    except ValueError as e:
+        raise SettingsError(str(e)) from None
     timeout = props.get("request.timeout.ms", "30000")
     try:
         timeout_ms = int(timeout)
@@ -84,7 +54,8 @@ def client_settings(props: dict[str, str]) -> ClientSettings:
         bootstrap_servers=props.get("bootstrap.servers") or None,
         client_id=props.get("client.id") or "chronolog-console",
         request_timeout_ms=timeout_ms,
-        unused=tuple(sorted(k for k in props if k not in used)),
+        security=security,
+        unused=tuple(sorted(k for k in props if k not in used and not k.startswith(SECURITY_PREFIXES))),
     )
 
 

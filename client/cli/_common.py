@@ -41,14 +41,28 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="give up on a request after this long (default 30)",
     )
+    parser.add_argument(
+        "--client-config",
+        default=None,
+        metavar="FILE",
+        help="client properties with Kafka/librdkafka names; security.protocol, ssl.*, sasl.* "
+        "are used (TLS, SASL PLAIN/SCRAM), other settings ignored",
+    )
 
 
 async def connect(args: argparse.Namespace) -> Client:
-    """The CLI's client for ``--bootstrap-server`` / ``--request-timeout``."""
+    """The CLI's client for ``--bootstrap-server`` / ``--request-timeout`` /
+    ``--client-config`` (its security settings; a bad one is a ValueError: exit 2)."""
     from client.aio import Client
+    from client.security import ClientSecurity, read_client_config
 
+    path = getattr(args, "client_config", None)
+    security = ClientSecurity.from_properties(read_client_config(path)) if path else None
     return await Client.connect(
-        args.bootstrap_server, client_id="chronolog-cli", request_timeout=args.request_timeout
+        args.bootstrap_server,
+        client_id="chronolog-cli",
+        request_timeout=args.request_timeout,
+        security=security,
     )
 
 

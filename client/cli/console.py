@@ -5,8 +5,8 @@ Starts a web app at http://HOST:PORT/ that is a Kafka client of
 topics, a timeline of records per time bucket computed from ListOffsets alone,
 a record browser from a time or an offset, a live tail, and consumer groups
 with their lag. Client settings (client.id, request.timeout.ms,
-bootstrap.servers) come from a properties file with Kafka's names
-(--client-config). Read-only unless --allow-writes.
+bootstrap.servers, security.protocol, ssl.*, sasl.*) come from a properties
+file with Kafka's names (--client-config). Read-only unless --allow-writes.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to serve on (default 8080)")
     p.add_argument("--client-config", metavar="FILE",
-                   help="Kafka client properties (client.id, request.timeout.ms, ...)")
+                   help="Kafka client properties (client.id, request.timeout.ms, security.protocol, "
+                        "ssl.*, sasl.*, ...)")
     p.add_argument("--allow-writes", action="store_true",
                    help="allow resetting a consumer group's offsets to a time from its page")
     p.set_defaults(func=_console)

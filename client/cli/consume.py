@@ -34,6 +34,7 @@ from client.cli._common import (
     add_bootstrap,
     add_command,
     allow_relative_times,
+    connect,
     progress,
     run,
     time_arg,
@@ -232,9 +233,7 @@ async def _consume(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     as_json = args.format == "json"
     count = 0
-    async with await Client.connect(
-        args.bootstrap_server, client_id="chronolog-cli", request_timeout=args.request_timeout
-    ) as client:
+    async with await connect(args) as client:
         parts = await client.partitions_for(args.topic)
         if args.partition is not None:
             if args.partition not in parts:

@@ -109,8 +109,9 @@ def register(subparsers: Any) -> None:
 
 
 async def _connect(args: argparse.Namespace) -> Client:
-    return await Client.connect(args.bootstrap_server, client_id="chronolog-cli",
-                                request_timeout=args.request_timeout)
+    from client.cli._common import connect  # --client-config's security too
+
+    return await connect(args)
 
 
 def _json(obj: Any) -> None:

@@ -14,11 +14,12 @@ import json
 import sys
 from typing import Any
 
-from client.aio import EARLIEST, LATEST, MAX_TIMESTAMP, Client, TopicPartition
+from client.aio import EARLIEST, LATEST, MAX_TIMESTAMP, TopicPartition
 from client.cli._common import (
     add_bootstrap,
     add_command,
     allow_relative_times,
+    connect,
     print_table,
     run,
     time_arg,
@@ -53,9 +54,7 @@ def register(subparsers: Any) -> None:
 
 
 async def _offsets(args: argparse.Namespace) -> int:
-    async with await Client.connect(
-        args.bootstrap_server, client_id="chronolog-cli", request_timeout=args.request_timeout
-    ) as client:
+    async with await connect(args) as client:
         parts = args.partition or await client.partitions_for(args.topic)
         res = await client.list_offsets({TopicPartition(args.topic, p): args.time for p in parts},
                                         1 if args.isolation == "read_committed" else 0)

@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator
 from typing import Any, BinaryIO
 
 from client.aio import COMPRESSION_CODECS, Client, Placement, ProducerRecord, ProduceWindow
-from client.cli._common import add_bootstrap, add_command, config_arg, progress, run
+from client.cli._common import add_bootstrap, add_command, config_arg, connect, progress, run
 from client.producer import Producer
 from client.timeparse import TimeParseError, parse_time
 from protocol.errors import KafkaError
@@ -229,9 +229,7 @@ async def _produce(args: argparse.Namespace) -> int:
     total = None
     if args.file:
         total = os.path.getsize(args.file)
-    async with await Client.connect(
-        args.bootstrap_server, client_id="chronolog-cli", request_timeout=args.request_timeout
-    ) as client:
+    async with await connect(args) as client:
         await client.partitions_for(args.topic)  # fail fast on an unknown topic
         bar = progress(total, "B", f"produce {args.topic}", not args.no_progress)
         try:

@@ -107,7 +107,7 @@ async def _online(args: argparse.Namespace) -> int:
     from client.security import ClientSecurity, open_connection, read_client_config
 
     settings = read_client_config(args.client_config) if args.client_config else {}
-    sec = ClientSecurity.from_settings(settings)
+    sec = ClientSecurity.from_properties(settings)
     host, port = parse_bootstrap(args.bootstrap_server)[0]
     conn = await open_connection(host, port, sec, client_id="chronolog-users",
                                  request_timeout=args.request_timeout)

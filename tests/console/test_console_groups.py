@@ -88,6 +88,8 @@ def test_a_stable_group_shows_its_member_committed_offsets_and_lag(  # type: ign
     browser.get(console_url + "/groups")
     row = browser.find_element(By.CSS_SELECTOR, f'#groups tr[data-group="{group}"]')
     assert row.find_element(By.CSS_SELECTOR, ".state").text == "Stable"
+    if os.environ.get("CHRONOLOG_SCREENSHOTS") == "1":
+        browser.save_screenshot(str(DOCS / "groups.png"))
     row.find_element(By.TAG_NAME, "a").click()
     WebDriverWait(browser, 10).until(lambda d: d.find_elements(By.ID, "state"))
     assert browser.find_element(By.ID, "state").text == "Stable"
