@@ -42,6 +42,8 @@ def wait_until(what: str, cond: Callable[[], bool], pump: list[Consumer], timeou
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
         for c in pump:
             c.poll(0.05)
+        if not pump:
+            time.sleep(0.05)
 
 
 def owned(consumers: list[Consumer]) -> dict[str, dict[str, list[int]]]:
@@ -158,6 +160,16 @@ def test_describe_shows_what_kip848_members_own_in_the_cli_and_the_console(
         survivor = consumers[:1]
         wait_until("the survivor owns all 6", split(survivor, [6]), survivor)
         check_describe(b, url, group, survivor, committed)
+
+        survivor[0].close()  # the last member leaves: an Empty KIP-848 group keeps its offsets
+        with SyncClient(b.bootstrap) as sc:
+            admin = SyncGroupAdmin(sc)
+            wait_until("the group is Empty", lambda: admin.describe_group(group).state == "Empty", [])
+        desc = json.loads(describe_cli(b, group, "--format", "json"))
+        assert (desc["state"], desc["type"], desc["members"]) == ("Empty", "consumer", [])
+        assert desc["group_epoch"] is not None
+        assert [(p["partition"], p["committed"], p["lag"], p["member_id"]) for p in desc["partitions"]] == [
+            (p, committed[p], RECORDS - committed[p], None) for p in range(PARTITIONS)]
     finally:
         for c in consumers:
             try:
