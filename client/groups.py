@@ -7,6 +7,9 @@ the group's coordinator (FindCoordinator), partition lookups through the client'
 ListOffsets.
 
 Invariants:
+- ``describe_group`` asks DescribeGroups about a classic group and ConsumerGroupDescribe
+  (KIP-848) about a group ListGroups v5 types "consumer", as Kafka's Admin does: the
+  broker answers DescribeGroups for a consumer-type group with GROUP_ID_NOT_FOUND.
 - Each group API is used at ``min(our max, broker's max)`` of the versions below; an
   API the broker does not serve raises ``KafkaError(UNSUPPORTED_VERSION)`` naming it.
 - A reset plan is exact and clamped as Kafka's tool does: ``to_offset`` and
@@ -55,6 +58,7 @@ FIND_COORDINATOR = 10
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
+CONSUMER_GROUP_DESCRIBE = 69
 
 #: The versions this module can speak per API: OffsetFetch stays on the one-group
 #: form (v2-7, null topics = all); OffsetCommit below v9 (no member epochs here).
@@ -65,10 +69,12 @@ GROUP_VERSIONS: dict[int, tuple[int, int]] = {
     DESCRIBE_GROUPS: (0, 6),
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
+    CONSUMER_GROUP_DESCRIBE: (0, 1),
 }
 _NAMES = {OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
           FIND_COORDINATOR: "FindCoordinator", DESCRIBE_GROUPS: "DescribeGroups",
-          LIST_GROUPS: "ListGroups", DELETE_GROUPS: "DeleteGroups"}
+          LIST_GROUPS: "ListGroups", DELETE_GROUPS: "DeleteGroups",
+          CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe"}
 
 #: States in which Kafka's tool lets offsets be reset ("" = the group does not exist).
 INACTIVE_STATES = frozenset({"Empty", "Dead", ""})
@@ -152,6 +158,11 @@ class MemberDescription:
     client_id: str
     client_host: str
     assignment: dict[str, list[int]]  # decoded ConsumerProtocolAssignment; {} when none
+    #: KIP-848 members only (None in a classic group): the member's epoch, the partitions
+    #: the coordinator means it to own once reconciled, and its subscription.
+    member_epoch: int | None = None
+    target_assignment: dict[str, list[int]] | None = None
+    subscribed_topics: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -170,9 +181,11 @@ class GroupDescription:
     state: str  # Kafka's state name; "Dead" for a group that does not exist
     type: str | None  # "classic" / "consumer", from ListGroups v5 (None: unknown)
     protocol_type: str
-    protocol: str  # the chosen assignor of a consumer group
+    protocol: str  # the chosen assignor of a consumer group (classic or KIP-848)
     members: list[MemberDescription] = field(default_factory=list)
     partitions: list[PartitionLag] = field(default_factory=list)
+    group_epoch: int | None = None  # KIP-848 groups only (ConsumerGroupDescribe)
+    assignment_epoch: int | None = None
 
 
 async def _describe_raw(client: Client, group: str, coordinator: int) -> Any:
@@ -207,15 +220,40 @@ async def group_state(client: Client, group: str) -> str:
     return listing.state if listing is not None and listing.state else "Dead"
 
 
-async def describe_group(client: Client, group: str) -> GroupDescription:
-    """State, members with their decoded assignments, and per partition the lag."""
-    coordinator = await _coordinator(client, group)
+def _topic_partitions(assignment: Any) -> dict[str, list[int]]:
+    return {t["topic_name"]: sorted(t["partitions"]) for t in assignment["topic_partitions"]
+            if t["partitions"]}
+
+
+async def _describe_consumer(client: Client, group: str, coordinator: int) -> GroupDescription | None:
+    """A KIP-848 group through ConsumerGroupDescribe; None when the broker answers
+    GROUP_ID_NOT_FOUND (the group is gone, or classic after all) or does not serve the
+    API, so the caller falls back to DescribeGroups as Kafka's Admin does."""
+    if CONSUMER_GROUP_DESCRIBE not in client._broker_ranges:
+        return None
+    resp = await _call(client, CONSUMER_GROUP_DESCRIBE,
+                       {"group_ids": [group], "include_authorized_operations": False}, coordinator)
+    (g,) = resp["groups"]
+    if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
+        return None
+    _raise_for(g["error_code"], f"describe group {group!r}", g.get("error_message"))
+    desc = GroupDescription(group, g["group_state"], "consumer", "consumer", g["assignor_name"],
+                            group_epoch=g["group_epoch"], assignment_epoch=g["assignment_epoch"])
+    for m in g["members"]:
+        desc.members.append(MemberDescription(
+            m["member_id"], m["instance_id"], m["client_id"], m["client_host"],
+            _topic_partitions(m["assignment"]), member_epoch=m["member_epoch"],
+            target_assignment=_topic_partitions(m["target_assignment"]),
+            subscribed_topics=sorted(m["subscribed_topic_names"])))
+    return desc
+
+
+async def _describe_classic(client: Client, group: str, coordinator: int) -> GroupDescription:
     g = await _describe_raw(client, group, coordinator)
     if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
-        desc = GroupDescription(group, "Dead", None, "", "")
-    else:
-        _raise_for(g["error_code"], f"describe group {group!r}", g.get("error_message"))
-        desc = GroupDescription(group, g["group_state"], None, g["protocol_type"], g["protocol_data"])
+        return GroupDescription(group, "Dead", None, "", "")
+    _raise_for(g["error_code"], f"describe group {group!r}", g.get("error_message"))
+    desc = GroupDescription(group, g["group_state"], None, g["protocol_type"], g["protocol_data"])
     for m in g["members"]:
         try:
             assignment = decode_assignment(bytes(m["member_assignment"])) \
@@ -225,11 +263,27 @@ async def describe_group(client: Client, group: str) -> GroupDescription:
                              f"member {m['member_id']}: undecodable assignment: {exc}") from None
         desc.members.append(MemberDescription(m["member_id"], m.get("group_instance_id"),
                                               m["client_id"], m["client_host"], assignment))
+    return desc
+
+
+async def describe_group(client: Client, group: str) -> GroupDescription:
+    """State, members with their assignments, and per partition the lag.
+
+    ListGroups gives the group's type: a "consumer" (KIP-848) group is described with
+    ConsumerGroupDescribe (epochs, assignor, current and target assignments), any other
+    with DescribeGroups (assignments decoded from the members' ConsumerProtocol blobs).
+    """
+    coordinator = await _coordinator(client, group)
     listing = await _listing(client, group)
-    if listing is not None:
-        desc.type = listing.type
-        if desc.state == "Dead" and listing.state:  # a KIP-848 group: its state, no members
-            desc.state, desc.protocol_type = listing.state, listing.protocol_type
+    desc = None
+    if listing is not None and listing.type == "consumer":
+        desc = await _describe_consumer(client, group, coordinator)
+    if desc is None:
+        desc = await _describe_classic(client, group, coordinator)
+        if listing is not None:
+            desc.type = listing.type
+            if desc.state == "Dead" and listing.state:  # KIP-848 group without API 69: no members
+                desc.state, desc.protocol_type = listing.state, listing.protocol_type
     owner = {(t, p): m.member_id for m in desc.members for t, ps in m.assignment.items() for p in ps}
     committed = await committed_offsets(client, group, coordinator=coordinator)
     tps = sorted(set(committed) | {TopicPartition(t, p) for t, p in owner})

@@ -3,6 +3,10 @@
 
 The work is ``client.groups``' (the same calls as ``chronolog groups``); this module
 adds the time dimension and the pages. Invariants:
+- Members come from ``client.groups.describe_group``: DescribeGroups for a classic
+  group, ConsumerGroupDescribe for a KIP-848 one (then with the group and assignment
+  epochs and each member's epoch and target assignment); each partition's row names
+  the member that owns it.
 - A partition's lag is shown in records (log end − committed) and in time: now
   minus the timestamp of the first uncommitted record, read with one bounded Fetch
   per lagging partition (at most MAX_TIME_LAGS partitions per page); per topic, a

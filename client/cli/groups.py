@@ -1,8 +1,9 @@
 """``chronolog groups list|describe|delete|reset-offsets``: consumer groups on a broker.
 
 ``list`` prints every group with its state and type; ``describe GROUP`` its state,
-members (client id, host, assigned partitions) and per partition the committed
-offset, log end and lag; ``delete GROUP`` removes an empty group and its offsets.
+members (client id, host, assigned partitions; for a KIP-848 group also the group
+and assignment epochs, each member's epoch and target assignment) and per partition
+the committed offset, log end, lag and owning member; ``delete GROUP`` removes an empty group and its offsets.
 ``reset-offsets`` moves an inactive group's committed offsets with the scenarios
 of Kafka's kafka-consumer-groups tool (--to-time, --by-duration, --to-earliest,
 --to-latest, --to-offset, --shift-by), clamped to each partition's [earliest,
@@ -134,20 +135,33 @@ def _cell(value: object) -> str:
     return "-" if value is None or value == "" else str(value)
 
 
+def _partitions(assignment: dict[str, list[int]] | None) -> str:
+    """``t:0,1 u:2`` (``-`` for none): how the describe table writes an assignment."""
+    return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted((assignment or {}).items())) or "-"
+
+
 async def _describe(args: argparse.Namespace) -> int:
     async with await _connect(args) as client:
         desc = await describe_group(client, args.group)
     if args.format == "json":
         _json(asdict(desc))
         return 0
+    epochs = "" if desc.group_epoch is None else \
+        f"  GROUP-EPOCH {desc.group_epoch}  ASSIGNMENT-EPOCH {desc.assignment_epoch}"
     print(f"GROUP {desc.group_id}  STATE {desc.state}  TYPE {_cell(desc.type)}  "
-          f"PROTOCOL-TYPE {_cell(desc.protocol_type)}  PROTOCOL {_cell(desc.protocol)}  "
-          f"MEMBERS {len(desc.members)}")
-    if desc.members:
+          f"PROTOCOL-TYPE {_cell(desc.protocol_type)}  "
+          f"{'ASSIGNOR' if desc.group_epoch is not None else 'PROTOCOL'} {_cell(desc.protocol)}  "
+          f"MEMBERS {len(desc.members)}{epochs}")
+    if desc.members and desc.group_epoch is not None:  # KIP-848: epochs and target assignments
+        print()
+        print_table([("MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "EPOCH", "ASSIGNMENT",
+                      "TARGET-ASSIGNMENT")] + [
+            (m.member_id, _cell(m.group_instance_id), m.client_id, m.client_host, _cell(m.member_epoch),
+             _partitions(m.assignment), _partitions(m.target_assignment)) for m in desc.members])
+    elif desc.members:
         print()
         print_table([("MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT")] + [
-            (m.member_id, _cell(m.group_instance_id), m.client_id, m.client_host,
-             " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(m.assignment.items())) or "-")
+            (m.member_id, _cell(m.group_instance_id), m.client_id, m.client_host, _partitions(m.assignment))
             for m in desc.members])
     if desc.partitions:
         print()

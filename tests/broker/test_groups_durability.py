@@ -3,11 +3,15 @@
 The property test pipelines bursts of OffsetCommits on one connection and SIGKILLs the
 broker after reading only some answers. Answers arrive in request order, so the
 unanswered requests are a suffix; after the restart every key must hold its last
-acknowledged offset or one sent after it (the oracle: the allowed set per key).
+acknowledged commit or one sent after it (the oracle: the allowed set per key), and a
+commit is the whole of it: offset, leader epoch and metadata as OffsetFetch answers
+them, and the commit timestamp (which OffsetFetch does not carry, in Kafka neither)
+read from the broker's store after it stopped, within the time its burst was in flight.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,7 @@ from broker.config import BrokerConfig
 from broker.groups.classic import ClassicGroup, JoinRequest
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import CommittedOffset, GroupStore
+from broker.partitions import STATE_DIR
 from protocol.api import decode_response, encode_request
 from tests.broker.test_clients_common import RawConnection
 from tests.conftest import BrokerProcess, free_port_number
@@ -26,10 +31,20 @@ from tests.conftest import BrokerProcess, free_port_number
 GROUPS = ["d0", "d1"]
 PARTITIONS = 2
 
+#: One commit: (group, partition, offset, leader epoch, metadata).
+Commit = tuple[str, int, int, int, str]
+#: What a key may hold after a restart: (offset, leader epoch, metadata) -> the window
+#: (ms) in which the broker may have stamped it; None = no commit at all.
+Allowed = dict[tuple[int, int, str] | None, tuple[int, int]]
+
+commits = st.tuples(
+    st.sampled_from(GROUPS), st.integers(0, PARTITIONS - 1), st.integers(0, 2**40),
+    st.integers(-1, 2**31 - 1),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=40),
+)
 bursts = st.lists(
     st.tuples(
-        st.lists(st.tuples(st.sampled_from(GROUPS), st.integers(0, PARTITIONS - 1),
-                           st.integers(0, 2**40)), min_size=1, max_size=25),
+        st.lists(commits, min_size=1, max_size=25),
         st.floats(0, 1),   # the fraction of answers read before the kill
         st.booleans(),     # kill -9 after this burst
     ),
@@ -37,57 +52,84 @@ bursts = st.lists(
 )
 
 
-def commit_frame(corr: int, group: str, partition: int, offset: int) -> bytes:
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def commit_frame(corr: int, group: str, partition: int, offset: int, epoch: int, metadata: str) -> bytes:
     return encode_request(8, 8, corr, "durability", {
         "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
         "group_instance_id": None, "topics": [{"name": "dt", "partitions": [
-            {"partition_index": partition, "committed_offset": offset, "committed_leader_epoch": -1,
-             "committed_metadata": f"m{offset}"}]}]})
+            {"partition_index": partition, "committed_offset": offset, "committed_leader_epoch": epoch,
+             "committed_metadata": metadata}]}]})
 
 
-def fetch_all(b: BrokerProcess) -> dict[tuple[str, int], int]:
+def fetch_all(b: BrokerProcess) -> dict[tuple[str, int], tuple[int, int, str]]:
     with RawConnection(b) as c:
         resp = c.request(9, 8, {"groups": [{"group_id": g, "topics": None} for g in GROUPS]})
-    return {(g.group_id, p.partition_index): p.committed_offset
+    return {(g.group_id, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata)
             for g in resp.groups for t in g.topics for p in t.partitions}
+
+
+def widen(allowed: Allowed, value: tuple[int, int, str] | None, lo: int, hi: int) -> None:
+    """Let ``value`` be stamped anywhere in [lo, hi] (besides any window it had)."""
+    old = allowed.get(value)
+    allowed[value] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=bursts)
 def test_every_acknowledged_commit_survives_kill_minus_nine(
-    tmp_path_factory: pytest.TempPathFactory, plan: list[tuple[list[tuple[str, int, int]], float, bool]]
+    tmp_path_factory: pytest.TempPathFactory, plan: list[tuple[list[Commit], float, bool]]
 ) -> None:
     data = tmp_path_factory.mktemp("dur") / "data"
     data.mkdir()
     b = BrokerProcess(data, free_port_number()).start()
+    allowed: dict[tuple[str, int], Allowed] = {}
     try:
         with RawConnection(b) as c:
             c.request(19, 5, {"topics": [{"name": "dt", "num_partitions": PARTITIONS, "replication_factor": 1,
                                           "assignments": [], "configs": []}], "timeout_ms": 5000})
-        allowed: dict[tuple[str, int], set[int]] = {}
-        for commits, fraction, kill in plan:
+        for burst, fraction, kill in plan:
             with RawConnection(b) as c:
-                frames = [commit_frame(i + 1, g, p, o) for i, (g, p, o) in enumerate(commits)]
+                frames = [commit_frame(i + 1, *commit) for i, commit in enumerate(burst)]
+                sent = now_ms()
                 c.send(b"".join(frames))
-                to_read = int(len(commits) * fraction) if kill else len(commits)
+                to_read = int(len(burst) * fraction) if kill else len(burst)
                 for i in range(to_read):
                     corr, resp = decode_response(8, 8, c.read_frame())
                     assert corr == i + 1 and resp.topics[0].partitions[0].error_code == 0
-                    g, p, o = commits[i]
-                    allowed[(g, p)] = {o}  # acknowledged: nothing older may come back
-                for g, p, o in commits[to_read:]:
-                    allowed.setdefault((g, p), {-1}).add(o)  # may or may not have landed
+                    g, p, o, e, m = burst[i]
+                    # acknowledged: nothing older may come back
+                    allowed[(g, p)] = {(o, e, m): (sent, now_ms())}
                 if kill:
                     b.kill()
+                ended = now_ms()
+                for g, p, o, e, m in burst[to_read:]:  # may or may not have landed
+                    widen(allowed.setdefault((g, p), {None: (0, 0)}), (o, e, m), sent, ended)
+                if kill:
                     b.start()
             got = fetch_all(b)
             for key, ok in allowed.items():
-                value = got.get(key, -1)
+                value = got.get(key)
                 assert value in ok, (key, value, ok)
-                allowed[key] = {value}  # what survived is now the truth
+                allowed[key] = {value: ok[value]}  # what survived is now the truth
             assert set(got) <= set(allowed)
     finally:
         b.stop()
+    store = GroupStore(data / STATE_DIR)
+    try:
+        for (g, p), ok in allowed.items():
+            ((value, (lo, hi)),) = ok.items()
+            stored = store.fetch(g, "dt", p)
+            if value is None:
+                assert stored is None
+                continue
+            assert stored is not None and (stored.offset, stored.leader_epoch, stored.metadata) == value
+            # +-1 ms: the broker rounds time.time() * 1000, this test floors time_ns()
+            assert lo - 1 <= stored.commit_timestamp_ms <= hi + 1, ((g, p), stored, lo, hi)
+    finally:
+        store.close()
 
 
 # ---- expiry (KIP-211), driven by a fake clock over a real store ---------------------------------------

@@ -365,6 +365,8 @@ def test_active_group_is_described_refused_and_deleted_once_empty(gb: BrokerProc
         member = desc["members"][0]
         assert (member["client_id"], member["assignment"]) == ("the-member", {topic: [0, 1, 2]})
         assert member["client_host"]
+        # a classic group: DescribeGroups, so no KIP-848 epochs or target assignment
+        assert (desc["group_epoch"], member["member_epoch"], member["target_assignment"]) == (None, None, None)
         assert [(p["partition"], p["committed"], p["log_end"], p["lag"], p["member_id"])
                 for p in desc["partitions"]] == [(p, 1, 2, 1, member["member_id"]) for p in range(PARTITIONS)]
         for extra in ([], ["--dry-run"]):
