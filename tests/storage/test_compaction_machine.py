@@ -533,7 +533,7 @@ CompactionMachine.TestCase.settings = settings(
 TestCompaction = CompactionMachine.TestCase
 
 TxnCompactionMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None,
+    max_examples=100, stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestCompactionWithTransactions = TxnCompactionMachine.TestCase
