@@ -17,15 +17,25 @@ Kafka's rules (``LogCleaner``, ``LogCleanerManager``), as kept here:
 - only logs whose ``cleanup.policy`` includes ``compact``; the cleaner checkpoint
   (``cleaner-offset-checkpoint``, Kafka's text format) holds each log's first dirty
   offset, reset to the log start when it lies outside [log start, log end];
-- the first uncleanable offset is the lowest of: the active segment's base, and the
-  base of the first dirty sealed segment whose largest timestamp is later than
-  ``now - min.compaction.lag.ms``; the active segment is never cleaned;
+- the first uncleanable offset is the lowest of: the partition's last stable offset
+  (LSO: the first offset of its oldest open transaction, else the high watermark;
+  passed in by the broker), the active segment's base, and the base of the first
+  dirty sealed segment whose largest timestamp is later than
+  ``now - min.compaction.lag.ms``; the active segment is never cleaned, and no
+  record at or above the LSO is removed (the LSO is a batch base: the segment
+  holding it is rewritten only up to it);
 - a log is cleaned when dirty bytes / (clean + dirty bytes) > ``min.cleanable.dirty.ratio``,
   or when some dirty sealed segment's first batch timestamp is older than
   ``now - max.compaction.lag.ms`` (KIP-354) and it has dirty bytes;
 - the key map holds key -> latest offset over [first dirty, first uncleanable) in
-  offset order; when it is full (``OffsetMap.budget``) it covers a prefix, and the
-  clean goes up to the end of the last whole batch it mapped: ``next dirty offset``;
+  offset order, from data batches that are not aborted (control batches and aborted
+  transactional batches put no key in it); when it is full (``OffsetMap.budget``)
+  it covers a prefix, and the clean goes up to the end of the last whole batch it
+  mapped: ``next dirty offset``;
+- aborted data: a transactional batch of producer P whose base offset lies in
+  [first offset, ABORT marker offset) of one of P's aborted transactions (the
+  ``.txnindex`` entries of the log, read by ``plan``: ``AbortedTxns``) is removed
+  whole when it lies below the next dirty offset;
 - every record below the next dirty offset whose offset is below the map's offset
   for its key goes; a record with a null key goes (Kafka counts it invalid);
 - a tombstone (null value) that stays gets a delete horizon (KIP-534): the first
@@ -37,8 +47,15 @@ Kafka's rules (``LogCleaner``, ``LogCleanerManager``), as kept here:
   records left (LogAppendTime batches keep theirs). A batch whose records all go is
   dropped, unless it is the last batch of its producer id in the rewritten segments:
   then it stays as an empty batch (``empty_batch``), so the producer's sequence
-  survives a crash restart. Control batches are copied unchanged (transactions do
-  not exist yet);
+  survives a crash restart (an aborted batch kept this way has no records, so a
+  read_committed consumer has nothing to skip in it);
+- control batches (COMMIT/ABORT markers) are copied unchanged and never removed:
+  Kafka removes a marker once no data of its transaction is left and
+  ``delete.retention.ms`` has passed, which also needs the aborted-transaction
+  entries of removed ABORT markers dropped from the broker's in-memory list; not
+  done here. ``.txnindex`` entries are kept as they are (``Log.replace_segments``
+  moves those of the replaced segments to the new one): their markers stay, and an
+  entry whose data went only makes a consumer look for records that are not there;
 - segments are cleaned in groups of consecutive segments whose total size fits
   ``segment.bytes`` (and whose offsets fit a relative int32), each group into one
   new segment named after its first base offset, with ``.index``/``.timeindex``
@@ -57,7 +74,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
@@ -227,13 +245,20 @@ def first_dirty_offset(log: Log, checkpoint: int | None) -> int:
     return checkpoint
 
 
-def log_to_clean(log: Log, checkpoint: int | None, now_ms: int) -> LogToClean:
-    """Kafka's cleanableOffsets + maxCompactionDelay + LogToClean for ``log`` (on its thread)."""
+def log_to_clean(log: Log, checkpoint: int | None, now_ms: int,
+                 last_stable_offset: int | None = None) -> LogToClean:
+    """Kafka's cleanableOffsets + maxCompactionDelay + LogToClean for ``log`` (on its thread).
+
+    ``last_stable_offset`` is the partition's LSO (the first offset of its oldest open
+    transaction, else the high watermark), which only the broker knows; None means no
+    transaction is open (tools and tests on a bare log)."""
     cfg = log.config
     dirty = first_dirty_offset(log, checkpoint)
     segs = log.segments
     sealed = segs[:-1]
     uncleanable = log.active.base_offset
+    if last_stable_offset is not None:
+        uncleanable = min(uncleanable, last_stable_offset)
     if cfg.min_compaction_lag_ms > 0:
         for i, s in enumerate(sealed):
             upper = segs[i + 1].base_offset
@@ -564,6 +589,41 @@ def _rewritten(buf: bytes, at: int, h: BatchHeader, recs: _Records, keep: list[i
     return _build(h, records, len(keep), base_ts, attrs)
 
 
+# ---------------------------------------------------------------- aborted transactions
+
+
+class AbortedTxns:
+    """Which transactional data batches are aborted (Kafka's CleanedTransactionMetadata,
+    asked per batch instead of walked): a transactional batch of producer P whose base
+    offset lies in [first offset, marker offset) of one of P's aborted transactions.
+    A producer's transactions do not overlap, so the entry with the greatest first
+    offset at or below the batch's base is the only candidate."""
+
+    __slots__ = ("_by_pid",)
+
+    def __init__(self, entries: Iterable[tuple[int, int, int]]) -> None:
+        by_pid: dict[int, tuple[list[int], list[int]]] = {}
+        for pid, first, marker in sorted(entries, key=lambda e: e[1]):
+            firsts, markers = by_pid.setdefault(pid, ([], []))
+            firsts.append(first)
+            markers.append(marker)
+        self._by_pid = by_pid
+
+    def __bool__(self) -> bool:
+        return bool(self._by_pid)
+
+    def aborted(self, h: BatchHeader) -> bool:
+        """Whether the data batch ``h`` belongs to an aborted transaction."""
+        if not h.attributes & TRANSACTIONAL_MASK or h.attributes & CONTROL_MASK:
+            return False
+        entry = self._by_pid.get(h.producer_id)
+        if entry is None:
+            return False
+        firsts, markers = entry
+        i = bisect_right(firsts, h.base_offset) - 1
+        return i >= 0 and h.base_offset < markers[i]
+
+
 # ---------------------------------------------------------------- the plan and its run
 
 
@@ -648,6 +708,9 @@ class CleanParams:
     segment_bytes: int
     index_interval_bytes: int
     max_index_bytes: int
+    # (producer id, first offset, ABORT marker offset) of the aborted transactions
+    # that may have data in the cleaned segments (``AbortedTxns``).
+    aborted: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(eq=False)
@@ -698,8 +761,9 @@ class CleanPlan:
             end = omap.latest_offset + 1
             todo = [s for s in self.segments if s.base < end]
             last_of = self._last_batches(todo, throttler)
+            txns = AbortedTxns(self.params.aborted)
             for group in self._groups(todo):
-                groups.append(self._clean_group(group, omap, last_of, throttler, stats))
+                groups.append(self._clean_group(group, omap, last_of, txns, throttler, stats))
             stats.map_entries = len(omap.map)
         except BaseException:
             for g in groups:
@@ -715,15 +779,21 @@ class CleanPlan:
         omap = OffsetMap(budget)
         start, stop = self.first_dirty, self.first_uncleanable
         omap.latest_offset = start - 1
+        txns = AbortedTxns(self.params.aborted)
         for s in self.segments:
             if s.upper <= start or s.base >= stop:
                 continue
             for buf, at, h in _batches(s.fd, 0, s.size, throttler, self.abort):
+                if h.base_offset >= stop:
+                    break  # the LSO (a batch base) inside this segment
                 stats.bytes_read += h.batch_length + LOG_OVERHEAD
                 last = h.base_offset + h.last_offset_delta
                 if last < start:
                     continue
-                if not h.attributes & CONTROL_MASK:
+                # Markers and aborted data never speak for a key (Kafka's
+                # buildOffsetMapForSegment): a later aborted update must not make the
+                # cleaner drop the committed value before it.
+                if not h.attributes & CONTROL_MASK and not (txns and txns.aborted(h)):
                     recs = _Records(buf, at, h)
                     base = h.base_offset
                     if not recs.nulls and base >= start:
@@ -773,7 +843,8 @@ class CleanPlan:
         return out
 
     def _clean_group(self, group: list[_Seg], omap: OffsetMap, last_of: dict[int, int],
-                     throttler: Throttler | None, stats: CleanStats) -> CleanedGroup:
+                     txns: AbortedTxns, throttler: Throttler | None,
+                     stats: CleanStats) -> CleanedGroup:
         base = group[0].base
         paths = swap.cleaned_paths(self.directory, base)
         fd = os.open(paths[".log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -794,14 +865,17 @@ class CleanPlan:
                 for buf, at, h in _batches(s.fd, 0, s.size, throttler, self.abort):
                     stats.bytes_read += h.batch_length + LOG_OVERHEAD
                     stats.records_read += h.records_count
-                    out = filter_batch(buf, at, h, omap, prm.now_ms, prm.delete_retention_ms)
+                    last = h.base_offset + h.last_offset_delta
+                    if txns and last <= omap.latest_offset and txns.aborted(h):
+                        out = None  # aborted data goes whole (Kafka's shouldDiscardBatch)
+                    else:
+                        out = filter_batch(buf, at, h, omap, prm.now_ms, prm.delete_retention_ms)
                     if out is None:
                         if h.producer_id < 0 or last_of.get(h.producer_id) != h.base_offset:
                             continue
                         out = empty_batch(h)
                     cnt = out[57:61]
                     stats.records_kept += int.from_bytes(cnt, "big", signed=True)
-                    last = h.base_offset + h.last_offset_delta
                     bmax = HEADER_STRUCT.unpack_from(out, 0)[8]
                     if bmax > run_max:
                         run_max, shallow = bmax, last
@@ -926,17 +1000,23 @@ def plan(log: Log, ltc: LogToClean, now_ms: int) -> CleanPlan | None:
     if not picked:
         return None
     cfg = log.config
+    low, high = picked[0].base, ltc.first_uncleanable
+    aborted = tuple((e.producer_id, e.first_offset, e.last_offset)
+                    for e in log.aborted_txns_on_disk()
+                    if e.last_offset >= low and e.first_offset < high)
     return CleanPlan(log.dir, picked, CleanParams(
         ltc.first_dirty, ltc.first_uncleanable, now_ms, cfg.delete_retention_ms,
-        cfg.segment_bytes, cfg.index_interval_bytes, cfg.segment_index_bytes))
+        cfg.segment_bytes, cfg.index_interval_bytes, cfg.segment_index_bytes, aborted))
 
 
 def clean_log(log: Log, checkpoint: int | None, now_ms: int,
-              settings: CleanerSettings | None = None, *, force: bool = False) -> int | None:
+              settings: CleanerSettings | None = None, *, force: bool = False,
+              last_stable_offset: int | None = None) -> int | None:
     """One whole clean of ``log`` on the calling thread (tools and tests; the broker
     splits the phases across threads). Returns the new checkpoint (next dirty
-    offset), or None when the log was not due (``force`` ignores the dirty ratio)."""
-    ltc = log_to_clean(log, checkpoint, now_ms)
+    offset), or None when the log was not due (``force`` ignores the dirty ratio).
+    ``last_stable_offset``: as for ``log_to_clean``."""
+    ltc = log_to_clean(log, checkpoint, now_ms, last_stable_offset)
     if not force and not ltc.due(log.config.min_cleanable_dirty_ratio):
         return None
     p = plan(log, ltc, now_ms)

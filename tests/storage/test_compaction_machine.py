@@ -40,15 +40,20 @@ from storage.config import LogConfig
 from storage.errors import InvalidRecordError
 from storage.log import MAX_TIMESTAMP, Log
 from storage.records import (
+    CONTROL_MASK,
     DELETE_HORIZON_MASK,
+    TRANSACTIONAL_MASK,
     Record,
     build_batch,
     decode_batch,
     parse_header,
 )
+from storage.txnindex import TxnIndexEntry
 
 T0 = 1_700_000_000_000
 KEYS = [f"k{i}".encode() for i in range(8)] + [b"", b"a-longer-key-" * 3]
+COMMIT_KEY, ABORT_KEY = b"\x00\x00\x00\x01", b"\x00\x00\x00\x00"  # version 0 + type
+MARKER_VALUE = b"\x00\x00\x00\x00\x00\x03"  # version 0 + coordinator epoch 3
 STEPS = ["cleaned", "swap.index", "swap.timeindex", "swap.replaces", "log-swapped",
          "committed", "renamed.index", "renamed.timeindex", "renamed.log"]
 
@@ -75,6 +80,8 @@ class MBatch:
     horizon: int | None = None
     producer: int = -1
     empty: bool = False  # every record went; kept as an empty batch for its producer
+    txn: int = -1  # the transaction the batch (data or marker) belongs to
+    control: bool = False
 
     def alive(self) -> bool:
         return any(r.present for r in self.records)
@@ -92,6 +99,12 @@ class CompactionMachine(RuleBasedStateMachine):
         self.checkpoint: int | None = None
         self.log: Log | None = None
         self.sequences: dict[int, int] = {}
+        # Transactions: producer id -> (transaction, first offset) of the open ones; the
+        # aborted ones; their .txnindex entries (the broker's aborted list).
+        self.open_txns: dict[int, tuple[int, int]] = {}
+        self.aborted: set[int] = set()
+        self.aborted_entries: list[TxnIndexEntry] = []
+        self.txn_count = 0
 
     def teardown(self) -> None:
         swap.crash_hook = None
@@ -132,6 +145,11 @@ class CompactionMachine(RuleBasedStateMachine):
     @rule(data=st.data(), n=st.integers(1, 6), codec=st.sampled_from([0, 0, 1, 2, 3, 4]),
           keyless=st.booleans(), producer=st.sampled_from([-1, -1, 1, 2]))
     def append(self, data: st.DataObject, n: int, codec: int, keyless: bool, producer: int) -> None:
+        self._append(data, n, codec, keyless, producer, -1)
+
+    def _append(self, data: st.DataObject, n: int, codec: int, keyless: bool, producer: int,
+                txn: int) -> None:
+        """Append one batch of n random records (of transaction ``txn`` when >= 0)."""
         assert self.log is not None
         recs = []
         for _ in range(n):
@@ -146,7 +164,8 @@ class CompactionMachine(RuleBasedStateMachine):
         batch = build_batch([Record(i, ts, k, v, h) for i, (k, v, ts, h) in enumerate(recs)],
                             compression=codec, producer_id=producer,
                             producer_epoch=0 if producer >= 0 else -1,
-                            base_sequence=seq if producer >= 0 else -1)
+                            base_sequence=seq if producer >= 0 else -1,
+                            is_transactional=txn >= 0)
         base = self.log.log_end_offset
         if keyless:
             with pytest.raises(InvalidRecordError):
@@ -159,7 +178,7 @@ class CompactionMachine(RuleBasedStateMachine):
         lat = self.config.log_append_time
         self.batches.append(MBatch(base, base + n - 1, [
             MRecord(base + i, k, v, result.max_timestamp if lat else ts, h)
-            for i, (k, v, ts, h) in enumerate(recs)], producer=producer))
+            for i, (k, v, ts, h) in enumerate(recs)], producer=producer, txn=txn))
 
     @rule(data=st.data())
     def append_keyless_as_is(self, data: st.DataObject) -> None:
@@ -186,7 +205,8 @@ class CompactionMachine(RuleBasedStateMachine):
     def clean(self) -> None:
         assert self.log is not None
         expected_next = self._oracle_clean()
-        got = clean_log(self.log, self.checkpoint, self.now, self.settings, force=True)
+        got = clean_log(self.log, self.checkpoint, self.now, self.settings, force=True,
+                        last_stable_offset=self._lso())
         if got is not None:
             assert got == expected_next
             self.checkpoint = got
@@ -207,7 +227,8 @@ class CompactionMachine(RuleBasedStateMachine):
         crashed = False
         got = None
         try:
-            got = clean_log(self.log, self.checkpoint, self.now, self.settings, force=True)
+            got = clean_log(self.log, self.checkpoint, self.now, self.settings, force=True,
+                            last_stable_offset=self._lso())
         except Crash:
             crashed = True
         finally:
@@ -223,6 +244,7 @@ class CompactionMachine(RuleBasedStateMachine):
         for s in self.log.segments:
             s.release()
         self.log = Log(self.tmp / "t-0", self.config, clean_shutdown=False, recovery_point=0)
+        self.log.sync_aborted_txns(self.aborted_entries)  # as the broker does at start
         view = self._sut_view()
         bases = [s.base_offset for s in self.log.segments] + [1 << 62]
         for split in bases:
@@ -250,6 +272,13 @@ class CompactionMachine(RuleBasedStateMachine):
         else:
             self.log.close()
             self.log = Log(self.tmp / "t-0", self.config)
+        self.log.sync_aborted_txns(self.aborted_entries)  # as the broker does at start
+
+    def _lso(self) -> int:
+        """The last stable offset: the first offset of the oldest open transaction."""
+        assert self.log is not None
+        return min((first for _, first in self.open_txns.values()),
+                   default=self.log.log_end_offset)
 
     # ------------------------------------------------------------ the oracle's clean
 
@@ -261,7 +290,7 @@ class CompactionMachine(RuleBasedStateMachine):
         start = log.log_start_offset
         dirty = self.checkpoint if self.checkpoint is not None and \
             start <= self.checkpoint <= log.log_end_offset else start
-        stop = log.active.base_offset
+        stop = min(log.active.base_offset, self._lso())
         bounds = [(s.base_offset, segs[i + 1].base_offset) for i, s in enumerate(segs[:-1])]
         lag = self.config.min_compaction_lag_ms
         if lag > 0:
@@ -287,7 +316,11 @@ class CompactionMachine(RuleBasedStateMachine):
             for b in self.batches:
                 if not (base <= b.base < upper) or not b.in_log() or b.last < dirty:
                     continue
+                if b.base >= stop:
+                    break  # the LSO inside this segment
                 for r in b.records:
+                    if b.control or b.txn in self.aborted:
+                        break  # markers and aborted data put no key in the map
                     if not r.present or r.key is None or r.offset < dirty:
                         continue
                     if r.key not in latest_of:
@@ -304,9 +337,14 @@ class CompactionMachine(RuleBasedStateMachine):
         end = latest + 1
         rewritten = [b for b in self.batches if b.in_log() and any(
             base <= b.base < upper for base, upper in bounds if base < end)]
-        last_of = {b.producer: b.base for b in rewritten if b.producer >= 0}
+        last_of = {b.producer: b.base for b in rewritten if b.producer >= 0 and not b.control}
         for b in rewritten:
+            if b.control:
+                continue  # markers stay
             b.empty = False
+            if b.txn in self.aborted and b.last <= latest:
+                for r in b.records:
+                    r.present = False
             passed = b.horizon is not None and self.now >= b.horizon
             tombstones = False
             for r in b.records:
@@ -380,6 +418,63 @@ class CompactionMachine(RuleBasedStateMachine):
             hit = self.log.offset_for_timestamp(MAX_TIMESTAMP)
             assert hit is not None and (hit.timestamp, hit.offset) == (top, first)
 
+    def _read_committed(self) -> list[tuple[int, bytes | None, bytes | None]]:
+        """What a read_committed consumer from offset 0 gets (Kafka's CompletedFetch rule)
+        from the log's batches below the LSO and its ``.txnindex`` entries: entries move
+        into an aborted-producer set once their first offset is <= a batch's last offset,
+        an ABORT marker takes its producer out, transactional batches of producers in the
+        set are skipped, control records are never delivered."""
+        assert self.log is not None
+        lso = self._lso()
+        pending = sorted(self.log.aborted_txns_on_disk(), key=lambda e: e.first_offset)
+        aborting: set[int] = set()
+        out: list[tuple[int, bytes | None, bytes | None]] = []
+        for seg in self.log.segments:
+            for info in seg.iter_batches(0):
+                raw = seg.pread(info.position, info.size)
+                h = parse_header(raw, 0)
+                if h.base_offset >= lso:
+                    return out
+                while pending and pending[0].first_offset <= h.base_offset + h.last_offset_delta:
+                    aborting.add(pending.pop(0).producer_id)
+                records = decode_batch(raw, 0)
+                if h.attributes & CONTROL_MASK:
+                    if records and records[0].key == ABORT_KEY:
+                        aborting.discard(h.producer_id)
+                    continue
+                if h.attributes & TRANSACTIONAL_MASK and h.producer_id in aborting:
+                    continue
+                out.extend((r.offset, r.key, r.value) for r in records)
+        return out
+
+    @invariant()
+    def read_committed_matches_the_oracle(self) -> None:
+        """The committed view: the oracle's surviving committed records below the LSO; and
+        for every key, the latest committed record ever produced below the LSO is what
+        the consumer sees last for it (a tombstone may have gone after its horizon).
+        Aborted records are never seen; open transactions' records are all in the log."""
+        if self.log is None:
+            return
+        lso = self._lso()
+        view = self._read_committed()
+        committed = [r for b in self.batches if not b.control and b.txn not in self.aborted
+                     for r in b.records if r.offset < lso]
+        assert view == [(r.offset, r.key, r.value) for r in committed if r.present]
+        latest: dict[bytes | None, tuple[int, bytes | None, bytes | None]] = {}
+        for r in committed:
+            latest[r.key] = (r.offset, r.key, r.value)
+        seen: dict[bytes | None, tuple[int, bytes | None, bytes | None]] = {}
+        for rec in view:
+            seen[rec[1]] = rec
+        for key, rec in latest.items():
+            if key is None:
+                continue
+            assert seen.get(key) == rec or (rec[2] is None and key not in seen), key
+        in_log = {r[0] for r in self._sut_view() if isinstance(r[0], int)}
+        open_ids = {t for t, _ in self.open_txns.values()}
+        assert all(r.offset in in_log for b in self.batches if b.txn in open_ids
+                   for r in b.records)
+
     @invariant()
     def indexes_are_sane(self) -> None:
         if self.log is None:
@@ -395,8 +490,50 @@ class CompactionMachine(RuleBasedStateMachine):
                 assert seg.time_index.last_entry()[0] == seg.max_timestamp
 
 
+class TxnCompactionMachine(CompactionMachine):
+    """The same machine with transactions: producers 7-9 append transactional batches,
+    end them with COMMIT or ABORT markers (an abort also writes its ``.txnindex``
+    entry, as the broker does) or leave them open; every clean is bounded by the LSO."""
+
+    @rule(data=st.data(), n=st.integers(1, 4), codec=st.sampled_from([0, 0, 1, 3]),
+          producer=st.sampled_from([7, 8, 9]))
+    def append_transactional(self, data: st.DataObject, n: int, codec: int, producer: int) -> None:
+        assert self.log is not None
+        if producer not in self.open_txns:
+            self.open_txns[producer] = (self.txn_count, self.log.log_end_offset)
+            self.txn_count += 1
+        self._append(data, n, codec, False, producer, self.open_txns[producer][0])
+
+    @rule(data=st.data(), commit=st.booleans())
+    def end_transaction(self, data: st.DataObject, commit: bool) -> None:
+        assert self.log is not None
+        if not self.open_txns:
+            return
+        producer = data.draw(st.sampled_from(sorted(self.open_txns)))
+        txn, first = self.open_txns.pop(producer)
+        result = self.log.append_control(commit, producer_id=producer, producer_epoch=0,
+                                         coordinator_epoch=3, now_ms=self.now)
+        marker = result.base_offset
+        if not commit:
+            lso = min((f for _, f in self.open_txns.values()), default=marker + 1)
+            entry = TxnIndexEntry(producer, first, marker, lso)
+            self.log.append_aborted_txn(entry)
+            self.aborted_entries.append(entry)
+            self.aborted.add(txn)
+        key = COMMIT_KEY if commit else ABORT_KEY
+        self.batches.append(MBatch(marker, marker, [
+            MRecord(marker, key, MARKER_VALUE, result.max_timestamp, [])],
+            producer=producer, txn=txn, control=True))
+
+
 CompactionMachine.TestCase.settings = settings(
     max_examples=80, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestCompaction = CompactionMachine.TestCase
+
+TxnCompactionMachine.TestCase.settings = settings(
+    max_examples=100, stateful_step_count=50, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestCompactionWithTransactions = TxnCompactionMachine.TestCase
