@@ -9,13 +9,20 @@ clock in every process on the machine):
   before librdkafka tells the broker it let go;
 - ``done``: a record processed, logged only after its synchronous commit
   (OffsetCommit v9) succeeded, so a record appears at most once per success;
-- ``error``: an error callback (``fatal`` says whether librdkafka gave up).
+- ``error``: an error callback (``fatal`` says whether librdkafka gave up);
+- ``stale``: a message skipped because its offset is below the group's committed
+  offset when this member began the partition (read with ``committed()`` at its
+  first message): librdkafka 2.16 sometimes delivers a message fetched during an
+  earlier ownership after the partition returns (seen with ``debug=cgrp``: the
+  fetcher restarted at the broker's committed offset 100, then offset 0 was
+  delivered). ``KIP848_DEBUG=1`` turns that debug log on (into the stderr file).
 SIGTERM closes the consumer gracefully (it leaves the group).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -51,10 +58,16 @@ def main() -> int:
         "error_cb": on_error,
         "topic.metadata.refresh.interval.ms": 1000,
         **static,
+        **({"debug": "cgrp"} if os.environ.get("KIP848_DEBUG") else {}),
     })
+
+    # Per partition, the group's committed offset when this member began it (see "stale").
+    start: dict[int, int] = {}
 
     def on_assign(c: Any, parts: list[TopicPartition]) -> None:
         log("assign", partitions=sorted(p.partition for p in parts))
+        for p in parts:
+            start.pop(p.partition, None)
 
     def on_revoke(c: Any, parts: list[TopicPartition]) -> None:
         log("revoke", partitions=sorted(p.partition for p in parts))
@@ -72,6 +85,21 @@ def main() -> int:
             log("error", code=msg.error().code(), name=msg.error().name(), fatal=msg.error().fatal(),
                 text=msg.error().str())
             continue
+        p = msg.partition()
+        if p not in start:
+            try:
+                [tp] = consumer.committed([TopicPartition(topic, p)], timeout=10)
+                start[p] = max(tp.offset, 0)
+            except KafkaException:
+                start[p] = 0
+        if msg.offset() < start[p]:
+            # librdkafka 2.16 (group.protocol=consumer) can hand out a message it fetched
+            # while it owned the partition before, after the partition comes back to it
+            # (its fetcher restarts at the committed offset the broker returned; the old
+            # message was still queued). Processing it would commit an offset behind the
+            # group's and make the next owner read again: an application guards here.
+            log("stale", partition=p, offset=msg.offset(), committed=start[p])
+            continue
         try:
             consumer.commit(offsets=[TopicPartition(topic, msg.partition(), msg.offset() + 1)],
                             asynchronous=False)
@@ -82,6 +110,7 @@ def main() -> int:
             except KafkaException:
                 pass
             continue
+        start[p] = msg.offset() + 1
         log("done", partition=msg.partition(), offset=msg.offset(), value=msg.value().decode())
     consumer.close()
     log("closed")
