@@ -22,6 +22,7 @@ from protocol.errors import KafkaError
 
 if TYPE_CHECKING:
     from client.aio import Client
+    from client.security import ClientSecurity
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "CHRONOLOG_BOOTSTRAP_SERVER"
@@ -50,19 +51,24 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def client_security(path: str | None) -> ClientSecurity | None:
+    """The security settings of a ``--client-config`` file (None: plaintext, no SASL);
+    a bad file is a ValueError."""
+    from client.security import ClientSecurity, read_client_config
+
+    return ClientSecurity.from_properties(read_client_config(path)) if path else None
+
+
 async def connect(args: argparse.Namespace) -> Client:
     """The CLI's client for ``--bootstrap-server`` / ``--request-timeout`` /
     ``--client-config`` (its security settings; a bad one is a ValueError: exit 2)."""
     from client.aio import Client
-    from client.security import ClientSecurity, read_client_config
 
-    path = getattr(args, "client_config", None)
-    security = ClientSecurity.from_properties(read_client_config(path)) if path else None
     return await Client.connect(
         args.bootstrap_server,
         client_id="chronolog-cli",
         request_timeout=args.request_timeout,
-        security=security,
+        security=client_security(getattr(args, "client_config", None)),
     )
 
 

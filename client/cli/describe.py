@@ -24,12 +24,17 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from client.cli._common import client_security
 from client.cli.doctor import LOG_START_CHECKPOINT, read_checkpoint
 from client.cli.dump_log import LogScan, _mapped, is_partition_dir, scan_log, segments_in
 from client.timeparse import format_time
 from storage.errors import StorageError
 from storage.records import decode_batch
+
+if TYPE_CHECKING:
+    from client.security import ClientSecurity
 
 
 @dataclass
@@ -96,10 +101,11 @@ def _record_ts(scans: list[LogScan], offset: int, *, first: bool) -> int | None:
     return None
 
 
-async def describe_online(bootstrap: str, topic: str) -> list[PartitionInfo]:
+async def describe_online(bootstrap: str, topic: str,
+                          security: ClientSecurity | None = None) -> list[PartitionInfo]:
     from client.aio import Client
 
-    client = await Client.connect(bootstrap, client_id="chronolog-describe")
+    client = await Client.connect(bootstrap, client_id="chronolog-describe", security=security)
     try:
         parts = await client.partitions_for(topic)
         starts = await client.earliest(topic, parts)
@@ -157,6 +163,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--data-dir", type=Path, help="read the broker's files (read-only)")
     src.add_argument("--bootstrap-server", metavar="HOST:PORT", help="ask a running broker")
+    p.add_argument("--client-config", default=None, metavar="FILE",
+                   help="with --bootstrap-server: client properties with Kafka/librdkafka "
+                   "names (security.protocol, ssl.*, sasl.*; other settings ignored)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 
@@ -169,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
                 return 2
             infos = describe_offline(args.data_dir, args.topic)
         else:
-            infos = asyncio.run(describe_online(args.bootstrap_server, args.topic))
+            infos = asyncio.run(describe_online(args.bootstrap_server, args.topic,
+                                                client_security(args.client_config)))
     except Exception as exc:  # one clear line for the operator, not a traceback
         print(f"describe: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

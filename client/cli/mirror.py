@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from client.aio import Client
+from client.cli._common import client_security
 from client.timeparse import TimeParseError, parse_time
 from protocol.errors import ErrorCode, KafkaError
 from storage.records import (
@@ -424,9 +425,17 @@ async def run_mirror(args: argparse.Namespace) -> int:
     if sys.platform != "win32":
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-    source = await Client.connect(args.source, client_id="chronolog-mirror")
     try:
-        target = await Client.connect(args.target, client_id="chronolog-mirror")
+        source_security = client_security(args.source_client_config)
+        target_security = client_security(args.target_client_config)
+    except (OSError, ValueError) as exc:
+        print(f"mirror: --source/--target-client-config: {exc}", file=sys.stderr)
+        return 2
+    source = await Client.connect(args.source, client_id="chronolog-mirror",
+                                  security=source_security)
+    try:
+        target = await Client.connect(args.target, client_id="chronolog-mirror",
+                                      security=target_security)
         try:
             mirror = Mirror(source, target, topics, state, since_ms=since_ms,
                             follow=args.follow, checkpoint_interval=args.checkpoint_interval,
@@ -455,6 +464,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--source", required=True, metavar="HOST:PORT", help="source bootstrap server")
     p.add_argument("--target", required=True, metavar="HOST:PORT", help="target bootstrap server")
+    for side in ("source", "target"):
+        p.add_argument(f"--{side}-client-config", default=None, metavar="FILE",
+                       help=f"the {side}'s client properties with Kafka/librdkafka names "
+                       "(security.protocol, ssl.*, sasl.*; other settings ignored)")
     p.add_argument("--topics", required=True, metavar="T1,T2", help="comma-separated topics")
     p.add_argument("--since", default=None, metavar="TIME",
                    help="start at the first record at or after TIME (ISO-8601 with a zone, "

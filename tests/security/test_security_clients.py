@@ -360,6 +360,48 @@ def test_users_cli_online_adds_lists_and_deletes_a_user_who_can_then_log_in_or_n
     assert again.returncode == 1 and "RESOURCE_NOT_FOUND" in again.stderr
 
 
+def test_describe_and_mirror_read_a_sasl_ssl_broker_with_their_client_configs(
+        sb: SecureBroker, broker_factory: Any, tmp_path: Path) -> None:
+    import json
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    cfg = tmp_path / "client.properties"
+    cfg.write_text(f"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n"
+                   f"sasl.username={BOB[0]}\nsasl.password={BOB[1]}\nssl.ca.location={sb.pki.ca}\n")
+    topic = f"mirror-{uuid.uuid4().hex[:8]}"
+    sent = [(f"k{i % 7}".encode(), f"v{i}".encode(), BASE_TS + 10 * i) for i in range(N)]
+    p = Producer(_librdkafka_conf(sb, "SASL_SSL", "SCRAM-SHA-256", BOB))
+    for key, value, ts in sent:
+        p.produce(topic, value, key, partition=0, timestamp=ts)
+    assert p.flush(30) == 0
+
+    secured = ["--bootstrap-server", sb.bootstrap("SASL_SSL")]
+    refused = chronolog("describe", "--topic", topic, *secured)
+    assert refused.returncode == 1  # no client config: a plaintext request on a TLS port
+    r = chronolog("describe", "--topic", topic, *secured, "--client-config", str(cfg), "--json")
+    assert r.returncode == 0, r.stderr
+    [part] = json.loads(r.stdout)["partitions"]
+    assert (part["log_start_offset"], part["log_end_offset"]) == (0, N)
+    assert (part["first_timestamp"], part["last_timestamp"]) == (sent[0][2], sent[-1][2])
+
+    target = broker_factory()
+    r = chronolog("mirror", "--source", sb.bootstrap("SASL_SSL"), "--source-client-config",
+                  str(cfg), "--target", f"127.0.0.1:{target.port}", "--topics", topic)
+    assert r.returncode == 0, r.stderr
+    c = Consumer({"bootstrap.servers": f"127.0.0.1:{target.port}", "group.id": "mirror-check",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got: list[tuple[bytes, bytes, int]] = []
+    deadline = time.monotonic() + 30
+    while len(got) < N and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append((m.key(), m.value(), m.timestamp()[1]))
+    c.close()
+    assert got == sent
+
+
 def test_users_cli_offline_is_refused_while_the_broker_holds_the_data_dir(sb: SecureBroker) -> None:
     r = chronolog("users", "list", "--data-dir", str(sb.proc.data_dir))
     assert r.returncode == 1 and "in use by a running broker" in r.stderr
