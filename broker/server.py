@@ -745,14 +745,14 @@ class _TlsTransport:
     answers encrypted on the way out and a close_notify before the close. Flow control
     (pause/resume_writing) stays the socket's, counted in ciphertext."""
 
-    __slots__ = ("_raw", "_session")
+    __slots__ = ("_raw", "_session", "write")
 
     def __init__(self, raw: asyncio.Transport, session: TlsSession) -> None:
         self._raw = raw
         self._session = session
-
-    def write(self, data: bytes) -> None:
-        self._raw.write(self._session.encrypt(data))
+        # Encrypt and write in one call; what the session says on its own (tickets,
+        # alerts) goes straight to the socket too.
+        self.write = session.attach(raw.write)
 
     def close(self) -> None:
         raw = self._raw
@@ -822,26 +822,19 @@ class TlsConnection(Connection):
             self._raw.abort()
 
     def data_received(self, data: bytes) -> None:
-        raw = self._raw
-        if self._closing or raw is None:
+        if self._closing:
             return
         session = self._session
         was_handshaken = session.handshaken
         try:
-            plain = session.receive(data)
-        except ssl.SSLError as exc:
-            alert = session.outgoing()  # the alert that tells the client why, if any
-            if alert:
-                raw.write(alert)
+            plain = session.receive(data)  # handshake replies and tickets are sent already
+        except ssl.SSLError as exc:  # its alert is sent already
             self._closing = True
             log.warning("closing connection from %s: TLS %s failed: %s", self.peer,
                         "record layer" if was_handshaken else "handshake",
                         exc.reason or exc.__class__.__name__)
-            raw.close()
+            self._raw.close()  # type: ignore[union-attr]
             return
-        out = session.outgoing()
-        if out:
-            raw.write(out)
         if not was_handshaken and session.handshaken:
             if self._handshake_timer is not None:
                 self._handshake_timer.cancel()
