@@ -536,6 +536,11 @@ class Connection(asyncio.Protocol):
             log.info("%s %s on listener %s as %s (SASL/%s)", self.peer,
                      "re-authenticated" if self._logins > 1 else "authenticated",
                      self.listener, self.principal, gate.mechanism)
+            if gate.reauth_ms <= 0:
+                # Without KIP-368 re-authentication the gate passes every later frame
+                # on (a SaslHandshake too: its handler answers ILLEGAL_SASL_STATE), so
+                # it leaves the request path.
+                self.gate = None
         self._emit(outcome.data, outcome.close)
 
     def _error_answer(self, frame: bytes, code: ErrorCode) -> bytes | None:
