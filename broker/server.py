@@ -846,7 +846,7 @@ class TlsConnection(Connection):
                 self._handshake_timer = None
             self.principal = principal(session.peercert())
         if plain:
-            super().data_received(plain)
+            Connection.data_received(self, plain)  # (no super object per request)
         if session.closed and not self._closing and self.transport is not None:
             # The client's close_notify: as a TCP EOF on plaintext, a quiet close (with ours).
             self._write_out()

@@ -192,7 +192,7 @@ class _TlsChannel(_Channel):
             self._broken(exc)
             return
         if plain:
-            super().data_received(plain)
+            _Channel.data_received(self, plain)  # (no super object per request)
         if session.closed:  # the broker's close_notify: as its TCP close
             if self.conn is not None:
                 self.conn._fail(KafkaError(
