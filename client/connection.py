@@ -176,32 +176,23 @@ class _TlsChannel(_Channel):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self.write = self._write
+        # One call per request: encrypt and write; handshake flights, alerts and
+        # close_notify replies go to the socket from inside the session.
+        self.write = self.session.attach(transport.write)  # type: ignore[attr-defined]
         try:
-            hello = self.session.start()
+            self.session.start()  # the ClientHello, sent
         except ssl.SSLError as exc:
             self._broken(exc)
-            return
-        transport.write(hello)  # type: ignore[attr-defined]
-
-    def _write(self, data: bytes) -> None:
-        self.transport.write(self.session.encrypt(data))  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
         session = self.session
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            return
         try:
             plain = session.receive(data)
         except ssl.SSLError as exc:
             self._broken(exc)
             return
-        out = session.outgoing()
-        if out:
-            transport.write(out)
         if plain:
-            super().data_received(plain)
+            _Channel.data_received(self, plain)  # (no super object per request)
         if session.closed:  # the broker's close_notify: as its TCP close
             if self.conn is not None:
                 self.conn._fail(KafkaError(
@@ -210,18 +201,14 @@ class _TlsChannel(_Channel):
                     "(TLS close_notify)"))
             else:
                 self._broken(ConnectionResetError("connection closed during the TLS handshake"))
-        elif not self.handshake.done() and session.handshaken:
+        elif self.conn is None and session.handshaken and not self.handshake.done():
             self.handshake.set_result(None)
 
     def _broken(self, exc: Exception) -> None:
-        """The handshake or the record layer failed: the alert (if any) goes out, the
-        waiter learns why, and the socket closes."""
-        alert = self.session.outgoing()
-        transport = self.transport
-        if transport is not None and not transport.is_closing():
-            if alert:
-                transport.write(alert)
-            transport.close()
+        """The handshake or the record layer failed: the alert (if any) went out already,
+        the waiter learns why, and the socket closes."""
+        if self.transport is not None:
+            self.transport.close()
         if not self.handshake.done():
             self.handshake.set_exception(exc)
             self.handshake.exception()  # open() may have stopped waiting (its timeout)

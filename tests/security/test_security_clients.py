@@ -33,6 +33,7 @@ from tests.security.secure_broker import (
     closed_without_answer,
     frame,
     handshake,
+    plain_login,
     read_frame,
     sasl_socket,
     start_secure_broker,
@@ -266,6 +267,26 @@ def test_requests_after_a_handshake_but_before_authentication_get_34_then_close(
         assert handshake(s, "PLAIN", version=0).error_code == 0
         s.sendall(frame(3, 12, METADATA_ALL, 2))
         assert closed_without_answer(s)
+
+
+def test_sasl_requests_after_success_without_reauthentication_get_34_and_the_connection_serves_on(
+        sb: SecureBroker) -> None:
+    """Without connections.max.reauth.ms the SASL gate leaves the request path once the
+    client is in: a later SaslHandshake or SaslAuthenticate is an ordinary request,
+    answered ILLEGAL_SASL_STATE, and the connection goes on serving."""
+    with sasl_socket(sb) as s:
+        login = plain_login(s, ALICE)
+        assert login.error_code == 0 and login.session_lifetime_ms == 0
+        s.sendall(frame(17, 1, {"mechanism": "PLAIN"}, 3))
+        resp = read_frame(s)
+        assert resp is not None and papi.decode_response(17, 1, resp)[1].error_code == 34
+        token = b"\x00" + ALICE[0].encode() + b"\x00" + ALICE[1].encode()
+        s.sendall(frame(36, 1, {"auth_bytes": token}, 4))
+        resp = read_frame(s)
+        assert resp is not None and papi.decode_response(36, 1, resp)[1].error_code == 34
+        s.sendall(frame(3, 12, METADATA_ALL, 5))
+        resp = read_frame(s)
+        assert resp is not None and papi.decode_response(3, 12, resp)[0] == 5  # correlation id
 
 
 def test_unsupported_mechanism_gets_33_with_the_enabled_list(sb: SecureBroker) -> None:

@@ -180,3 +180,49 @@ def test_a_client_session_reads_the_brokers_records_however_they_are_cut(
     received = b"".join(client.receive(piece) for piece in _pieces(stream, cuts))
     assert received == b"".join(answers)
     assert client.closed  # the close_notify came last
+
+
+def _take(wire: list[bytes]) -> bytes:
+    data = b"".join(wire)
+    wire.clear()
+    return data
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rounds=st.lists(st.tuples(
+    st.lists(st.binary(min_size=1, max_size=20_000), min_size=1, max_size=3),
+    st.binary(min_size=1, max_size=40_000),
+    st.lists(st.integers(min_value=0, max_value=100_000), max_size=10)), min_size=1, max_size=4))
+def test_attached_sessions_deliver_every_byte_however_the_records_are_cut(
+        pki: Pki, version: ssl.TLSVersion, rounds: list[tuple[list[bytes], bytes, list[int]]]
+        ) -> None:
+    """As the broker and the bundled client run them: each session attached to its
+    socket's write (here the other end's wire), the handshake, tickets and records sent
+    from inside the session. Requests and answers go back and forth with the ciphertext
+    cut anywhere (a record's head in one receive, its tail and the next records in
+    another); the oracle is the bytes each side wrote, and nothing is left to
+    ``outgoing()``."""
+    to_server: list[bytes] = []
+    to_client: list[bytes] = []
+    client = TlsSession(ssl.create_default_context(cafile=pki.ca), server_side=False,
+                        server_hostname="localhost")
+    server = TlsSession(_server_ctx(pki, version=version))
+    client_write = client.attach(to_server.append)
+    server_write = server.attach(to_client.append)
+    assert client.start() == b"" and to_server  # the ClientHello went out
+    for _ in range(10):
+        assert server.receive(_take(to_server)) == b""
+        assert client.receive(_take(to_client)) == b""
+        if client.handshaken and server.handshaken and not to_server:
+            break
+    assert client.handshaken and server.handshaken
+    for requests, answer, cuts in rounds:
+        for r in requests:
+            client_write(r)
+        received = b"".join(server.receive(p) for p in _pieces(_take(to_server), cuts))
+        assert received == b"".join(requests)
+        server_write(answer)
+        received = b"".join(client.receive(p) for p in _pieces(_take(to_client), cuts))
+        assert received == answer
+        assert server.outgoing() == client.outgoing() == b"" and not to_server
