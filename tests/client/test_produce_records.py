@@ -91,3 +91,27 @@ def test_produced_records_are_read_back_exactly_where_the_call_placed_them(
         else:
             assert ts == r.timestamp
     sync_client.delete_topic(topic)
+
+
+def test_a_large_call_to_one_partition_lands_whole_and_in_input_order(
+    broker, sync_client: SyncClient,  # type: ignore[no-untyped-def]
+) -> None:
+    """12,345 records of up to 300 B (more than one request): every record lands once,
+    in input order, at the offsets returned, with all its fields."""
+    topic = unique_topic("pieces")
+    sync_client.create_topic(topic, partitions=PARTITIONS)
+    now = time.time_ns() // 1_000_000
+    records = [ProducerRecord(key=None if i % 7 == 0 else b"k%d" % i,
+                              value=b"%06d" % i + b"x" * (i % 300),
+                              headers=[("h", b"%d" % i)] if i % 1000 == 3 else (),
+                              timestamp=None if i % 5000 == 1 else now - i)
+               for i in range(12_345)]
+    offsets = sync_client.produce(topic, records, partition=1)
+    assert offsets == list(range(len(records)))
+    stored = read_all(broker.bootstrap, topic)
+    assert {p for p, _ in stored} == {1}
+    for r, offset in zip(records, offsets, strict=True):
+        m = stored[(1, offset)]
+        assert (m.key(), m.value(), m.headers() or []) == (r.key, r.value, list(r.headers))
+        if r.timestamp is not None:
+            assert m.timestamp()[1] == r.timestamp
