@@ -84,6 +84,9 @@ class _Channel(asyncio.Protocol):
         # What a request frame goes out through: the transport's own write on plaintext
         # (bound once, no extra call per request), encryption first on TLS.
         self.write: Callable[[bytes], None] = _not_connected
+        # A frame in pieces (a Produce request's batches uncopied): the transport's
+        # writelines on plaintext, one join and ``write`` otherwise.
+        self.write_parts: Callable[[list[Any]], None] = self._write_joined
         self._buf = bytearray()
         self._paused = False
         self._drained: asyncio.Future[None] | None = None
@@ -91,6 +94,10 @@ class _Channel(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.write = self.transport.write  # type: ignore[union-attr]
+        self.write_parts = self.transport.writelines  # type: ignore[union-attr]
+
+    def _write_joined(self, parts: list[Any]) -> None:
+        self.write(b"".join(parts))
 
     def close(self) -> None:
         if self.transport is not None:
@@ -317,12 +324,15 @@ class BrokerConnection:
             return fut
         correlation_id = self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
-        frame = api.encode_request(api_key, api_version, correlation_id, self.client_id, body)
+        frame = api.encode_request_parts(api_key, api_version, correlation_id, self.client_id, body)
         if expect_response:
             self._pending[correlation_id] = (api_key, api_version, fut)
         else:
             fut.set_result(None)
-        self._channel.write(frame)
+        if len(frame) == 1:
+            self._channel.write(frame[0])
+        else:
+            self._channel.write_parts(frame)
         return fut
 
     async def request(

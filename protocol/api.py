@@ -437,6 +437,23 @@ def encode_request(
         ) from exc
 
 
+def encode_request_parts(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
+) -> list[Any]:
+    """:func:`encode_request` as a list of buffers whose concatenation is the frame:
+    a Produce request's record batches are pieces of their own, never copied, for a
+    writer that takes the list as it is (``transport.writelines``)."""
+    fast = FAST_REQUEST_PART_ENCODERS.get((api_key, api_version))
+    if fast is None:
+        return [encode_request(api_key, api_version, correlation_id, client_id, body)]
+    try:
+        return fast(correlation_id, client_id, body)
+    except _ENCODE_ERRORS as exc:
+        raise EncodeError(
+            f"cannot encode api {api_key} v{api_version} request: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def encode_request_declarative(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
 ) -> bytes:
@@ -564,6 +581,10 @@ FAST_REQUEST_ENCODERS: dict[tuple[int, int], fastpath.RequestEncoder] = {
     **{(ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_request_encoder(v)
        for v in _versions(ApiKey.LIST_OFFSETS)},
     **{(ApiKey.PRODUCE, v): fastpath.produce_request_encoder(v) for v in _versions(ApiKey.PRODUCE)},
+}
+# Requests that carry record batches, as frames in pieces (the batches not copied).
+FAST_REQUEST_PART_ENCODERS: dict[tuple[int, int], fastpath.RequestPartsEncoder] = {
+    (ApiKey.PRODUCE, v): fastpath.produce_request_parts(v) for v in _versions(ApiKey.PRODUCE)
 }
 FAST_RESPONSE_DECODERS: dict[tuple[int, int], fastpath.ResponseDecoder] = {
     **{(ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_response_decoder(v) for v in _versions(ApiKey.LIST_OFFSETS)},

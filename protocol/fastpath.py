@@ -160,9 +160,14 @@ def _start(correlation_id: int, header_tags: bool) -> list[Any]:
     return [b"", _p32(correlation_id), b"\x00"] if header_tags else [b"", _p32(correlation_id)]
 
 
-def _finish(parts: list[Any]) -> bytes:
+def _sized(parts: list[Any]) -> list[Any]:
+    """``parts`` with slot 0 set to the frame's size prefix: the frame in pieces."""
     parts[0] = _p32(sum(map(len, parts)))
-    return b"".join(parts)
+    return parts
+
+
+def _finish(parts: list[Any]) -> bytes:
+    return b"".join(_sized(parts))
 
 
 # ----------------------------------------------------------------------------- ApiVersions
@@ -403,6 +408,7 @@ def fetch_response(version: int, fallback: Encoder) -> Encoder:
 # on every connection; same rules as above: byte/value identical to the schema.
 
 RequestEncoder = Callable[[int, str | None, Any], bytes]
+RequestPartsEncoder = Callable[[int, str | None, Any], list[Any]]
 ResponseDecoder = Callable[[Any], tuple[int, Container] | None]
 
 
@@ -451,14 +457,15 @@ def list_offsets_request_encoder(version: int) -> RequestEncoder:
     return encode
 
 
-def produce_request_encoder(version: int) -> RequestEncoder:
-    """Produce requests as the client sends them: the record batches are not copied
-    until the frame's one ``b"".join`` (the declarative codec copies each several times)."""
+def produce_request_parts(version: int) -> RequestPartsEncoder:
+    """Produce requests as the client sends them: the frame as a list of pieces, each
+    record batch one of them, never copied (a socket writes the list as it is; the
+    declarative codec copies each batch several times)."""
     flexible = version >= 9
     tail = b"\x00" if flexible else b""
     null = b"\x00" if flexible else b"\xff\xff"
 
-    def encode(correlation_id: int, client_id: str | None, body: Mapping[str, Any]) -> bytes:
+    def encode(correlation_id: int, client_id: str | None, body: Mapping[str, Any]) -> list[Any]:
         parts = _request_header(0, version, correlation_id, client_id, flexible)
         head = b""
         if version >= 3:
@@ -476,7 +483,17 @@ def produce_request_encoder(version: int) -> RequestEncoder:
                 parts.append(tail)
             parts.append(tail)
         parts.append(tail)
-        return _finish(parts)
+        return _sized(parts)
+
+    return encode
+
+
+def produce_request_encoder(version: int) -> RequestEncoder:
+    """:func:`produce_request_parts` joined into one frame."""
+    pieces = produce_request_parts(version)
+
+    def encode(correlation_id: int, client_id: str | None, body: Mapping[str, Any]) -> bytes:
+        return b"".join(pieces(correlation_id, client_id, body))
 
     return encode
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from protocol.api import (
     FAST_REQUEST_DECODERS,
     FAST_REQUEST_ENCODERS,
+    FAST_REQUEST_PART_ENCODERS,
     FAST_RESPONSE_DECODERS,
     FAST_RESPONSE_ENCODERS,
     ApiKey,
@@ -35,6 +36,7 @@ from tests.protocol.strategies import plain, request_body, response_body, versio
 DECODERS = sorted(FAST_REQUEST_DECODERS)
 ENCODERS = sorted(FAST_RESPONSE_ENCODERS)
 CLIENT_ENCODERS = sorted(FAST_REQUEST_ENCODERS)
+PART_ENCODERS = sorted(FAST_REQUEST_PART_ENCODERS)
 CLIENT_DECODERS = sorted(FAST_RESPONSE_DECODERS)
 
 
@@ -131,6 +133,17 @@ def test_fast_request_encoder_matches_declarative(key: int, version: int, data: 
     body, corr = draw_body_and_correlation_id(data, request_body(ApiKey(key), version))
     client_id = data.draw(st.none() | st.text(max_size=8))
     fast = _outcome(FAST_REQUEST_ENCODERS[(key, version)], corr, client_id, body)
+    slow = _outcome(encode_request_declarative, key, version, corr, client_id, body)
+    assert fast == slow
+
+
+@pytest.mark.parametrize(("key", "version"), PART_ENCODERS, ids=version_ids(PART_ENCODERS))
+@given(data=st.data())
+@settings(max_examples=40)
+def test_a_request_in_pieces_joins_to_the_declarative_frame(key: int, version: int, data: st.DataObject) -> None:
+    body, corr = draw_body_and_correlation_id(data, request_body(ApiKey(key), version))
+    client_id = data.draw(st.none() | st.text(max_size=8))
+    fast = _outcome(lambda *a: b"".join(FAST_REQUEST_PART_ENCODERS[(key, version)](*a)), corr, client_id, body)
     slow = _outcome(encode_request_declarative, key, version, corr, client_id, body)
     assert fast == slow
 
