@@ -12,7 +12,8 @@ value is the one a read_committed consumer sees.
 from __future__ import annotations
 
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -20,6 +21,16 @@ pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from client import SyncClient  # noqa: E402
+from storage import txnindex  # noqa: E402
+from storage.records import (  # noqa: E402
+    ABORT_MARKER,
+    CONTROL_MASK,
+    TRANSACTIONAL_MASK,
+    control_type,
+    decode_batch,
+    iter_batches,
+)
 from tests.broker.test_compaction_clients import OVERRIDES, _cleaned_upto  # noqa: E402
 from tests.broker.test_transactions_confluent import _consume, _txn_producer  # noqa: E402
 
@@ -86,3 +97,136 @@ def test_aborted_update_does_not_remove_the_committed_value(broker_factory) -> N
     pending.commit_transaction(10)
     after = [v for _, _, v in _consume(b.bootstrap, topic, 1, "read_committed", expect=26)]
     assert [v for v in after if v in (b"committed", b"pending")] == [b"committed", b"pending"]
+
+
+# ---------------------------------------------------------------- markers removed by the cleaner
+
+
+class _Disk(NamedTuple):
+    """What a partition's files hold, read with the storage code (the oracle)."""
+
+    markers: list[tuple[int, int, int]]  # (offset, producer id, marker type)
+    data: list[tuple[int, bytes | None, bytes | None, bool]]  # offset, key, value, aborted
+    txnindex: list[tuple[int, int]]  # (producer id, first offset)
+
+
+def _disk(part_dir: Path) -> _Disk:
+    """Every batch of the partition's ``.log`` files in offset order; a data batch is
+    aborted when a ``.txnindex`` entry covers it (Kafka's CompletedFetch rule)."""
+    entries = [e for f in sorted(part_dir.glob("*.txnindex")) for e in txnindex.read(f)]
+    markers: list[tuple[int, int, int]] = []
+    data: list[tuple[int, bytes | None, bytes | None, bool]] = []
+    for f in sorted(part_dir.glob("*.log")):
+        try:
+            buf = f.read_bytes()
+        except FileNotFoundError:  # swapped out by a clean meanwhile: read again
+            return _disk(part_dir)
+        for pos, h in iter_batches(buf):
+            if h.attributes & CONTROL_MASK:
+                kind = control_type(buf, pos)
+                markers.append((h.base_offset, h.producer_id, -1 if kind is None else kind))
+                continue
+            aborted = bool(h.attributes & TRANSACTIONAL_MASK) and any(
+                e.producer_id == h.producer_id and e.first_offset <= h.base_offset < e.last_offset
+                for e in entries)
+            data += [(r.offset, r.key, r.value, aborted) for r in decode_batch(buf, pos)]
+    return _Disk(markers, data, [(e.producer_id, e.first_offset) for e in entries])
+
+
+def test_markers_go_once_their_data_has_gone_and_delete_retention_passed(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """Kafka's marker removal through a real broker: transactions whose data the cleaner
+    removes (superseded or aborted) lose their COMMIT/ABORT marker once
+    delete.retention.ms has passed after the clean that found it needless; a marker
+    whose transaction still has a batch (the producer's last, kept empty for its
+    sequence; or live data) stays, and so does its aborted-transaction entry. Checked
+    against the ``.log``/``.txnindex`` files, two consumers from offset 0, Fetch's
+    aborted list, and again after a restart and a kill -9; then the same
+    transactional.id runs a new transaction."""
+    b = broker_factory(overrides=OVERRIDES)
+    topic = "compacted-markers"
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={
+        "cleanup.policy": "compact", "segment.bytes": "1024", "segment.ms": "500",
+        "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000",
+    })])[topic].result(20)
+    offsets: dict[bytes, int] = {}
+    latest: dict[bytes, bytes] = {}  # the committed view: latest committed value per key
+
+    def txn(p: Producer, records: list[tuple[bytes, bytes]], commit: bool) -> None:
+        p.begin_transaction()
+        for k, v in records:
+            _send(p, topic, k, v, offsets)
+        if commit:
+            p.commit_transaction(10)
+            latest.update(records)
+        else:
+            p.abort_transaction(10)
+
+    t1 = _txn_producer(b.bootstrap, "t1")
+    t2 = _txn_producer(b.bootstrap, "t2")
+    txn(t1, [(b"a", b"a1"), (b"b", b"b1")], True)   # superseded below: marker goes
+    txn(t1, [(b"a", b"aX")], False)                 # aborted: data and marker go
+    txn(t1, [(b"c", b"c1")], True)                  # superseded below: marker goes
+    txn(t1, [(b"c", b"cX")], False)                 # t1's last batch: kept empty, marker stays
+    txn(t2, [(b"d", b"d1")], True)                  # live data: marker stays
+    plain = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    for k, v in ((b"a", b"a2"), (b"b", b"b2"), (b"c", b"c2")):
+        _send(plain, topic, k, v, offsets)
+        latest[k] = v
+    gone = {offsets[b"b1"] + 1, offsets[b"aX"] + 1, offsets[b"c1"] + 1}  # their markers
+    stays = {offsets[b"cX"] + 1, offsets[b"d1"] + 1}
+    part = b.data_dir / f"{topic}-0"
+
+    deadline = time.monotonic() + 40
+    i = 0
+    while True:  # fillers roll segments so the cleaner keeps getting dirty data
+        for _ in range(8):
+            k, v = f"f{i % 5}".encode(), f"fill-{i}".encode()
+            _send(plain, topic, k, v, offsets)
+            latest[k] = v
+            i += 1
+        disk = _disk(part)
+        if not gone & {o for o, _, _ in disk.markers}:
+            break
+        assert time.monotonic() < deadline, disk.markers
+        time.sleep(0.3)
+
+    def check() -> None:
+        for _ in range(10):  # a clean may still be swapping segments in: read a still log
+            disk = _disk(part)
+            view = [(o, k, v) for o, k, v, _ in disk.data]
+            committed = _consume(b.bootstrap, topic, 1, "read_committed", expect=len(view))
+            uncommitted = _consume(b.bootstrap, topic, 1, "read_uncommitted", expect=len(view))
+            with SyncClient(b.bootstrap) as c:
+                fetched = c.fetch_raw(topic, 0, 0, 1 << 20, isolation_level=1).aborted
+            if _disk(part) == disk:
+                break
+            time.sleep(0.5)
+        at = {o: (pid, kind) for o, pid, kind in disk.markers}
+        assert not gone & set(at)
+        assert stays <= set(at)
+        assert at[offsets[b"cX"] + 1][1] == ABORT_MARKER
+        # Every marker left is needed (a batch of its transaction is left) or waits for
+        # its horizon; no aborted record is left anywhere.
+        assert not any(aborted for *_, aborted in disk.data)
+        assert [(o, v) for _, o, v in committed] == [(o, v) for o, _, v in view]
+        assert [(o, v) for _, o, v in uncommitted] == [(o, v) for o, _, v in view]
+        last = {k: v for _, k, v in view}
+        assert last == latest
+        # Fetch's aborted list names what the .txnindex files hold: the transaction
+        # whose (emptied) batch is left, not the one whose data went.
+        assert sorted(fetched) == sorted(disk.txnindex)
+        t1_pid = at[offsets[b"cX"] + 1][0]
+        assert sorted(fetched) == [(t1_pid, offsets[b"cX"])]
+
+    check()
+    b.restart()
+    check()
+    b.kill()
+    b.start()
+    check()
+    again = _txn_producer(b.bootstrap, "t1")  # the same transactional.id goes on
+    txn(again, [(b"a", b"a3")], True)
+    committed = [v for _, _, v in _consume(b.bootstrap, topic, 1, "read_committed",
+                                           expect=len(_disk(part).data))]
+    assert committed[-1] == b"a3" and not {b"a1", b"aX", b"cX"} & set(committed)
