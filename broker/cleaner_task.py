@@ -220,8 +220,11 @@ class CleanerTask:
         if not swapped:
             log.info("cleaning %s-%d discarded: its segments changed meanwhile", *key)
             return True
-        self.partitions.segments_replaced(
-            key, [(g.base, g.upper, g.aborted) for g in result.groups])
+        # Entries below a log start that DeleteRecords advanced meanwhile stay forgotten.
+        start = plog.log_start_offset
+        self.partitions.segments_replaced(key, [
+            (g.base, g.upper, [e for e in g.aborted if e.last_offset >= start])
+            for g in result.groups])
         self.checkpoints[key] = result.next_dirty
         async with self._checkpoint_lock:  # one writer of the file at a time
             live = self.partitions.logs()

@@ -49,13 +49,24 @@ Kafka's rules (``LogCleaner``, ``LogCleanerManager``), as kept here:
   then it stays as an empty batch (``empty_batch``), so the producer's sequence
   survives a crash restart (an aborted batch kept this way has no records, so a
   read_committed consumer has nothing to skip in it);
-- control batches (COMMIT/ABORT markers) are copied unchanged and never removed:
-  Kafka removes a marker once no data of its transaction is left and
-  ``delete.retention.ms`` has passed, which also needs the aborted-transaction
-  entries of removed ABORT markers dropped from the broker's in-memory list; not
-  done here. ``.txnindex`` entries are kept as they are (``Log.replace_segments``
-  moves those of the replaced segments to the new one): their markers stay, and an
-  entry whose data went only makes a consumer look for records that are not there;
+- control batches (COMMIT/ABORT markers), Kafka's rule (``_TxnMarkers``): a marker
+  stays while a data batch of its transaction is left (a transactional batch of
+  its producer after that producer's previous marker, kept by this clean with
+  records or emptied as the producer's last batch). A marker no batch needs gets a
+  delete horizon as a tombstone does (bit 6, baseTimestamp = now +
+  ``delete.retention.ms``, its record's timestamp kept) and a clean at or after the
+  horizon removes it; an empty control batch goes at once. Markers at or above
+  the next dirty offset, and a producer's fencing marker (its last batch here,
+  with a higher epoch than its last data batch: the epoch a coordinator's abort
+  bumped lives only there), stay as they are. Kafka decides before filtering a
+  batch's records, so its markers outlive their data by one more clean; here the
+  horizon is set by the clean that removes the last data;
+- the ``.txnindex`` of a cleaned segment holds the old segments' entries whose
+  ABORT marker still has data of its transaction (``CleanedGroup.aborted``, written
+  by ``Log.replace_segments``); the broker replaces the cleaned range of its
+  in-memory aborted list with them. This is what the broker's rebuild from the log
+  at start yields too (an ABORT marker whose data is gone opens no transaction), so
+  a restart brings no dropped entry back;
 - segments are cleaned in groups of consecutive segments whose total size fits
   ``segment.bytes`` (and whose offsets fit a relative int32), each group into one
   new segment named after its first base offset, with ``.index``/``.timeindex``
@@ -527,11 +538,9 @@ def _build(h: BatchHeader, records: bytes, count: int, base_ts: int, attrs: int)
 
 def filter_batch(buf: bytes, at: int, h: BatchHeader, offset_map: OffsetMap,
                  now_ms: int, delete_retention_ms: int) -> bytes | None:
-    """The batch at ``buf[at:]`` as the cleaner leaves it: unchanged (the same bytes
-    object slice), rewritten, or None when nothing of it stays."""
-    size = h.batch_length + LOG_OVERHEAD
-    if h.attributes & CONTROL_MASK:
-        return buf[at:at + size]
+    """The data batch at ``buf[at:]`` as the cleaner leaves it: unchanged (the same
+    bytes object slice), rewritten, or None when nothing of it stays (control batches:
+    ``_TxnMarkers.marker``)."""
     if h.records_count == 0:
         return None  # an empty batch kept by an earlier clean: kept again only if still last
     latest = offset_map.latest_offset

@@ -20,6 +20,8 @@ import pytest
 pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from kafka import TopicPartition as KpTP  # noqa: E402
+from kafka.admin import KafkaAdminClient  # noqa: E402
 
 from client import SyncClient  # noqa: E402
 from storage import txnindex  # noqa: E402
@@ -140,7 +142,8 @@ def test_markers_go_once_their_data_has_gone_and_delete_retention_passed(broker_
     whose transaction still has a batch (the producer's last, kept empty for its
     sequence; or live data) stays, and so does its aborted-transaction entry. Checked
     against the ``.log``/``.txnindex`` files, two consumers from offset 0, Fetch's
-    aborted list, and again after a restart and a kill -9; then the same
+    aborted list and LSO, DescribeProducers, and again after a restart and a kill -9
+    (the producer state rebuilt from the cleaned log); then the same
     transactional.id runs a new transaction."""
     b = broker_factory(overrides=OVERRIDES)
     topic = "compacted-markers"
@@ -198,7 +201,8 @@ def test_markers_go_once_their_data_has_gone_and_delete_retention_passed(broker_
             committed = _consume(b.bootstrap, topic, 1, "read_committed", expect=len(view))
             uncommitted = _consume(b.bootstrap, topic, 1, "read_uncommitted", expect=len(view))
             with SyncClient(b.bootstrap) as c:
-                fetched = c.fetch_raw(topic, 0, 0, 1 << 20, isolation_level=1).aborted
+                res = c.fetch_raw(topic, 0, 0, 1 << 20, isolation_level=1)
+            fetched, lso, hw = res.aborted, res.last_stable_offset, res.high_watermark
             if _disk(part) == disk:
                 break
             time.sleep(0.5)
@@ -218,13 +222,33 @@ def test_markers_go_once_their_data_has_gone_and_delete_retention_passed(broker_
         assert sorted(fetched) == sorted(disk.txnindex)
         t1_pid = at[offsets[b"cX"] + 1][0]
         assert sorted(fetched) == [(t1_pid, offsets[b"cX"])]
+        assert lso == hw  # no transaction is open
+
+    def producers() -> dict[int, tuple[int, int, int]]:
+        """DescribeProducers (kafka-python): producer id -> (epoch, last sequence,
+        open transaction's start)."""
+        kp = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+        try:
+            got = kp.describe_producers([KpTP(topic, 0)])[KpTP(topic, 0)].active_producers
+        finally:
+            kp.close()
+        return {s.producer_id: (s.producer_epoch, s.last_sequence,
+                                s.current_transaction_start_offset) for s in got}
 
     check()
+    state = producers()
+    # t1 sent 5 records, one per batch, t2 one: their last sequences survive the cleans
+    # (each producer's last batch is kept), and no transaction is open.
+    t1_pid = next(pid for o, pid, _ in _disk(part).markers if o == offsets[b"cX"] + 1)
+    t2_pid = next(pid for o, pid, _ in _disk(part).markers if o == offsets[b"d1"] + 1)
+    assert state[t1_pid][1:] == (4, -1) and state[t2_pid][1:] == (0, -1)
     b.restart()
     check()
+    assert producers() == state
     b.kill()
     b.start()
     check()
+    assert producers() == state  # rebuilt from the cleaned log alone
     again = _txn_producer(b.bootstrap, "t1")  # the same transactional.id goes on
     txn(again, [(b"a", b"a3")], True)
     committed = [v for _, _, v in _consume(b.bootstrap, topic, 1, "read_committed",
