@@ -24,10 +24,12 @@ from kafka import TopicPartition as KpTP  # noqa: E402
 from kafka.admin import KafkaAdminClient  # noqa: E402
 
 from client import SyncClient  # noqa: E402
+from client.aio import FetchResult  # noqa: E402
 from storage import txnindex  # noqa: E402
 from storage.records import (  # noqa: E402
     ABORT_MARKER,
     CONTROL_MASK,
+    DELETE_HORIZON_MASK,
     TRANSACTIONAL_MASK,
     control_type,
     decode_batch,
@@ -108,6 +110,7 @@ class _Disk(NamedTuple):
     """What a partition's files hold, read with the storage code (the oracle)."""
 
     markers: list[tuple[int, int, int]]  # (offset, producer id, marker type)
+    horizons: set[int]  # offsets of the markers that carry a delete horizon
     data: list[tuple[int, bytes | None, bytes | None, bool]]  # offset, key, value, aborted
     txnindex: list[tuple[int, int]]  # (producer id, first offset)
 
@@ -117,6 +120,7 @@ def _disk(part_dir: Path) -> _Disk:
     aborted when a ``.txnindex`` entry covers it (Kafka's CompletedFetch rule)."""
     entries = [e for f in sorted(part_dir.glob("*.txnindex")) for e in txnindex.read(f)]
     markers: list[tuple[int, int, int]] = []
+    horizons: set[int] = set()
     data: list[tuple[int, bytes | None, bytes | None, bool]] = []
     for f in sorted(part_dir.glob("*.log")):
         try:
@@ -127,12 +131,14 @@ def _disk(part_dir: Path) -> _Disk:
             if h.attributes & CONTROL_MASK:
                 kind = control_type(buf, pos)
                 markers.append((h.base_offset, h.producer_id, -1 if kind is None else kind))
+                if h.attributes & DELETE_HORIZON_MASK:
+                    horizons.add(h.base_offset)
                 continue
             aborted = bool(h.attributes & TRANSACTIONAL_MASK) and any(
                 e.producer_id == h.producer_id and e.first_offset <= h.base_offset < e.last_offset
                 for e in entries)
             data += [(r.offset, r.key, r.value, aborted) for r in decode_batch(buf, pos)]
-    return _Disk(markers, data, [(e.producer_id, e.first_offset) for e in entries])
+    return _Disk(markers, horizons, data, [(e.producer_id, e.first_offset) for e in entries])
 
 
 def test_markers_go_once_their_data_has_gone_and_delete_retention_passed(broker_factory) -> None:  # type: ignore[no-untyped-def]
@@ -150,7 +156,7 @@ def test_markers_go_once_their_data_has_gone_and_delete_retention_passed(broker_
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1, config={
         "cleanup.policy": "compact", "segment.bytes": "1024", "segment.ms": "500",
-        "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000",
+        "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "2000",
     })])[topic].result(20)
     offsets: dict[bytes, int] = {}
     latest: dict[bytes, bytes] = {}  # the committed view: latest committed value per key
@@ -180,8 +186,39 @@ def test_markers_go_once_their_data_has_gone_and_delete_retention_passed(broker_
     stays = {offsets[b"cX"] + 1, offsets[b"d1"] + 1}
     part = b.data_dir / f"{topic}-0"
 
+    def views() -> tuple[_Disk, list[tuple[int, int, bytes]], list[tuple[int, int, bytes]],
+                         FetchResult]:
+        """The files, both consumers from offset 0 and a read_committed Fetch, taken
+        while no clean swapped segments in (read again until the files stay still)."""
+        for _ in range(10):
+            disk = _disk(part)
+            while True:  # until the cleaner has nothing more to swap in
+                time.sleep(0.4)
+                later = _disk(part)
+                if later == disk:
+                    break
+                disk = later
+            live = sum(not aborted for *_, aborted in disk.data)
+            committed = _consume(b.bootstrap, topic, 1, "read_committed", expect=live,
+                                 timeout=5)
+            uncommitted = _consume(b.bootstrap, topic, 1, "read_uncommitted",
+                                   expect=len(disk.data), timeout=5)
+            with SyncClient(b.bootstrap) as c:
+                res = c.fetch_raw(topic, 0, 0, 1 << 20, isolation_level=1)
+            if _disk(part) == disk:
+                break
+            time.sleep(0.5)
+        # Consumers see the files' records, read_committed without aborted ones, and
+        # Fetch names the aborted transactions the .txnindex files hold.
+        assert [(o, v) for _, o, v in committed] == \
+            [(o, v) for o, _, v, aborted in disk.data if not aborted]
+        assert [(o, v) for _, o, v in uncommitted] == [(o, v) for o, _, v, _ in disk.data]
+        assert sorted(res.aborted) == sorted(disk.txnindex)
+        return disk, committed, uncommitted, res
+
     deadline = time.monotonic() + 40
     i = 0
+    horizon_seen = False
     while True:  # fillers roll segments so the cleaner keeps getting dirty data
         for _ in range(8):
             k, v = f"f{i % 5}".encode(), f"fill-{i}".encode()
@@ -189,37 +226,28 @@ def test_markers_go_once_their_data_has_gone_and_delete_retention_passed(broker_
             latest[k] = v
             i += 1
         disk = _disk(part)
+        if disk.horizons & gone and not horizon_seen:
+            # A needless marker waits for its horizon: consumers read past it.
+            horizon_seen = True
+            assert views()[0].horizons  # still there while the consumers read
         if not gone & {o for o, _, _ in disk.markers}:
             break
         assert time.monotonic() < deadline, disk.markers
         time.sleep(0.3)
+    assert horizon_seen  # removed in two steps: horizon first, then a later clean
 
     def check() -> None:
-        for _ in range(10):  # a clean may still be swapping segments in: read a still log
-            disk = _disk(part)
-            view = [(o, k, v) for o, k, v, _ in disk.data]
-            committed = _consume(b.bootstrap, topic, 1, "read_committed", expect=len(view))
-            uncommitted = _consume(b.bootstrap, topic, 1, "read_uncommitted", expect=len(view))
-            with SyncClient(b.bootstrap) as c:
-                res = c.fetch_raw(topic, 0, 0, 1 << 20, isolation_level=1)
-            fetched, lso, hw = res.aborted, res.last_stable_offset, res.high_watermark
-            if _disk(part) == disk:
-                break
-            time.sleep(0.5)
+        disk, _, _, res = views()
+        fetched, lso, hw = res.aborted, res.last_stable_offset, res.high_watermark
+        view = [(o, k, v) for o, k, v, _ in disk.data]
         at = {o: (pid, kind) for o, pid, kind in disk.markers}
-        assert not gone & set(at)
-        assert stays <= set(at)
+        assert set(at) == stays and not disk.horizons  # only the markers still needed
         assert at[offsets[b"cX"] + 1][1] == ABORT_MARKER
-        # Every marker left is needed (a batch of its transaction is left) or waits for
-        # its horizon; no aborted record is left anywhere.
-        assert not any(aborted for *_, aborted in disk.data)
-        assert [(o, v) for _, o, v in committed] == [(o, v) for o, _, v in view]
-        assert [(o, v) for _, o, v in uncommitted] == [(o, v) for o, _, v in view]
+        assert not any(aborted for *_, aborted in disk.data)  # no aborted record is left
         last = {k: v for _, k, v in view}
         assert last == latest
-        # Fetch's aborted list names what the .txnindex files hold: the transaction
-        # whose (emptied) batch is left, not the one whose data went.
-        assert sorted(fetched) == sorted(disk.txnindex)
+        # Fetch's aborted list names the transaction whose (emptied) batch is left, not
+        # the one whose data went.
         t1_pid = at[offsets[b"cX"] + 1][0]
         assert sorted(fetched) == [(t1_pid, offsets[b"cX"])]
         assert lso == hw  # no transaction is open
