@@ -64,9 +64,10 @@ Kafka's rules (``LogCleaner``, ``LogCleanerManager``), as kept here:
 - the ``.txnindex`` of a cleaned segment holds the old segments' entries whose
   ABORT marker still has data of its transaction (``CleanedGroup.aborted``, written
   by ``Log.replace_segments``); the broker replaces the cleaned range of its
-  in-memory aborted list with them. This is what the broker's rebuild from the log
-  at start yields too (an ABORT marker whose data is gone opens no transaction), so
-  a restart brings no dropped entry back;
+  in-memory aborted list with them. The broker's rebuild from the log at start
+  never brings a dropped entry back (an ABORT marker whose data is gone opens no
+  transaction); it may drop sooner an entry whose data went in a clean that did not
+  reach its marker (past the key map, or in a group a crash kept from committing);
 - segments are cleaned in groups of consecutive segments whose total size fits
   ``segment.bytes`` (and whose offsets fit a relative int32), each group into one
   new segment named after its first base offset, with ``.index``/``.timeindex``
@@ -649,8 +650,8 @@ class _TxnMarkers:
     above the map's last offset are copied unchanged (not decided by this clean),
     and so is a producer's fencing marker (``_last_batches``). The new segment's
     ``.txnindex`` keeps the entry of each ABORT marker whose data is left and drops
-    the others: the entries a restart rebuilds from the log (a transaction opens at
-    its producer's first transactional batch left after a marker), so the start-up
+    the others, as a restart rebuilds them from the log (a transaction opens at its
+    producer's first transactional batch left after a marker), so the start-up
     comparison brings no dropped entry back. (A rebuilt entry may start later than
     the kept one, at the first batch left; both skip the same records.)"""
 
