@@ -12,7 +12,10 @@ Invariants:
   30-45 % slower while cleaning with a thread; see docs/storage.md).
 - Transactions (Kafka's rules, storage/cleaner.py): the cleanable range ends at the
   partition's last stable offset, so records of open transactions are never cleaned;
-  aborted data (known from the segments' ``.txnindex`` files) is removed.
+  aborted data (known from the segments' ``.txnindex`` files) is removed, and so
+  are markers whose data is gone once delete.retention.ms has passed; after a clean
+  the partition's aborted-transaction list (what read_committed Fetch serves) takes
+  the cleaned segments' ``.txnindex`` entries for the cleaned range.
 - A partition is picked as Kafka's ``grabFilthiestCompactedLog``: cleanup.policy
   includes compact, and its dirty ratio exceeds min.cleanable.dirty.ratio or a dirty
   record is older than max.compaction.lag.ms; the highest ratio first. With nothing
@@ -217,7 +220,11 @@ class CleanerTask:
         if not swapped:
             log.info("cleaning %s-%d discarded: its segments changed meanwhile", *key)
             return True
-        self.partitions.segments_replaced(key)
+        # Entries below a log start that DeleteRecords advanced meanwhile stay forgotten.
+        start = plog.log_start_offset
+        self.partitions.segments_replaced(key, [
+            (g.base, g.upper, [e for e in g.aborted if e.last_offset >= start])
+            for g in result.groups])
         self.checkpoints[key] = result.next_dirty
         async with self._checkpoint_lock:  # one writer of the file at a time
             live = self.partitions.logs()

@@ -44,6 +44,7 @@ from storage.fsutil import atomic_write_text
 from storage.log import AppendResult, Log
 from storage.logdir import LogDir
 from storage.records import BatchHeader, control_type
+from storage.txnindex import TxnIndexEntry
 
 log = logging.getLogger("chronolog.broker")
 
@@ -758,9 +759,16 @@ class PartitionManager:
             self._unsummarised.discard(key)
         return True
 
-    def segments_replaced(self, key: tuple[str, int]) -> None:
-        """The cleaner swapped segments of ``key`` in: summarise the new ones."""
+    def segments_replaced(self, key: tuple[str, int],
+                          aborted: Iterable[tuple[int, int, list[TxnIndexEntry]]] = ()) -> None:
+        """The cleaner swapped segments of ``key`` in: summarise the new ones, and take
+        each cleaned range's (low, high, entries) aborted transactions as what Fetch
+        serves (storage/cleaner.py removes the entries whose data went)."""
         self._unsummarised.add(key)
+        if self.producers is None:
+            return
+        for low, high, entries in aborted:
+            self.producers.replace_aborted(key[0], key[1], low, high, entries)
 
     def checkpoint(self, now_ms: int | None = None) -> None:
         """Write the recovery-point and log-start-offset checkpoint files."""

@@ -53,7 +53,10 @@ Transactions (Kafka's ``ProducerStateManager`` ongoing/aborted bookkeeping), per
 - an ABORT that closes a transaction adds ``AbortedTxn(pid, first offset, marker offset,
   last stable offset)`` to the partition's aborted list, which is ordered by marker
   offset (Kafka's ``.txnindex`` entries, kept in memory: rebuilt from the log on open,
-  carried in the clean-shutdown snapshot);
+  carried in the clean-shutdown snapshot); after a clean the cleaned range's entries
+  are replaced by what the clean kept (``replace_aborted``): an entry whose data the
+  cleaner removed leaves the list with its ``.txnindex`` entry, and a restart does not
+  bring it back, since a marker whose data is gone opens no transaction in the replay;
 - the last stable offset is the first offset of the oldest open transaction, else the
   high watermark; a partition with no open transaction answers the high watermark with
   one dictionary lookup.
@@ -489,6 +492,21 @@ class ProducerStateManager:
             if e.last_stable_offset >= upper_offset:
                 break
         return out
+
+    def replace_aborted(self, topic: str, partition: int, low: int, high: int,
+                        entries: Iterable[AbortedTxn]) -> None:
+        """The log cleaner rewrote the offsets [low, high): its aborted transactions are
+        now ``entries`` (the cleaned segment's ``.txnindex``; those whose data the
+        clean removed are gone), in marker order like the rest of the list."""
+        txns = self._txns.get((topic, partition))
+        new = sorted(entries, key=lambda e: e.last_offset)
+        if txns is None:
+            if new:
+                self._txns[(topic, partition)] = PartitionTxns(aborted=new)
+            return
+        old = txns.aborted
+        txns.aborted = [e for e in old if e.last_offset < low] + new + \
+            [e for e in old if e.last_offset >= high]
 
     def aborted_list(self, topic: str, partition: int) -> list[AbortedTxn]:
         """Every aborted transaction the partition's state holds, by marker offset."""

@@ -49,13 +49,25 @@ Kafka's rules (``LogCleaner``, ``LogCleanerManager``), as kept here:
   then it stays as an empty batch (``empty_batch``), so the producer's sequence
   survives a crash restart (an aborted batch kept this way has no records, so a
   read_committed consumer has nothing to skip in it);
-- control batches (COMMIT/ABORT markers) are copied unchanged and never removed:
-  Kafka removes a marker once no data of its transaction is left and
-  ``delete.retention.ms`` has passed, which also needs the aborted-transaction
-  entries of removed ABORT markers dropped from the broker's in-memory list; not
-  done here. ``.txnindex`` entries are kept as they are (``Log.replace_segments``
-  moves those of the replaced segments to the new one): their markers stay, and an
-  entry whose data went only makes a consumer look for records that are not there;
+- control batches (COMMIT/ABORT markers), Kafka's rule (``_TxnMarkers``): a marker
+  stays while a data batch of its transaction is left (a transactional batch of
+  its producer after that producer's previous marker, kept by this clean with
+  records or emptied as the producer's last batch). A marker no batch needs gets a
+  delete horizon as a tombstone does (bit 6, baseTimestamp = now +
+  ``delete.retention.ms``, its record's timestamp kept) and a clean at or after the
+  horizon removes it; an empty control batch goes at once. Markers at or above
+  the next dirty offset, and a producer's fencing marker (its last batch here,
+  with a higher epoch than its last data batch: the epoch a coordinator's abort
+  bumped lives only there), stay as they are. Kafka decides before filtering a
+  batch's records, so its markers outlive their data by one more clean; here the
+  horizon is set by the clean that removes the last data;
+- the ``.txnindex`` of a cleaned segment holds the old segments' entries whose
+  ABORT marker still has data of its transaction (``CleanedGroup.aborted``, written
+  by ``Log.replace_segments``); the broker replaces the cleaned range of its
+  in-memory aborted list with them. The broker's rebuild from the log at start
+  never brings a dropped entry back (an ABORT marker whose data is gone opens no
+  transaction); it may drop sooner an entry whose data went in a clean that did not
+  reach its marker (past the key map, or in a group a crash kept from committing);
 - segments are cleaned in groups of consecutive segments whose total size fits
   ``segment.bytes`` (and whose offsets fit a relative int32), each group into one
   new segment named after its first base offset, with ``.index``/``.timeindex``
@@ -107,6 +119,7 @@ from storage.records import (
     scan_timestamps,
 )
 from storage.segment import INT32_MAX, LogSegment
+from storage.txnindex import TxnIndexEntry
 
 if TYPE_CHECKING:
     from storage.log import Log
@@ -526,11 +539,9 @@ def _build(h: BatchHeader, records: bytes, count: int, base_ts: int, attrs: int)
 
 def filter_batch(buf: bytes, at: int, h: BatchHeader, offset_map: OffsetMap,
                  now_ms: int, delete_retention_ms: int) -> bytes | None:
-    """The batch at ``buf[at:]`` as the cleaner leaves it: unchanged (the same bytes
-    object slice), rewritten, or None when nothing of it stays."""
-    size = h.batch_length + LOG_OVERHEAD
-    if h.attributes & CONTROL_MASK:
-        return buf[at:at + size]
+    """The data batch at ``buf[at:]`` as the cleaner leaves it: unchanged (the same
+    bytes object slice), rewritten, or None when nothing of it stays (control batches:
+    ``_TxnMarkers.marker``)."""
     if h.records_count == 0:
         return None  # an empty batch kept by an earlier clean: kept again only if still last
     latest = offset_map.latest_offset
@@ -601,9 +612,9 @@ class AbortedTxns:
 
     __slots__ = ("_by_pid",)
 
-    def __init__(self, entries: Iterable[tuple[int, int, int]]) -> None:
+    def __init__(self, entries: Iterable[TxnIndexEntry]) -> None:
         by_pid: dict[int, tuple[list[int], list[int]]] = {}
-        for pid, first, marker in sorted(entries, key=lambda e: e[1]):
+        for pid, first, marker, _lso in sorted(entries, key=lambda e: e[1]):
             firsts, markers = by_pid.setdefault(pid, ([], []))
             firsts.append(first)
             markers.append(marker)
@@ -622,6 +633,64 @@ class AbortedTxns:
         firsts, markers = entry
         i = bisect_right(firsts, h.base_offset) - 1
         return i >= 0 and h.base_offset < markers[i]
+
+
+class _TxnMarkers:
+    """What a clean does with COMMIT/ABORT markers (Kafka's CleanedTransactionMetadata
+    and its marker rule in ``Cleaner.cleanInto``), fed every batch of the rewritten
+    segments in offset order, across groups.
+
+    A marker is needed while a data batch of its transaction is left: a
+    transactional batch of its producer after that producer's previous marker,
+    kept by this clean (with records, or emptied as the producer's last batch; one
+    wholly below the log start does not count: a restart does not read it). A
+    marker no batch needs is discardable: the first clean that finds it so rewrites
+    it with a delete horizon (now + delete.retention.ms, as a tombstone), a clean at
+    or after the horizon removes it; an empty control batch goes at once. Markers
+    above the map's last offset are copied unchanged (not decided by this clean),
+    and so is a producer's fencing marker (``_last_batches``). The new segment's
+    ``.txnindex`` keeps the entry of each ABORT marker whose data is left and drops
+    the others, as a restart rebuilds them from the log (a transaction opens at its
+    producer's first transactional batch left after a marker), so the start-up
+    comparison brings no dropped entry back. (A rebuilt entry may start later than
+    the kept one, at the first batch left; both skip the same records.)"""
+
+    __slots__ = ("params", "latest", "fencing", "entries", "first_left")
+
+    def __init__(self, params: CleanParams, latest: int, fencing: dict[int, int]) -> None:
+        self.params = params
+        self.latest = latest
+        self.fencing = fencing
+        self.entries = {(e.producer_id, e.last_offset): e for e in params.aborted}
+        self.first_left: dict[int, int] = {}  # producer id -> first data batch left
+
+    def data_kept(self, h: BatchHeader) -> None:
+        """A data batch stays in the cleaned segment."""
+        if h.attributes & TRANSACTIONAL_MASK and \
+                h.base_offset + h.last_offset_delta >= self.params.log_start:
+            self.first_left.setdefault(h.producer_id, h.base_offset)
+
+    def marker(self, buf: bytes, at: int, h: BatchHeader,
+               kept_entries: list[TxnIndexEntry]) -> bytes | None:
+        """The control batch ``h`` as the clean leaves it (None: removed); appends its
+        ``.txnindex`` entry to ``kept_entries`` when it stays with data."""
+        pid, base = h.producer_id, h.base_offset
+        first = self.first_left.pop(pid, None)
+        size = h.batch_length + LOG_OVERHEAD
+        entry = self.entries.get((pid, base))
+        if first is not None and entry is not None:
+            kept_entries.append(entry)
+        if first is not None or base > self.latest:
+            return buf[at:at + size]
+        if self.fencing.get(pid) == base:
+            return buf[at:at + size]
+        if h.records_count == 0:
+            return None
+        if h.attributes & DELETE_HORIZON_MASK:
+            return None if self.params.now_ms >= h.base_timestamp else buf[at:at + size]
+        recs = _Records(buf, at, h)
+        return _rewritten(buf, at, h, recs, list(range(len(recs.delta))), True,
+                          self.params.now_ms, self.params.delete_retention_ms)
 
 
 # ---------------------------------------------------------------- the plan and its run
@@ -645,6 +714,14 @@ class CleanedGroup:
     base: int
     olds: list[_Seg]
     bytes_written: int
+    # The ``.txnindex`` of the new segment: the entries of the old segments whose
+    # ABORT marker still has data of its transaction after the clean.
+    aborted: list[TxnIndexEntry] = field(default_factory=list)
+
+    @property
+    def upper(self) -> int:
+        """The offset range [base, upper) the new segment replaces."""
+        return self.olds[-1].upper
 
 
 @dataclass
@@ -693,7 +770,7 @@ class CleanResult:
             swap.complete(self.directory, g.base)
             new = LogSegment(log.dir, g.base, log.config)
             new.mark_indexes_checked()  # written by the cleaner from the batches themselves
-            log.replace_segments(segs, new)
+            log.replace_segments(segs, new, g.aborted)
         return True
 
 
@@ -708,9 +785,11 @@ class CleanParams:
     segment_bytes: int
     index_interval_bytes: int
     max_index_bytes: int
-    # (producer id, first offset, ABORT marker offset) of the aborted transactions
-    # that may have data in the cleaned segments (``AbortedTxns``).
-    aborted: tuple[tuple[int, int, int], ...] = ()
+    # The ``.txnindex`` entries (producer id, first offset, ABORT marker offset, LSO)
+    # whose marker lies at or above the first cleaned segment (``AbortedTxns``,
+    # ``_TxnMarkers``).
+    aborted: tuple[TxnIndexEntry, ...] = ()
+    log_start: int = 0
 
 
 @dataclass(eq=False)
@@ -747,8 +826,8 @@ class CleanPlan:
     def adopt(self, outcome: JobOutcome) -> CleanResult:
         """The result of ``run_job(self.job())``, tied back to this plan's segments."""
         by_base = {s.base: s for s in self.segments}
-        groups = [CleanedGroup(base, [by_base[b] for b in olds], written)
-                  for base, olds, written in outcome.groups]
+        groups = [CleanedGroup(base, [by_base[b] for b in olds], written, aborted)
+                  for base, olds, written, aborted in outcome.groups]
         return CleanResult(self.directory, groups, outcome.next_dirty, outcome.stats)
 
     def run(self, settings: CleanerSettings, throttler: Throttler | None = None) -> CleanResult:
@@ -760,10 +839,12 @@ class CleanPlan:
             omap = self._build_map(settings.map_budget, throttler, stats)
             end = omap.latest_offset + 1
             todo = [s for s in self.segments if s.base < end]
-            last_of = self._last_batches(todo, throttler)
+            last_of, fencing = self._last_batches(todo, throttler)
             txns = AbortedTxns(self.params.aborted)
+            markers = _TxnMarkers(self.params, omap.latest_offset, fencing)
             for group in self._groups(todo):
-                groups.append(self._clean_group(group, omap, last_of, txns, throttler, stats))
+                groups.append(self._clean_group(group, omap, last_of, txns, markers, throttler,
+                                                stats))
             stats.map_entries = len(omap.map)
         except BaseException:
             for g in groups:
@@ -811,19 +892,36 @@ class CleanPlan:
             omap.latest_offset = max(omap.latest_offset, min(s.upper, stop) - 1)
         return omap
 
-    def _last_batches(self, segs: list[_Seg], throttler: Throttler | None) -> dict[int, int]:
-        """Producer id -> base offset of its last data batch in ``segs`` (a header walk).
+    def _last_batches(self, segs: list[_Seg], throttler: Throttler | None
+                      ) -> tuple[dict[int, int], dict[int, int]]:
+        """Producer id -> base offset of its last data batch in ``segs`` (a header walk),
+        and producer id -> base offset of its fencing marker there.
 
-        That batch is kept, emptied, if all its records go (Kafka's RETAIN_EMPTY for
-        the last batch of a producer): the broker rebuilds an idempotent producer's
-        sequence state from batch headers after a crash, and without its last batch
-        the producer's next batch would look out of order."""
+        The last data batch is kept, emptied, if all its records go (Kafka's
+        RETAIN_EMPTY for the last batch of a producer): the broker rebuilds an
+        idempotent producer's sequence state from batch headers after a crash, and
+        without its last batch the producer's next batch would look out of order. A
+        fencing marker is a producer's last marker when it comes after its last data
+        batch with a higher epoch (or the producer has no data batch here): the epoch
+        a coordinator bumped lives only there, so it is never removed (Kafka keeps a
+        marker that holds an active producer's epoch)."""
         last: dict[int, int] = {}
+        data_epoch: dict[int, int] = {}
+        fencing: dict[int, int] = {}
         for s in segs:
             for _buf, _at, h in _batches(s.fd, 0, s.size, throttler, self.abort):
-                if h.producer_id >= 0 and not h.attributes & CONTROL_MASK:
-                    last[h.producer_id] = h.base_offset
-        return last
+                pid = h.producer_id
+                if pid < 0:
+                    continue
+                if not h.attributes & CONTROL_MASK:
+                    last[pid] = h.base_offset
+                    data_epoch[pid] = h.producer_epoch
+                    fencing.pop(pid, None)
+                elif h.producer_epoch > data_epoch.get(pid, -1):
+                    fencing[pid] = h.base_offset
+                else:
+                    fencing.pop(pid, None)
+        return last, fencing
 
     def _groups(self, segs: list[_Seg]) -> list[list[_Seg]]:
         """Kafka's groupSegmentsBySize: consecutive segments whose sizes sum to at most
@@ -843,7 +941,7 @@ class CleanPlan:
         return out
 
     def _clean_group(self, group: list[_Seg], omap: OffsetMap, last_of: dict[int, int],
-                     txns: AbortedTxns, throttler: Throttler | None,
+                     txns: AbortedTxns, markers: _TxnMarkers, throttler: Throttler | None,
                      stats: CleanStats) -> CleanedGroup:
         base = group[0].base
         paths = swap.cleaned_paths(self.directory, base)
@@ -860,20 +958,28 @@ class CleanPlan:
         written = 0
         pending: list[bytes] = []
         pending_bytes = 0
+        kept_entries: list[TxnIndexEntry] = []
         try:
             for s in group:
                 for buf, at, h in _batches(s.fd, 0, s.size, throttler, self.abort):
                     stats.bytes_read += h.batch_length + LOG_OVERHEAD
                     stats.records_read += h.records_count
                     last = h.base_offset + h.last_offset_delta
-                    if txns and last <= omap.latest_offset and txns.aborted(h):
-                        out = None  # aborted data goes whole (Kafka's shouldDiscardBatch)
-                    else:
-                        out = filter_batch(buf, at, h, omap, prm.now_ms, prm.delete_retention_ms)
-                    if out is None:
-                        if h.producer_id < 0 or last_of.get(h.producer_id) != h.base_offset:
+                    if h.attributes & CONTROL_MASK:
+                        out = markers.marker(buf, at, h, kept_entries)
+                        if out is None:
                             continue
-                        out = empty_batch(h)
+                    else:
+                        if txns and last <= omap.latest_offset and txns.aborted(h):
+                            out = None  # aborted data goes whole (Kafka's shouldDiscardBatch)
+                        else:
+                            out = filter_batch(buf, at, h, omap, prm.now_ms,
+                                               prm.delete_retention_ms)
+                        if out is None:
+                            if h.producer_id < 0 or last_of.get(h.producer_id) != h.base_offset:
+                                continue
+                            out = empty_batch(h)
+                        markers.data_kept(h)
                     cnt = out[57:61]
                     stats.records_kept += int.from_bytes(cnt, "big", signed=True)
                     bmax = HEADER_STRUCT.unpack_from(out, 0)[8]
@@ -911,7 +1017,7 @@ class CleanPlan:
             raise
         os.close(fd)
         stats.bytes_written += written
-        return CleanedGroup(base, group, written)
+        return CleanedGroup(base, group, written, kept_entries)
 
 
 @dataclass
@@ -925,9 +1031,10 @@ class CleanJob:
 
 @dataclass
 class JobOutcome:
-    """What ``run_job`` wrote: per group (new base, old bases, bytes written)."""
+    """What ``run_job`` wrote: per group (new base, old bases, bytes written, the new
+    segment's ``.txnindex`` entries)."""
 
-    groups: list[tuple[int, list[int], int]]
+    groups: list[tuple[int, list[int], int, list[TxnIndexEntry]]]
     next_dirty: int
     stats: CleanStats
 
@@ -970,7 +1077,8 @@ def run_job(job: CleanJob, settings: CleanerSettings) -> JobOutcome:
     if _worker_abort is not None:
         p.abort = _worker_abort
     result = p.run(settings, Throttler(settings.io_max_bytes_per_second))
-    return JobOutcome([(g.base, [o.base for o in g.olds], g.bytes_written) for g in result.groups],
+    return JobOutcome([(g.base, [o.base for o in g.olds], g.bytes_written, g.aborted)
+                       for g in result.groups],
                       result.next_dirty, result.stats)
 
 
@@ -1000,13 +1108,12 @@ def plan(log: Log, ltc: LogToClean, now_ms: int) -> CleanPlan | None:
     if not picked:
         return None
     cfg = log.config
-    low, high = picked[0].base, ltc.first_uncleanable
-    aborted = tuple((e.producer_id, e.first_offset, e.last_offset)
-                    for e in log.aborted_txns_on_disk()
-                    if e.last_offset >= low and e.first_offset < high)
+    low = picked[0].base
+    aborted = tuple(e for e in log.aborted_txns_on_disk() if e.last_offset >= low)
     return CleanPlan(log.dir, picked, CleanParams(
         ltc.first_dirty, ltc.first_uncleanable, now_ms, cfg.delete_retention_ms,
-        cfg.segment_bytes, cfg.index_interval_bytes, cfg.segment_index_bytes, aborted))
+        cfg.segment_bytes, cfg.index_interval_bytes, cfg.segment_index_bytes, aborted,
+        log.log_start_offset))
 
 
 def clean_log(log: Log, checkpoint: int | None, now_ms: int,

@@ -845,20 +845,22 @@ class Log:
         self._prefix_max = None
         return victims
 
-    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+    def replace_segments(self, old: list[LogSegment], new: LogSegment,
+                         aborted: list[TxnIndexEntry]) -> None:
         """Put ``new`` (a cleaned segment whose files are in place, storage/cleaner.py)
         where the consecutive sealed segments ``old`` were, in one step on the log's
-        thread; what was derived from the old files is forgotten."""
+        thread; what was derived from the old files is forgotten. ``aborted`` is the
+        new segment's ``.txnindex`` as the clean left it (the entries whose data is
+        left); the old segments' files go. A crash between the swap and these files
+        is repaired at start, which rebuilds them from the log."""
         i = next(j for j, s in enumerate(self.segments) if s is old[0])
         if self.segments[i:i + len(old)] != old or i + len(old) >= len(self.segments):
             raise ValueError("replace_segments needs consecutive sealed segments of this log")
-        # The aborted transactions of the old segments now belong to the new one.
-        merged = [e for s in old for e in txnindex.read(txnindex.path_for(self.dir, s.base_offset))]
         for s in old:
             if s.base_offset != new.base_offset:
                 txnindex.rewrite(txnindex.path_for(self.dir, s.base_offset), [])
-        if merged or txnindex.path_for(self.dir, new.base_offset).exists():
-            txnindex.rewrite(txnindex.path_for(self.dir, new.base_offset), merged)
+        if aborted or txnindex.path_for(self.dir, new.base_offset).exists():
+            txnindex.rewrite(txnindex.path_for(self.dir, new.base_offset), aborted)
         self.segments[i:i + len(old)] = [new]
         self._bases[i:i + len(old)] = [new.base_offset]
         self._sealed_unflushed = self._live(self._sealed_unflushed)

@@ -27,6 +27,7 @@ import copy
 import dataclasses
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from broker.producers import ProducerStateManager
 from storage import swap
 from storage.cleaner import ENTRY_OVERHEAD, CleanerSettings, clean_log
 from storage.config import LogConfig
@@ -43,8 +45,10 @@ from storage.records import (
     CONTROL_MASK,
     DELETE_HORIZON_MASK,
     TRANSACTIONAL_MASK,
+    BatchHeader,
     Record,
     build_batch,
+    control_type,
     decode_batch,
     parse_header,
 )
@@ -82,6 +86,7 @@ class MBatch:
     empty: bool = False  # every record went; kept as an empty batch for its producer
     txn: int = -1  # the transaction the batch (data or marker) belongs to
     control: bool = False
+    epoch: int = 0
 
     def alive(self) -> bool:
         return any(r.present for r in self.records)
@@ -105,6 +110,7 @@ class CompactionMachine(RuleBasedStateMachine):
         self.aborted: set[int] = set()
         self.aborted_entries: list[TxnIndexEntry] = []
         self.txn_count = 0
+        self.epochs: dict[int, int] = {}  # a coordinator's abort may bump an epoch
 
     def teardown(self) -> None:
         swap.crash_hook = None
@@ -161,9 +167,10 @@ class CompactionMachine(RuleBasedStateMachine):
         if keyless:
             recs[0] = (None, *recs[0][1:])
         seq = self.sequences.get(producer, 0)
+        epoch = self.epochs.get(producer, 0)
         batch = build_batch([Record(i, ts, k, v, h) for i, (k, v, ts, h) in enumerate(recs)],
                             compression=codec, producer_id=producer,
-                            producer_epoch=0 if producer >= 0 else -1,
+                            producer_epoch=epoch if producer >= 0 else -1,
                             base_sequence=seq if producer >= 0 else -1,
                             is_transactional=txn >= 0)
         base = self.log.log_end_offset
@@ -178,7 +185,8 @@ class CompactionMachine(RuleBasedStateMachine):
         lat = self.config.log_append_time
         self.batches.append(MBatch(base, base + n - 1, [
             MRecord(base + i, k, v, result.max_timestamp if lat else ts, h)
-            for i, (k, v, ts, h) in enumerate(recs)], producer=producer, txn=txn))
+            for i, (k, v, ts, h) in enumerate(recs)], producer=producer, txn=txn,
+            epoch=max(epoch, 0)))
 
     @rule(data=st.data())
     def append_keyless_as_is(self, data: st.DataObject) -> None:
@@ -210,14 +218,17 @@ class CompactionMachine(RuleBasedStateMachine):
         if got is not None:
             assert got == expected_next
             self.checkpoint = got
+        self._rebuild_and_sync(restart=False)
 
     @rule(step=st.sampled_from(STEPS))
     def crash_while_cleaning(self, step: str) -> None:
         assert self.log is not None
         before = copy.deepcopy(self.batches)
+        before_entries = self.aborted_entries
         old_checkpoint = self.checkpoint
         self._oracle_clean()
         after = self.batches
+        after_entries = self.aborted_entries
 
         def hook(name: str) -> None:
             if name == step:
@@ -236,6 +247,7 @@ class CompactionMachine(RuleBasedStateMachine):
         if not crashed:  # the step was never reached: nothing to clean, or no such step
             if got is None:
                 self.batches = before
+                self.aborted_entries = before_entries
             else:
                 self.checkpoint = got
             return
@@ -244,7 +256,6 @@ class CompactionMachine(RuleBasedStateMachine):
         for s in self.log.segments:
             s.release()
         self.log = Log(self.tmp / "t-0", self.config, clean_shutdown=False, recovery_point=0)
-        self.log.sync_aborted_txns(self.aborted_entries)  # as the broker does at start
         view = self._sut_view()
         bases = [s.base_offset for s in self.log.segments] + [1 << 62]
         for split in bases:
@@ -252,9 +263,12 @@ class CompactionMachine(RuleBasedStateMachine):
                     [copy.deepcopy(b) for b in before if b.base >= split]
             if view == self._model_view(mixed):
                 self.batches = mixed
+                self.aborted_entries = [e for e in after_entries if e.last_offset < split] + \
+                    [e for e in before_entries if e.last_offset >= split]
                 break
         else:
             raise AssertionError(f"crash at {step} left neither the old nor the new segments")
+        self._rebuild_and_sync()
         self.checkpoint = old_checkpoint  # the checkpoint is written after a commit
 
     @rule(unclean=st.booleans())
@@ -272,7 +286,54 @@ class CompactionMachine(RuleBasedStateMachine):
         else:
             self.log.close()
             self.log = Log(self.tmp / "t-0", self.config)
-        self.log.sync_aborted_txns(self.aborted_entries)  # as the broker does at start
+        self._rebuild_and_sync()
+
+    def _rebuild_and_sync(self, restart: bool = True) -> None:
+        """What the broker does at start: rebuild producer and transaction state from the
+        log (broker/producers.py, no snapshot), then make the ``.txnindex`` files say the
+        same. The rebuilt aborted list must hold no entry the oracle dropped (a clean
+        that dropped one is not undone) and every producer keeps its epoch, sequence
+        and open transaction (a fencing marker or a last batch the cleaner kept)."""
+        assert self.log is not None
+        log = self.log
+        kinds: dict[int, int | None] = {}
+
+        def headers(_offset: int) -> Iterator[BatchHeader]:
+            for seg in log.segments:
+                for info in seg.iter_batches(0):
+                    raw = seg.pread(info.position, info.size)
+                    h = parse_header(raw, 0)
+                    if h.attributes & CONTROL_MASK:
+                        kinds[h.base_offset] = control_type(raw)
+                    yield h
+
+        state = ProducerStateManager(self.tmp / "producer-state")
+        state.restore_partition("t", 0, log.log_start_offset, log.log_end_offset, headers,
+                                lambda h: kinds.get(h.base_offset))
+        rebuilt = state.aborted_list("t", 0)
+        # No entry the cleaner dropped comes back; a rebuilt entry starts at the first
+        # batch left of its transaction, which may be later. The rebuild may drop an
+        # entry the files still hold only when no data of its transaction is left (a
+        # crash committed the clean's earlier group but not the marker's, or the key
+        # map ended between the data and the marker).
+        kept = {(e.producer_id, e.last_offset): e for e in self.aborted_entries}
+        for r in rebuilt:
+            e = kept.get((r.producer_id, r.last_offset))
+            assert e is not None and r.first_offset >= e.first_offset, r
+        txn_of = {b.base: b.txn for b in self.batches if b.control}
+        left = {b.txn for b in self.batches
+                if not b.control and b.in_log() and b.last >= log.log_start_offset}
+        found = {(r.producer_id, r.last_offset) for r in rebuilt}
+        assert all(txn_of[last] not in left for pid, last in kept if (pid, last) not in found)
+        for producer, (_txn, first) in self.open_txns.items():
+            assert state.open_txn_start("t", 0, producer) == first
+        for producer, seq in self.sequences.items():
+            entry = state.entry("t", 0, producer)
+            assert entry is not None and entry.epoch == self.epochs.get(producer, 0), producer
+            assert entry.last_seq == seq - 1, producer
+        if restart:
+            self.aborted_entries = rebuilt  # the broker's list and files from now on
+            log.sync_aborted_txns(rebuilt)
 
     def _lso(self) -> int:
         """The last stable offset: the first offset of the oldest open transaction."""
@@ -338,34 +399,68 @@ class CompactionMachine(RuleBasedStateMachine):
         rewritten = [b for b in self.batches if b.in_log() and any(
             base <= b.base < upper for base, upper in bounds if base < end)]
         last_of = {b.producer: b.base for b in rewritten if b.producer >= 0 and not b.control}
+        # A producer's fencing marker: its last batch here is a marker with a higher
+        # epoch than its last data batch here (or it has none): it stays.
+        fencing: dict[int, int] = {}
+        for b in rewritten:
+            if b.producer < 0:
+                continue
+            if not b.control:
+                fencing.pop(b.producer, None)
+            elif b.epoch > max((d.epoch for d in rewritten if not d.control
+                                and d.producer == b.producer and d.base < b.base), default=-1):
+                fencing[b.producer] = b.base
+            else:
+                fencing.pop(b.producer, None)
+        first_left: dict[int, int] = {}  # producer -> its first transactional batch left
+        entries = {(e.producer_id, e.last_offset): e for e in self.aborted_entries}
+        start = log.log_start_offset
         for b in rewritten:
             if b.control:
-                continue  # markers stay
-            b.empty = False
-            if b.txn in self.aborted and b.last <= latest:
-                for r in b.records:
-                    r.present = False
-            passed = b.horizon is not None and self.now >= b.horizon
-            tombstones = False
-            for r in b.records:
-                if not r.present:
-                    continue
-                if r.offset > latest:
-                    tombstones = tombstones or r.value is None
-                    continue
-                if r.key is None or r.offset < latest_of.get(r.key, -1):
-                    r.present = False
-                elif r.value is None:
-                    if passed:
-                        r.present = False
-                    else:
-                        tombstones = True
-            if tombstones and b.horizon is None and b.alive():
-                b.horizon = self.now + self.config.delete_retention_ms
-            if not b.alive() and b.producer >= 0 and last_of.get(b.producer) == b.base:
-                b.empty = True  # the producer's last batch here keeps its header
-                b.horizon = None
+                first = first_left.pop(b.producer, None)
+                entry = entries.pop((b.producer, b.base), None)
+                if first is not None and entry is not None:
+                    entries[(b.producer, b.base)] = entry
+                if first is not None or b.base > latest or fencing.get(b.producer) == b.base:
+                    continue  # data of its transaction is left, or not this clean's to decide
+                if b.horizon is None:
+                    b.horizon = self.now + self.config.delete_retention_ms
+                elif self.now >= b.horizon:
+                    b.records[0].present = False
+                continue
+            self._oracle_clean_batch(b, latest, latest_of, last_of)
+            if b.txn >= 0 and b.in_log() and b.last >= start:
+                first_left.setdefault(b.producer, b.base)
+        self.aborted_entries = sorted(entries.values(), key=lambda e: e.last_offset)
         return max(end, dirty)
+
+    def _oracle_clean_batch(self, b: MBatch, latest: int, latest_of: dict[bytes, int],
+                            last_of: dict[int, int]) -> None:
+        """The cleaner's rule for one data batch of the rewritten segments."""
+        b.empty = False
+        if b.txn in self.aborted and b.last <= latest:
+            for r in b.records:
+                r.present = False
+        passed = b.horizon is not None and self.now >= b.horizon
+        tombstones = False
+        for r in b.records:
+            if not r.present:
+                continue
+            if r.offset > latest:
+                tombstones = tombstones or r.value is None
+                continue
+            if r.key is None or r.offset < latest_of.get(r.key, -1):
+                r.present = False
+            elif r.value is None:
+                if passed:
+                    r.present = False
+                else:
+                    tombstones = True
+        if tombstones and b.horizon is None and b.alive():
+            b.horizon = self.now + self.config.delete_retention_ms
+        if not b.alive() and b.producer >= 0 and last_of.get(b.producer) == b.base:
+            b.empty = True  # the producer's last batch here keeps its header
+            b.horizon = None
 
     # ------------------------------------------------------------ views
 
@@ -476,6 +571,14 @@ class CompactionMachine(RuleBasedStateMachine):
                    for r in b.records)
 
     @invariant()
+    def txnindex_matches_the_oracle(self) -> None:
+        """The ``.txnindex`` files hold the oracle's entries: an aborted transaction
+        stays listed while data of it is left, from its first batch left."""
+        if self.log is None:
+            return
+        assert self.log.aborted_txns_on_disk() == self.aborted_entries
+
+    @invariant()
     def indexes_are_sane(self) -> None:
         if self.log is None:
             return
@@ -504,14 +607,43 @@ class TxnCompactionMachine(CompactionMachine):
             self.txn_count += 1
         self._append(data, n, codec, False, producer, self.open_txns[producer][0])
 
-    @rule(data=st.data(), commit=st.booleans())
-    def end_transaction(self, data: st.DataObject, commit: bool) -> None:
-        assert self.log is not None
+    @rule(data=st.data(), commit=st.booleans(), bump=st.booleans())
+    def end_transaction(self, data: st.DataObject, commit: bool, bump: bool) -> None:
+        """End an open transaction; an abort may bump the producer's epoch (as the
+        coordinator does when it fences a producer): its marker then holds the epoch
+        alone until the producer writes again, at sequence 0."""
         if not self.open_txns:
             return
-        producer = data.draw(st.sampled_from(sorted(self.open_txns)))
+        self._end(data.draw(st.sampled_from(sorted(self.open_txns))), commit, bump)
+
+    @rule(data=st.data(), n=st.integers(1, 3), codec=st.sampled_from([0, 0, 1, 3]),
+          producer=st.sampled_from([7, 8, 9]), commit=st.booleans())
+    def transaction(self, data: st.DataObject, n: int, codec: int, producer: int,
+                    commit: bool) -> None:
+        """A whole transaction of one batch (so that many end and get cleaned)."""
+        if producer in self.open_txns:
+            return
+        self.append_transactional(data, n, codec, producer)
+        self._end(producer, commit, False)
+
+    @rule(ms=st.integers(0, 1200))
+    def clean_wait_clean(self, ms: int) -> None:
+        """Roll, clean, let ``ms`` pass, clean again: the steps that set a marker's
+        horizon and then reach it, in one rule so that runs get there often."""
+        self.roll()
+        self.clean()
+        self.now += ms
+        self.clean()
+
+    def _end(self, producer: int, commit: bool, bump: bool) -> None:
+        assert self.log is not None
         txn, first = self.open_txns.pop(producer)
-        result = self.log.append_control(commit, producer_id=producer, producer_epoch=0,
+        epoch = self.epochs.get(producer, 0)
+        if bump and not commit:
+            epoch += 1
+            self.epochs[producer] = epoch
+            self.sequences[producer] = 0
+        result = self.log.append_control(commit, producer_id=producer, producer_epoch=epoch,
                                          coordinator_epoch=3, now_ms=self.now)
         marker = result.base_offset
         if not commit:
@@ -523,7 +655,28 @@ class TxnCompactionMachine(CompactionMachine):
         key = COMMIT_KEY if commit else ABORT_KEY
         self.batches.append(MBatch(marker, marker, [
             MRecord(marker, key, MARKER_VALUE, result.max_timestamp, [])],
-            producer=producer, txn=txn, control=True))
+            producer=producer, txn=txn, control=True, epoch=epoch))
+
+    @rule(producer=st.sampled_from([7, 8, 9]))
+    def fence(self, producer: int) -> None:
+        """The coordinator aborts, with a bumped epoch, a transaction of ``producer``
+        that added the partition but wrote nothing to it: an ABORT marker without data
+        (and without a ``.txnindex`` entry, as the broker writes none for it), the only
+        batch holding the new epoch until the producer writes again."""
+        assert self.log is not None
+        if producer in self.open_txns:
+            return
+        epoch = self.epochs.get(producer, 0) + 1
+        self.epochs[producer] = epoch
+        self.sequences[producer] = 0
+        result = self.log.append_control(False, producer_id=producer, producer_epoch=epoch,
+                                         coordinator_epoch=3, now_ms=self.now)
+        marker = result.base_offset
+        self.aborted.add(self.txn_count)
+        self.batches.append(MBatch(marker, marker, [
+            MRecord(marker, ABORT_KEY, MARKER_VALUE, result.max_timestamp, [])],
+            producer=producer, txn=self.txn_count, control=True, epoch=epoch))
+        self.txn_count += 1
 
 
 CompactionMachine.TestCase.settings = settings(

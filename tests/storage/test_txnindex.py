@@ -132,20 +132,29 @@ def test_sync_rewrites_only_files_that_disagree(tmp_path: Path) -> None:
     log.close()
 
 
-def test_a_clean_moves_the_entries_into_the_segment_that_now_holds_each_marker(
+def test_a_clean_keeps_the_entries_whose_data_is_left_in_the_segment_holding_each_marker(
         tmp_path: Path) -> None:
-    """The cleaner merges sealed segments into one and copies markers unchanged: the
-    entries of the merged segments end up in the new segment's file, in marker order."""
+    """The cleaner merges sealed segments into one: the entries of the merged segments
+    whose transaction still has a batch end up in the new segment's file, in marker
+    order; the others go with their data. Producers 1 and 2 each abort three
+    transactions: the aborted data goes, except each producer's last batch (kept
+    empty for its sequence), so only each producer's last entry stays."""
     config = LogConfig.from_kafka({"cleanup.policy": "compact", "segment.bytes": "400",
                                    "min.cleanable.dirty.ratio": "0.01"})
     log = Log.open(tmp_path / "t-0", config)
     entries = []
+    seq = {1: 0, 2: 0}
     for i in range(12):
-        log.append(build_batch([Record(0, i, f"k{i % 3}".encode(), b"v" * 40, [])]), now_ms=i)
-        if i % 2:
-            marker = log.append_control(False, producer_id=i, producer_epoch=0,
+        pid = 1 + (i % 4 == 3) if i % 2 else -1
+        log.append(build_batch([Record(0, i, f"k{i % 3}".encode(), b"v" * 40, [])],
+                               producer_id=pid, producer_epoch=0 if pid > 0 else -1,
+                               base_sequence=seq.get(pid, -1), is_transactional=pid > 0),
+                   now_ms=i)
+        if pid > 0:
+            seq[pid] += 1
+            marker = log.append_control(False, producer_id=pid, producer_epoch=0,
                                         coordinator_epoch=0, now_ms=i).base_offset
-            entries.append(TxnIndexEntry(i, marker - 1, marker, marker + 1))
+            entries.append(TxnIndexEntry(pid, marker - 1, marker, marker + 1))
             log.append_aborted_txn(entries[-1])
     log.roll(100)
     # Cleaned segments are grouped up to segment.bytes: a larger one lets them merge.
@@ -154,6 +163,7 @@ def test_a_clean_moves_the_entries_into_the_segment_that_now_holds_each_marker(
     before = len(log.segments)
     assert clean_log(log, None, 1_000, CleanerSettings(), force=True) is not None
     assert len(log.segments) < before  # segments were merged
-    assert log.aborted_txns_on_disk() == entries
+    last = {e.producer_id: e for e in entries}
+    assert log.aborted_txns_on_disk() == [e for e in entries if last[e.producer_id] is e]
     _placement_holds(log)
     log.close()
