@@ -202,28 +202,20 @@ class OffsetMap:
     def entry_cost(key: bytes) -> int:
         return ENTRY_OVERHEAD + len(key)
 
-    def put_run(self, keys: list[bytes], offsets: list[int]) -> int:
-        """Add keys[i] -> offsets[i] in order while there is room; returns how many
-        were added (fewer than len(keys) only when the map filled up)."""
+    def put_run(self, keys: list[bytes], offsets: list[int]) -> bool:
+        """Add keys[i] -> offsets[i] (in order: a later offset of a key wins) if there is
+        room for every new key among them; otherwise add none and return False. The
+        map speaks for whole batches only: an entry from the part of a batch that
+        fitted would point above ``latest_offset`` and remove records the clean does
+        not cover."""
         m = self.map
-        n = len(keys)
         fresh = set(keys).difference(m)
         cost = ENTRY_OVERHEAD * len(fresh) + sum(map(len, fresh))
-        if self.used + cost <= self.budget:
-            # Room for every new key: then the one-by-one rule below would add them
-            # all too; one C-level update does it.
-            m.update(zip(keys, offsets, strict=True))
-            self.used += cost
-            return n
-        for i in range(n):
-            k = keys[i]
-            if k not in m:
-                cost = ENTRY_OVERHEAD + len(k)
-                if self.used + cost > self.budget:
-                    return i
-                self.used += cost
-            m[k] = offsets[i]
-        return n
+        if self.used + cost > self.budget:
+            return False
+        m.update(zip(keys, offsets, strict=True))
+        self.used += cost
+        return True
 
 
 # ---------------------------------------------------------------- what to clean
@@ -885,7 +877,7 @@ class CleanPlan:
                                  if k is not None and base + d >= start]
                         keys = [k for k, _ in pairs]
                         offs = [o for _, o in pairs]
-                    if omap.put_run(keys, offs) < len(keys):
+                    if not omap.put_run(keys, offs):
                         return omap  # full: the map speaks for whole batches only
                 omap.latest_offset = max(omap.latest_offset, last)
             # Kafka: past a gap at the segment's end, the map speaks up to the next base.

@@ -379,19 +379,17 @@ class CompactionMachine(RuleBasedStateMachine):
                     continue
                 if b.base >= stop:
                     break  # the LSO inside this segment
-                for r in b.records:
-                    if b.control or b.txn in self.aborted:
-                        break  # markers and aborted data put no key in the map
-                    if not r.present or r.key is None or r.offset < dirty:
-                        continue
-                    if r.key not in latest_of:
-                        if used + ENTRY_OVERHEAD + len(r.key) > self.settings.map_budget:
-                            full = True
-                            break
-                        used += ENTRY_OVERHEAD + len(r.key)
-                    latest_of[r.key] = r.offset
-                if full:
+                # Markers and aborted data put no key in the map; a batch goes in whole
+                # or not at all (then the map is full and ends before it).
+                mapped = [] if b.control or b.txn in self.aborted else [
+                    r for r in b.records if r.present and r.key is not None and r.offset >= dirty]
+                fresh = {r.key for r in mapped if r.key not in latest_of}
+                cost = sum(ENTRY_OVERHEAD + len(k) for k in fresh if k is not None)
+                if used + cost > self.settings.map_budget:
+                    full = True
                     break
+                used += cost
+                latest_of.update((r.key, r.offset) for r in mapped if r.key is not None)
                 latest = max(latest, b.last)
             if not full:
                 latest = max(latest, min(upper, stop) - 1)
