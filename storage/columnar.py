@@ -141,17 +141,24 @@ def _from_list(values: Sequence[Any]) -> pa.BinaryArray:
     else:
         offsets = np.zeros(n + 1, dtype=np.int32)
         np.cumsum(np.fromiter(map(len, values), dtype=np.int32, count=n), out=offsets[1:])
+        if int(offsets[-1]) != len(data):
+            return _from_list(_as_bytes(values))
         return pa.Array.from_buffers(  # type: ignore[return-value]
             pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    nulls = values.count(None)  # type: ignore[attr-defined]  # list or tuple
+    try:
+        nulls = values.count(None)  # type: ignore[attr-defined]  # list or tuple
+    except ValueError:  # a NumPy array among the values: == None is elementwise
+        return _from_list(_as_bytes(values))
     if nulls == n:
         return pa.nulls(n, pa.binary())  # type: ignore[return-value]
     present = [v for v in values if v is not None]
     try:
         data = b"".join(present)  # bytes, bytearray and byte memoryviews alike
     except TypeError:  # str values: Arrow encodes them as UTF-8
-        return pa.array(values, type=pa.binary())  # type: ignore[return-value]
+        return pa.array(_as_bytes(values), type=pa.binary())  # type: ignore[return-value]
     lengths = np.fromiter(map(len, present), dtype=np.int32, count=len(present))
+    if int(lengths.sum()) != len(data):
+        return _from_list(_as_bytes(values))
     valid = np.fromiter(map(operator.is_not, values, repeat(None)), dtype=bool, count=n)
     full = np.zeros(n + 1, dtype=np.int32)
     full[1:][valid] = lengths
@@ -159,6 +166,14 @@ def _from_list(values: Sequence[Any]) -> pa.BinaryArray:
     validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(  # type: ignore[return-value]
         pa.binary(), n, [validity, pa.py_buffer(full), pa.py_buffer(data)], null_count=nulls)
+
+
+def _as_bytes(values: Sequence[Any]) -> list[Any]:
+    """Buffers other than bytes, bytearray and str as bytes: ``len`` of a memoryview or
+    array whose items are wider than a byte counts items, which would cut the joined
+    data at the wrong places."""
+    return [v if v is None or isinstance(v, bytes | bytearray | str) else bytes(v)
+            for v in values]
 
 
 RECORD_BOUND = 1 + 5 + 10 + 5 + 5 + 5 + 1

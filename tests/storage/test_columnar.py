@@ -9,6 +9,7 @@ back the rows ``records.decode_batch`` reads from it.
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import numpy as np
@@ -169,4 +170,46 @@ def test_string_columns_are_their_utf8_bytes(rs: list[Record], arrow: bool) -> N
     got = build_batch_columns(pa.array(keys, pa.string()) if arrow else keys,
                               pa.array(values, pa.large_string()) if arrow else values,
                               [r.timestamp for r in rs])
+    assert got == expected
+
+
+def _buffer_of(data: st.DataObject, v: bytes | None) -> Any:
+    """``v`` as one of the buffer kinds a caller may hand over, its bytes unchanged."""
+    if v is None:
+        return None
+    kinds = ["bytes", "bytearray", "memoryview"]
+    if len(v) % 2 == 0:
+        kinds += ["array-h", "numpy-u2"]
+    if len(v) % 4 == 0:
+        kinds += ["memoryview-I"]
+    kind = data.draw(st.sampled_from(kinds))
+    if kind == "bytearray":
+        return bytearray(v)
+    if kind == "memoryview":
+        return memoryview(v)
+    if kind == "array-h":
+        return array("h", v)
+    if kind == "numpy-u2":
+        return np.frombuffer(v, dtype=np.uint16)
+    if kind == "memoryview-I":
+        return memoryview(v).cast("I")
+    return v
+
+
+@settings(max_examples=150, deadline=None)
+@given(rs=rows(with_headers=False), data=st.data(), with_text=st.booleans())
+def test_list_values_of_any_buffer_kind_are_their_bytes(
+    rs: list[Record], data: st.DataObject, with_text: bool,
+) -> None:
+    """A buffer whose items are wider than a byte (``len`` counts items, not bytes) is
+    encoded as its bytes, as the row-wise builder's ``bytes(v)`` does, next to None and
+    str values; it never shifts the cut between its neighbours."""
+    expected = R.build_batch(rs)
+    keys = [_buffer_of(data, r.key) for r in rs]
+    values = [_buffer_of(data, r.value) for r in rs]
+    if with_text:  # a str among them (ASCII: its UTF-8 bytes are the same)
+        keys.append("k")
+        values.append("v")
+        expected = R.build_batch([*rs, Record(0, 5, b"k", b"v", [])])
+    got = build_batch_columns(keys, values, [r.timestamp for r in rs] + ([5] if with_text else []))
     assert got == expected
