@@ -17,6 +17,10 @@ adds the time dimension and the pages. Invariants:
   after the time, else the log end; only an inactive group). Applying it is a POST
   that carries the app's secret form token, so another site cannot make a
   visitor's browser reset a group; a read-only console refuses it (403).
+- ``/api/groups`` and ``/api/groups/{group}`` answer the same data as JSON: the
+  listing, and the description with each partition's first unread record's
+  timestamp (the time lag's base; null when nothing is unread, nothing is committed,
+  or past MAX_TIME_LAGS lagging partitions) and the server's ``now_ms``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import asyncio
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -113,6 +118,20 @@ def routes(app_keys: dict[str, Any]) -> list[web.RouteDef]:
                     token=request.app[token_key], done=request.query.get("done"),
                     topics=sorted({p.topic for p in desc.partitions}))
 
+    async def groups_api(request: web.Request) -> web.Response:
+        groups = await list_groups(request.app[client_key])
+        return web.json_response({"groups": [asdict(g) for g in groups]})
+
+    async def group_api(request: web.Request) -> web.Response:
+        client = request.app[client_key]
+        desc = await describe_group(client, request.match_info["group"])
+        firsts = await _time_lags(client, desc.partitions)
+        out = asdict(desc)
+        for p in out["partitions"]:
+            p["first_unread_timestamp"] = firsts.get((p["topic"], p["partition"]))
+        out["now_ms"] = time.time_ns() // 1_000_000
+        return web.json_response(out)
+
     async def reset(request: web.Request) -> web.Response:
         group = request.match_info["group"]
         form = await checked_form(request, app_keys, "reset offsets")
@@ -130,4 +149,6 @@ def routes(app_keys: dict[str, Any]) -> list[web.RouteDef]:
         web.get("/groups", groups_page),
         web.get("/groups/{group}", group_page),
         web.post("/groups/{group}/reset", reset),
+        web.get("/api/groups", groups_api),
+        web.get("/api/groups/{group}", group_api),
     ]

@@ -162,3 +162,32 @@ def test_resetting_a_group_with_members_is_refused_with_kafkas_message(  # type:
     with SyncClient(topic["bootstrap"], client_id="console-tests") as sc:
         got = SyncGroupAdmin(sc).committed_offsets(group)
     assert {tp.partition: o for tp, o in got.items()} == offsets  # nothing was written
+
+
+def test_the_group_api_answers_what_the_group_committed_as_json(  # type: ignore[no-untyped-def]
+        console_url, topic, active_group) -> None:
+    group, offsets = active_group
+
+    def get(path: str) -> Any:
+        with urllib.request.urlopen(console_url + path) as r:
+            assert r.headers["Content-Type"].startswith("application/json")
+            return json.load(r)
+
+    listed = {g["group_id"]: g for g in get("/api/groups")["groups"]}
+    assert listed[group]["state"] == "Stable"
+    assert listed[group]["protocol_type"] == "consumer"
+    before = time.time_ns() // 1_000_000
+    desc = get(f"/api/groups/{urllib.parse.quote(group, safe='')}")
+    assert desc["group_id"] == group and desc["state"] == "Stable"
+    assert [m["client_id"] for m in desc["members"]] == [f"{group}-client"]
+    member = desc["members"][0]
+    assert member["assignment"] == {topic["name"]: [0, 1]}
+    # The oracle: the offsets the test committed, the N records it produced per
+    # partition, and the timestamp it gave the record at each committed offset.
+    rows = {p["partition"]: p for p in desc["partitions"]}
+    assert {p: (r["committed"], r["log_end"], r["lag"], r["member_id"], r["first_unread_timestamp"])
+            for p, r in rows.items()} == {
+        p: (o, N, N - o, member["member_id"], topic["stamps"][o]) for p, o in offsets.items()}
+    assert before <= desc["now_ms"] <= time.time_ns() // 1_000_000
+    # A group nobody knows is described as Kafka's Dead group, not an error.
+    assert get("/api/groups/no-such-group-" + unique_topic("x"))["state"] == "Dead"
