@@ -121,9 +121,7 @@ class TlsSession:
         except ssl.SSLError:
             self._flush()
             raise
-        send = self._send
-        if send is not None and self._out.pending:  # tickets, key updates
-            send(self._out.read())
+        self._flush()  # tickets, key updates
         if len(chunks) == 1:
             return chunks[0]
         return b"".join(chunks)
