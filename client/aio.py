@@ -36,6 +36,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+import msgspec
+
 import protocol.api as api
 import protocol.describe_configs as dc
 from client._lazy import LazyModule
@@ -198,9 +200,16 @@ class ConfigEntry:
     documentation: str | None = None
 
 
-@dataclass(slots=True)
-class ProducerRecord:
-    """A record to produce. ``str`` keys/values are UTF-8 encoded; ``timestamp`` None = now."""
+class ProducerRecord(msgspec.Struct, gc=False):
+    """A record to produce. ``str`` keys/values are UTF-8 encoded; ``timestamp`` None = now.
+
+    A msgspec Struct that the garbage collector does not track (``gc=False``): making
+    one costs about a fifth of a slotted dataclass's, and a list of 10k of them no
+    longer sets off the collections that walked every object in the process. Fields,
+    keywords, positional order, ``==`` and ``repr`` are a dataclass's; copy with
+    ``msgspec.structs.replace``. The one rule it brings: no reference cycle through
+    a record (e.g. a headers list holding the record itself) -- it would never be freed.
+    """
 
     key: bytes | str | None = None
     value: bytes | str | None = None
