@@ -40,7 +40,8 @@ class TlsSession:
     :meth:`start` and :meth:`receive` pass what the session produced on its own (alerts
     too, before they raise) straight to it, and :meth:`outgoing` is always empty."""
 
-    __slots__ = ("_in", "_out", "_obj", "_send", "_partial", "handshaken", "closed")
+    __slots__ = ("_in", "_out", "_obj", "_read", "_write", "_send", "_partial", "handshaken",
+                 "closed")
 
     def __init__(self, context: ssl.SSLContext, *, server_side: bool = True,
                  server_hostname: str | None = None) -> None:
@@ -48,6 +49,12 @@ class TlsSession:
         self._out = ssl.MemoryBIO()
         self._obj = context.wrap_bio(self._in, self._out, server_side=server_side,
                                      server_hostname=server_hostname)
+        # ssl.SSLObject's read and write are Python methods that only call these, the
+        # C object's own: calling them directly saves a Python frame per record, twice
+        # per request at each end.
+        c_object = getattr(self._obj, "_sslobj", self._obj)
+        self._read: Callable[[int], bytes] = c_object.read
+        self._write: Callable[[bytes], int] = c_object.write
         self._send: Callable[[bytes], object] | None = None
         # OpenSSL may hold the start of a record it could not finish (after a
         # want-read): then that record's plaintext can be longer than what the memory
@@ -62,7 +69,7 @@ class TlsSession:
         per write (a small answer's cost is mostly calls, OpenSSL's record work is
         about a microsecond)."""
         self._send = send
-        obj_write = self._obj.write
+        obj_write = self._write
         out_read = self._out.read
 
         def write(data: bytes) -> None:
@@ -102,7 +109,7 @@ class TlsSession:
         # record's plaintext is shorter than its ciphertext, so it all comes back and
         # nothing is left decrypted in the session (no SSLObject.pending() to ask, no
         # 16 KiB buffer, no want-read raised for the usual one-record chunk).
-        read = self._obj.read
+        read = self._read
         n = _RECORD if self._partial else incoming.pending
         chunks = []
         try:
@@ -138,7 +145,7 @@ class TlsSession:
 
     def encrypt(self, data: bytes) -> bytes:
         """``data`` as TLS records, plus anything else the session had to send first."""
-        self._obj.write(data)
+        self._write(data)
         return self._out.read()
 
     def close_notify(self) -> bytes:
