@@ -10,9 +10,14 @@ taken down.
 
 from __future__ import annotations
 
+import json
 import random
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -226,6 +231,53 @@ def test_metrics_report_each_partitions_end_offset(stack: Stack, timed: Topic) -
         key = f'chronolog_log_end_offset{{partition="{p}",topic="{timed.name}"}}'
         assert scraped[key] == len(recs)
     assert scraped["chronolog_time_index_lookups_total"] > 0
+
+
+def test_the_console_from_the_image_counts_what_a_scan_of_the_records_counts(
+    stack: Stack, timed: Topic,
+) -> None:
+    """`chronolog console` runs from the image's code and dependencies (this runner is built
+    from the broker image's layers) and its timeline equals, bucket by bucket, the records a
+    reader of each window gets: per partition, first offset at the bucket's end minus first
+    offset at its start, found by scanning the produced records."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "client.cli", "console", "--bootstrap-server", stack.bootstrap,
+         "--port", str(port)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/api/groups", timeout=5) as r:
+                    assert "groups" in json.loads(r.read())
+                break
+            except OSError:
+                assert proc.poll() is None, proc.communicate()[0][-3000:]
+                assert time.monotonic() < deadline, "the console did not answer within 60 s"
+                time.sleep(0.3)
+        stamps = [r.timestamp for recs in timed.records.values() for r in recs]
+        start, end = min(stamps) - 1_000, max(stamps) + 1_000
+        with urllib.request.urlopen(f"{url}/api/topics/{timed.name}/timeline"
+                                    f"?from={start}&to={end}&buckets=11", timeout=30) as r:
+            tl = json.loads(r.read())
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    bounds = tl["bounds"]
+    assert bounds[0] <= start and bounds[-1] >= end
+
+    def first_at(recs: list[Rec], t: int) -> int:
+        return next((i for i, r in enumerate(recs) if r.timestamp >= t), len(recs))
+
+    assert tl["counts"] == [
+        sum(first_at(recs, hi) - first_at(recs, lo) for recs in timed.records.values())
+        for lo, hi in zip(bounds, bounds[1:], strict=False)
+    ]
+    assert sum(tl["counts"]) == len(stamps)
 
 
 def test_the_broker_writes_its_volume_as_the_non_root_image_user(
