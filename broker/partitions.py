@@ -760,7 +760,7 @@ class PartitionManager:
         return True
 
     def segments_replaced(self, key: tuple[str, int],
-                          aborted: Iterable[tuple[int, int, list[TxnIndexEntry]]] = ()) -> None:
+                          aborted: Iterable[tuple[int, int, list[TxnIndexEntry]]]) -> None:
         """The cleaner swapped segments of ``key`` in: summarise the new ones, and take
         each cleaned range's (low, high, entries) aborted transactions as what Fetch
         serves (storage/cleaner.py removes the entries whose data went)."""

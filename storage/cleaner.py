@@ -672,9 +672,7 @@ class _TxnMarkers:
         entry = self.entries.get((pid, base))
         if first is not None and entry is not None:
             kept_entries.append(entry)
-        if first is not None or base > self.latest:
-            return buf[at:at + size]
-        if self.fencing.get(pid) == base:
+        if first is not None or base > self.latest or self.fencing.get(pid) == base:
             return buf[at:at + size]
         if h.records_count == 0:
             return None
