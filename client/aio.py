@@ -41,7 +41,7 @@ import msgspec
 import protocol.api as api
 import protocol.describe_configs as dc
 from client._lazy import LazyModule
-from client.connection import BrokerConnection, parse_bootstrap
+from client.connection import IDLE_POLL_US, BrokerConnection, parse_bootstrap
 from client.partitioner import StickyPartitioner, partitions_for_keys
 from protocol.errors import ErrorCode, KafkaError
 from storage import records as rec
@@ -404,10 +404,14 @@ class Client:
     """An asyncio client for one cluster; create it with :meth:`Client.connect`."""
 
     def __init__(self, bootstrap: str, client_id: str, request_timeout: float,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None,
+                 idle_poll_us: int = IDLE_POLL_US) -> None:
+        if idle_poll_us < 0:
+            raise ValueError(f"idle_poll_us must be >= 0, not {idle_poll_us}")
         self.bootstrap = bootstrap
         self.client_id = client_id
         self.request_timeout = request_timeout
+        self.idle_poll_us = idle_poll_us
         self.security = security
         self._bootstrap_conn: BrokerConnection | None = None
         self._conns: dict[int, BrokerConnection] = {}
@@ -428,6 +432,7 @@ class Client:
         client_id: str = "chronolog",
         request_timeout: float = 30.0,
         security: ClientSecurity | None = None,
+        idle_poll_us: int = IDLE_POLL_US,
     ) -> Client:
         """Connect to the first reachable bootstrap server and negotiate API versions.
 
@@ -435,8 +440,11 @@ class Client:
         used by every connection the client opens: bootstrap, partition leaders and
         coordinators. A refused login raises at once (SASL_AUTHENTICATION_FAILED);
         only an unreachable server moves on to the next bootstrap address.
+        ``idle_poll_us``: how long the loop keeps polling for the answer to a small
+        request (a time lookup, metadata, a group or admin call; never Produce or
+        Fetch) before it sleeps; 0 = sleep at once (see docs/client.md).
         """
-        self = cls(bootstrap, client_id, request_timeout, security)
+        self = cls(bootstrap, client_id, request_timeout, security, idle_poll_us)
         errors: list[str] = []
         for host, port in parse_bootstrap(bootstrap):
             try:
@@ -460,12 +468,14 @@ class Client:
         sec = self.security
         if sec is None or sec.protocol == "PLAINTEXT":
             return await BrokerConnection.open(
-                host, port, client_id=self.client_id, request_timeout=self.request_timeout
+                host, port, client_id=self.client_id, request_timeout=self.request_timeout,
+                idle_poll_us=self.idle_poll_us,
             )
         from client.security import open_connection
 
         return await open_connection(host, port, sec, client_id=self.client_id,
-                                     request_timeout=self.request_timeout)
+                                     request_timeout=self.request_timeout,
+                                     idle_poll_us=self.idle_poll_us)
 
     async def close(self) -> None:
         conns = list(self._conns.values())
@@ -1072,7 +1082,7 @@ class Client:
             await conn.drain()
         out: dict[TopicPartition, tuple[int, int]] = {}
         for conn, fut in pending:
-            resp = await conn.wait(fut)
+            resp = await conn.wait(fut, poll=True)
             for t in resp["topics"]:
                 for p in t["partitions"]:
                     tp = TopicPartition(t["name"], p["partition_index"])

@@ -24,7 +24,7 @@ from typing import Any
 
 from broker.security.listeners import is_sasl, is_tls
 from broker.security.scram import MECHANISMS, AuthenticationFailed, ScramClient
-from client.connection import BrokerConnection
+from client.connection import IDLE_POLL_US, BrokerConnection
 from protocol.errors import ErrorCode, KafkaError
 
 KNOWN = frozenset({
@@ -179,10 +179,12 @@ async def authenticate(conn: BrokerConnection, sec: ClientSecurity) -> None:
 
 
 async def open_connection(host: str, port: int, sec: ClientSecurity, *, client_id: str,
-                          request_timeout: float) -> BrokerConnection:
+                          request_timeout: float,
+                          idle_poll_us: int = IDLE_POLL_US) -> BrokerConnection:
     """A connection with TLS and SASL done as ``sec`` says."""
     conn = await BrokerConnection.open(host, port, client_id=client_id,
-                                       request_timeout=request_timeout, ssl=sec.ssl_context())
+                                       request_timeout=request_timeout, ssl=sec.ssl_context(),
+                                       idle_poll_us=idle_poll_us)
     if is_sasl(sec.protocol):
         try:
             await authenticate(conn, sec)

@@ -37,6 +37,7 @@ from client.aio import (
     Record,
     TopicPartition,
 )
+from client.connection import IDLE_POLL_US
 from client.producer import Producer, RecordMetadata
 
 if TYPE_CHECKING:
@@ -114,6 +115,7 @@ class SyncClient:
         client_id: str = "chronolog",
         request_timeout: float = 30.0,
         security: ClientSecurity | None = None,
+        idle_poll_us: int = IDLE_POLL_US,
     ) -> None:
         self._pid = os.getpid()
         self._loop = _loop()
@@ -121,7 +123,7 @@ class SyncClient:
         self._client: Client = _run(
             self._loop,
             Client.connect(bootstrap, client_id=client_id, request_timeout=request_timeout,
-                           security=security),
+                           security=security, idle_poll_us=idle_poll_us),
         )
 
     @classmethod
@@ -132,9 +134,10 @@ class SyncClient:
         client_id: str = "chronolog",
         request_timeout: float = 30.0,
         security: ClientSecurity | None = None,
+        idle_poll_us: int = IDLE_POLL_US,
     ) -> SyncClient:
         return cls(bootstrap, client_id=client_id, request_timeout=request_timeout,
-                   security=security)
+                   security=security, idle_poll_us=idle_poll_us)
 
     @property
     def aio(self) -> Client:
