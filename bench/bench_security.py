@@ -3,16 +3,17 @@
 - produce and consume throughput with confluent-kafka (librdkafka), 100-byte records,
   SASL_SSL with SCRAM-SHA-256 against PLAINTEXT on two listeners of one broker
   (target: TLS >= 60 % of plaintext);
-- ListOffsets by timestamp, one request in flight, p50 / p99, over an authenticated
-  SASL_SSL connection and a plaintext one (target: p50 within +30 µs). The two connections
-  take turns request by request (the order flipping every step), so both series see the
-  same load on this shared machine; run one after the other, the gap swung from +6 to
-  +77 µs between identical runs. The same lookups from a blocking client on the ``ssl``
-  module (no event loop, nothing but the record layer around the socket) give the gap of
-  the least client there is: the broker's record layer plus that client's own (timed
-  inside the broker, its decrypt and encrypt of a lookup are about a third of this row);
-  the rest is what the bundled asyncio client's TLS (``protocol.tls`` over its socket,
-  as in the broker) costs beyond the ``ssl`` module's.
+- ListOffsets by timestamp, one request in flight, p50 / p99, from the bundled client
+  over an authenticated SASL_SSL connection and a plaintext one (target: p50 within
+  +30 µs). The two connections take turns request by request (the order flipping every
+  step), so both series see the same load on this shared machine; run one after the
+  other, the gap swung from +6 to +77 µs between identical runs. Two more pairs follow,
+  each taking turns within itself: the bundled client with idle polling off
+  (``idle_poll_us=0``: its thread sleeps while the broker answers, then decrypts the
+  answer cold), and a blocking client on the ``ssl`` module (no event loop, nothing but
+  the record layer around the socket; it sleeps in ``recv`` too), the gap of the least
+  client there is. The pairs do not share turns: a blocking client's sleep between two of
+  the bundled client's lookups would idle that client's thread as well.
 Rows are ratios within one run: the machine is shared, so absolute numbers drift.
 """
 
@@ -166,6 +167,11 @@ async def lookups(conns: dict[str, BrokerConnection | BlockingConnection],
     return out
 
 
+# The connection pairs, each measured taking turns within itself: the bundled client as
+# it comes, the bundled client with idle polling off, a blocking ``ssl``-module client.
+PAIRS = ("", " idle_poll_us=0", " blocking")
+
+
 async def measure_lookups(ports: dict[str, int], ca: str, topic: str) -> dict[str, list[float]]:
     secs = {"PLAINTEXT": ClientSecurity(),
             "SASL_SSL": ClientSecurity(protocol="SASL_SSL", mechanism="SCRAM-SHA-256",
@@ -176,8 +182,13 @@ async def measure_lookups(ports: dict[str, int], ca: str, topic: str) -> dict[st
             host = "127.0.0.1" if kind == "PLAINTEXT" else "localhost"
             conns[kind] = await open_connection(host, ports[kind], sec, client_id="bench",
                                                 request_timeout=30)
+            conns[f"{kind} idle_poll_us=0"] = await open_connection(
+                host, ports[kind], sec, client_id="bench", request_timeout=30, idle_poll_us=0)
             conns[f"{kind} blocking"] = BlockingConnection(host, ports[kind], sec)
-        return await lookups(conns, topic)
+        samples: dict[str, list[float]] = {}
+        for pair in PAIRS:
+            samples.update(await lookups({k + pair: conns[k + pair] for k in secs}, topic))
+        return samples
     finally:
         for conn in conns.values():
             if isinstance(conn, BlockingConnection):
@@ -221,15 +232,16 @@ def run(report: Report, scratch: str) -> None:
         p50s = {kind: statistics.median(s) * 1e6 for kind, s in samples.items()}
         for kind in ("PLAINTEXT", "SASL_SSL"):
             p99 = statistics.quantiles(samples[kind], n=100)[98] * 1e6
-            note = f"{N_LOOKUPS} lookups, one in flight, turns with SASL_SSL"
+            note = f"bundled client, {N_LOOKUPS} lookups, one in flight, turns with SASL_SSL"
             if kind == "SASL_SSL":
                 note = f"{p50s[kind] - p50s['PLAINTEXT']:+.0f} µs p50 over plaintext (target <= +30)"
             report.add(SECTION, f"ListOffsets by time p50 over {kind}", p50s[kind], "µs", note=note)
             report.add(SECTION, f"ListOffsets by time p99 over {kind}", p99, "µs")
-        broker_share = p50s["SASL_SSL blocking"] - p50s["PLAINTEXT blocking"]
-        report.add(SECTION, "ListOffsets p50 TLS gap, blocking ssl-module client", broker_share,
-                   "µs", note=f"broker + the least client's record layer; the bundled "
-                   f"asyncio client adds {p50s['SASL_SSL'] - p50s['PLAINTEXT'] - broker_share:+.0f} µs")
+        for pair, what in ((" idle_poll_us=0", "bundled client, idle_poll_us=0"),
+                           (" blocking", "blocking ssl-module client")):
+            plain, tls = p50s["PLAINTEXT" + pair], p50s["SASL_SSL" + pair]
+            report.add(SECTION, f"ListOffsets p50 TLS gap, {what}", tls - plain, "µs",
+                       note=f"p50 {plain:.0f} µs PLAINTEXT, {tls:.0f} µs SASL_SSL, taking turns")
     finally:
         stop_broker(proc, 60)
 
