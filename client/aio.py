@@ -41,7 +41,7 @@ import msgspec
 import protocol.api as api
 import protocol.describe_configs as dc
 from client._lazy import LazyModule
-from client.connection import IDLE_POLL_US, BrokerConnection, parse_bootstrap
+from client.connection import IDLE_POLL_US, BrokerConnection, parse_bootstrap, poll_window
 from client.partitioner import StickyPartitioner, partitions_for_keys
 from protocol.errors import ErrorCode, KafkaError
 from storage import records as rec
@@ -406,8 +406,7 @@ class Client:
     def __init__(self, bootstrap: str, client_id: str, request_timeout: float,
                  security: ClientSecurity | None = None,
                  idle_poll_us: int = IDLE_POLL_US) -> None:
-        if idle_poll_us < 0:
-            raise ValueError(f"idle_poll_us must be >= 0, not {idle_poll_us}")
+        poll_window(idle_poll_us)  # refused before any connection is made
         self.bootstrap = bootstrap
         self.client_id = client_id
         self.request_timeout = request_timeout

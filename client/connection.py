@@ -40,7 +40,7 @@ import protocol.api as api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.tls import TlsSession
 
-__all__ = ["IDLE_POLL_US", "BrokerConnection", "parse_bootstrap"]
+__all__ = ["IDLE_POLL_US", "BrokerConnection", "parse_bootstrap", "poll_window"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,14 @@ IDLE_POLL_US = 200
 # Throughput APIs (Produce, Fetch): answers are not polled for.
 _UNPOLLED = frozenset({0, 1})
 _perf = time.perf_counter
+
+
+def poll_window(idle_poll_us: int) -> float:
+    """``idle_poll_us`` in seconds; a negative window is refused (ValueError)."""
+    if idle_poll_us < 0:
+        raise ValueError(f"idle_poll_us must be >= 0, not {idle_poll_us}")
+    return idle_poll_us / 1e6
+
 #: Refuse response frames larger than this (a desynchronised stream reads garbage sizes).
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024
 
@@ -268,13 +276,11 @@ class BrokerConnection:
         request_timeout: float,
         idle_poll_us: int = IDLE_POLL_US,
     ) -> None:
-        if idle_poll_us < 0:
-            raise ValueError(f"idle_poll_us must be >= 0, not {idle_poll_us}")
+        self.idle_poll_s = poll_window(idle_poll_us)
         self.host = host
         self.port = port
         self.client_id = client_id
         self.request_timeout = request_timeout
-        self.idle_poll_s = idle_poll_us / 1e6
         self._polling = False  # a waiter is polling the loop (see wait)
         self._channel = channel
         self._next_id = 0
@@ -289,6 +295,7 @@ class BrokerConnection:
     ) -> BrokerConnection:
         """Connect (over TLS with ``ssl``, an ``ssl.SSLContext``; SASL is
         ``client.security``'s job once connected)."""
+        poll_window(idle_poll_us)  # refused before a socket is opened
         loop = asyncio.get_running_loop()
         holder: list[_Channel] = []
 

@@ -131,3 +131,6 @@ async def test_a_negative_window_is_refused(broker, bad: int) -> None:  # type: 
         await Client.connect(broker.bootstrap, idle_poll_us=bad)
     with pytest.raises(ValueError, match="idle_poll_us"):
         BrokerConnection("127.0.0.1", broker.port, None, "t", 1.0, bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="idle_poll_us"):  # before any socket is opened
+        await BrokerConnection.open("127.0.0.1", broker.port, client_id="t",
+                                    request_timeout=1.0, idle_poll_us=bad)
