@@ -12,7 +12,8 @@ Invariants (property-tested in tests/broker/test_kip848_assignors.py):
   identical subscriptions the member sizes differ by at most one; in general no
   partition could move to an eligible member holding two or more fewer. A member
   keeps ``min(valid owned, floor(total / members))`` of the partitions it held
-  (valid = still subscribed and held by no one else before it).
+  (valid = still subscribed and claimed by no member before it in id order, whether
+  or not that member kept it).
 - ``range``: per topic, subscribers in order (static members by instance id first,
   then the others by member id) get contiguous ranges; with ``n`` partitions and
   ``m`` subscribers each gets ``n // m`` and the first ``n % m`` one more, so
@@ -54,14 +55,20 @@ def uniform(members: Sequence[MemberSpec], topics: Mapping[str, int]) -> dict[st
     quota = total // len(order) + (1 if total % len(order) else 0) if homogeneous else total
     held: dict[str, set[tuple[str, int]]] = {m.member_id: set() for m in order}
     taken: set[tuple[str, int]] = set()
-    # 1. stickiness: keep what is still valid, up to the balanced size (identical subscriptions)
+    # 1. stickiness: keep what is still valid, up to the balanced size (identical subscriptions).
+    # A partition two members claim (a stale assignment) belongs to the first in id order,
+    # kept or not: a later claimant keeps what only it holds instead, so the contested
+    # partition is the one that moves.
+    claimed: set[tuple[str, int]] = set()
     for m in order:
-        keep = sorted((t, p) for t, parts in m.owned.items() if t in m.subscribed and t in subscribers
-                      for p in parts if 0 <= p < topics[t])
-        for tp in keep:
-            if tp not in taken and len(held[m.member_id]) < quota:
-                held[m.member_id].add(tp)
-                taken.add(tp)
+        valid = {(t, p) for t, parts in m.owned.items() if t in m.subscribed and t in subscribers
+                 for p in parts if 0 <= p < topics[t]} - claimed
+        claimed |= valid
+        for tp in sorted(valid):
+            if len(held[m.member_id]) >= quota:
+                break
+            held[m.member_id].add(tp)
+            taken.add(tp)
     # 2. what is left goes to the eligible member holding the fewest (ties: lowest id)
     size = {mid: len(tps) for mid, tps in held.items()}
     for t in sorted(subscribers):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from broker.groups.assignors import ASSIGNORS, MemberSpec, range_, uniform
@@ -95,8 +95,21 @@ def test_uniform_leaves_no_partition_that_could_move_to_a_member_with_two_fewer(
                     assert n[mid] - n[other.member_id] < 2, (mid, other.member_id, t)
 
 
+# Found by hypothesis: m00-5 claims b-0 and b-1 but keeps one (quota 1); m01-1, whose
+# b-1 is m00-5's by id order, must keep b-2, which only it held.
+_STALE_DOUBLE_CLAIM = (
+    [MemberSpec("m00-0", frozenset({"b"})),
+     MemberSpec("m01-1", frozenset({"b"}), None, {"b": frozenset({1, 2})}),
+     MemberSpec("m00-2", frozenset({"b"})), MemberSpec("m00-3", frozenset({"b"})),
+     MemberSpec("m00-4", frozenset({"b"})),
+     MemberSpec("m00-5", frozenset({"b"}), None, {"b": frozenset({0, 1})})],
+    {"a": 0, "b": 6, "c": 0, "d": 0},
+)
+
+
 @settings(max_examples=150, deadline=None)
 @given(scenario(homogeneous=True))
+@example(_STALE_DOUBLE_CLAIM)
 def test_uniform_is_sticky(case: Any) -> None:
     members, topics = case
     out = uniform(members, topics)
