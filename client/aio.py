@@ -1475,6 +1475,16 @@ class Client:
                     )
         return out
 
+    async def disorder_stats(
+        self, topic: str, partitions: Iterable[int] | None = None
+    ) -> dict[int, DisorderStats]:
+        """Per partition, how out of order its timestamps arrived: records below the
+        largest timestamp before them, the largest such gap, records counted (an empty
+        PlanTimeWindow: no range is computed). ``late_records == 0`` means positional
+        and event-time windows agree on that partition."""
+        plans = await self.plan_time_window(topic, 0, 0, partitions)
+        return {p: plan.disorder for p, plan in plans.items()}
+
     async def read_time_range(
         self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
         *, event_time: bool = False, isolation_level: int = 0,

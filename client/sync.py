@@ -41,6 +41,7 @@ from client.aio import (
 )
 from client.connection import IDLE_POLL_US
 from client.producer import Producer, RecordMetadata
+from storage.planner import DisorderStats
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -377,6 +378,12 @@ class SyncClient:
         """The event-time plan per partition; see :meth:`client.Client.plan_time_window`."""
         return self._call(self._client.plan_time_window(
             topic, start_ms, end_ms, partitions, isolation_level=isolation_level))
+
+    def disorder_stats(
+        self, topic: str, partitions: Iterable[int] | None = None
+    ) -> dict[int, DisorderStats]:
+        """Per partition disorder counts; see :meth:`client.Client.disorder_stats`."""
+        return self._call(self._client.disorder_stats(topic, partitions))
 
     def read_time_range(
         self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,

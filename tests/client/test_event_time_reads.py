@@ -130,6 +130,7 @@ def test_positional_stays_the_default(sync_client: SyncClient) -> None:
     assert plan.disorder.late_records == 2  # T0+50 after T0+300, T0+200 after T0+400
     assert plan.disorder.max_lateness_ms == 250
     assert plan.disorder.records == 5
+    assert c.disorder_stats("evt-pos") == {0: plan.disorder}
     assert c.supports(PLAN_TIME_WINDOW)
 
 
