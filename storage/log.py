@@ -714,6 +714,18 @@ class Log:
             self._disorder_cursor, key)
         return stats
 
+    def build_zone_maps(self, budget_ms: float) -> bool:
+        """Load or rebuild the segments' zone maps for at most ``budget_ms`` (the broker's
+        background task), so the first plan after a start or a crash does not read
+        .log files on the request path. Resumable; True once every map is complete."""
+        deadline = time.monotonic() + budget_ms / 1000.0
+        for seg in self.segments:
+            if not seg.build_zone_map(deadline):
+                return False
+            if time.monotonic() >= deadline:
+                return seg is self.segments[-1]
+        return True
+
     def zone_maps(self) -> list[tuple[int, zonemap.ZoneMap]]:
         """(segment base offset, zone map) of every segment, oldest first (loading or
         rebuilding the maps not in memory yet)."""

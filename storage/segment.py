@@ -1014,7 +1014,7 @@ class LogSegment:
             self.bytes_since_last_index_entry += size
             self._next_offset = last_offset + 1
         zm = self._zones
-        if zm is not None:
+        if zm is not None and zm.covered == start:  # else a later walk reads these batches
             if zones is None or len(zones) != len(batches):
                 self._zone_walk(zm, start)
             else:
@@ -1278,21 +1278,30 @@ class LogSegment:
         for the prefix it covers, the rest walked from the .log); else rebuilt from the
         .log. A sealed segment's rebuilt map is written back as its sidecar."""
         zm = self._zones
-        size = max(self.size, 0)
-        if zm is not None and zm.covered == size:
+        if zm is not None and zm.covered == max(self.size, 0):
             return zm
-        from_file = False
+        self.build_zone_map(None)
+        assert self._zones is not None
+        return self._zones
+
+    def build_zone_map(self, deadline: float | None) -> bool:
+        """Bring the map up to the end of the .log, stopping once time.monotonic() passes
+        ``deadline`` (None: never); a partial map is kept and resumed (its ``covered``).
+        Returns True when the map covers the whole .log."""
+        size = max(self.size, 0)
+        zm = self._zones
         if zm is None or zm.covered > size:
             zm = self._read_zone_map(size)
-            from_file = zm is not None and zm.covered == size
             if zm is None:
                 zm = ZoneMap(self.base_offset, self.config.index_interval_bytes)
+            self._zones = zm
         if zm.covered < size:
-            self._zone_walk(zm, zm.covered)
-        self._zones = zm
-        if not from_file and not self.pinned:
-            self.write_zone_map()
-        return zm
+            self._zone_walk(zm, zm.covered, deadline)
+            if zm.covered < max(self.size, 0) and deadline is not None:
+                return False
+        if not self.pinned:
+            self.write_zone_map()  # a no-op unless rebuilt or re-based since read
+        return True
 
     @property
     def zone_map_loaded(self) -> bool:
@@ -1339,9 +1348,10 @@ class LogSegment:
             return
         zm.dirty = False
 
-    def _zone_walk(self, zm: ZoneMap, start: int) -> None:
+    def _zone_walk(self, zm: ZoneMap, start: int, deadline: float | None = None) -> None:
         """Add the batches from position ``start`` (a batch boundary) to the end of the
-        .log to ``zm``, reading windows of _ZONE_WINDOW bytes; a torn tail ends it."""
+        .log to ``zm``, reading windows of _ZONE_WINDOW bytes; a torn tail ends it, and
+        so does time.monotonic() passing ``deadline`` (after a window)."""
         size = max(self.size, 0)
         fd = self.fd()
         unpack = HEADER_STRUCT.unpack_from
@@ -1352,6 +1362,8 @@ class LogSegment:
         while size - pos >= HEADER_SIZE:
             rel = pos - buf_pos
             if rel + HEADER_SIZE > len(buf):
+                if deadline is not None and pos > start and time.monotonic() >= deadline:
+                    return
                 buf = os.pread(fd, min(_ZONE_WINDOW, size - pos), pos)
                 buf_pos, rel = pos, 0
             h = make(unpack(buf, rel))
