@@ -214,3 +214,39 @@ def test_after_kill_9_with_the_sidecars_damaged(broker, damage: str) -> None:  #
             late += t < run
             run = max(run, t)
         assert (stats.late_records, stats.records) == (late, len(rows))
+
+
+def test_planning_needs_describe_on_the_topic(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    from protocol.errors import ErrorCode, KafkaError
+
+    b = broker_factory({"authorizer.class.name":
+                        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                        "allow.everyone.if.no.acl.found": "true"})
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+
+    def allow(topic: str, op: AclOperation, principal: str) -> None:
+        binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal,
+                             "*", op, AclPermissionType.ALLOW)
+        for f in admin.create_acls([binding], request_timeout=15).values():
+            f.result()
+
+    with SyncClient(b.bootstrap, client_id="evt") as c:
+        for t in ("evt-guarded", "evt-readable"):
+            c.create_topic(t, 1)
+            c.produce(t, [ProducerRecord(value=b"x", timestamp=T0)], partition=0)
+        allow("evt-guarded", AclOperation.READ, "User:someone-else")  # not us
+        allow("evt-readable", AclOperation.READ, "User:ANONYMOUS")  # READ implies DESCRIBE
+        with pytest.raises(KafkaError) as exc:
+            c.plan_time_window("evt-guarded", T0, T0 + 1, [0])
+        assert exc.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert [r.value for r in c.read_time_range("evt-readable", T0, T0 + 1, [0],
+                                                   event_time=True)] == [b"x"]
