@@ -2,6 +2,7 @@
 
     python -m bench.zonemap_measure startup [records]   # sidecar load vs rebuild from .log
     python -m bench.zonemap_measure append              # Log.append CPU per record
+    python -m bench.zonemap_measure broker MAIN THIS    # produce via a real broker, A/B
 
 ``append`` runs against whatever ``storage`` is importable, so running it with
 PYTHONPATH set to a checkout without zone maps gives the A side of an A/B.
@@ -100,10 +101,76 @@ def append() -> None:
         print(f"{label:20s}: {best / recs * 1e6:.3f} us CPU per record (best of 5)")
 
 
+def broker_ab(tree: str, per_request: int, requests: int) -> tuple[float, float]:
+    """(broker CPU µs per record, records/s) producing month-shuffled records through a
+    real broker started from ``tree`` (PYTHONPATH), one partition, acks=1."""
+    import socket
+    import subprocess
+
+    from client import ProducerRecord, SyncClient
+
+    data = Path(tempfile.mkdtemp(prefix="zm-broker-"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=tree)
+    proc = subprocess.Popen([sys.executable, "-m", "broker", "--data-dir", str(data / "d"),
+                             "--host", "127.0.0.1", "--port", str(port),
+                             "--override", "log.message.timestamp.after.max.ms=9223372036854775807"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        rng = random.Random(7)
+        tss = [T0 + rng.randrange(365 * DAY) for _ in range(requests)]  # shuffled
+        with SyncClient(f"127.0.0.1:{port}") as c:
+            c.create_topic("ab", 1)
+            reqs = [[ProducerRecord(value=b"v" * 80, timestamp=tss[i] + j)
+                     for j in range(per_request)] for i in range(requests)]
+            c.produce("ab", reqs[0], partition=0)
+
+            def cpu() -> float:
+                with open(f"/proc/{proc.pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            c0, t0 = cpu(), time.perf_counter()
+            for r in reqs[1:]:
+                c.produce("ab", r, partition=0)
+            wall = time.perf_counter() - t0
+            used = cpu() - c0
+        n = per_request * (requests - 1)
+        return used / n * 1e6, n / wall
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def broker_main(main_tree: str, this_tree: str) -> None:
+    for per_request, requests in ((1, 6000), (100, 1500)):
+        res: dict[str, list[tuple[float, float]]] = {"without": [], "with": []}
+        for _ in range(3):
+            res["without"].append(broker_ab(main_tree, per_request, requests))
+            res["with"].append(broker_ab(this_tree, per_request, requests))
+        for k, v in res.items():
+            print(f"{per_request:4d} rec/request, {k:7s} zone maps: broker CPU "
+                  f"{min(x[0] for x in v):.2f} us/record (best of 3), "
+                  f"{max(x[1] for x in v):,.0f} records/s (best of 3)")
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "startup"
     if what == "startup":
         startup(int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000)
+    elif what == "broker":
+        broker_main(sys.argv[2], sys.argv[3])
     else:
         append()
     sys.stdout.flush()
