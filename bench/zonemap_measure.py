@@ -1,6 +1,6 @@
 """Quick measurements behind docs/storage.md's zone-map choices (not part of make bench).
 
-    python -m bench.zonemap_measure startup [records]   # sidecar load vs rebuild from .log
+    python -m bench.zonemap_measure startup [records [per batch]]  # sidecar vs rebuild
     python -m bench.zonemap_measure append              # Log.append CPU per record
     python -m bench.zonemap_measure broker MAIN THIS    # produce via a real broker, A/B
 
@@ -43,14 +43,20 @@ def _batches(n_records: int, per_batch: int, seed: int = 1) -> list[bytes]:
     return out
 
 
-def startup(n_records: int) -> None:
+def startup(n_records: int, per_batch: int = 500) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="zm-measure-"))
     cfg = LogConfig(segment_bytes=64 << 20, message_timestamp_after_max_ms=1 << 62)
     try:
         log = Log(tmp / "t-0", cfg)
         now = T0 + 400 * DAY
-        for b in _batches(n_records, 500):
+        t = time.process_time()
+        for b in _batches(n_records, per_batch):
             log.append(b, now_ms=now)
+        print(f"appending {n_records} records in {per_batch}-record batches: "
+              f"{time.process_time() - t:.1f} s CPU")
+        t = time.process_time()
+        log.disorder_stats()  # what the broker's background slices do after appends
+        print(f"counting what appends left open: {(time.process_time() - t) * 1000:.0f} ms CPU")
         log.close()
         d = tmp / "t-0"
         log_bytes = sum(p.stat().st_size for p in d.glob("*.log"))
@@ -60,18 +66,22 @@ def startup(n_records: int) -> None:
             if drop:
                 for p in d.glob("*.zonemap"):
                     p.unlink()
-            t = time.perf_counter()
-            c = time.process_time()
             log = Log(d, cfg)
-            opened = time.perf_counter() - t
+            t, c = time.perf_counter(), time.process_time()
+            log.zone_maps()
+            maps = (time.perf_counter() - t, time.process_time() - c)
+            t = time.perf_counter()
             log.plan_time_window(T0, T0 + DAY)
+            plan = time.perf_counter() - t
+            t = time.perf_counter()
             log.disorder_stats()
-            print(f"{label:18s}: open {opened * 1000:.0f} ms, open + first plan "
-                  f"{(time.perf_counter() - t) * 1000:.0f} ms wall, "
-                  f"{(time.process_time() - c) * 1000:.0f} ms CPU")
+            stats = time.perf_counter() - t
             t = time.perf_counter()
             log.plan_time_window(T0 + 100 * DAY, T0 + 103 * DAY)
-            print(f"{'':18s}  a warm plan: {(time.perf_counter() - t) * 1000:.1f} ms")
+            warm = time.perf_counter() - t
+            print(f"{label:18s}: maps ready {maps[0] * 1000:.0f} ms wall "
+                  f"({maps[1] * 1000:.0f} ms CPU); then first plan {plan * 1000:.1f} ms, "
+                  f"disorder counts {stats * 1000:.1f} ms, a warm plan {warm * 1000:.1f} ms")
             log.close()
         print(f"records {n_records}, .log {log_bytes / 1e6:.1f} MB in "
               f"{len(list(d.glob('*.log')))} segments, sidecars {side_bytes / 1e3:.1f} kB "
@@ -168,7 +178,8 @@ def broker_main(main_tree: str, this_tree: str) -> None:
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "startup"
     if what == "startup":
-        startup(int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000)
+        startup(int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000,
+                int(sys.argv[3]) if len(sys.argv) > 3 else 500)
     elif what == "broker":
         broker_main(sys.argv[2], sys.argv[3])
     else:
