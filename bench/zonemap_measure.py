@@ -1,6 +1,7 @@
 """Quick measurements behind docs/storage.md's zone-map choices (not part of make bench).
 
     python -m bench.zonemap_measure startup [records [per batch]]  # sidecar vs rebuild
+    python -m bench.zonemap_measure ab                  # Log.append with/without, one process
     python -m bench.zonemap_measure append              # Log.append CPU per record
     python -m bench.zonemap_measure broker MAIN THIS    # produce via a real broker, A/B
 
@@ -111,6 +112,51 @@ def append() -> None:
         print(f"{label:20s}: {best / recs * 1e6:.3f} us CPU per record (best of 5)")
 
 
+def append_ab() -> None:
+    """Log.append CPU with and without zone maps in one process, alternating chunks of
+    500 batches between two logs (the same validation walk in both), so load from other
+    processes hits both sides alike."""
+    import storage.segment as seg_mod
+
+    orig = seg_mod.LogSegment.create
+
+    def without(*a: object, **k: object) -> seg_mod.LogSegment:
+        s = orig(*a, **k)  # type: ignore[arg-type]
+        s._zones = None
+        return s
+
+    now = T0 + 400 * DAY
+    for per_batch, n in ((1, 30_000), (10, 100_000), (200, 200_000)):
+        batches = _batches(n, per_batch, seed=2)
+        tmp = Path(tempfile.mkdtemp(prefix="zm-ab-"))
+        cfg = LogConfig(segment_bytes=64 << 20, message_timestamp_after_max_ms=1 << 62)
+        logs = [Log(tmp / "with-0", cfg), Log(tmp / "without-0", cfg)]
+        logs[1].active._zones = None
+        spent = [0.0, 0.0]
+        for rep in range(3):
+            for i in range(0, len(batches), 500):
+                order = (0, 1) if (i // 500 + rep) % 2 == 0 else (1, 0)
+                for k in order:
+                    seg_mod.LogSegment.create = without if k else orig  # type: ignore[method-assign]
+                    c = time.process_time()
+                    for b in batches[i:i + 500]:
+                        logs[k].append(b, now_ms=now)
+                    spent[k] += time.process_time() - c
+                    seg_mod.LogSegment.create = orig  # type: ignore[method-assign]
+            for k in (0, 1):
+                seg_mod.LogSegment.create = without if k else orig  # type: ignore[method-assign]
+                logs[k].truncate_fully_and_start_at(0)
+                seg_mod.LogSegment.create = orig  # type: ignore[method-assign]
+        recs = 3 * len(batches) * per_batch
+        w, wo = spent[0] / recs * 1e6, spent[1] / recs * 1e6
+        print(f"{per_batch:4d}-record batches: {w:.3f} us CPU/record with zone maps, "
+              f"{wo:.3f} without: {(w - wo) / wo * 100:+.1f} % "
+              f"({(spent[0] - spent[1]) / (3 * len(batches)) * 1e6:+.2f} us per batch)")
+        for log in logs:
+            log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def broker_ab(tree: str, per_request: int, requests: int) -> tuple[float, float]:
     """(broker CPU µs per record, records/s) producing month-shuffled records through a
     real broker started from ``tree`` (PYTHONPATH), one partition, acks=1."""
@@ -182,6 +228,8 @@ if __name__ == "__main__":
                 int(sys.argv[3]) if len(sys.argv) > 3 else 500)
     elif what == "broker":
         broker_main(sys.argv[2], sys.argv[3])
+    elif what == "ab":
+        append_ab()
     else:
         append()
     sys.stdout.flush()
