@@ -51,6 +51,12 @@ def settled_offsets(port: int, topic: str, partitions: int, want: list[int]) -> 
     return latest_offsets(port, topic, partitions)
 
 
+def new_topic(port: int, topic: str, partitions: int = 1) -> None:
+    raw = Raw(port)
+    create_topic(raw, topic, partitions=partitions)
+    raw.close()
+
+
 def _acks0_frames(raw: Raw, topic: str, requests: int, per_request: int) -> list[bytes]:
     return [produce_frame(raw, topic, [b"v%d-%d" % (r, i) for i in range(per_request)],
                           acks=0)[1] for r in range(requests)]
@@ -59,9 +65,7 @@ def _acks0_frames(raw: Raw, topic: str, requests: int, per_request: int) -> list
 @pytest.mark.parametrize("how", ["close", "half-close"])
 def test_acks_zero_requests_written_then_closed_are_all_appended(broker: Any, how: str) -> None:
     topic = f"peer-close-{how}"
-    setup = Raw(broker.port)
-    create_topic(setup, topic)
-    setup.close()
+    new_topic(broker.port, topic)
     raw = Raw(broker.port)
     frames = _acks0_frames(raw, topic, requests=60, per_request=25)
     raw.send(*frames)
@@ -76,9 +80,7 @@ def test_frames_held_by_back_pressure_are_served_after_the_peer_closes(
         broker_factory: Any) -> None:
     # One request may be queued at a time: the rest of one write waits unparsed.
     b = broker_factory(overrides={"queued.max.requests": "1"})
-    setup = Raw(b.port)
-    create_topic(setup, "held")
-    setup.close()
+    new_topic(b.port, "held")
     raw = Raw(b.port)
     frames = _acks0_frames(raw, "held", requests=40, per_request=50)
     raw.send(*frames)
@@ -87,9 +89,7 @@ def test_frames_held_by_back_pressure_are_served_after_the_peer_closes(
 
 
 def test_an_offset_commit_behind_acks_zero_produces_is_kept_after_the_close(broker: Any) -> None:
-    setup = Raw(broker.port)
-    create_topic(setup, "commit-behind")
-    setup.close()
+    new_topic(broker.port, "commit-behind")
     raw = Raw(broker.port)
     frames = _acks0_frames(raw, "commit-behind", requests=20, per_request=10)
     _, commit = raw.frame(8, 8, {
@@ -115,9 +115,7 @@ def test_an_offset_commit_behind_acks_zero_produces_is_kept_after_the_close(brok
 
 def test_a_bad_frame_still_stops_what_follows_it(broker: Any) -> None:
     """Serving what a leaving peer sent must not serve past a request the broker refused."""
-    setup = Raw(broker.port)
-    create_topic(setup, "bad-behind")
-    setup.close()
+    new_topic(broker.port, "bad-behind")
     raw = Raw(broker.port)
     before = _acks0_frames(raw, "bad-behind", requests=5, per_request=10)
     after = _acks0_frames(raw, "bad-behind", requests=5, per_request=10)
@@ -133,9 +131,7 @@ def test_a_bad_frame_still_stops_what_follows_it(broker: Any) -> None:
 def test_librdkafka_acks_zero_producer_closing_after_flush_loses_nothing(
         broker: Any, attempt: int) -> None:
     topic = f"acks0-rdkafka-{attempt}"
-    setup = Raw(broker.port)
-    create_topic(setup, topic, partitions=3)
-    setup.close()
+    new_topic(broker.port, topic, partitions=3)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": 0,
                          "linger.ms": 0, "batch.num.messages": 25})
     for i in range(3000):

@@ -9,8 +9,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Producer
 
-from tests.broker.test_core_server import Raw, create_topic
-from tests.broker.test_peer_close import settled_offsets
+from tests.broker.test_peer_close import new_topic, settled_offsets
 from tests.security.secure_broker import BOB, SecureBroker, start_secure_broker
 
 
@@ -25,9 +24,7 @@ def sb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
 def test_acks_zero_producer_over_sasl_closing_after_flush_loses_nothing(
         sb: SecureBroker, listener: str) -> None:
     topic = f"acks0-{listener.lower()}"
-    setup = Raw(sb.ports["PLAINTEXT"])
-    create_topic(setup, topic, partitions=3)
-    setup.close()
+    new_topic(sb.ports["PLAINTEXT"], topic, partitions=3)
     conf = {"bootstrap.servers": sb.bootstrap(listener), "security.protocol": listener,
             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": BOB[0],
             "sasl.password": BOB[1], "acks": 0, "linger.ms": 0, "batch.num.messages": 25}
