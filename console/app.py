@@ -32,7 +32,7 @@ from client.aio import EARLIEST, LATEST, MAX_TIMESTAMP, Client, TopicPartition
 from client.timeparse import TimeParseError, format_time, parse_time
 from console import browse, deletes, groups, timeline
 from console.cluster import overview
-from console.render import human_size, show_bytes
+from console.render import human_duration, human_size, show_bytes
 from console.settings import ClientSettings
 from protocol.errors import ErrorCode, KafkaError
 
@@ -75,6 +75,8 @@ def _env() -> jinja2.Environment:
     env.filters["num"] = lambda n: f"{n:,}"
     env.filters["duration"] = duration
     env.filters["size"] = human_size
+    env.filters["human_duration"] = human_duration
+    env.filters["setting_duration"] = setting_duration
     return env
 
 
@@ -91,6 +93,17 @@ def duration(ms: float) -> str:
         if len(out) == 2:
             break
     return " ".join(out)
+
+
+def setting_duration(value: str | None) -> str:
+    """A ``*.ms`` setting as it reads: ``604800000`` → ``7 days``, ``-1`` → ``forever``."""
+    if value is None or value == "":
+        return "—"
+    try:
+        ms = int(value)
+    except ValueError:
+        return value
+    return "forever" if ms < 0 else human_duration(ms)
 
 
 def _page(request: web.Request, template: str, status: int = 200, **ctx: Any) -> web.Response:

@@ -3,7 +3,8 @@
 Invariants: UTF-8 that parses as a JSON object or array is shown
 pretty-printed (2-space indent, keys in their original order); other UTF-8 with
 no control characters but tab/newline/CR is text; anything else is a hex dump. At most ``limit`` bytes are shown and the cut is said, so a
-10 MB value costs the page no more than ``limit``.
+10 MB value costs the page no more than ``limit``. A duration is written in whole
+units (``2 days``, ``1 hour 30 minutes``) that add up to it exactly.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-__all__ = ["Shown", "show_bytes", "hexdump", "human_size"]
+__all__ = ["Shown", "show_bytes", "hexdump", "human_duration", "human_size"]
 
 DEFAULT_LIMIT = 16 * 1024
 _ALLOWED_CONTROL = {"\t", "\n", "\r"}
@@ -76,3 +77,25 @@ def human_size(n: int) -> str:
         if size < 1024 or unit == "TiB":
             break
     return f"{size:.3g} {unit}" if size < 1000 else f"{size:.0f} {unit}"
+
+
+_DURATION_UNITS = (("day", 86_400_000), ("hour", 3_600_000), ("minute", 60_000), ("second", 1000))
+
+
+def human_duration(ms: int) -> str:
+    """``172800000`` → ``2 days``, ``5_430_250`` → ``1 hour 30 minutes 30 seconds 250 ms``.
+
+    Exact (no rounding), so a bucket size or a setting reads as what it is.
+    """
+    if ms < 0:
+        raise ValueError(f"a duration is >= 0, got {ms}")
+    parts: list[str] = []
+    rest = int(ms)
+    for name, size in _DURATION_UNITS:
+        n, rest = divmod(rest, size)
+        if n:
+            parts.append(f"{n} {name}{'' if n == 1 else 's'}")
+    if rest or not parts:
+        parts.append(f"{rest} ms")
+    return " ".join(parts)
+
