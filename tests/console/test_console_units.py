@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from console import browse, timeline
-from console.render import human_duration, human_size, show_bytes
+from console.render import PREVIEW_CHARS, human_duration, human_size, preview, show_bytes
 from console.settings import SettingsError, client_settings, parse_properties
 
 
@@ -160,3 +160,24 @@ def test_every_nice_bucket_size_is_one_unit_in_words() -> None:
         n, unit = human_duration(step).split(" ")
         assert int(n) * _UNIT_MS[unit] == step
 
+
+@given(st.binary(max_size=2000) | st.text(max_size=2000).map(str.encode))
+def test_a_preview_is_one_line_of_bounded_length_and_a_prefix_of_the_value(data: bytes) -> None:
+    kind = show_bytes(data).kind
+    p = preview(data, kind)
+    assert "\n" not in p and "\r" not in p and len(p) <= PREVIEW_CHARS
+    if kind == "hex":
+        assert bytes.fromhex(p.removesuffix(" …")) == data[: len(p.removesuffix(" …").split())]
+    else:
+        folded = " ".join(data.decode("utf-8", errors="replace").split())
+        assert folded.startswith(p.removesuffix("…").rstrip())
+
+
+@given(st.text(min_size=0, max_size=3000), st.text(st.characters(min_codepoint=97, max_codepoint=122),
+                                                  min_size=1, max_size=20))
+def test_a_preview_shows_the_filters_match_when_the_value_has_it(text: str, needle: str) -> None:
+    data = text.encode()
+    p = preview(data, "text", around=needle)
+    assert "\n" not in p and len(p) <= PREVIEW_CHARS
+    if needle in " ".join(text.split()).lower():
+        assert needle in p.lower()
