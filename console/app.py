@@ -36,7 +36,7 @@ from client.timeparse import TimeParseError, format_time, parse_time
 from console import browse, deletes, groups, timeline
 from console.cluster import overview
 from console.link import BrokerLink, BrokerUnreachable
-from console.render import human_duration, human_size, show_bytes
+from console.render import human_duration, human_size, preview, show_bytes
 from console.settings import ClientSettings
 from protocol.errors import ErrorCode, KafkaError
 
@@ -81,6 +81,7 @@ def _env() -> jinja2.Environment:
     env.filters["size"] = human_size
     env.filters["human_duration"] = human_duration
     env.filters["setting_duration"] = setting_duration
+    env.filters["cursor"] = browse.format_cursor
     return env
 
 
@@ -294,7 +295,8 @@ async def timeline_api(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------- records
 
 
-def _row(s: browse.ShownRecord, limit: int) -> dict[str, Any]:
+def _row(s: browse.ShownRecord, limit: int, needle: str = "", where: str = "both") -> dict[str, Any]:
+    """A record as the pages show it; with a filter's ``needle`` the previews show the match."""
     r = s.record
     return {
         "partition": s.partition,
@@ -302,8 +304,10 @@ def _row(s: browse.ShownRecord, limit: int) -> dict[str, Any]:
         "timestamp": s.timestamp,
         "time": format_time(s.timestamp),
         "timestamp_type": s.timestamp_type,
-        "key": show_bytes(r.key, limit),
-        "value": show_bytes(r.value, limit),
+        "key": (key := show_bytes(r.key, limit)),
+        "value": (value := show_bytes(r.value, limit)),
+        "key_preview": preview(r.key, key.kind, around=needle if where != "value" else ""),
+        "value_preview": preview(r.value, value.kind, around=needle if where != "key" else ""),
         "headers": [(k, show_bytes(v, limit)) for k, v in r.headers],
     }
 
@@ -336,13 +340,24 @@ async def records_page(request: web.Request) -> web.Response:
     else:
         ls = await client.list_offsets({TopicPartition(topic, p): EARLIEST for p in used})
         cursor = {tp.partition: o for tp, (o, _) in ls.items()}
-    page = await (browse.page_back if back else browse.page_forward)(client, topic, cursor, limit)
-    rows = [_row(s, 16 * 1024) for s in page.records]
-    base = {"limit": limit} | ({"partition": chosen} if chosen is not None else {})
+    needle = request.query.get("q", "")
+    where = request.query.get("in", "both") or "both"
+    budget = max(1, min(_int_arg(request, "scan", browse.DEFAULT_BUDGET) or browse.DEFAULT_BUDGET,
+                        browse.MAX_BUDGET))
+    base: dict[str, Any] = {"limit": limit} | ({"partition": chosen} if chosen is not None else {})
+    page: browse.Page
+    if needle:
+        # A filter searches forward only: the page is exact for the range it examined.
+        page = await browse.search_forward(client, topic, cursor, limit, budget,
+                                           browse.text_matcher(needle, where))
+        base |= {"q": needle, "in": where, "scan": budget}
+    else:
+        page = await (browse.page_back if back else browse.page_forward)(client, topic, cursor, limit)
+    rows = [_row(s, 16 * 1024, needle, where) for s in page.records]
     nav = {
         "next": None if page.at_end or page.next == page.start else
         "?" + urlencode(base | {"cursor": browse.format_cursor(page.next)}),
-        "prev": None if page.at_start else
+        "prev": None if page.at_start or needle else
         "?" + urlencode(base | {"cursor": browse.format_cursor(page.start), "dir": "back"}),
         "here": "?" + urlencode(base | {"cursor": browse.format_cursor(page.start)}),
     }
@@ -351,6 +366,8 @@ async def records_page(request: web.Request) -> web.Response:
         request, "records.html", topic=topic, partitions=parts, partition=chosen, rows=rows,
         page=page, nav=nav, limit=limit, time_text=time_text, at_ms=at_ms,
         offset=offset, cursor_text=browse.format_cursor(page.start), server_ms=server_ms,
+        needle=needle, where=where, budget=budget,
+        search=page if isinstance(page, browse.SearchPage) else None,
     )
     resp.headers["Server-Timing"] = f"records;dur={server_ms:.1f}"
     return resp

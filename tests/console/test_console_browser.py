@@ -191,11 +191,14 @@ def test_paging_json_hex_and_headers(browser, console_url, topic, tmp_path) -> N
     assert "cursor=0%3A6" in browser.current_url  # the URL holds the position
     browser.find_element(By.ID, "prev").click()
     wait(browser, lambda d: rows(d)[:1] == [(0, 0)])
-    tr = browser.find_element(By.CSS_SELECTOR, '#records tr[data-offset="1"]')
+    # The whole record is one click on its row away.
+    browser.find_element(By.CSS_SELECTOR, '#records tr.record[data-offset="1"]').click()
+    tr = browser.find_element(By.CSS_SELECTOR, '#records tr.detail[data-offset="1"]')
     shown = tr.find_element(By.CSS_SELECTOR, "pre.value")
     assert shown.get_attribute("data-kind") == "json"
     assert shown.text == json.dumps(json.loads(value(0, 1)), indent=2)
-    tr = browser.find_element(By.CSS_SELECTOR, '#records tr[data-offset="0"]')
+    browser.find_element(By.CSS_SELECTOR, '#records tr.record[data-offset="0"]').click()
+    tr = browser.find_element(By.CSS_SELECTOR, '#records tr.detail[data-offset="0"]')
     hexed = tr.find_element(By.CSS_SELECTOR, "pre.value")
     assert hexed.get_attribute("data-kind") == "hex"
     assert hexed.text.startswith("00000000  00 01 02 ff 00 00")
