@@ -7,23 +7,36 @@ a record browser from a time or an offset, a live tail, and consumer groups
 with their lag. Client settings (client.id, request.timeout.ms,
 bootstrap.servers, security.protocol, ssl.*, sasl.*) come from a properties
 file with Kafka's names (--client-config). Read-only unless --allow-writes.
+The broker is --bootstrap-server, else bootstrap.servers from --client-config,
+else $CHRONOLOG_BOOTSTRAP_SERVER, else 127.0.0.1:9092. Started before the
+broker, it waits for it (retrying every second) and then serves.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import os
+import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from client.cli._common import DEFAULT_BOOTSTRAP, add_command
-from protocol.errors import KafkaError
+from client.cli._common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, add_command
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from client.security import ClientSecurity
+
+#: Seconds between attempts to reach a broker that is not up yet.
+RETRY_S = 1.0
 
 
 def register(subparsers: Any) -> None:
     p = add_command(subparsers, "console", "web console: topics, timeline, records, live tail, groups", __doc__)
     p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
                    help=f"broker to connect to (default: bootstrap.servers from --client-config, "
-                        f"else {DEFAULT_BOOTSTRAP})")
+                        f"else ${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to serve on (default 8080)")
     p.add_argument("--client-config", metavar="FILE",
@@ -51,13 +64,61 @@ def _console(args: argparse.Namespace) -> int:
         return 2
     for name in settings.unused:
         print(f"note: {name} in {args.client_config} is not used by the console", file=sys.stderr)
-    bootstrap = args.bootstrap_server or settings.bootstrap_servers or DEFAULT_BOOTSTRAP
+    bootstrap = (args.bootstrap_server or settings.bootstrap_servers
+                 or os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP)
     config = ConsoleConfig(bootstrap, settings, args.allow_writes, args.host)
+
+    async def main() -> None:
+        if await wait_for_broker(bootstrap, settings.security):
+            await serve(config, args.host, args.port)
+
     try:
-        uvloop.run(serve(config, args.host, args.port))
+        uvloop.run(main())
     except KeyboardInterrupt:
         return 0
     except (OSError, KafkaError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+async def wait_for_broker(bootstrap: str, security: ClientSecurity | None,
+                          retry_s: float = RETRY_S) -> bool:
+    """Return True once a broker at ``bootstrap`` answers, False if SIGTERM came first.
+
+    Only an unreachable broker is waited for (it may still be starting, as in a
+    compose file); a refused login or a TLS error raises at once, since waiting
+    cannot mend it.
+    """
+    from client.aio import Client
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+    waited = False
+    try:
+        while not stop.is_set():
+            try:
+                client = await Client.connect(bootstrap, client_id="chronolog-console",
+                                              request_timeout=10.0, security=security)
+            except KafkaError as e:
+                if e.code != ErrorCode.NETWORK_EXCEPTION:
+                    raise
+            except OSError:
+                pass
+            else:
+                await client.close()
+                if waited:
+                    print(f"the broker at {bootstrap} answers", file=sys.stderr, flush=True)
+                return True
+            if not waited:
+                print(f"waiting for the broker at {bootstrap} … (retrying every "
+                      f"{retry_s:g} s; Ctrl-C to stop)", file=sys.stderr, flush=True)
+                waited = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), retry_s)
+        return False
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGTERM)
