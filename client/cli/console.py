@@ -9,7 +9,8 @@ bootstrap.servers, security.protocol, ssl.*, sasl.*) come from a properties
 file with Kafka's names (--client-config). Read-only unless --allow-writes.
 The broker is --bootstrap-server, else bootstrap.servers from --client-config,
 else $CHRONOLOG_BOOTSTRAP_SERVER, else 127.0.0.1:9092. Started before the
-broker, it waits for it (retrying every second) and then serves.
+broker, it waits until the broker's port accepts connections (retrying every
+second) and then serves.
 """
 
 from __future__ import annotations
@@ -20,13 +21,10 @@ import contextlib
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from client.cli._common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, add_command
-from protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from client.security import ClientSecurity
+from protocol.errors import KafkaError
 
 #: Seconds between attempts to reach a broker that is not up yet.
 RETRY_S = 1.0
@@ -69,7 +67,7 @@ def _console(args: argparse.Namespace) -> int:
     config = ConsoleConfig(bootstrap, settings, args.allow_writes, args.host)
 
     async def main() -> None:
-        if await wait_for_broker(bootstrap, settings.security):
+        if await wait_for_broker(bootstrap):
             await serve(config, args.host, args.port)
 
     try:
@@ -79,19 +77,23 @@ def _console(args: argparse.Namespace) -> int:
     except (OSError, KafkaError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except ValueError as e:  # a malformed --bootstrap-server
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
-async def wait_for_broker(bootstrap: str, security: ClientSecurity | None,
-                          retry_s: float = RETRY_S) -> bool:
-    """Return True once a broker at ``bootstrap`` answers, False if SIGTERM came first.
+async def wait_for_broker(bootstrap: str, retry_s: float = RETRY_S) -> bool:
+    """Return True once a bootstrap address accepts a TCP connection, False if SIGTERM
+    came first.
 
-    Only an unreachable broker is waited for (it may still be starting, as in a
-    compose file); a refused login or a TLS error raises at once, since waiting
-    cannot mend it.
+    Only an address that nothing listens on yet is waited for (the broker may still
+    be starting, as in a compose file). Once one accepts, the console connects for
+    real, and a TLS or login failure there stops it at once: waiting cannot mend it.
     """
-    from client.aio import Client
+    from client.connection import parse_bootstrap
 
+    addresses = parse_bootstrap(bootstrap)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
@@ -99,18 +101,16 @@ async def wait_for_broker(bootstrap: str, security: ClientSecurity | None,
     waited = False
     try:
         while not stop.is_set():
-            try:
-                client = await Client.connect(bootstrap, client_id="chronolog-console",
-                                              request_timeout=10.0, security=security)
-            except KafkaError as e:
-                if e.code != ErrorCode.NETWORK_EXCEPTION:
-                    raise
-            except OSError:
-                pass
-            else:
-                await client.close()
+            for host, port in addresses:
+                try:
+                    _, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
+                                                       10.0)
+                except (OSError, TimeoutError):
+                    continue
+                writer.close()
                 if waited:
-                    print(f"the broker at {bootstrap} answers", file=sys.stderr, flush=True)
+                    print(f"the broker at {host}:{port} accepts connections", file=sys.stderr,
+                          flush=True)
                 return True
             if not waited:
                 print(f"waiting for the broker at {bootstrap} … (retrying every "
