@@ -344,3 +344,38 @@ def test_retention_deleting_just_written_old_data_warns_once_per_partition(
         assert re.search(r"timestamps \(CreateTime, the newest 2020-01-\d\dT00:00:00Z\)", line)
         assert "retention.ms=604800000 (7 days)" in line
         assert "log.retention.ms" in line and "retention.ms=-1" in line
+
+
+# ------------------------------------------------------------------ the documented examples
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+
+
+def _doc_example(marker: str) -> tuple[list[str], str]:
+    """The setup commands and the code of docs/cli.md's ```sh block containing ``marker``."""
+    text = DOC.read_text()
+    found = [m for m in re.finditer(r"^```sh\n(.*?)^```", text, re.M | re.S)
+             if marker in m.group(1)]
+    assert len(found) == 1, marker
+    above = text[: found[0].start()].splitlines()
+    setup = re.findall(r"^<!--\s*example:\s*setup:\s*(.*?)\s*-->$", above[-1])
+    return setup, found[0].group(1)
+
+
+def test_the_documented_jsonl_and_csv_examples_give_what_the_page_says(
+    broker: Any, tmp_path: Path
+) -> None:
+    env = {**os.environ, ENV: broker.bootstrap,
+           "PATH": f"{Path(CHRONOLOG).parent}{os.pathsep}{os.environ['PATH']}"}
+    for marker in ("--input-format jsonl", "--input-format csv"):
+        setup, code = _doc_example(marker)
+        for cmd in [*setup, code]:
+            subprocess.run(["bash", "-e", "-o", "pipefail", "-c", cmd], cwd=tmp_path, env=env,
+                           check=True, capture_output=True, timeout=120)
+    orders = sorted(consumed(broker, "orders"), key=lambda r: r["timestamp"])
+    assert [(r["key"], r["timestamp_iso"], json.loads(r["value"])["order"]) for r in orders] == [
+        ("alice", "2025-11-21T10:30:00.000Z", "o-1"), ("bob", "2025-11-21T10:31:00.000Z", "o-2")]
+    weather = sorted(consumed(broker, "weather"), key=lambda r: r["timestamp"])
+    assert [(r["key"], r["timestamp_iso"], r["value"]) for r in weather] == [
+        ("Paris", "2025-11-21T10:30:00.000Z", "4 C, windy"),
+        ("Lyon", "2025-11-21T10:45:00.000Z", 'said "cold"')]
