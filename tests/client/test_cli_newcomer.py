@@ -322,11 +322,10 @@ def test_retention_deleting_just_written_old_data_warns_once_per_partition(
     bs = ["--bootstrap-server", broker.bootstrap]
     cli("topics", "create", topic, "--partitions", "2", *bs)  # the default 7-day retention
     # Two keys that land on different partitions, each with 2020 timestamps.
-    year_2020 = b"".join(b'{"k": "%d", "t": "2020-01-0%dT00:00:00Z"}\n' % (i, 1 + i % 9)
-                         for i in range(20))
+    year_2020 = b"".join(b"%d\t2020-01-0%dT00:00:00Z\tv\n" % (i, 1 + i % 9) for i in range(20))
     for _ in range(2):
-        cli("produce", topic, "--input-format", "jsonl", "--key-field", "k",
-            "--timestamp-field", "t", *bs, stdin=year_2020)
+        cli("produce", topic, "--key-column", "1", "--timestamp-column", "2", *bs,
+            stdin=year_2020)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             ends = json.loads(cli("topics", "describe", topic, "--format", "json",
