@@ -174,7 +174,7 @@ def test_a_malformed_line_stops_with_its_number_or_is_skipped_and_counted(broker
 
 # ------------------------------------------------- 4. one bootstrap variable, describe, version
 
-def _bootstrap_defaults(env_value: str | None) -> dict[str, Any]:
+def _bootstrap_defaults() -> dict[str, Any]:
     """Every (sub)command with a --bootstrap-server option and its default, as parsed."""
     from client.cli import build_parser
 
@@ -194,7 +194,7 @@ def _bootstrap_defaults(env_value: str | None) -> dict[str, Any]:
 
 def test_every_bootstrap_option_defaults_to_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV, "10.9.8.7:1234")
-    defaults = _bootstrap_defaults("10.9.8.7:1234")
+    defaults = _bootstrap_defaults()
     assert len(defaults) >= 20
     # Resolved when the command runs (they have an alternative to a broker, or a config
     # file that may name one); each is run with only the variable set below.
