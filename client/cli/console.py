@@ -9,25 +9,19 @@ bootstrap.servers, security.protocol, ssl.*, sasl.*) come from a properties
 file with Kafka's names (--client-config). Read-only unless --allow-writes.
 The broker is --bootstrap-server, else bootstrap.servers from --client-config,
 else $CHRONOLOG_BOOTSTRAP_SERVER, else 127.0.0.1:9092. Started before the
-broker, it waits until the broker's port accepts connections (retrying every
-second) and then serves.
+broker, it serves pages that say the broker is not reachable yet and connects
+once it answers (console/link.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import os
-import signal
 import sys
 from typing import Any
 
 from client.cli._common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, add_command
 from protocol.errors import KafkaError
-
-#: Seconds between attempts to reach a broker that is not up yet.
-RETRY_S = 1.0
 
 
 def register(subparsers: Any) -> None:
@@ -66,12 +60,8 @@ def _console(args: argparse.Namespace) -> int:
                  or os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP)
     config = ConsoleConfig(bootstrap, settings, args.allow_writes, args.host)
 
-    async def main() -> None:
-        if await wait_for_broker(bootstrap):
-            await serve(config, args.host, args.port)
-
     try:
-        uvloop.run(main())
+        uvloop.run(serve(config, args.host, args.port))
     except KeyboardInterrupt:
         return 0
     except (OSError, KafkaError) as e:
@@ -81,44 +71,3 @@ def _console(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
-
-
-async def wait_for_broker(bootstrap: str, retry_s: float = RETRY_S) -> bool:
-    """Return True once a bootstrap address accepts a TCP connection, False if SIGTERM
-    came first.
-
-    Only an address that nothing listens on yet is waited for (the broker may still
-    be starting, as in a compose file). Once one accepts, the console connects for
-    real, and a TLS or login failure there stops it at once: waiting cannot mend it.
-    """
-    from client.connection import parse_bootstrap
-
-    addresses = parse_bootstrap(bootstrap)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
-    waited = False
-    try:
-        while not stop.is_set():
-            for host, port in addresses:
-                try:
-                    _, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
-                                                       10.0)
-                except (OSError, TimeoutError):
-                    continue
-                writer.close()
-                if waited:
-                    print(f"the broker at {host}:{port} accepts connections", file=sys.stderr,
-                          flush=True)
-                return True
-            if not waited:
-                print(f"waiting for the broker at {bootstrap} … (retrying every "
-                      f"{retry_s:g} s; Ctrl-C to stop)", file=sys.stderr, flush=True)
-                waited = True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), retry_s)
-        return False
-    finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGTERM)
