@@ -19,6 +19,10 @@ Invariants:
   does. A handler exception is logged with its traceback and answered with
   UNKNOWN_SERVER_ERROR where the API has a place for it, else the connection
   closes. Nothing a client sends can stop the server.
+- A peer that closes is closed gracefully: every request already read from it
+  (waiting for the pump, or held unparsed by back-pressure) is still served, its
+  answer dropped; only Fetch is not. When the broker closes a connection for a
+  reason, nothing read after the request that closed it is served.
 - Listeners (``listeners``): one asyncio server per listener, each with its security
   protocol. On TLS listeners the connection runs the record layer itself
   (:class:`TlsConnection` over ``protocol.tls.TlsSession``): a request is decrypted,
@@ -155,6 +159,9 @@ class Connection(asyncio.Protocol):
         self._pending: collections.deque[_Slot] = collections.deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
+        # We closed it for a reason (a bad request, a failed handshake): requests read
+        # after that one are not served. Otherwise the peer closed and they all are.
+        self._refused = False
         self._reading_paused = False
         self._writing_paused = False
         self._corked = False
@@ -219,6 +226,10 @@ class Connection(asyncio.Protocol):
         self._closing = True
         broker = self.broker
         broker.held.discard(self)
+        if self._refused:
+            self._drop_deferred()
+        else:  # the peer left (EOF, reset, close_notify): what it sent is still served
+            self._serve_after_close()
         self._buf = bytearray()
         if self._ip is not None:
             left = broker.per_ip.get(self._ip, 1) - 1
@@ -233,16 +244,47 @@ class Connection(asyncio.Protocol):
         for task in list(self._tasks):
             if task.get_name() == "fetch":
                 task.cancel()
-        if self._deferred:
-            for slot, _ in self._deferred:
-                broker.queued -= 1
-                broker.queued_bytes -= slot.size
-            self._deferred.clear()
-            if broker.held:
-                broker.release_held()
         if self._unmute is not None:
             self._unmute.cancel()
             self._unmute = None
+
+    def _serve_after_close(self) -> None:
+        """Kafka closes a connection its peer closed gracefully: every request already
+        received is served (its answer dropped). Deferred frames stay with the pump;
+        whole frames still unparsed in ``_buf`` (held by back-pressure) join them in
+        order. Fetch frames are dropped: a read that nobody receives changes nothing."""
+        buf = self._buf
+        pos, n = 0, len(buf)
+        while n - pos >= 4:
+            size = _SIZE.unpack_from(buf, pos)[0]
+            end = pos + 4 + size
+            if size < 0 or size > self._max_frame or end > n:
+                break
+            self._defer(bytes(buf[pos + 4 : end]))
+            pos = end
+        kept: collections.deque[tuple[_Slot, bytes]] = collections.deque()
+        for slot, frame in self._deferred:
+            if frame[:2] == b"\0\1":
+                slot.done = True
+                self._uncount(slot)
+            else:
+                kept.append((slot, frame))
+        self._deferred = kept
+        if self._deferred:
+            log.info("%s closed with %d request(s) not yet served: serving them",
+                     self.peer, len(self._deferred))
+
+    def _uncount(self, slot: _Slot) -> None:
+        """Stop counting a request that will not be served against queued.max.*."""
+        broker = self.broker
+        broker.queued -= 1
+        broker.queued_bytes -= slot.size
+        if broker.held:
+            broker.release_held()
+
+    def _drop_deferred(self) -> None:
+        while self._deferred:
+            self._uncount(self._deferred.popleft()[0])
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -254,11 +296,18 @@ class Connection(asyncio.Protocol):
         self.release()
 
     def close(self, reason: str) -> None:
-        """Close this connection after the responses already written; log why once."""
+        """Close this connection after the responses already written; log why once.
+        Requests read after the one that closes it are not served, even when the peer
+        has already gone and the pump is still serving what it sent."""
+        if self._deferred:  # always behind the request that closes the connection
+            log.warning("not serving %d request(s) from %s read after the one that closes "
+                        "the connection", len(self._deferred), self.peer)
+            self._drop_deferred()
         if self._closing:
             return
         self._write_out()  # answers already due go out before the close
         self._closing = True
+        self._refused = True
         log.warning("closing connection from %s: %s", self.peer, reason)
         if self.transport is not None:
             self.transport.close()
@@ -521,7 +570,8 @@ class Connection(asyncio.Protocol):
             # Failed authentication: answer and close only after the delay, reading nothing
             # more meanwhile (Kafka's connection.failed.authentication.delay.ms).
             self._write_out()
-            self._closing = True
+            self._closing = self._refused = True
+            self._drop_deferred()
             if self.transport is not None:
                 self.transport.pause_reading()
             self.broker.loop.call_later(outcome.delay, self._late_close, outcome.data,
@@ -823,7 +873,7 @@ class TlsConnection(Connection):
         if not self._session.handshaken and self._raw is not None:
             log.warning("closing connection from %s: TLS handshake not done within %g s",
                         self.peer, SSL_HANDSHAKE_TIMEOUT_S)
-            self._closing = True
+            self._closing = self._refused = True
             self._raw.abort()
 
     def data_received(self, data: bytes) -> None:
@@ -834,7 +884,7 @@ class TlsConnection(Connection):
         try:
             plain = session.receive(data)  # handshake replies and tickets are sent already
         except ssl.SSLError as exc:  # its alert is sent already
-            self._closing = True
+            self._closing = self._refused = True
             log.warning("closing connection from %s: TLS %s failed: %s", self.peer,
                         "record layer" if was_handshaken else "handshake",
                         exc.reason or exc.__class__.__name__)

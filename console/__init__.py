@@ -7,5 +7,6 @@ Modules: ``settings`` (the ``--client-config`` properties file), ``timeline``
 (records per time bucket from ListOffsets alone), ``browse`` (bounded pages of
 records, one partition or merged by timestamp), ``cluster`` (the overview),
 ``groups`` (consumer groups: lag in records and in time, reset to a time),
-``render`` (how keys and values are shown), ``app`` (the aiohttp web app).
+``render`` (how keys and values are shown), ``link`` (the connection to the broker,
+waited for when it is not up yet), ``app`` (the aiohttp web app).
 """

@@ -3,7 +3,9 @@ server-sent events for the chart and the live tail.
 
 Invariants: every handler's broker work is bounded (see ``timeline``, ``browse``,
 ``cluster`` and ``groups``); a Kafka error becomes a page naming Kafka's error code
-(404 for an unknown topic), bad input a 400 page that says what was wrong; nothing
+(404 for an unknown topic), bad input a 400 page that says what was wrong, a broker
+that cannot be reached (not yet, or no longer) a 503 page that says so and reloads
+itself (``link``): never a stack trace; nothing
 writes to the cluster unless the app was made with ``allow_writes``, and each
 write (resetting a group's offsets, deleting a topic's records before a time) needs
 the app's form token.
@@ -18,6 +20,7 @@ import json
 import logging
 import secrets
 import signal
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
@@ -32,7 +35,8 @@ from client.aio import EARLIEST, LATEST, MAX_TIMESTAMP, Client, TopicPartition
 from client.timeparse import TimeParseError, format_time, parse_time
 from console import browse, deletes, groups, timeline
 from console.cluster import overview
-from console.render import human_size, show_bytes
+from console.link import BrokerLink, BrokerUnreachable
+from console.render import human_duration, human_size, preview, show_bytes
 from console.settings import ClientSettings
 from protocol.errors import ErrorCode, KafkaError
 
@@ -58,7 +62,7 @@ class ConsoleConfig:
     host: str = "127.0.0.1"
 
 
-CLIENT = web.AppKey("client", Client)
+LINK = web.AppKey("link", BrokerLink)
 CONFIG = web.AppKey("config", ConsoleConfig)
 TEMPLATES = web.AppKey("templates", jinja2.Environment)
 #: A secret per console process that every write form carries (see console.groups).
@@ -75,6 +79,9 @@ def _env() -> jinja2.Environment:
     env.filters["num"] = lambda n: f"{n:,}"
     env.filters["duration"] = duration
     env.filters["size"] = human_size
+    env.filters["human_duration"] = human_duration
+    env.filters["setting_duration"] = setting_duration
+    env.filters["cursor"] = browse.format_cursor
     return env
 
 
@@ -93,6 +100,17 @@ def duration(ms: float) -> str:
     return " ".join(out)
 
 
+def setting_duration(value: str | None) -> str:
+    """A ``*.ms`` setting as it reads: ``604800000`` → ``7 days``, ``-1`` → ``forever``."""
+    if value is None or value == "":
+        return "—"
+    try:
+        ms = int(value)
+    except ValueError:
+        return value
+    return "forever" if ms < 0 else human_duration(ms)
+
+
 def _page(request: web.Request, template: str, status: int = 200, **ctx: Any) -> web.Response:
     env = request.app[TEMPLATES]
     cfg = request.app[CONFIG]
@@ -102,13 +120,38 @@ def _page(request: web.Request, template: str, status: int = 200, **ctx: Any) ->
     return web.Response(text=html, content_type="text/html", status=status)
 
 
+def client_of(request: web.Request) -> Client:
+    """The app's connected client; raises BrokerUnreachable while it waits for the broker."""
+    return request.app[LINK].client
+
+
+#: Seconds after which a "broker not reachable" page reloads itself.
+RELOAD_S = 5
+
+
+def _unreachable(request: web.Request, message: str) -> web.Response:
+    if request.path.startswith("/api/"):
+        resp = web.json_response({"error": "BROKER_NOT_REACHABLE", "message": message}, status=503)
+    else:
+        resp = _page(request, "error.html", 503, title="Broker not reachable", message=message,
+                     reload_s=RELOAD_S)
+    resp.headers["Retry-After"] = str(RELOAD_S)
+    return resp
+
+
 @web.middleware
 async def _errors(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     try:
         return await handler(request)
+    except BrokerUnreachable as e:
+        return _unreachable(request, f"{e}: {request.app[LINK].cause}")
     except KafkaError as e:
+        if e.code == ErrorCode.NETWORK_EXCEPTION:
+            log.info("%s %s: %s", request.method, request.path_qs, e)
+            return _unreachable(request, f"broker at {request.app[CONFIG].bootstrap} not reachable, "
+                                         f"retrying: {e.message}")
         status = 404 if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else 502
         log.info("%s %s: %s", request.method, request.path_qs, e)
         return _error(request, status, e.code.name, str(e))
@@ -166,7 +209,7 @@ def _time_arg(request: web.Request, name: str, now_ms: int) -> int | None:
 
 async def overview_page(request: web.Request) -> web.Response:
     q = request.query.get("q", "")
-    ov = await overview(request.app[CLIENT], q)
+    ov = await overview(client_of(request), q)
     return _page(request, "overview.html", ov=ov, q=q)
 
 
@@ -174,7 +217,7 @@ async def overview_page(request: web.Request) -> web.Response:
 
 
 async def _partitions(request: web.Request, topic: str) -> tuple[list[int], int | None]:
-    parts = await request.app[CLIENT].partitions_for(topic)
+    parts = await client_of(request).partitions_for(topic)
     chosen = _int_arg(request, "partition")
     if chosen is not None and chosen not in parts:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic!r} has no partition {chosen}")
@@ -197,7 +240,7 @@ async def _data_extent(client: Client, topic: str, parts: list[int]) -> tuple[in
 
 
 async def _timeline(request: web.Request) -> tuple[timeline.Timeline, dict[str, Any]]:
-    client = request.app[CLIENT]
+    client = client_of(request)
     topic = request.match_info["topic"]
     parts, chosen = await _partitions(request, topic)
     used = parts if chosen is None else [chosen]
@@ -235,7 +278,7 @@ async def timeline_page(request: web.Request) -> web.Response:
     before = request.query.get("before", "").strip()
     if before and request.app[CONFIG].allow_writes:
         at = deletes.parse_at(before)
-        cut = {"at": at, "plan": await deletes.plan(request.app[CLIENT], ctx["topic"], at)}
+        cut = {"at": at, "plan": await deletes.plan(client_of(request), ctx["topic"], at)}
     resp = _page(request, "timeline.html", tl=tl, data_json=json.dumps(data).replace("</", "<\\/"),
                  cut=cut, token=request.app[FORM_TOKEN], done=request.query.get("done"), **ctx)
     resp.headers["Server-Timing"] = f"timeline;dur={tl.server_ms:.1f}"
@@ -252,7 +295,8 @@ async def timeline_api(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------- records
 
 
-def _row(s: browse.ShownRecord, limit: int) -> dict[str, Any]:
+def _row(s: browse.ShownRecord, limit: int, needle: str = "", where: str = "both") -> dict[str, Any]:
+    """A record as the pages show it; with a filter's ``needle`` the previews show the match."""
     r = s.record
     return {
         "partition": s.partition,
@@ -260,14 +304,16 @@ def _row(s: browse.ShownRecord, limit: int) -> dict[str, Any]:
         "timestamp": s.timestamp,
         "time": format_time(s.timestamp),
         "timestamp_type": s.timestamp_type,
-        "key": show_bytes(r.key, limit),
-        "value": show_bytes(r.value, limit),
+        "key": (key := show_bytes(r.key, limit)),
+        "value": (value := show_bytes(r.value, limit)),
+        "key_preview": preview(r.key, key.kind, around=needle if where != "value" else ""),
+        "value_preview": preview(r.value, value.kind, around=needle if where != "key" else ""),
         "headers": [(k, show_bytes(v, limit)) for k, v in r.headers],
     }
 
 
 async def records_page(request: web.Request) -> web.Response:
-    client = request.app[CLIENT]
+    client = client_of(request)
     topic = request.match_info["topic"]
     t0 = time.perf_counter()
     parts, chosen = await _partitions(request, topic)
@@ -294,13 +340,24 @@ async def records_page(request: web.Request) -> web.Response:
     else:
         ls = await client.list_offsets({TopicPartition(topic, p): EARLIEST for p in used})
         cursor = {tp.partition: o for tp, (o, _) in ls.items()}
-    page = await (browse.page_back if back else browse.page_forward)(client, topic, cursor, limit)
-    rows = [_row(s, 16 * 1024) for s in page.records]
-    base = {"limit": limit} | ({"partition": chosen} if chosen is not None else {})
+    needle = request.query.get("q", "")
+    where = request.query.get("in", "both") or "both"
+    budget = max(1, min(_int_arg(request, "scan", browse.DEFAULT_BUDGET) or browse.DEFAULT_BUDGET,
+                        browse.MAX_BUDGET))
+    base: dict[str, Any] = {"limit": limit} | ({"partition": chosen} if chosen is not None else {})
+    page: browse.Page
+    if needle:
+        # A filter searches forward only: the page is exact for the range it examined.
+        page = await browse.search_forward(client, topic, cursor, limit, budget,
+                                           browse.text_matcher(needle, where))
+        base |= {"q": needle, "in": where, "scan": budget}
+    else:
+        page = await (browse.page_back if back else browse.page_forward)(client, topic, cursor, limit)
+    rows = [_row(s, 16 * 1024, needle, where) for s in page.records]
     nav = {
         "next": None if page.at_end or page.next == page.start else
         "?" + urlencode(base | {"cursor": browse.format_cursor(page.next)}),
-        "prev": None if page.at_start else
+        "prev": None if page.at_start or needle else
         "?" + urlencode(base | {"cursor": browse.format_cursor(page.start), "dir": "back"}),
         "here": "?" + urlencode(base | {"cursor": browse.format_cursor(page.start)}),
     }
@@ -309,6 +366,8 @@ async def records_page(request: web.Request) -> web.Response:
         request, "records.html", topic=topic, partitions=parts, partition=chosen, rows=rows,
         page=page, nav=nav, limit=limit, time_text=time_text, at_ms=at_ms,
         offset=offset, cursor_text=browse.format_cursor(page.start), server_ms=server_ms,
+        needle=needle, where=where, budget=budget,
+        search=page if isinstance(page, browse.SearchPage) else None,
     )
     resp.headers["Server-Timing"] = f"records;dur={server_ms:.1f}"
     return resp
@@ -326,7 +385,7 @@ async def tail_page(request: web.Request) -> web.Response:
 async def tail_events(request: web.Request) -> web.StreamResponse:
     """Server-sent events: ``ready`` once, then ``record`` per new record, ``skipped`` when
     more than TAIL_MAX_PER_TICK arrived in one poll (the tail jumps to the newest)."""
-    client = request.app[CLIENT]
+    client = client_of(request)
     topic = request.match_info["topic"]
     parts, chosen = await _partitions(request, topic)
     used = parts if chosen is None else [chosen]
@@ -374,7 +433,7 @@ async def _tail_loop(
     send: Callable[[str, dict[str, Any]], Awaitable[None]],
     resp: web.StreamResponse,
 ) -> None:
-    client = request.app[CLIENT]
+    client = client_of(request)
     idle = 0.0
     while not _gone(request):
         latest = await client.list_offsets({tp: LATEST for tp in tps.values()})
@@ -412,21 +471,30 @@ async def _tail_loop(
 # ---------------------------------------------------------------- app
 
 
-def make_app(config: ConsoleConfig) -> web.Application:
+def broker_link(config: ConsoleConfig) -> BrokerLink:
+    """The console's connection to ``config.bootstrap`` with its client settings (not yet made)."""
+    s = config.settings
+    return BrokerLink(config.bootstrap, lambda: Client.connect(
+        config.bootstrap, client_id=s.client_id, request_timeout=s.request_timeout_ms / 1000,
+        security=s.security,
+    ))
+
+
+def make_app(config: ConsoleConfig, link: BrokerLink | None = None) -> web.Application:
+    """The app; with ``link`` it uses that connection (connected or still waiting), else it
+    connects at start-up and fails if the broker is not reachable."""
     middlewares = [_loopback_only, _errors] if _is_loopback(config.host) else [_errors]
     app = web.Application(middlewares=middlewares)
     app[CONFIG] = config
     app[TEMPLATES] = _env()
     app[FORM_TOKEN] = secrets.token_urlsafe(24)
+    app[LINK] = link if link is not None else broker_link(config)
 
     async def client_ctx(app: web.Application) -> AsyncIterator[None]:
-        s = config.settings
-        app[CLIENT] = await Client.connect(
-            config.bootstrap, client_id=s.client_id, request_timeout=s.request_timeout_ms / 1000,
-            security=s.security,
-        )
+        if link is None and not await app[LINK].try_connect():
+            raise KafkaError(ErrorCode.NETWORK_EXCEPTION, app[LINK].cause)
         yield
-        await app[CLIENT].close()
+        await app[LINK].close()
 
     app.cleanup_ctx.append(client_ctx)
     app.add_routes([
@@ -438,27 +506,47 @@ def make_app(config: ConsoleConfig) -> web.Application:
         web.get("/api/topics/{topic}/tail", tail_events),
         web.static("/static", _HERE / "static"),
     ])
-    keys = {"client": CLIENT, "config": CONFIG, "page": _page, "token": FORM_TOKEN}
+    keys = {"client": client_of, "config": CONFIG, "page": _page, "token": FORM_TOKEN}
     app.add_routes(groups.routes(keys))
     app.add_routes(deletes.routes(keys))
     return app
 
 
 async def serve(config: ConsoleConfig, host: str, port: int) -> None:
-    """Run until cancelled (Ctrl-C) or SIGTERM, which stops it cleanly (exit status 0)."""
-    runner = web.AppRunner(make_app(config), access_log=None)
+    """Run until cancelled (Ctrl-C) or SIGTERM, which stops it cleanly (exit status 0).
+
+    A broker that is not reachable yet is waited for (``console.link``: the pages say so,
+    stderr too); a refused login or an untrusted certificate raises, as at start.
+    """
+    link = broker_link(config)
+    await link.try_connect()  # the usual case: the broker is up and the first page is served
+    runner = web.AppRunner(make_app(config, link), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    sec = config.settings.security
-    print(f"chronolog console on http://{host}:{port}/ (broker {config.bootstrap}"
-          f"{'' if sec.protocol == 'PLAINTEXT' else ' over ' + sec.protocol}"
-          f"{', writes allowed' if config.allow_writes else ', read-only'})", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
+    waiting: asyncio.Task[None] | None = None
+    stopped: asyncio.Task[bool] | None = None
     try:
-        await stop.wait()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        sec = config.settings.security
+        print(f"chronolog console on http://{host}:{port}/ (broker {config.bootstrap}"
+              f"{'' if sec.protocol == 'PLAINTEXT' else ' over ' + sec.protocol}"
+              f"{', writes allowed' if config.allow_writes else ', read-only'})", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+            loop.add_signal_handler(signal.SIGTERM, stop.set)
+        stopped = asyncio.create_task(stop.wait())
+        if not link.connected:
+            waiting = asyncio.create_task(link.wait_until_connected(sys.stderr))
+            await asyncio.wait({stopped, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            if waiting.done():
+                waiting.result()  # what waiting will not mend stops the console
+        await stopped
     finally:
+        for task in (stopped, waiting):
+            if task is not None:
+                task.cancel()
+        if waiting is not None:
+            with contextlib.suppress(asyncio.CancelledError, KafkaError):
+                await waiting
         await runner.cleanup()

@@ -12,6 +12,11 @@ Invariants:
   records from the partitions' cursors in timestamp order (ties by partition),
   each partition in offset order — the order a consumer that merges partitions by
   timestamp would see. Under out-of-order CreateTime that is not a global sort.
+- A filtered page (:func:`search_forward`) examines records in that same order from
+  its cursor and stops at ``limit`` matches, at ``budget`` records examined or at the
+  end; every record between its start and next cursors was examined, so successive
+  pages search the topic without a gap or an overlap and the result is exact for the
+  range the page reports. It reads at most ``budget + partitions x MAX_LIMIT`` offsets.
 """
 
 from __future__ import annotations
@@ -20,18 +25,22 @@ import asyncio
 import bisect
 import heapq
 import struct
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from client.aio import EARLIEST, LATEST, Client, Record, TopicPartition, decode_records
 from protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["Page", "ShownRecord", "format_cursor", "parse_cursor", "read_partition",
-           "page_forward", "page_back", "resolve_time"]
+__all__ = ["Page", "SearchPage", "ShownRecord", "format_cursor", "parse_cursor", "read_partition",
+           "page_forward", "page_back", "resolve_time", "search_forward", "text_matcher"]
 
 _FETCH_BYTES = 256 * 1024
 _MAX_FETCH_BYTES = 64 * 1024 * 1024
 MAX_LIMIT = 500
+#: Records a filtered page examines by default, and at most.
+DEFAULT_BUDGET = 5000
+MAX_BUDGET = 100_000
 
 
 @dataclass
@@ -233,3 +242,94 @@ async def page_back(client: Client, topic: str, cursor: Mapping[int, int], limit
     for s in _merge(reads)[-limit:]:
         start[s.partition] = min(start[s.partition], s.offset)
     return await page_forward(client, topic, start, limit)
+
+
+@dataclass
+class SearchPage(Page):
+    """A filtered page: ``records`` are the matches among the ``examined`` records from
+    ``start`` (inclusive) to ``next`` (exclusive) per partition."""
+
+    examined: int = 0
+    #: The smallest and largest timestamp among the examined records (None if none).
+    first_timestamp: int | None = None
+    last_timestamp: int | None = None
+    #: Why the search stopped: "matches" (``limit`` found), "budget" or "end".
+    stopped: str = "end"
+
+
+def text_matcher(needle: str, where: str = "both") -> Callable[[Record], bool]:
+    """A case-insensitive substring test on the key and/or value read as UTF-8 text
+    (bytes that are not UTF-8 read as U+FFFD); ``where`` is "key", "value" or "both"."""
+    if where not in ("key", "value", "both"):
+        raise ValueError(f"in must be key, value or both, got {where!r}")
+    folded = needle.casefold()
+
+    def text(b: bytes | None) -> str:
+        return "" if b is None else b.decode("utf-8", errors="replace").casefold()
+
+    def match(r: Record) -> bool:
+        return ((where != "value" and folded in text(r.key))
+                or (where != "key" and folded in text(r.value)))
+
+    return match
+
+
+async def search_forward(
+    client: Client, topic: str, cursor: Mapping[int, int], limit: int, budget: int,
+    match: Callable[[Record], bool],
+) -> SearchPage:
+    """The first ``limit`` records from ``cursor`` on that ``match``, among at most ``budget``
+    examined in :func:`page_forward`'s order (see the module's invariants)."""
+    limit = max(1, min(limit, MAX_LIMIT))
+    budget = max(1, min(budget, MAX_BUDGET))
+    parts = sorted(cursor)
+    read_at = dict(cursor)  # where each partition's next read starts
+    bufs: dict[int, deque[ShownRecord]] = {p: deque() for p in parts}
+    done: set[int] = set()
+    hw: dict[int, int] = {}
+    low: dict[int, int] = {}
+
+    async def refill(p: int) -> None:
+        r = await read_partition(client, topic, p, read_at[p], MAX_LIMIT)
+        hw[p], low[p] = r.high_watermark, r.log_start
+        bufs[p].extend(r.records)
+        if not r.records and (r.next_offset >= r.high_watermark or r.next_offset <= read_at[p]):
+            done.add(p)  # at the end (or no progress: nothing more to read)
+        read_at[p] = max(read_at[p], r.next_offset)
+
+    await asyncio.gather(*(refill(p) for p in parts))
+    start = {p: max(cursor[p], low[p]) for p in parts}
+    nxt = dict(start)
+    found: list[ShownRecord] = []
+    examined = 0
+    first_ts: int | None = None
+    last_ts: int | None = None
+    stopped = "end"
+    while True:
+        if len(found) >= limit:
+            stopped = "matches"
+            break
+        if examined >= budget:
+            stopped = "budget"
+            break
+        empty = [p for p in parts if not bufs[p] and p not in done]
+        if empty:
+            await asyncio.gather(*(refill(p) for p in empty))
+            continue
+        live = [p for p in parts if bufs[p]]
+        if not live:
+            break
+        p = min(live, key=lambda q: (bufs[q][0].timestamp, q))
+        s = bufs[p].popleft()
+        examined += 1
+        nxt[p] = s.offset + 1
+        first_ts = s.timestamp if first_ts is None else min(first_ts, s.timestamp)
+        last_ts = s.timestamp if last_ts is None else max(last_ts, s.timestamp)
+        if match(s.record):
+            found.append(s)
+    for p in parts:
+        if not bufs[p]:
+            # Everything read from p was examined: skip the offsets read that held no
+            # record (compaction gaps, transaction markers) too.
+            nxt[p] = max(nxt[p], read_at[p])
+    return SearchPage(found, start, nxt, hw, low, examined, first_ts, last_ts, stopped)

@@ -51,8 +51,8 @@ async def plan(client: Client, topic: str, at: int) -> list[PlannedCut]:
 
 
 def routes(app_keys: dict[str, Any]) -> list[web.RouteDef]:
-    """The write route; ``app_keys`` gives the app's client, config, page renderer and token."""
-    client_key = app_keys["client"]
+    """The write route; ``app_keys`` gives the app's client (a function of the request), config, page renderer and token."""
+    client_of = app_keys["client"]
 
     async def delete_before(request: web.Request) -> web.Response:
         topic = request.match_info["topic"]
@@ -60,7 +60,7 @@ def routes(app_keys: dict[str, Any]) -> list[web.RouteDef]:
         if isinstance(form, web.Response):
             return form
         at = parse_at(str(form.get("before", "")))
-        client = request.app[client_key]
+        client = client_of(request)
         offsets = await admin.offsets_before_time(client, topic, at)
         result = await admin.delete_records(client, topic, offsets)
         q = urlencode({"done": f"deleted the records before {format_time(at)}; log starts now "

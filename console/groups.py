@@ -87,23 +87,23 @@ async def backlogs(client: Client, partitions: list[Any], firsts: Mapping[tuple[
 
 
 def routes(app_keys: dict[str, Any]) -> list[web.RouteDef]:
-    """The groups routes; ``app_keys`` gives the app's client, config and page renderer."""
-    client_key, page, token_key = app_keys["client"], app_keys["page"], app_keys["token"]
+    """The groups routes; ``app_keys`` gives the app's client (a function of the request), config and page renderer."""
+    client_of, page, token_key = app_keys["client"], app_keys["page"], app_keys["token"]
 
     async def groups_page(request: web.Request) -> web.Response:
-        groups = await list_groups(request.app[client_key])
+        groups = await list_groups(client_of(request))
         return page(request, "groups.html", groups=groups)
 
     async def _reset_plan(request: web.Request, group: str, form: Any) -> tuple[int, str, list[Any]]:
         at = parse_time(str(form.get("time", "")).strip() or "(empty)",
                         now_ms=time.time_ns() // 1_000_000)
         topic = str(form.get("topic", "")).strip()
-        plan = await plan_reset(request.app[client_key], group, {topic: None} if topic else None,
+        plan = await plan_reset(client_of(request), group, {topic: None} if topic else None,
                                 to_time=at)
         return at, topic, plan
 
     async def group_page(request: web.Request) -> web.Response:
-        client = request.app[client_key]
+        client = client_of(request)
         group = request.match_info["group"]
         desc = await describe_group(client, group)
         now = time.time_ns() // 1_000_000
@@ -119,11 +119,11 @@ def routes(app_keys: dict[str, Any]) -> list[web.RouteDef]:
                     topics=sorted({p.topic for p in desc.partitions}))
 
     async def groups_api(request: web.Request) -> web.Response:
-        groups = await list_groups(request.app[client_key])
+        groups = await list_groups(client_of(request))
         return web.json_response({"groups": [asdict(g) for g in groups]})
 
     async def group_api(request: web.Request) -> web.Response:
-        client = request.app[client_key]
+        client = client_of(request)
         desc = await describe_group(client, request.match_info["group"])
         firsts = await _time_lags(client, desc.partitions)
         out = asdict(desc)
@@ -139,7 +139,7 @@ def routes(app_keys: dict[str, Any]) -> list[web.RouteDef]:
             return form
         at, _, plan = await _reset_plan(request, group, form)
         try:
-            await apply_plan(request.app[client_key], group, plan)
+            await apply_plan(client_of(request), group, plan)
         except ActiveGroupError as e:
             return page(request, "error.html", 409, title="Group is active", message=str(e))
         q = urlencode({"done": f"reset {len(plan)} partitions to {format_time(at)}"})

@@ -1,5 +1,5 @@
-// Chronolog console: the timeline chart (uPlot), the topic filter, the time picker
-// and the live tail. Plain browser JavaScript, no build step, no network beyond
+// Chronolog console: the timeline chart (uPlot), the topic filter, the time picker,
+// the record table and the live tail. Plain browser JavaScript, no build step, no network beyond
 // this console's own server.
 "use strict";
 window.chronolog = (function () {
@@ -128,6 +128,55 @@ window.chronolog = (function () {
     });
   }
 
+  // The record browser's compact rows: a click (or Enter/Space) on a row shows the whole
+  // record in the row below it; selecting text in a row does not toggle it.
+  function recordTable(tableId) {
+    const table = document.getElementById(tableId);
+    if (!table) return;
+    const toggle = (tr, open) => {
+      const detail = tr.nextElementSibling;
+      if (!detail || !detail.classList.contains("detail")) return;
+      open = open === undefined ? detail.hidden : open;
+      detail.hidden = !open;
+      tr.setAttribute("aria-expanded", String(open));
+      tr.classList.toggle("open", open);
+    };
+    table.tBodies[0].addEventListener("click", e => {
+      const tr = e.target.closest("tr.record");
+      if (!tr || String(window.getSelection() || "")) return;
+      toggle(tr);
+    });
+    table.tBodies[0].addEventListener("keydown", e => {
+      const tr = e.target.closest("tr.record");
+      if (!tr || (e.key !== "Enter" && e.key !== " ")) return;
+      e.preventDefault();
+      toggle(tr);
+    });
+    // A filter's text is marked in the previews (the server put it in view).
+    const needle = (table.dataset.needle || "").toLowerCase(), where = table.dataset.in || "both";
+    if (needle) {
+      const cells = where === "both" ? "td.preview" : "td.preview." + where;
+      for (const td of table.querySelectorAll(cells)) {
+        const text = td.textContent, lower = text.toLowerCase();
+        if (!lower.includes(needle) || text.length !== lower.length) continue;
+        td.textContent = "";
+        let at = 0;
+        for (let i = lower.indexOf(needle); i >= 0; i = lower.indexOf(needle, at)) {
+          td.append(text.slice(at, i));
+          const mark = document.createElement("mark");
+          mark.textContent = text.slice(i, i + needle.length);
+          td.append(mark);
+          at = i + needle.length;
+        }
+        td.append(text.slice(at));
+      }
+    }
+    const all = open => () => table.querySelectorAll("tr.record").forEach(tr => toggle(tr, open));
+    const expand = document.getElementById("expand-all"), collapse = document.getElementById("collapse-all");
+    if (expand) expand.addEventListener("click", all(true));
+    if (collapse) collapse.addEventListener("click", all(false));
+  }
+
   function cell(tr, text, cls) {
     const td = document.createElement("td");
     if (cls) td.className = cls;
@@ -180,7 +229,7 @@ window.chronolog = (function () {
     if (document.hidden) setStatus("paused (tab hidden)"); else open();
   }
 
-  const api = { drawTimeline, barCenter, bucketAt, filterTable, timePicker, liveTail, tailLog: [],
+  const api = { drawTimeline, barCenter, bucketAt, filterTable, timePicker, recordTable, liveTail, tailLog: [],
                 chart: null, timeline: null, charts: {} };
   return api;
 })();

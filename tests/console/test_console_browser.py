@@ -101,7 +101,10 @@ def test_overview_lists_the_topics_and_filters_by_name(browser, console_url, top
     assert cells[2] == f"{PARTS * N:,}"
     assert cells[4] == iso(min(s[0] for s in topic["stamps"].values()))  # first record time
     assert cells[5] == iso(max(max(s) for s in topic["stamps"].values()))  # max timestamp
-    assert cells[6] == "604800000"  # retention.ms default
+    assert cells[6] == "7 days"  # retention.ms default, in words; the number on hover
+    retention = row.find_element(By.CSS_SELECTOR, "td.retention-ms")
+    assert retention.get_attribute("data-ms") == "604800000"
+    assert retention.get_attribute("title") == "retention.ms=604800000"
     box = browser.find_element(By.ID, "topic-filter")
     box.send_keys(topic["name"][:6])
     other = browser.find_element(By.CSS_SELECTOR, f'tr[data-topic="{topic["other"]}"]')
@@ -126,6 +129,8 @@ def test_timeline_bars_equal_a_reader_of_each_bucket(browser, console_url, topic
     assert 100 <= len(bars) <= 301
     assert bars == bucket_counts(topic["stamps"], bounds)
     assert sum(bars) == PARTS * N
+    step = browser.find_element(By.ID, "step")
+    assert (step.text, step.get_attribute("data-ms")) == ("15 seconds", str(bounds[1] - bounds[0]))
     # Hovering a bar tells its count per partition (the tallest: late records pile up there).
     i = bars.index(max(bars))
     c = browser.execute_script(f"return chronolog.barCenter({i})")
@@ -186,11 +191,14 @@ def test_paging_json_hex_and_headers(browser, console_url, topic, tmp_path) -> N
     assert "cursor=0%3A6" in browser.current_url  # the URL holds the position
     browser.find_element(By.ID, "prev").click()
     wait(browser, lambda d: rows(d)[:1] == [(0, 0)])
-    tr = browser.find_element(By.CSS_SELECTOR, '#records tr[data-offset="1"]')
+    # The whole record is one click on its row away.
+    browser.find_element(By.CSS_SELECTOR, '#records tr.record[data-offset="1"]').click()
+    tr = browser.find_element(By.CSS_SELECTOR, '#records tr.detail[data-offset="1"]')
     shown = tr.find_element(By.CSS_SELECTOR, "pre.value")
     assert shown.get_attribute("data-kind") == "json"
     assert shown.text == json.dumps(json.loads(value(0, 1)), indent=2)
-    tr = browser.find_element(By.CSS_SELECTOR, '#records tr[data-offset="0"]')
+    browser.find_element(By.CSS_SELECTOR, '#records tr.record[data-offset="0"]').click()
+    tr = browser.find_element(By.CSS_SELECTOR, '#records tr.detail[data-offset="0"]')
     hexed = tr.find_element(By.CSS_SELECTOR, "pre.value")
     assert hexed.get_attribute("data-kind") == "hex"
     assert hexed.text.startswith("00000000  00 01 02 ff 00 00")
@@ -386,3 +394,15 @@ def test_a_bar_counts_what_chronolog_consume_prints_for_its_window(browser, cons
         capture_output=True, text=True, timeout=60, check=True).stdout
     printed = [json.loads(line) for line in out.splitlines()]
     assert len(printed) == bars[i] > 0
+
+
+@pytest.mark.parametrize(("days", "words"), [(600, "2 days"), (200, "1 day"), (10, "1 hour"),
+                                             (3, "15 minutes")])
+def test_bucket_sizes_read_in_words_not_milliseconds(browser, console_url, topic, days, words) -> None:  # type: ignore[no-untyped-def]
+    browser.get(f"{console_url}/topics/{topic['name']}?from={iso(BASE - days * 86_400_000)}&to={iso(BASE)}")
+    bounds, _ = _bars(browser)
+    step = browser.find_element(By.ID, "step")
+    assert step.text == words
+    assert int(step.get_attribute("data-ms")) == bounds[1] - bounds[0]
+    summary = browser.find_element(By.CSS_SELECTOR, "p.summary").text
+    assert f"buckets of {words}," in summary and f"{bounds[1] - bounds[0]} ms" not in summary

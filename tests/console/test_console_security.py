@@ -151,7 +151,7 @@ def test_record_pages_over_sasl_ssl_show_every_produced_record(setup: Setup, sas
                                                                 partition: int) -> None:
     page = _get(f"{sasl_ssl_console}/topics/{setup.topic}/records?partition={partition}&offset=0&limit=50")
     rows = re.findall(r'<tr class="record" data-partition="(\d+)" data-offset="(\d+)" '
-                      r'data-timestamp="(\d+)">(.*?)</tr>', page, re.S)
+                      r'data-timestamp="(\d+)"[^>]*>(.*?)</tr>', page, re.S)
     assert [(int(p), int(o), int(ts)) for p, o, ts, _ in rows] == [
         (partition, o, ts) for o, ts, _ in setup.produced[partition]]
     for (_, _, _, cells), (_, _, key) in zip(rows, setup.produced[partition], strict=True):

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from console import browse, timeline
-from console.render import human_size, show_bytes
+from console.render import PREVIEW_CHARS, human_duration, human_size, preview, show_bytes
 from console.settings import SettingsError, client_settings, parse_properties
 
 
@@ -131,3 +131,53 @@ def test_sizes_are_shown_in_the_largest_fitting_binary_unit_to_three_digits(n: i
         assert int(number) == n
     else:
         assert abs(float(number) * scale - n) <= max(0.005 * n, scale * 0.5)
+
+
+_UNIT_MS = {"day": 86_400_000, "days": 86_400_000, "hour": 3_600_000, "hours": 3_600_000,
+            "minute": 60_000, "minutes": 60_000, "second": 1000, "seconds": 1000, "ms": 1}
+
+
+@pytest.mark.parametrize(("ms", "text"), [
+    (172_800_000, "2 days"), (3_600_000, "1 hour"), (900_000, "15 minutes"), (1000, "1 second"),
+    (500, "500 ms"), (0, "0 ms"), (604_800_000, "7 days"), (5_430_250, "1 hour 30 minutes 30 seconds 250 ms"),
+])
+def test_durations_read_in_words(ms: int, text: str) -> None:
+    assert human_duration(ms) == text
+
+
+@given(st.integers(0, 10**13))
+def test_a_duration_in_words_adds_up_to_the_exact_milliseconds(ms: int) -> None:
+    words = human_duration(ms).split(" ")
+    pairs = list(zip(words[::2], words[1::2], strict=True))
+    assert sum(int(n) * _UNIT_MS[u] for n, u in pairs) == ms
+    assert all(int(n) > 0 for n, _ in pairs) or ms == 0
+    assert [_UNIT_MS[u] for _, u in pairs] == sorted({_UNIT_MS[u] for _, u in pairs}, reverse=True)
+
+
+def test_every_nice_bucket_size_is_one_unit_in_words() -> None:
+    """The timeline's round bucket sizes read as "2 days", "15 minutes", never "172800000 ms"."""
+    for step in timeline.NICE_STEPS_MS:
+        n, unit = human_duration(step).split(" ")
+        assert int(n) * _UNIT_MS[unit] == step
+
+
+@given(st.binary(max_size=2000) | st.text(max_size=2000).map(str.encode))
+def test_a_preview_is_one_line_of_bounded_length_and_a_prefix_of_the_value(data: bytes) -> None:
+    kind = show_bytes(data).kind
+    p = preview(data, kind)
+    assert "\n" not in p and "\r" not in p and len(p) <= PREVIEW_CHARS
+    if kind == "hex":
+        assert bytes.fromhex(p.removesuffix(" …")) == data[: len(p.removesuffix(" …").split())]
+    else:
+        folded = " ".join(data.decode("utf-8", errors="replace").split())
+        assert folded.startswith(p.removesuffix("…").rstrip())
+
+
+@given(st.text(min_size=0, max_size=3000), st.text(st.characters(min_codepoint=97, max_codepoint=122),
+                                                  min_size=1, max_size=20))
+def test_a_preview_shows_the_filters_match_when_the_value_has_it(text: str, needle: str) -> None:
+    data = text.encode()
+    p = preview(data, "text", around=needle)
+    assert "\n" not in p and len(p) <= PREVIEW_CHARS
+    if needle in " ".join(text.split()).lower():
+        assert needle in p.lower()
