@@ -352,17 +352,18 @@ async def search_forward(
 
 #: Records an event-time window page reads by default, and at most (timestamps are
 #: compared column-wise; only the records in the window are decoded into rows).
-WINDOW_BUDGET = 200_000
-MAX_WINDOW_BUDGET = 2_000_000
+WINDOW_BUDGET = 500_000
+MAX_WINDOW_BUDGET = 5_000_000
 
 
 async def _window_partition(
     client: Client, topic: str, plan: TimeWindowPlan, start: int, t1: int, t2: int,
-    limit: int, budget: int, match: Callable[[Record], bool] | None,
+    limit: int, budget: int, match: Callable[[Record], bool] | None, spent: list[int],
 ) -> tuple[list[ShownRecord], int, int]:
     """From offset ``start`` through ``plan``'s ranges: the records with t1 <= ts < t2
-    (and ``match``) in offset order, until ``limit`` of them or ``budget`` records read;
-    returns them, the offset everything below which was read, and the records read."""
+    (and ``match``) in offset order, until ``limit`` of them, or until the partitions
+    read together (``spent[0]``) reach ``budget`` records; returns them, the offset
+    everything below which was read, and the records this partition read."""
     import pyarrow.compute as pc
 
     p = plan.partition
@@ -377,6 +378,7 @@ async def _window_partition(
         async with contextlib.aclosing(batches) as it:
             async for batch in it:
                 read += batch.num_rows
+                spent[0] += batch.num_rows
                 offs = batch.column("offset")
                 start = int(offs[batch.num_rows - 1].as_py()) + 1
                 ts = batch.column("timestamp")
@@ -387,7 +389,7 @@ async def _window_partition(
                     if match is None or match(r):
                         out.append(ShownRecord(p, r.offset, r.timestamp, "LogAppendTime"
                                                if row["timestamp_type"] == 1 else "CreateTime", r))
-                if len(out) >= limit or read >= budget:
+                if len(out) >= limit or spent[0] >= budget:
                     return out, start, read
         start = max(start, rng.end_offset)
     return out, max(start, plan.high_watermark), read
@@ -399,17 +401,17 @@ async def window_forward(
 ) -> SearchPage:
     """The next ``limit`` records from ``cursor`` with ``t1 <= timestamp < t2`` (an
     event-time window; ``plans`` is its ``Client.plan_time_window``), each partition in
-    offset order, partitions merged by timestamp; at most ``budget`` records read, split
-    evenly between the partitions. Only the planned ranges are read (no record outside
+    offset order, partitions merged by timestamp; the partitions stop reading once they
+    have read ``budget`` records together (checked after each Fetch). Only the planned ranges are read (no record outside
     them can be in the window), so successive pages from ``next`` give every record of
     the window once: the result is exact for the offsets below ``next``."""
     limit = max(1, min(limit, MAX_LIMIT))
     budget = max(1, min(budget, MAX_WINDOW_BUDGET))
     parts = sorted(cursor)
-    share = max(1, budget // max(1, len(parts)))
+    spent = [0]
     reads = await asyncio.gather(*(
         _window_partition(client, topic, plans[p], max(cursor[p], plans[p].log_start_offset),
-                          t1, t2, limit, share, match) for p in parts))
+                          t1, t2, limit, budget, match, spent) for p in parts))
     got = {p: r[0] for p, r in zip(parts, reads, strict=True)}
     read_to = {p: r[1] for p, r in zip(parts, reads, strict=True)}
     examined = sum(r[2] for r in reads)
