@@ -143,7 +143,7 @@ def test_timeline_bars_equal_a_reader_of_each_bucket(browser, console_url, topic
            for p in range(PARTS)]
     assert min(per) > 0
     assert detail.text.endswith(f": {sum(per)} records (" + ", ".join(f"p{p}: {n}" for p, n in enumerate(per)) + ")")
-    shot(browser, "timeline", tmp_path)
+    shot(browser, "timeline-by-position", tmp_path)
     browser.find_element(By.CSS_SELECTOR, "#bucket-details summary").click()
     # The table is built by the "toggle" event, which the browser fires as a later task.
     rows = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#bucket-table tbody tr"))

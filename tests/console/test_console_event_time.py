@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import heapq
 import json
+import os
 import urllib.parse
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -161,6 +163,7 @@ def test_event_time_window_pages_give_exactly_the_windows_records(  # type: igno
 
 # -------------------------------------------------------------- over HTTP and in Chromium
 
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
 N = 1200  # records, month-shuffled, in PARTS partitions
 PARTS = 3
 SQUEEZE = 36 * 3_600_000  # a year of event time shown within a day and a half
@@ -219,6 +222,13 @@ def test_the_default_is_event_time_and_the_positional_toggle_gives_todays_counts
     assert whole["total"] == N
 
 
+def shot(driver: Any, name: str, tmp_path: Path) -> None:
+    """A screenshot: into docs/console/ when asked to refresh the docs (as test_console_browser)."""
+    target = DOCS if os.environ.get("CHRONOLOG_SCREENSHOTS") == "1" else tmp_path
+    target.mkdir(parents=True, exist_ok=True)
+    assert driver.save_screenshot(str(target / f"{name}.png"))
+
+
 def _wait(driver: Any, cond: Any, timeout: float = 20) -> Any:
     return WebDriverWait(driver, timeout, poll_frequency=0.05).until(cond)
 
@@ -230,7 +240,7 @@ def _rows(driver: Any) -> list[tuple[int, int, int]]:
 
 
 def test_clicking_an_event_time_bar_opens_exactly_its_records(  # type: ignore[no-untyped-def]
-        browser, console_url, shuffled) -> None:
+        browser, console_url, shuffled, tmp_path) -> None:
     stamps = shuffled["stamps"]
     lo = min(min(ts) for ts in stamps.values())
     hi = max(max(ts) for ts in stamps.values()) + 1
@@ -246,6 +256,7 @@ def test_clicking_an_event_time_bar_opens_exactly_its_records(  # type: ignore[n
         p = int(tr.get_attribute("data-partition"))
         assert (int(tr.get_attribute("data-late")), int(tr.get_attribute("data-max-lateness"))) == late(stamps[p])
     assert "different records" in browser.find_element(By.ID, "disorder-hint").text
+    shot(browser, "timeline", tmp_path)
     c = browser.execute_script(f"return chronolog.barCenter({i})")
     over = browser.find_element(By.CSS_SELECTOR, "#chart .u-over")
     ActionChains(browser).move_to_element_with_offset(
@@ -254,6 +265,7 @@ def test_clicking_an_event_time_bar_opens_exactly_its_records(  # type: ignore[n
     box = browser.find_element(By.ID, "window")
     assert (int(box.get_attribute("data-from")), int(box.get_attribute("data-until"))) == (
         bounds[i], bounds[i + 1])
+    shot(browser, "records-window", tmp_path)
     got: list[tuple[int, int, int]] = []
     for _ in range(50):
         got += _rows(browser)
@@ -277,3 +289,4 @@ def test_clicking_an_event_time_bar_opens_exactly_its_records(  # type: ignore[n
     assert browser.find_element(By.ID, "meaning").get_attribute("data-by") == "offset"
     bars = browser.execute_script("return chronolog.chart.data[1]")
     assert bars == positional
+    shot(browser, "timeline-shuffled-by-position", tmp_path)
