@@ -220,9 +220,8 @@ class TimestampCache:
                     state: PartitionState) -> int:
         """Bring ``part`` to the broker's [log start, high watermark); the records read."""
         ls, hw = state.log_start, state.high_watermark
-        if hw < part.end or ls < part.log_start or (
-                state.records is not None and state.records < part.records and hw == part.end):
-            part.chunks.clear()  # gone back, or records left from the middle (compaction)
+        if hw < part.end or ls < part.log_start:
+            part.chunks.clear()  # gone back: truncated, or the topic was re-created
             part.log_start = part.end = ls
         if not part.chunks:
             part.log_start = part.end = max(part.end, ls)
@@ -248,6 +247,11 @@ class TimestampCache:
                 last.next = add.next
             part.chunks += fresh
             part.end = hw
+        if state.records is not None and part.records > state.records:
+            # The broker counts fewer records in [log start, log end) than we hold for
+            # [log start, high watermark): some left from the middle (compaction).
+            part.chunks = await self._read(client, topic, p, ls, hw)
+            read += part.records
         return read
 
     @staticmethod
