@@ -247,14 +247,21 @@ async def _data_extent(client: Client, topic: str, parts: list[int]) -> tuple[in
 MEANINGS = ("event", "offset")
 
 
+#: Seconds a timeline page waits for a first event-time chart (which reads every record)
+#: before it shows the positional chart and reloads itself (``?wait=`` overrides it; the
+#: JSON API waits for the chart unless asked not to).
+PAGE_WAIT_S = 3.0
+MAX_WAIT_S = 600.0
+
+
 async def _timeline(
-    request: web.Request,
+    request: web.Request, wait_s: float | None = None,
 ) -> tuple[timeline.Timeline | eventtime.EventTimeline, dict[str, Any]]:
     client = client_of(request)
     topic = request.match_info["topic"]
     parts, chosen = await _partitions(request, topic)
     used = parts if chosen is None else [chosen]
-    by = request.query.get("by", "").strip() or "event"
+    by = asked = request.query.get("by", "").strip() or "event"
     if by not in MEANINGS:
         raise ValueError(f"by must be event or offset, got {by!r}")
     now = time.time_ns() // 1_000_000
@@ -287,24 +294,38 @@ async def _timeline(
         span.update(start=lo, end=hi)
         return timeline.boundaries(lo, hi, buckets, max_bars=max_bars)
 
+    wait_text = request.query.get("wait", "").strip()
+    if wait_text:
+        try:
+            wait_s = float(wait_text)
+        except ValueError:
+            raise ValueError(f"wait must be a number of seconds, got {wait_text!r}") from None
+        if not 0 <= wait_s <= MAX_WAIT_S:
+            raise ValueError(f"wait must be between 0 and {MAX_WAIT_S:g} seconds, got {wait_text}")
     notice = None
+    warming = None
     tl: timeline.Timeline | eventtime.EventTimeline
     if by == "event":
         try:
-            tl = await request.app[TIMESTAMPS].timeline(client, topic, make_bounds, used)
+            tl = await request.app[TIMESTAMPS].timeline(client, topic, make_bounds, used,
+                                                        wait_s=wait_s)
         except eventtime.TooLarge as e:
             notice = f"{e}: showing the positional count instead."
+            by = "offset"
+        except eventtime.Warming as e:
+            warming = e
             by = "offset"
     if by == "offset":
         extent = await _data_extent(client, topic, used) if rng == "all" else None
         tl = await timeline.compute_timeline(client, topic, make_bounds(extent), used)
     ctx = {"topic": topic, "partitions": parts, "partition": chosen, "range_name": rng,
-           "start": span["start"], "end": span["end"], "by": by, "notice": notice}
+           "start": span["start"], "end": span["end"], "by": by, "asked": asked, "notice": notice,
+           "warming": warming}
     return tl, ctx
 
 
 async def timeline_page(request: web.Request) -> web.Response:
-    tl, ctx = await _timeline(request)
+    tl, ctx = await _timeline(request, PAGE_WAIT_S)
     data = tl.as_json()
     states = (tl.states if isinstance(tl, eventtime.EventTimeline) else
               await eventtime.partition_states(client_of(request), ctx["topic"], tl.partitions))
@@ -330,8 +351,12 @@ def _meaning_link(request: web.Request, by: str) -> str:
 
 
 async def timeline_api(request: web.Request) -> web.Response:
-    tl, _ = await _timeline(request)
-    resp = web.json_response(tl.as_json())
+    tl, ctx = await _timeline(request)
+    data = tl.as_json()
+    if ctx["warming"] is not None:
+        w = ctx["warming"]
+        data["warming"] = {"read": w.done, "of": w.total}
+    resp = web.json_response(data)
     resp.headers["Server-Timing"] = f"timeline;dur={tl.server_ms:.1f}"
     return resp
 

@@ -32,6 +32,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -45,7 +46,9 @@ from client.aio import EARLIEST, LATEST, Client, TopicPartition
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["DEFAULT_MAX_RECORDS", "EventTimeline", "PartitionState", "TimestampCache", "TooLarge",
-           "partition_states"]
+           "Warming", "partition_states"]
+
+log = logging.getLogger(__name__)
 
 I64 = npt.NDArray[np.int64]
 #: Timestamps one console keeps (8 bytes each: 40M is 320 MB).
@@ -56,6 +59,15 @@ CHUNK = 1 << 18
 
 class TooLarge(Exception):
     """The chart needs more timestamps than the console keeps."""
+
+
+class Warming(Exception):
+    """The chart is not ready yet: its records are still being read (``done`` of about
+    ``total`` offsets); the reading goes on without the caller."""
+
+    def __init__(self, topic: str, done: int, total: int) -> None:
+        super().__init__(f"{topic}: read {done:,} of about {total:,} records")
+        self.topic, self.done, self.total = topic, done, total
 
 
 class PartitionState(NamedTuple):
@@ -160,6 +172,10 @@ class TimestampCache:
         self.max_records = max_records
         self._topics: OrderedDict[str, dict[int, _Partition]] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
+        #: Charts being counted (kept so a chart a page stopped waiting for runs on).
+        self._running: set[asyncio.Future[EventTimeline]] = set()
+        #: Per topic being read: offsets read so far, and to read.
+        self._progress: dict[str, tuple[int, int]] = {}
 
     @property
     def records(self) -> int:
@@ -171,13 +187,36 @@ class TimestampCache:
     async def timeline(
         self, client: Client, topic: str,
         bounds: Sequence[int] | Callable[[tuple[int, int] | None], Sequence[int]],
-        partitions: Sequence[int] | None = None,
+        partitions: Sequence[int] | None = None, *, wait_s: float | None = None,
     ) -> EventTimeline:
         """Exact counts of ``topic``'s records in each bucket between consecutive ``bounds``;
         ``bounds`` may be a function of the records' extent (smallest timestamp, largest
-        + 1; None without records), called once the cache is current."""
-        t0 = time.perf_counter()
+        + 1; None without records), called once the cache is current.
+
+        With ``wait_s``, a chart not ready within that many seconds (a first chart reads
+        every record) raises :class:`Warming`; the reading goes on, so a later call finds
+        the cache (nearly) current."""
         parts = list(partitions) if partitions is not None else await client.partitions_for(topic)
+        task = asyncio.ensure_future(self._count(client, topic, bounds, parts))
+        self._running.add(task)
+        task.add_done_callback(self._finished)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), wait_s)
+        except TimeoutError:
+            done, total = self._progress.get(topic, (0, 0))
+            raise Warming(topic, done, total) from None
+
+    def _finished(self, task: asyncio.Future[EventTimeline]) -> None:
+        self._running.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.info("event-time chart failed: %s", task.exception())
+
+    async def _count(
+        self, client: Client, topic: str,
+        bounds: Sequence[int] | Callable[[tuple[int, int] | None], Sequence[int]],
+        parts: list[int],
+    ) -> EventTimeline:
+        t0 = time.perf_counter()
         lock = self._locks.setdefault(topic, asyncio.Lock())
         async with lock:
             states = await partition_states(client, topic, parts)
@@ -188,9 +227,16 @@ class TimestampCache:
             cached = self._topics.setdefault(topic, {})
             self._topics.move_to_end(topic)
             self._evict(keep=topic, room=need)
-            reads = await asyncio.gather(*(
-                self._sync(client, topic, p, cached.setdefault(p, _Partition()), states[p])
-                for p in parts))
+            ahead = sum(max(0, states[p].high_watermark - max(cached[p].end, states[p].log_start))
+                        if p in cached else states[p].high_watermark - states[p].log_start
+                        for p in parts)
+            self._progress[topic] = (0, ahead)
+            try:
+                reads = await asyncio.gather(*(
+                    self._sync(client, topic, p, cached.setdefault(p, _Partition()), states[p])
+                    for p in parts))
+            finally:
+                self._progress.pop(topic, None)
             if callable(bounds):
                 bounds = bounds(self._extent(cached, parts))
             b = np.asarray(bounds, dtype=np.int64)
@@ -254,8 +300,7 @@ class TimestampCache:
             read += part.records
         return read
 
-    @staticmethod
-    async def _read(client: Client, topic: str, p: int, start: int, end: int) -> list[_Chunk]:
+    async def _read(self, client: Client, topic: str, p: int, start: int, end: int) -> list[_Chunk]:
         """The timestamps of the records in offsets [start, end) as sorted chunks that
         cover the range without gaps (each ends where the next begins, the last at end)."""
         out: list[_Chunk] = []
@@ -269,6 +314,8 @@ class TimestampCache:
                 first, cols, held = nxt, [], 0
             cols.append(batch.column("timestamp").to_numpy())
             held += batch.num_rows
+            done, total = self._progress.get(topic, (0, 0))
+            self._progress[topic] = (done + batch.num_rows, total)
         if cols:
             out.append(_Chunk(first, end, np.sort(np.concatenate(cols))))
         return out

@@ -330,3 +330,35 @@ def test_a_compacted_topic_is_counted_again_when_the_cleaner_removed_records(con
         assert tl.counts == event_counts({0: left}, bounds)
 
     _run(check, console_broker.bootstrap)
+
+
+def test_a_first_chart_not_ready_in_time_shows_the_positional_count_and_reloads(  # type: ignore[no-untyped-def]
+        console_url, console_broker) -> None:
+    """A page does not wait for a first event-time chart longer than it may (?wait=): it
+    says how far the reading got, shows the positional chart and reloads itself; the
+    reading goes on, and the next page has the exact event-time chart."""
+    topic = unique_topic("warm")
+    stamps = {0: [BASE + (i * 7919) % 3_000_000 for i in range(3000)]}
+
+    async def produce(c: Client) -> None:
+        await c.create_topic(topic, 1)
+        for i in range(0, 3000, 500):
+            await c.produce(topic, [ProducerRecord(value=b"x", timestamp=t) for t in stamps[0][i:i + 500]],
+                            partition=0)
+
+    _run(produce, console_broker.bootstrap)
+    q = urllib.parse.urlencode({"from": format_time(BASE), "to": format_time(BASE + 3_000_000), "buckets": 10})
+    with urllib.request.urlopen(f"{console_url}/topics/{topic}?{q}&wait=0", timeout=60) as r:
+        page = r.read().decode()
+    assert 'id="warming"' in page and '<meta http-equiv="refresh" content="2">' in page
+    assert 'data-by="offset"' in page  # meanwhile the positional chart
+    assert 'name="by"' not in page  # ...and the form still asks for event time
+    cold = _api(f"{console_url}/api/topics/{topic}/timeline?{q}&wait=0")
+    assert cold["by"] == "offset" and "warming" in cold
+    # The API waits by default; the reading the first page started ends with exact counts.
+    ready = _api(f"{console_url}/api/topics/{topic}/timeline?{q}")
+    assert ready["by"] == "event" and "warming" not in ready
+    assert ready["counts"] == event_counts(stamps, ready["bounds"])
+    with urllib.request.urlopen(f"{console_url}/topics/{topic}?{q}", timeout=60) as r:
+        page = r.read().decode()
+    assert 'id="warming"' not in page and 'data-by="event"' in page
