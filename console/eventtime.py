@@ -226,7 +226,7 @@ class TimestampCache:
                                f"the console keeps at most {self.max_records:,} timestamps")
             cached = self._topics.setdefault(topic, {})
             self._topics.move_to_end(topic)
-            self._evict(keep=topic, room=need)
+            self._evict(keep=topic, room=need - sum(cached[p].records for p in parts if p in cached))
             ahead = sum(max(0, states[p].high_watermark - max(cached[p].end, states[p].log_start))
                         if p in cached else states[p].high_watermark - states[p].log_start
                         for p in parts)

@@ -362,3 +362,24 @@ def test_a_first_chart_not_ready_in_time_shows_the_positional_count_and_reloads(
     with urllib.request.urlopen(f"{console_url}/topics/{topic}?{q}", timeout=60) as r:
         page = r.read().decode()
     assert 'id="warming"' not in page and 'data-by="event"' in page
+
+
+def test_the_cache_keeps_at_most_its_records_and_refuses_a_larger_chart(console_broker) -> None:  # type: ignore[no-untyped-def]
+    bounds = [BASE, BASE + 1_000, BASE + 2_000]
+
+    async def check(c: Client) -> None:
+        small, big = unique_topic("cap"), unique_topic("cap")
+        for name, n in ((small, 30), (big, 50)):
+            await c.create_topic(name, 1)
+            await c.produce(name, [ProducerRecord(value=b"x", timestamp=BASE + i * 37) for i in range(n)],
+                            partition=0)
+        cache = eventtime.TimestampCache(max_records=60)
+        assert (await cache.timeline(c, small, bounds)).total == 30
+        assert cache.records == 30
+        tl = await cache.timeline(c, big, bounds)  # 30 + 50 > 60: the older topic goes
+        assert tl.total == 50 and cache.records == 50
+        assert (await cache.timeline(c, small, bounds)).read_records == 30
+        with pytest.raises(eventtime.TooLarge):
+            await eventtime.TimestampCache(max_records=40).timeline(c, big, bounds)
+
+    _run(check, console_broker.bootstrap)
