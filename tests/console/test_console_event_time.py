@@ -257,9 +257,14 @@ def test_clicking_an_event_time_bar_opens_exactly_its_records(  # type: ignore[n
         p = int(tr.get_attribute("data-partition"))
         assert (int(tr.get_attribute("data-late")), int(tr.get_attribute("data-max-lateness"))) == late(stamps[p])
     assert "different records" in browser.find_element(By.ID, "disorder-hint").text
-    shot(browser, "timeline", tmp_path)
     c = browser.execute_script(f"return chronolog.barCenter({i})")
     over = browser.find_element(By.CSS_SELECTOR, "#chart .u-over")
+    # Hovering the bar tells its count per partition, by event time.
+    ActionChains(browser).move_to_element_with_offset(over, int(c["x"] - c["width"] / 2), 0).perform()
+    detail = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'.bucket-detail[data-bucket="{i}"]'))
+    per = [event_counts({p: stamps[p]}, bounds)[i] for p in range(PARTS)]
+    assert detail.text.endswith(f": {bars[i]} records (" + ", ".join(f"p{p}: {n}" for p, n in enumerate(per)) + ")")
+    shot(browser, "timeline", tmp_path)
     ActionChains(browser).move_to_element_with_offset(
         over, int(c["x"] - c["width"] / 2), int(c["y"] - c["height"] / 2)).click().perform()
     _wait(browser, lambda d: "/records" in d.current_url and "until=" in d.current_url)
