@@ -20,7 +20,9 @@ Invariants:
   start and high watermark: chunks below a new log start are dropped (the one it cuts
   is read again from it), records past ``end`` are read and added; a high watermark
   or log start that went back (topic re-created, truncation) or a broker record count
-  below the cached one (compaction) drops the partition's cache and reads it again;
+  below the cached one (compaction) drops the partition's cache and reads it again, and
+  so does a batch at the last offset read whose header is not the one read then (the
+  topic was deleted and created again under its name);
 - a chart's counts are therefore exact for the offsets ``[log start, high watermark)``
   the page reports, and its buckets add up to the records whose timestamps lie in the
   chart's range;
@@ -53,6 +55,8 @@ log = logging.getLogger(__name__)
 I64 = npt.NDArray[np.int64]
 #: Timestamps one console keeps (8 bytes each: 40M is 320 MB).
 DEFAULT_MAX_RECORDS = 40_000_000
+#: Kafka's batch header up to and including the CRC (which covers the rest of the batch).
+_MARK_BYTES = 21
 #: Records per sorted chunk: small enough to re-sort when new records join the last one.
 CHUNK = 1 << 18
 
@@ -113,6 +117,9 @@ class _Partition:
     log_start: int = 0
     end: int = 0
     chunks: list[_Chunk] = field(default_factory=list)
+    #: (offset, header of the batch holding it) for the last offset read: a re-created
+    #: topic of the same name may reach the same offsets, but not with the same batch.
+    mark: tuple[int, bytes] | None = None
 
     @property
     def records(self) -> int:
@@ -266,9 +273,13 @@ class TimestampCache:
                     state: PartitionState) -> int:
         """Bring ``part`` to the broker's [log start, high watermark); the records read."""
         ls, hw = state.log_start, state.high_watermark
-        if hw < part.end or ls < part.log_start:
-            part.chunks.clear()  # gone back: truncated, or the topic was re-created
+        if hw < part.end or ls < part.log_start or (
+                part.mark is not None and ls <= part.mark[0] < hw
+                and await self._mark(client, topic, p, part.mark[0]) != part.mark[1]):
+            # Gone back (truncated), or not the log we read: the topic was re-created.
+            part.chunks.clear()
             part.log_start = part.end = ls
+            part.mark = None
         if not part.chunks:
             part.log_start = part.end = max(part.end, ls)
         read = 0
@@ -293,12 +304,25 @@ class TimestampCache:
                 last.next = add.next
             part.chunks += fresh
             part.end = hw
+            part.mark = (hw - 1, await self._mark(client, topic, p, hw - 1))
         if state.records is not None and part.records > state.records:
             # The broker counts fewer records in [log start, log end) than we hold for
             # [log start, high watermark): some left from the middle (compaction).
             part.chunks = await self._read(client, topic, p, ls, hw)
             read += part.records
         return read
+
+    @staticmethod
+    async def _mark(client: Client, topic: str, p: int, offset: int) -> bytes:
+        """The fixed header (base offset, length, leader epoch, magic, CRC) of the batch
+        holding ``offset``: the same bytes as long as that batch is the one we read."""
+        try:
+            res = await client.fetch_raw(topic, p, offset, 1)
+        except KafkaError as e:
+            if e.code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                raise
+            return b""
+        return res.records_bytes[:_MARK_BYTES]
 
     async def _read(self, client: Client, topic: str, p: int, start: int, end: int) -> list[_Chunk]:
         """The timestamps of the records in offsets [start, end) as sorted chunks that
