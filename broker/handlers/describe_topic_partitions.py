@@ -8,7 +8,8 @@ Invariants (Kafka's ``DescribeTopicPartitionsRequestHandler``):
 - A cursor whose topic is not among those asked for, or whose partition is negative ->
   INVALID_REQUEST (42) for the whole request (every topic answered with it).
 - Every partition is led by this broker, epoch 0, replicas = ISR = [this broker]; ELR
-  fields are null (no eligible-leader-replica tracking on one node).
+  fields are empty lists, as Kafka sends them without ELR (never null: the Java admin
+  client streams them unchecked and fails with a NullPointerException).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ def _topic(name: str, code: int, partitions: list[dict[str, Any]]) -> dict[str, 
 
 def _partition(node: int, p: int) -> dict[str, Any]:
     return {"error_code": 0, "partition_index": p, "leader_id": node, "leader_epoch": 0,
-            "replica_nodes": [node], "isr_nodes": [node], "eligible_leader_replicas": None,
-            "last_known_elr": None, "offline_replicas": []}
+            "replica_nodes": [node], "isr_nodes": [node], "eligible_leader_replicas": [],
+            "last_known_elr": [], "offline_replicas": []}
 
 
 async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
