@@ -1,0 +1,178 @@
+"""The three differences from Kafka that librdkafka's 0081_admin found, checked side by side.
+
+(a) AlterConfigs / IncrementalAlterConfigs of the broker setting
+    ``sasl.kerberos.min.time.before.relogin``: Kafka accepts it (a dynamic listener
+    setting) and DescribeConfigs reports the new value.
+(b) A group's authorized operations include DESCRIBE_CONFIGS and ALTER_CONFIGS
+    (Kafka 4.0's supported GROUP operations).
+(c) Metadata honours IncludeClusterAuthorizedOperations and
+    IncludeTopicAuthorizedOperations (librdkafka's describe_cluster / describe_topics
+    read them from Metadata), and so does DescribeTopicPartitions (the Java admin's path).
+
+Without an authorizer the answer is every supported operation; with Kafka's
+StandardAuthorizer it is what the ACLs allow. Librdkafka (Metadata, DescribeGroups)
+and Kafka's Java admin (DescribeCluster, DescribeTopicPartitions, ConsumerGroupDescribe
+or DescribeGroups) ask; under ``make test-ecosystem`` the real Kafka answers too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicCollection, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from tests.conftest import BrokerProcess, free_port_number
+from tests.ecosystem.kafka_peer import KafkaNode, java_program
+
+# Kafka's AclEntry.supportedOperations (4.0+).
+SUPPORTED = {
+    "cluster": {"ALTER", "ALTER_CONFIGS", "CLUSTER_ACTION", "CREATE", "DESCRIBE",
+                "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE"},
+    "topic": {"ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS",
+              "READ", "WRITE"},
+    "group": {"ALTER_CONFIGS", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ"},
+}
+RELOGIN = "sasl.kerberos.min.time.before.relogin"
+
+
+@dataclass
+class Target:
+    name: str
+    bootstrap: str
+    node_id: str
+    admin: AdminClient
+
+
+@pytest.fixture(scope="module")
+def chronolog(module_tmp: Path) -> Iterator[BrokerProcess]:
+    data = module_tmp / "chronolog"
+    data.mkdir()
+    b = BrokerProcess(data, free_port_number()).start()
+    yield b
+    assert b.stop() == 0, b.log()
+
+
+@pytest.fixture(scope="module", params=[
+    "chronolog", pytest.param("kafka", marks=pytest.mark.ecosystem_full)])
+def target(request: pytest.FixtureRequest) -> Target:
+    if request.param == "chronolog":
+        bootstrap = request.getfixturevalue("chronolog").bootstrap
+    else:
+        node: KafkaNode = request.getfixturevalue("kafka_node")
+        bootstrap = node.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    node_id = str(admin.describe_cluster().result(15).nodes[0].id)
+    return Target(request.param, bootstrap, node_id, admin)
+
+
+def _topic(t: Target, prefix: str) -> str:
+    name = f"{prefix}-{time.time_ns() % 10**9}"
+    for f in t.admin.create_topics([NewTopic(name, 1, 1)]).values():
+        f.result(15)
+    return name
+
+
+def _group_with_offsets(t: Target, topic: str) -> str:
+    group = f"g-{topic}"
+    c = Consumer({"bootstrap.servers": t.bootstrap, "group.id": group})
+    c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    c.close()
+    return group
+
+
+def _broker_relogin(t: Target, want: str) -> str:
+    """The described value once it is ``want`` (Kafka applies a change when its metadata
+    log reaches the broker, a moment after the answer), else the last one seen."""
+    res = ConfigResource(ResourceType.BROKER, t.node_id)
+    deadline = time.monotonic() + 10
+    while True:
+        got = t.admin.describe_configs([res])[res].result(15)[RELOGIN].value
+        if got == want or time.monotonic() > deadline:
+            return str(got)
+        time.sleep(0.1)
+
+
+def test_a_broker_kerberos_relogin_setting_is_dynamic(target: Target) -> None:
+    res = ConfigResource(ResourceType.BROKER, target.node_id, set_config={RELOGIN: "58000"})
+    target.admin.alter_configs([res])[res].result(15)
+    assert _broker_relogin(target, "58000") == "58000"
+    res = ConfigResource(ResourceType.BROKER, target.node_id, incremental_configs=[
+        ConfigEntry(RELOGIN, "59000", incremental_operation=AlterConfigOpType.SET)])
+    target.admin.incremental_alter_configs([res])[res].result(15)
+    assert _broker_relogin(target, "59000") == "59000"
+    res = ConfigResource(ResourceType.BROKER, target.node_id, incremental_configs=[
+        ConfigEntry(RELOGIN, None, incremental_operation=AlterConfigOpType.DELETE)])
+    target.admin.incremental_alter_configs([res])[res].result(15)
+    assert _broker_relogin(target, "60000") == "60000"  # Kafka's default again
+
+
+def _names(ops: list[AclOperation] | None) -> set[str] | None:
+    return None if ops is None else {o.name for o in ops}
+
+
+def test_b_c_librdkafka_sees_every_supported_operation_without_an_authorizer(target: Target) -> None:
+    topic = _topic(target, "ops")
+    group = _group_with_offsets(target, topic)
+    a = target.admin
+    cluster = a.describe_cluster(include_authorized_operations=True).result(15)
+    assert _names(cluster.authorized_operations) == SUPPORTED["cluster"]
+    described = a.describe_topics(TopicCollection([topic]),
+                                  include_authorized_operations=True)[topic].result(15)
+    assert _names(described.authorized_operations) == SUPPORTED["topic"]
+    g = a.describe_consumer_groups([group], include_authorized_operations=True)[group].result(15)
+    assert _names(g.authorized_operations) == SUPPORTED["group"]
+    # Not asked for: not answered.
+    assert not a.describe_cluster().result(15).authorized_operations
+    assert not a.describe_topics(TopicCollection([topic]))[topic].result(15).authorized_operations
+
+
+def test_b_c_java_admin_sees_every_supported_operation_without_an_authorizer(
+        target: Target, kafka_classpath: str) -> None:
+    topic = _topic(target, "jops")
+    got = {line["resource"]: set(line["operations"])
+           for line in java_program("AuthorizedOps", target.bootstrap, topic, f"jg-{topic}")}
+    assert got == SUPPORTED
+
+
+@pytest.fixture(scope="module")
+def acl_broker(module_tmp: Path) -> Iterator[BrokerProcess]:
+    data = module_tmp / "acl"
+    data.mkdir()
+    b = BrokerProcess(data, free_port_number(), {
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true"}).start()
+    yield b
+    assert b.stop() == 0, b.log()
+
+
+def test_c_authorized_operations_follow_the_acls(acl_broker: BrokerProcess) -> None:
+    """With ACLs on a topic, only what they allow (and what that implies) is reported."""
+    a = AdminClient({"bootstrap.servers": acl_broker.bootstrap})
+    topic = f"acl-{time.time_ns() % 10**9}"
+    for f in a.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(15)
+    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
+                         "User:ANONYMOUS", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    for f in a.create_acls([binding]).values():
+        f.result(15)
+    described = a.describe_topics(TopicCollection([topic]),
+                                  include_authorized_operations=True)[topic].result(15)
+    assert _names(described.authorized_operations) == {"READ", "DESCRIBE"}  # READ implies DESCRIBE
+    cluster = a.describe_cluster(include_authorized_operations=True).result(15)
+    assert _names(cluster.authorized_operations) == SUPPORTED["cluster"]  # no cluster ACLs
