@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicCollection, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -176,3 +176,98 @@ def test_c_authorized_operations_follow_the_acls(acl_broker: BrokerProcess) -> N
     assert _names(described.authorized_operations) == {"READ", "DESCRIBE"}  # READ implies DESCRIBE
     cluster = a.describe_cluster(include_authorized_operations=True).result(15)
     assert _names(cluster.authorized_operations) == SUPPORTED["cluster"]  # no cluster ACLs
+
+
+# Kafka 4.1's group configs and their defaults under default broker settings, as the
+# real Kafka describes a group nobody configured (checked against it in make test-ecosystem).
+GROUP_DEFAULTS = {
+    "consumer.heartbeat.interval.ms": "5000", "consumer.session.timeout.ms": "45000",
+    "share.auto.offset.reset": "latest", "share.heartbeat.interval.ms": "5000",
+    "share.isolation.level": "read_uncommitted", "share.record.lock.duration.ms": "30000",
+    "share.session.timeout.ms": "45000", "streams.heartbeat.interval.ms": "5000",
+    "streams.num.standby.replicas": "0", "streams.session.timeout.ms": "45000",
+}
+DEFAULT_CONFIG, DYNAMIC_GROUP_CONFIG = 5, 8
+
+
+def _group_configs(t: Target, group: str, want: dict[str, str]) -> dict[str, tuple[str, int]]:
+    """(value, source) per group config, once they equal ``want`` (Kafka applies a change
+    when its metadata log reaches the broker) or after a deadline."""
+    res = ConfigResource(ResourceType.GROUP, group)
+    deadline = time.monotonic() + 10
+    while True:
+        got = {k: (v.value, v.source) for k, v in
+               t.admin.describe_configs([res])[res].result(15).items()}
+        if {k: v for k, (v, _) in got.items()} == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def _incremental(t: Target, group: str, name: str, value: str | None,
+                 op: AlterConfigOpType = AlterConfigOpType.SET) -> None:
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=op)])
+    t.admin.incremental_alter_configs([res])[res].result(15)
+
+
+def test_b_group_config_resources_are_served_as_kafka_serves_them(target: Target) -> None:
+    group = f"cfg-{time.time_ns() % 10**9}"  # configs need no existing group
+    got = _group_configs(target, group, GROUP_DEFAULTS)
+    assert got == {k: (v, DEFAULT_CONFIG) for k, v in GROUP_DEFAULTS.items()}
+
+    _incremental(target, group, "consumer.session.timeout.ms", "50000")
+    want = {**GROUP_DEFAULTS, "consumer.session.timeout.ms": "50000"}
+    got = _group_configs(target, group, want)
+    assert got["consumer.session.timeout.ms"] == ("50000", DYNAMIC_GROUP_CONFIG)
+    assert {k: v for k, (v, _) in got.items()} == want
+
+    refusals = {
+        ("consumer.session.timeout.ms", "5000"): "consumer.session.timeout.ms must be greater "
+        "than or equal to group.consumer.min.session.timeout.ms",
+        ("consumer.heartbeat.interval.ms", "50000"): "consumer.heartbeat.interval.ms must be "
+        "less than or equal to group.consumer.max.heartbeat.interval.ms",
+        ("unknown.config", "1"): "Unknown group config name: unknown.config",
+        ("consumer.session.timeout.ms", "abc"): "Invalid value abc for configuration "
+        "consumer.session.timeout.ms: Not a number of type INT",
+    }
+    for (name, value), message in refusals.items():
+        with pytest.raises(KafkaException) as refused:
+            _incremental(target, group, name, value)
+        err = refused.value.args[0]
+        assert (err.code(), err.str()) == (KafkaError.INVALID_CONFIG, message)
+
+    # Legacy AlterConfigs replaces the whole set.
+    res = ConfigResource(ResourceType.GROUP, group,
+                         set_config={"consumer.heartbeat.interval.ms": "6000"})
+    target.admin.alter_configs([res])[res].result(15)
+    want = {**GROUP_DEFAULTS, "consumer.heartbeat.interval.ms": "6000"}
+    got = _group_configs(target, group, want)
+    assert {k: v for k, (v, _) in got.items()} == want
+    assert got["consumer.heartbeat.interval.ms"][1] == DYNAMIC_GROUP_CONFIG
+
+    _incremental(target, group, "consumer.heartbeat.interval.ms", None, AlterConfigOpType.DELETE)
+    assert _group_configs(target, group, GROUP_DEFAULTS) == {
+        k: (v, DEFAULT_CONFIG) for k, v in GROUP_DEFAULTS.items()}
+
+
+def test_b_a_consumer_group_obeys_its_heartbeat_interval_config(chronolog: BrokerProcess) -> None:
+    """Chronolog's own check (Kafka's answer is the same by its GroupConfig docs): the
+    interval a KIP-848 member is told follows the group's config, also once it changes."""
+    from tests.broker.test_core_server import Raw
+    from tests.broker.test_kip848_wire import heartbeat
+
+    t = Target("chronolog", chronolog.bootstrap, "", AdminClient(
+        {"bootstrap.servers": chronolog.bootstrap}))
+    topic = _topic(t, "hb")
+    group = f"hb-{topic}"
+    _incremental(t, group, "consumer.heartbeat.interval.ms", "7000")
+    raw = Raw(chronolog.port)
+    first = heartbeat(raw, group, "member-1", 0, topics=[topic])
+    assert (first.error_code, first.heartbeat_interval_ms) == (0, 7000)
+    _incremental(t, group, "consumer.heartbeat.interval.ms", "8000")
+    again = heartbeat(raw, group, "member-1", first.member_epoch)
+    assert (again.error_code, again.heartbeat_interval_ms) == (0, 8000)
+    raw.close()
+    chronolog.restart()  # the configs are durable
+    want = {**GROUP_DEFAULTS, "consumer.heartbeat.interval.ms": "8000"}
+    assert {k: v for k, (v, _) in _group_configs(t, group, want).items()} == want
