@@ -221,3 +221,56 @@ def test_delete_records_moves_the_log_start_offset(target: Target, tmp_path: Pat
     assert f"partition: {topic}-0\tlow_watermark: {cut}" in out
     assert target.client.earliest(topic, [0]) == {0: cut}
     assert _get_offsets(target, topic, "-2")[0] == cut
+
+
+def _table(out: str) -> list[dict[str, str]]:
+    """A tab-separated table with a header row, as kafka-transactions prints it."""
+    lines = [line for line in out.splitlines() if line.strip()]
+    head = [h.strip() for h in lines[0].split("\t") if h.strip()]
+    return [dict(zip(head, (c.strip() for c in line.split("\t")), strict=False))
+            for line in lines[1:]]
+
+
+def test_transactions_list_describe_and_describe_producers(target: Target) -> None:
+    from confluent_kafka import Producer
+
+    topic = _topic(target, "cli-txn")
+    txn_id = f"tx-{topic}"
+    offsets: list[int] = []
+    p = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": txn_id})
+    p.init_transactions(15)
+    p.begin_transaction()
+    p.produce(topic, b"committed", partition=0,
+              on_delivery=lambda err, msg: offsets.append(msg.offset()))
+    p.flush(15)
+    p.commit_transaction(15)
+    p.begin_transaction()  # left open: Ongoing, with a start offset on partition 0
+    p.produce(topic, b"open", partition=0,
+              on_delivery=lambda err, msg: offsets.append(msg.offset()))
+    p.flush(15)
+    bs = ("--bootstrap-server", target.bootstrap)
+    node = str(_node_id(target))
+    listed = [r for r in _table(tool("org.apache.kafka.tools.TransactionsCommand", *bs,
+                                     "list").stdout) if r["TransactionalId"] == txn_id]
+    assert [(r["Coordinator"], r["TransactionState"]) for r in listed] == [(node, "Ongoing")]
+    pid = listed[0]["ProducerId"]
+    [described] = _table(tool("org.apache.kafka.tools.TransactionsCommand", *bs, "describe",
+                              "--transactional-id", txn_id).stdout)
+    assert (described["CoordinatorId"], described["ProducerId"], described["ProducerEpoch"],
+            described["TransactionState"], described["TopicPartitions"]) == \
+        (node, pid, "0", "Ongoing", f"{topic}-0")
+    [producer] = _table(tool("org.apache.kafka.tools.TransactionsCommand", *bs,
+                             "describe-producers", "--topic", topic, "--partition", "0").stdout)
+    # One committed record, its marker, then the open transaction's first record.
+    assert offsets == [0, 2]
+    assert (producer["ProducerId"], producer["ProducerEpoch"], producer["LatestCoordinatorEpoch"],
+            producer["LastSequence"], producer["CurrentTransactionStartOffset"]) == \
+        (pid, "0", "0", "1", "2")
+    p.abort_transaction(15)
+
+
+def _node_id(target: Target) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})  # held until answered
+    return int(admin.describe_cluster().result(15).nodes[0].id)
