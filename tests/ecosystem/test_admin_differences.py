@@ -271,3 +271,44 @@ def test_b_a_consumer_group_obeys_its_heartbeat_interval_config(chronolog: Broke
     chronolog.restart()  # the configs are durable
     want = {**GROUP_DEFAULTS, "consumer.heartbeat.interval.ms": "8000"}
     assert {k: v for k, (v, _) in _group_configs(t, group, want).items()} == want
+
+
+def test_kafka_acls_tool_adds_lists_and_removes_what_chronolog_stores(
+        acl_broker: BrokerProcess, kafka_classpath: str) -> None:
+    """kafka-acls against Chronolog's StandardAuthorizer; Chronolog's own client is the oracle."""
+    import asyncio
+
+    from client.acls import AclFilter, describe_acls
+    from client.aio import Client
+    from tests.ecosystem.kafka_peer import tool
+
+    topic = f"acl-tool-{time.time_ns() % 10**9}"
+    bs = ("--bootstrap-server", acl_broker.bootstrap)
+    acls = "org.apache.kafka.tools.AclCommand"
+    tool(acls, *bs, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+         "--operation", "Describe", "--topic", topic, "--group", "g-alice")
+    tool(acls, *bs, "--add", "--deny-principal", "User:mallory", "--operation", "All",
+         "--topic", topic, "--resource-pattern-type", "prefixed")
+
+    async def stored_acls() -> list[tuple[str, ...]]:
+        client = await Client.connect(acl_broker.bootstrap)
+        try:
+            return sorted(await describe_acls(client, AclFilter()))
+        finally:
+            await client.close()
+
+    stored = asyncio.run(stored_acls())
+    assert stored == sorted([
+        ("TOPIC", topic, "LITERAL", "User:alice", "*", "READ", "ALLOW"),
+        ("TOPIC", topic, "LITERAL", "User:alice", "*", "DESCRIBE", "ALLOW"),
+        ("GROUP", "g-alice", "LITERAL", "User:alice", "*", "READ", "ALLOW"),
+        ("GROUP", "g-alice", "LITERAL", "User:alice", "*", "DESCRIBE", "ALLOW"),
+        ("TOPIC", topic, "PREFIXED", "User:mallory", "*", "ALL", "DENY"),
+    ])
+    listed = tool(acls, *bs, "--list", "--topic", topic).stdout
+    assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in listed
+    assert "(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)" in listed
+    tool(acls, *bs, "--remove", "--force", "--allow-principal", "User:alice", "--operation",
+         "Describe", "--topic", topic)
+    listed = tool(acls, *bs, "--list", "--topic", topic).stdout
+    assert "operation=DESCRIBE" not in listed and "operation=READ" in listed
