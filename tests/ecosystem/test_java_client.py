@@ -7,7 +7,9 @@ with ``group.protocol=classic`` and ``consumer``, runs three transactions (one
 aborted) and reads them ``read_committed`` and ``read_uncommitted``, and asks the
 AdminClient for configs, cluster, ListOffsets by time and special values, and
 DeleteRecords. Every line it prints is checked against an oracle computed from its
-own "produced" lines; under ``make test-ecosystem`` the same program also runs
+own "produced" lines (a fourth transaction is left open while read_committed and
+read_uncommitted readers and the AdminClient look at it); under ``make test-ecosystem``
+the same program also runs
 against the real Apache Kafka, and the two outputs must be identical.
 """
 
@@ -118,8 +120,22 @@ def check_against_oracle(lines: Lines) -> None:
     for read in _events(lines, "txnRead"):
         assert [(r["offset"], r["value"]) for r in read["records"]] == txn[read["isolation"]]
         assert read["end"] == end
+
+    # A fourth transaction left open (2 records stamped a minute ahead): read_committed
+    # ends at its first offset, the LSO, and finds nothing for a time only it holds. A
+    # lookup for base+50, above every earlier data record, lands on the first transaction
+    # marker: markers carry the time they were written, and Kafka's lookup counts
+    # control batches like any other.
+    opened = {o["isolation"]: (o["end"], o["offsetForOldTime"], o["offsetForOpenTime"])
+              for o in _events(lines, "openTxn")}
+    first_marker = TXN_SIZE
+    assert opened == {"read_committed": (end, first_marker, None),
+                      "read_uncommitted": (end + 2, first_marker, end)}
+    assert {t["isolation"]: t["offset"] for t in _events(lines, "openTxnAdminLatest")} == {
+        "read_uncommitted": end + 2, "read_committed": end}
+    # Then aborted: its marker follows, and both isolation levels end after it.
     assert {t["isolation"]: t["offset"] for t in _events(lines, "adminTxnLatest")} == {
-        "read_uncommitted": end, "read_committed": end}
+        "read_uncommitted": end + 3, "read_committed": end + 3}
 
     for q in _events(lines, "adminListOffsets"):
         records = produced[q["partition"]]

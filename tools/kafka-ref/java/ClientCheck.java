@@ -235,6 +235,39 @@ public class ClientCheck {
             }
         }
 
+        // An open transaction: read_committed stops at its first offset (the LSO).
+        try (KafkaProducer<String, String> p = new KafkaProducer<>(props(
+                "key.serializer", StringSerializer.class.getName(),
+                "value.serializer", StringSerializer.class.getName(),
+                "transactional.id", args[1] + "-open"))) {
+            p.initTransactions();
+            // Its records are stamped a minute ahead (within message.timestamp.after.max.ms),
+            // above the markers already written (they carry their write time).
+            long ahead = System.currentTimeMillis() + 60_000;
+            p.beginTransaction();
+            for (int i = 0; i < 2; i++) p.send(new ProducerRecord<>(txTopic, 0, ahead + i, "o" + i, "open" + i));
+            p.flush();
+            for (String isolation : List.of("read_committed", "read_uncommitted")) {
+                try (KafkaConsumer<String, String> c = new KafkaConsumer<>(consumerProps(
+                        "isolation.level", isolation))) {
+                    c.assign(List.of(tx0));
+                    OffsetAndTimestamp old = c.offsetsForTimes(Map.of(tx0, base + 50)).get(tx0);
+                    OffsetAndTimestamp open = c.offsetsForTimes(Map.of(tx0, ahead - 30_000)).get(tx0);
+                    emit("openTxn", "isolation", isolation, "end", c.endOffsets(List.of(tx0)).get(tx0),
+                            "offsetForOldTime", old == null ? null : old.offset(),
+                            "offsetForOpenTime", open == null ? null : open.offset());
+                }
+            }
+            try (Admin admin = Admin.create(props())) {
+                for (IsolationLevel level : IsolationLevel.values()) {
+                    ListOffsetsResultInfo i = admin.listOffsets(Map.of(tx0, OffsetSpec.latest()),
+                            new ListOffsetsOptions(level)).all().get().get(tx0);
+                    emit("openTxnAdminLatest", "isolation", level.toString(), "offset", i.offset());
+                }
+            }
+            p.abortTransaction();
+        }
+
         try (Admin admin = Admin.create(props())) {
             for (long probe : probes) {
                 Map<TopicPartition, OffsetSpec> q = new HashMap<>();
