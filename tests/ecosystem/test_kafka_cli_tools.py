@@ -166,6 +166,9 @@ def test_get_offsets_by_time_and_special_values(target: Target) -> None:
     assert _get_offsets(target, topic, "-2") == c.earliest(topic)
     want_max = {p: hit[0] for p, hit in c.max_timestamp(topic).items() if hit}
     assert _get_offsets(target, topic, "-3") == want_max
+    # Without tiered storage: EARLIEST_LOCAL is the log start, LATEST_TIERED is -1 (omitted).
+    assert _get_offsets(target, topic, "-4") == c.earliest(topic)
+    assert _get_offsets(target, topic, "-5") == {}
 
 
 def _utc(ms: int) -> str:
