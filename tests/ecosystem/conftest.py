@@ -47,9 +47,11 @@ def kafka_classpath() -> str:
         pytest.fail(f"the reference Kafka could not be fetched: {e}", pytrace=False)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kafka_node(kafka_classpath: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaNode]:
-    """One real Apache Kafka 4.x node (KRaft, combined mode) for the whole session."""
+    """One real Apache Kafka 4.x node (KRaft, combined mode) per test module: stopped when
+    the module ends, so it never idles through the rest of ``make test``, and at most one
+    runs at a time."""
     node = KafkaNode(tmp_path_factory.mktemp("kafka-ref"))
     try:
         node.start()
