@@ -277,3 +277,45 @@ def _node_id(target: Target) -> int:
 
     admin = AdminClient({"bootstrap.servers": target.bootstrap})  # held until answered
     return int(admin.describe_cluster().result(15).nodes[0].id)
+
+
+def test_consumer_groups_describe_a_live_kip848_group(target: Target) -> None:
+    """A librdkafka member (group.protocol=consumer) holds every partition and has
+    committed the end: --describe, --members --verbose and --state --verbose say so."""
+    from confluent_kafka import Consumer
+
+    topic = _topic(target, "cli-848", _stamps(5, 12))
+    group = f"g848-{topic}"
+    latest = target.client.latest(topic)
+    c = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group,
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                  "client.id": "cli-848", "enable.auto.commit": False})
+    try:
+        c.subscribe([topic])
+        seen, deadline = 0, time.monotonic() + 30
+        while seen < sum(latest.values()) and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            seen += m is not None and m.error() is None
+        assert seen == sum(latest.values())
+        c.commit(asynchronous=False)
+        bs = ("--bootstrap-server", target.bootstrap)
+        rows = [line.split() for line in tool(CONSUMER_GROUPS, *bs, "--describe", "--group",
+                                              group).stdout.splitlines()]
+        rows = [r for r in rows if r[:2] == [group, topic]]
+        assert sorted((int(r[2]), int(r[3]), int(r[4]), int(r[5]), r[-1]) for r in rows) == [
+            (p, latest[p], latest[p], 0, "cli-848") for p in range(PARTITIONS)]
+        members = [line.split() for line in tool(
+            CONSUMER_GROUPS, *bs, "--describe", "--group", group, "--members",
+            "--verbose").stdout.splitlines()]
+        [member] = [r for r in members if r[:1] == [group]]
+        assignment = f"{topic}:{','.join(map(str, range(PARTITIONS)))}"
+        # GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS CURRENT-EPOCH CURRENT-ASSIGNMENT ...
+        assert (member[3], member[4], member[6], member[8]) == (
+            "cli-848", str(PARTITIONS), assignment, assignment)
+        state = [line.split() for line in tool(
+            CONSUMER_GROUPS, *bs, "--describe", "--group", group, "--state",
+            "--verbose").stdout.splitlines()]
+        [row] = [r for r in state if r[:1] == [group]]
+        assert ("uniform", "Stable", "1") == (row[3], row[4], row[-1])
+    finally:
+        c.close()
