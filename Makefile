@@ -97,3 +97,14 @@ format: install
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+## Kafka's own world against Chronolog (docs/compatibility.md): Java 17 + Maven fetch Kafka 4.x's
+## jars from Maven Central into .cache/ (reused). `make test` runs the short set in tests/ecosystem.
+.PHONY: ecosystem test-ecosystem
+ecosystem:
+	@command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || { \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless maven; }
+	$(PYTHON) tools/kafka-ref/kafkaref.py fetch
+
+test-ecosystem: install ecosystem
+	CHRONOLOG_ECOSYSTEM=full $(BIN)/python -m pytest -q -ra tests/ecosystem

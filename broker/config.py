@@ -452,6 +452,12 @@ class BrokerConfig:
         "connection.failed.authentication.delay.ms", 100,
         "Delay the answer and the close after a failed authentication.", minimum=0,
     )
+    sasl_kerberos_min_time_before_relogin: int = _setting(
+        "sasl.kerberos.min.time.before.relogin", 60000,
+        "Kerberos login thread sleep between refreshes. Kept, reported and dynamically "
+        "settable as in Kafka (admin tools set it), but without effect: GSSAPI is not "
+        "implemented.", minimum=0,
+    )
 
     def __post_init__(self) -> None:
         # listener.name.<name>.<setting> overrides, as given (not a field: every field

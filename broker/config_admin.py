@@ -11,7 +11,11 @@ Invariants (Kafka's ``ConfigAdminManager`` and ``ConfigurationControlManager``):
   dynamic, unknown or badly valued -> 42 (Kafka answers INVALID_REQUEST here, KAFKA-13609).
 - APPEND / SUBTRACT only on LIST configs, else INVALID_CONFIG (40); APPEND skips values
   already present and starts from Kafka's default when the key is unset.
-- Anything else (BROKER_LOGGER, CLIENT_METRICS, GROUP, unknown): 42 naming the type.
+- GROUP (32): any non-empty group id (existing or not; "" -> 42); an unknown name, a
+  badly typed value or one outside the broker's bounds -> INVALID_CONFIG (40) with
+  Kafka's message (``broker.group_configs``). A live KIP-848 group obeys the change at
+  its members' next heartbeat.
+- Anything else (BROKER_LOGGER, CLIENT_METRICS, unknown): 42 naming the type.
 - ``validate_only`` runs every check and changes nothing.
 """
 
@@ -26,6 +30,8 @@ from broker.acl.authorizer import ALTER_CONFIGS
 from broker.acl.check import config_error
 from broker.config import ConfigError
 from broker.dispatch import RequestContext
+from broker.group_configs import GroupConfigError
+from broker.groups.consumer import ConsumerGroup, ConsumerGroupSettings
 from broker.partitions import Topic, validate_topic_name
 from protocol import describe_configs as dc
 from protocol import incremental_alter_configs as iac
@@ -143,12 +149,35 @@ def alter(ctx: RequestContext, rtype: int, name: str, transform: Transform, vali
         except ConfigError as exc:
             raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         return
+    if rtype == dc.RESOURCE_GROUP:
+        alter_group(ctx, name, transform, validate_only)
+        return
     kind = {
         dc.RESOURCE_BROKER_LOGGER: "BROKER_LOGGER", dc.RESOURCE_CLIENT_METRICS: "CLIENT_METRICS",
-        dc.RESOURCE_GROUP: "GROUP"}.get(rtype, str(rtype))
+    }.get(rtype, str(rtype))
     raise KafkaError(ErrorCode.INVALID_REQUEST,
-                     f"Unknown resource type {kind}: Chronolog alters TOPIC ({dc.RESOURCE_TOPIC}) and "
-                     f"BROKER ({dc.RESOURCE_BROKER}) configs only")
+                     f"Unknown resource type {kind}: Chronolog alters TOPIC ({dc.RESOURCE_TOPIC}), "
+                     f"BROKER ({dc.RESOURCE_BROKER}) and GROUP ({dc.RESOURCE_GROUP}) configs only")
+
+
+def check_group_name(name: str) -> None:
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Group resource name must not be empty.")
+
+
+def alter_group(ctx: RequestContext, name: str, transform: Transform, validate_only: bool) -> None:
+    """Replace a group's configs; a live KIP-848 group takes the new timeouts at once."""
+    check_group_name(name)
+    coordinator = ctx.broker.groups
+    try:
+        coordinator.configs.replace(name, transform(coordinator.configs.values(name)),
+                                    validate_only=validate_only)
+    except GroupConfigError as exc:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    group = coordinator.group(name)
+    if not validate_only and isinstance(group, ConsumerGroup):
+        group.settings = ConsumerGroupSettings.from_config(ctx.config,
+                                                           coordinator.configs.values(name))
 
 
 def handle_resources(ctx: RequestContext, body: Any,

@@ -34,8 +34,10 @@ FILE_NAME = "broker-configs.json"
 #: new defaults for every topic without its own override, applied at once), the
 #: cleaner's (``LogCleaner.ReconfigurableConfigs``, when this broker has them),
 #: ``max.connections`` (``DynamicListenerConfig``) and ``producer.id.expiration.ms``
-#: (``DynamicProducerStateManagerConfig``). Listener, TLS and thread-pool settings are
-#: not: one asyncio process has no pools to resize and one listener to keep.
+#: (``DynamicProducerStateManagerConfig``), and ``sasl.kerberos.min.time.before.relogin``
+#: (``DynamicListenerConfig``; inert here, but admin tools such as librdkafka's 0081_admin
+#: set it and Kafka accepts it). Listener, TLS and thread-pool settings are not: one
+#: asyncio process has no pools to resize and one listener to keep.
 DYNAMIC_SETTINGS: frozenset[str] = frozenset({
     "log.segment.bytes", "log.roll.ms", "log.roll.jitter.ms", "log.index.size.max.bytes",
     "log.index.interval.bytes", "log.retention.ms", "log.retention.bytes",
@@ -46,7 +48,7 @@ DYNAMIC_SETTINGS: frozenset[str] = frozenset({
     "log.cleaner.max.compaction.lag.ms", "log.cleaner.min.cleanable.ratio",
     "log.cleaner.threads", "log.cleaner.io.max.bytes.per.second",
     "log.cleaner.dedupe.buffer.size", "log.cleaner.backoff.ms",
-    "max.connections", "producer.id.expiration.ms",
+    "max.connections", "producer.id.expiration.ms", "sasl.kerberos.min.time.before.relogin",
 })
 
 CLUSTER_DEFAULT = ""

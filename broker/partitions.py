@@ -607,7 +607,8 @@ class PartitionManager:
                                      coordinator_epoch=coordinator_epoch, now_ms=now)
         if self.producers is not None:
             aborted = self.producers.complete_txn(topic, partition, producer_id, producer_epoch,
-                                                  commit, result.base_offset, now_ms=now)
+                                                  commit, result.base_offset, now_ms=now,
+                                                  coordinator_epoch=coordinator_epoch)
             if aborted is not None:
                 plog.append_aborted_txn(aborted)
         key = (topic, partition)

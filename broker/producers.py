@@ -144,6 +144,9 @@ class ProducerEntry:
     epoch: int
     last_seen_ms: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
+    # The coordinator epoch of the last COMMIT/ABORT marker written for this producer here,
+    # -1 before any (Kafka's ProducerStateEntry.coordinatorEpoch; DescribeProducers shows it).
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -347,7 +350,9 @@ class ProducerStateManager:
         producers = self._partitions.setdefault(tp, {})
         entry = producers.get(producer_id)
         if entry is None or entry.epoch != producer_epoch:
-            entry = ProducerEntry(producer_epoch, seen_ms)
+            # A new epoch starts a fresh sequence history; the coordinator epoch stays.
+            entry = ProducerEntry(producer_epoch, seen_ms, coordinator_epoch=(
+                -1 if entry is None else entry.coordinator_epoch))
             producers[producer_id] = entry
         entry.last_seen_ms = max(entry.last_seen_ms, seen_ms)
         entry.batches.append(
@@ -421,6 +426,8 @@ class ProducerStateManager:
             if h.attributes & 0x20:  # control batches carry no data sequence
                 kind = control_type(h) if control_type is not None else None
                 if kind is not None:
+                    # Chronolog writes every marker with one coordinator epoch (0), the
+                    # complete_txn default: the header alone replays it.
                     self.complete_txn(topic, partition, h.producer_id, h.producer_epoch,
                                       kind == 1, h.base_offset, now_ms=max(h.max_timestamp, 0))
                 continue
@@ -436,7 +443,8 @@ class ProducerStateManager:
     # ---- transactions ---------------------------------------------------------------
 
     def complete_txn(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                     commit: bool, marker_offset: int, *, now_ms: int) -> AbortedTxn | None:
+                     commit: bool, marker_offset: int, *, now_ms: int,
+                     coordinator_epoch: int = 0) -> AbortedTxn | None:
         """A COMMIT/ABORT marker at ``marker_offset`` was appended: close the producer's
         open transaction there (if any); an abort is added to the aborted list and
         returned. The producer's epoch on the partition moves up to the marker's (a
@@ -445,7 +453,8 @@ class ProducerStateManager:
         producers = self._partitions.setdefault(tp, {})
         entry = producers.get(producer_id)
         if entry is None or producer_epoch > entry.epoch:
-            producers[producer_id] = ProducerEntry(producer_epoch, now_ms)
+            entry = producers[producer_id] = ProducerEntry(producer_epoch, now_ms)
+        entry.coordinator_epoch = coordinator_epoch
         if producer_id > self._max_seen_id:
             self._max_seen_id = producer_id
         txns = self._txns.get(tp)
@@ -535,6 +544,7 @@ class ProducerStateManager:
                         "id": pid,
                         "epoch": e.epoch,
                         "last_seen_ms": e.last_seen_ms,
+                        "coordinator_epoch": e.coordinator_epoch,
                         "batches": [list(b) for b in e.batches],
                     }
                     for pid, e in producers.items()
@@ -555,7 +565,8 @@ class ProducerStateManager:
             for p in doc["partitions"]:
                 producers: dict[int, ProducerEntry] = {}
                 for pr in p["producers"]:
-                    e = ProducerEntry(int(pr["epoch"]), int(pr["last_seen_ms"]))
+                    e = ProducerEntry(int(pr["epoch"]), int(pr["last_seen_ms"]),
+                                      coordinator_epoch=int(pr.get("coordinator_epoch", -1)))
                     e.batches.extend(BatchMetadata(*map(int, b)) for b in pr["batches"])
                     producers[int(pr["id"])] = e
                 txns = PartitionTxns(

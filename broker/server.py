@@ -62,6 +62,7 @@ from broker.acl.authorizer import Authorizer
 from broker.acl.store import AclStore
 from broker.config import LONG_MAX, BrokerConfig, ConfigError, add_arguments
 from broker.dispatch import RequestContext, Route
+from broker.group_configs import GroupConfigs
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import forget_store
 from broker.partitions import PartitionManager
@@ -1062,8 +1063,10 @@ class Broker:
             self.acl_store = AclStore(self.partitions.state_dir, self.authorizer)
             log.info("authorizer on: %d ACLs, super users %s", len(self.authorizer),
                      sorted(self.authorizer.super_users) or "none")
+        group_configs = GroupConfigs(self.partitions.state_dir, self.config)
+        group_configs.load()
         self.groups = GroupCoordinator(self.config, self.partitions.group_offsets,
-                                       topics=self.partitions)
+                                       topics=self.partitions, configs=group_configs)
         self.groups.start(self.loop)
         self.txns = TransactionService(self.partitions, self.groups,
                                        max_timeout_ms=self.config.transaction_max_timeout_ms)

@@ -16,6 +16,7 @@ from broker.acl.authorizer import (
     ALTER,
     ALTER_CONFIGS,
     CLUSTER,
+    CLUSTER_ACTION,
     CLUSTER_NAME,
     CREATE,
     DELETE,
@@ -58,6 +59,24 @@ def error(ctx: Any, operation: int, resource_type: int, name: str = CLUSTER_NAME
     if allowed(ctx, operation, resource_type, name):
         return 0
     return int(DENIED[resource_type])
+
+
+#: Kafka's supported operations per resource type (``AclEntry.supportedOperations``, 4.0:
+#: groups gained DESCRIBE_CONFIGS and ALTER_CONFIGS with KIP-848's group configs).
+SUPPORTED_OPERATIONS: dict[int, tuple[int, ...]] = {
+    TOPIC: (READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS),
+    GROUP: (READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS),
+    CLUSTER: (CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER,
+              DESCRIBE),
+}
+
+
+def authorized_operations(ctx: Any, resource_type: int, name: str = CLUSTER_NAME) -> int:
+    """Kafka's AuthorizedOperations bit field (``AuthHelper.authorizedOperations``): each
+    supported operation this principal may do on the resource; all of them without an
+    authorizer."""
+    return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type]
+               if allowed(ctx, op, resource_type, name))
 
 
 def may_create_topic(ctx: Any, name: str) -> bool:

@@ -102,12 +102,17 @@ class ConsumerGroupSettings:
     assignors: tuple[str, ...] = ("uniform", "range")
 
     @classmethod
-    def from_config(cls, config: Any) -> ConsumerGroupSettings:
+    def from_config(cls, config: Any,
+                    group_configs: Mapping[str, str] | None = None) -> ConsumerGroupSettings:
+        """The broker's settings, overridden by the group's own configs (GROUP resource)."""
         from broker.groups.assignors import assignor_names
 
+        own = group_configs or {}
         return cls(
-            session_timeout_ms=config.group_consumer_session_timeout_ms,
-            heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            session_timeout_ms=int(own.get("consumer.session.timeout.ms",
+                                           config.group_consumer_session_timeout_ms)),
+            heartbeat_interval_ms=int(own.get("consumer.heartbeat.interval.ms",
+                                              config.group_consumer_heartbeat_interval_ms)),
             max_size=config.group_consumer_max_size,
             assignors=tuple(assignor_names(config.group_consumer_assignors)),
         )
@@ -743,14 +748,17 @@ def consumer_group(coordinator: Any, group_id: str, *, create: bool) -> Consumer
         if not create or not group.is_empty() or getattr(group, "pending_members", None):
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         coordinator.remove(group_id)
-    settings = ConsumerGroupSettings.from_config(coordinator.config)
+    settings = ConsumerGroupSettings.from_config(coordinator.config,
+                                                 coordinator.configs.values(group_id))
     new = ConsumerGroup(group_id, settings, coordinator.topics, coordinator.clock)
     coordinator.add(new)
     return new
 
 
 def _from_record(record: dict[str, Any], coordinator: Any) -> ConsumerGroup:
-    return ConsumerGroup.from_record(record, ConsumerGroupSettings.from_config(coordinator.config),
+    settings = ConsumerGroupSettings.from_config(coordinator.config,
+                                                 coordinator.configs.values(str(record["group_id"])))
+    return ConsumerGroup.from_record(record, settings,
                                      coordinator.topics, coordinator.clock)
 
 

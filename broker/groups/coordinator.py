@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from broker.group_configs import GroupConfigs
 from broker.groups.store import CommittedOffset, GroupStore
 from protocol.errors import ErrorCode
 
@@ -132,10 +133,14 @@ class GroupCoordinator:
     """Every group of this broker, by id; their timers; their durable state."""
 
     def __init__(self, config: BrokerConfig, store: GroupStore, *,
-                 clock: Callable[[], int] = wall_ms, topics: Any = None) -> None:
+                 clock: Callable[[], int] = wall_ms, topics: Any = None,
+                 configs: GroupConfigs | None = None) -> None:
         _load_group_types()
         self.config = config
         self.store = store
+        # Per-group configs (GROUP config resources); in memory only unless the broker
+        # passes its persisted set. Loaded groups read them, so they come first.
+        self.configs = configs if configs is not None else GroupConfigs(None, config)
         self.clock = clock
         # The topics KIP-848 groups assign (``broker.groups.consumer.TopicImage``: partition
         # counts and topic ids); the broker passes its PartitionManager.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.acl.authorizer import DESCRIBE, GROUP
-from broker.acl.check import error
+from broker.acl.check import authorized_operations, error
 from broker.groups.consumer import ConsumerGroup
 from protocol.errors import ErrorCode
 
@@ -43,7 +43,10 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
                        else f"Group {group_id} is not a consumer group.")
             out.append(_failed(group_id, int(ErrorCode.GROUP_ID_NOT_FOUND), message))
             continue
-        out.append(group.describe())  # sessions end on the coordinator's timer, not here
+        described = group.describe()  # sessions end on the coordinator's timer, not here
+        if request.body.include_authorized_operations:
+            described["authorized_operations"] = authorized_operations(ctx, GROUP, group_id)
+        out.append(described)
     return {"throttle_time_ms": 0, "groups": out}
 
 

@@ -3,21 +3,19 @@
 Invariants: Brokers = [this node with its advertised host and port]; ControllerId = this
 node (it is in Brokers, as Kafka requires); EndpointType 2 (controllers) ->
 MISMATCHED_ENDPOINT_TYPE (114), another unknown type -> UNSUPPORTED_ENDPOINT_TYPE (115);
-ClusterAuthorizedOperations only when asked: without an authorizer every CLUSTER
-operation is allowed (Kafka's answer without ACLs), else -2147483648.
+ClusterAuthorizedOperations only when asked: the CLUSTER operations this principal may
+do (every one without an authorizer, Kafka's answer without ACLs), else -2147483648.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.acl.authorizer import CLUSTER
+from broker.acl.check import authorized_operations
 from broker.dispatch import RequestContext
 from protocol import describe_cluster as dcl
 from protocol.errors import ErrorCode
-
-# ALTER 7, CREATE 5, CLUSTER_ACTION 9, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
-# IDEMPOTENT_WRITE 12: Kafka's supported operations on the CLUSTER resource.
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 def _answer(code: int, message: str | None, endpoint_type: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -38,7 +36,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
                        f"Unsupported endpoint type {etype}", etype, {})
     node = ctx.config.node_id
     host, port = ctx.broker.advertised_for(ctx.listener)
-    ops = (CLUSTER_OPERATIONS if body.include_cluster_authorized_operations
+    ops = (authorized_operations(ctx, CLUSTER) if body.include_cluster_authorized_operations
            else dcl.AUTHORIZED_OPERATIONS_OMITTED)
     return _answer(0, None, etype, {
         "cluster_id": ctx.partitions.cluster_id,

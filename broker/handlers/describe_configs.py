@@ -1,4 +1,4 @@
-"""DescribeConfigs (32), v0-4: a topic's configs or this broker's settings, Kafka's way.
+"""DescribeConfigs (32), v0-4: a topic's, this broker's or a group's configs, Kafka's way.
 
 Invariants:
 - Each resource is answered on its own, in request order, with its type and name echoed.
@@ -20,6 +20,9 @@ Invariants:
 - A topic config's broker synonyms include the dynamic levels too (2, then 3, before 4).
 - Sensitive settings (``BrokerConfig`` fields marked so: passwords, keys, JAAS) are
   described with value null and ``is_sensitive`` true, in synonyms too, as Kafka does.
+- GROUP (32): any non-empty group id, existing or not -> every group config
+  (``broker.group_configs``), sorted by name: source DYNAMIC_GROUP_CONFIG (8) when set
+  on the group, else DEFAULT_CONFIG (5) with the broker's value; never read-only.
 - Any other resource type -> INVALID_REQUEST (42) with a message naming it.
 - ``configuration_keys`` null or empty = every config; unknown keys are skipped.
 - Synonyms (v1+, only when IncludeSynonyms): the topic override first, then set
@@ -40,9 +43,11 @@ from typing import Any
 from broker.acl.authorizer import DESCRIBE_CONFIGS
 from broker.acl.check import config_error
 from broker.config import BrokerConfig
-from broker.config_admin import check_broker_name, existing_topic
+from broker.config_admin import check_broker_name, check_group_name, existing_topic
 from broker.dispatch import RequestContext
 from broker.dynamic_config import DynamicBrokerConfigs, dynamic_names
+from broker.group_configs import DEFINITIONS, INT, GroupConfigs
+from broker.group_configs import default as group_default
 from protocol import describe_configs as dc
 from protocol.errors import ErrorCode, KafkaError
 
@@ -256,6 +261,22 @@ def broker_entries(config: BrokerConfig, dynamic: DynamicBrokerConfigs | None = 
     return out
 
 
+def group_entries(config: BrokerConfig, configs: GroupConfigs, group_id: str) -> list[Entry]:
+    """Every group config of ``group_id``: its own value where set, else the broker's."""
+    own = configs.values(group_id)
+    out = []
+    for d in sorted(DEFINITIONS, key=lambda d: d.name):
+        is_set = d.name in own
+        value = own[d.name] if is_set else group_default(config, d.name)
+        source = dc.SOURCE_DYNAMIC_GROUP_CONFIG if is_set else dc.SOURCE_DEFAULT_CONFIG
+        out.append(Entry(
+            name=d.name, value=value, source=source, read_only=False, is_default=not is_set,
+            config_type=dc.TYPE_INT if d.type == INT else dc.TYPE_STRING,
+            documentation=d.doc, synonyms=(Synonym(d.name, value, source),),
+        ))
+    return out
+
+
 def _sensitive(name: str) -> bool:
     """Secrets (``ssl.key.password``, ``sasl.jaas.config``, ...) are described as null."""
     f = _broker_fields().get(name)
@@ -304,10 +325,13 @@ def _entries(resource: Any, ctx: RequestContext) -> list[Entry]:
     if rtype == dc.RESOURCE_BROKER:
         check_broker_name(ctx, name)
         return broker_entries(ctx.config, ctx.partitions.dynamic, default_level=not name)
+    if rtype == dc.RESOURCE_GROUP:
+        check_group_name(name)
+        return group_entries(ctx.config, ctx.broker.groups.configs, name)
     raise KafkaError(ErrorCode.INVALID_REQUEST,
                      f"Unsupported resource type {rtype} for resource {name!r}: Chronolog "
-                     f"describes TOPIC ({dc.RESOURCE_TOPIC}) and BROKER ({dc.RESOURCE_BROKER}) "
-                     "configs only")
+                     f"describes TOPIC ({dc.RESOURCE_TOPIC}), BROKER ({dc.RESOURCE_BROKER}) "
+                     f"and GROUP ({dc.RESOURCE_GROUP}) configs only")
 
 
 def select(entries: list[Entry], keys: Sequence[str] | None) -> list[Entry]:

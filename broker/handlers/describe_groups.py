@@ -12,14 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from broker.acl.authorizer import DESCRIBE, GROUP
-from broker.acl.check import error
+from broker.acl.check import authorized_operations, error
 from broker.groups.classic import ClassicGroup
 from broker.groups.coordinator import GroupCoordinator
 from protocol.describe_groups import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.errors import ErrorCode
-
-# AclOperation codes READ (3), DELETE (6), DESCRIBE (8): Kafka's group operations.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 def _not_found(group_id: str, version: int, why: str) -> dict[str, Any]:
@@ -36,7 +33,6 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     b = request.body
     v = request.api_version
     coord: GroupCoordinator = ctx.broker.groups
-    ops = GROUP_OPERATIONS if b.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     out = []
     for gid in b.groups:
         refused = error(ctx, DESCRIBE, GROUP, gid)
@@ -54,7 +50,10 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
                 "error_code": 0, "error_message": None, "group_id": gid,
                 "group_state": g.state_name(), "protocol_type": g.protocol_type(),
                 "protocol_data": (g.protocol_name or "") if stable else "",
-                "members": g.describe_members(), "authorized_operations": ops,
+                "members": g.describe_members(),
+                "authorized_operations": (authorized_operations(ctx, GROUP, gid)
+                                          if b.include_authorized_operations
+                                          else AUTHORIZED_OPERATIONS_OMITTED),
             })
     return {"throttle_time_ms": 0, "groups": out}
 

@@ -2,7 +2,8 @@
 
 Invariants: one entry per producer id in ``broker.producers`` for that partition (the
 state that deduplicates retried batches), with its epoch, last sequence and the time of
-its last append (LastTimestamp, ms); CoordinatorEpoch is -1 and CurrentTxnStartOffset
+its last append (LastTimestamp, ms); CoordinatorEpoch that of the last COMMIT/ABORT
+marker written for it there (-1 before any, as Kafka answers); CurrentTxnStartOffset
 the first offset of the producer's open transaction there (-1 if none). Unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (3).
 """
 
@@ -27,7 +28,7 @@ def _partition(ctx: RequestContext, topic: str, partition: int) -> dict[str, Any
     return {"partition_index": partition, "error_code": 0, "error_message": None,
             "active_producers": [
                 {"producer_id": pid, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
-                 "last_timestamp": e.last_seen_ms, "coordinator_epoch": -1,
+                 "last_timestamp": e.last_seen_ms, "coordinator_epoch": e.coordinator_epoch,
                  "current_txn_start_offset": producers.open_txn_start(topic, partition, pid)
                  if producers is not None else -1}
                 for pid, e in sorted(active.items())]}

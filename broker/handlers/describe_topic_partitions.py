@@ -8,7 +8,10 @@ Invariants (Kafka's ``DescribeTopicPartitionsRequestHandler``):
 - A cursor whose topic is not among those asked for, or whose partition is negative ->
   INVALID_REQUEST (42) for the whole request (every topic answered with it).
 - Every partition is led by this broker, epoch 0, replicas = ISR = [this broker]; ELR
-  fields are null (no eligible-leader-replica tracking on one node).
+  fields are empty lists, as Kafka sends them without ELR (never null: the Java admin
+  client streams them unchecked and fails with a NullPointerException).
+- A topic answered without error carries its TopicAuthorizedOperations (this request
+  has no flag for it; Kafka always fills it, and Admin.describeTopics reads it).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.acl.authorizer import DESCRIBE, TOPIC
-from broker.acl.check import allowed
+from broker.acl.check import allowed, authorized_operations
 from broker.dispatch import RequestContext
 from broker.partitions import validate_topic_name
 from protocol import describe_topic_partitions as dtp
@@ -34,8 +37,8 @@ def _topic(name: str, code: int, partitions: list[dict[str, Any]]) -> dict[str, 
 
 def _partition(node: int, p: int) -> dict[str, Any]:
     return {"error_code": 0, "partition_index": p, "leader_id": node, "leader_epoch": 0,
-            "replica_nodes": [node], "isr_nodes": [node], "eligible_leader_replicas": None,
-            "last_known_elr": None, "offline_replicas": []}
+            "replica_nodes": [node], "isr_nodes": [node], "eligible_leader_replicas": [],
+            "last_known_elr": [], "offline_replicas": []}
 
 
 async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
@@ -71,7 +74,9 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
             next_cursor = {"topic_name": name, "partition_index": first}
             break
         last = min(count, first + budget)
-        out.append(_topic(name, 0, [_partition(node, p) for p in range(first, last)]))
+        answered = _topic(name, 0, [_partition(node, p) for p in range(first, last)])
+        answered["topic_authorized_operations"] = authorized_operations(ctx, TOPIC, name)
+        out.append(answered)
         budget -= last - first
         if last < count:
             next_cursor = {"topic_name": name, "partition_index": last}

@@ -11,6 +11,9 @@ Invariants:
   cannot be sent; v10-11 can send one but cannot answer one (the response name is
   nullable from v12): such a topic gets INVALID_REQUEST (42) under the name "", as
   Kafka refuses it ("Topic name can not be null for version 10/11").
+- Authorized operations (v8+) only when asked (IncludeTopicAuthorizedOperations, and
+  IncludeClusterAuthorizedOperations in v8-10): the bit field of what this principal may
+  do, as DescribeCluster answers it; else -2147483648 (Kafka's "omitted").
 - v0: an empty topic list means every topic. v1+: null means every topic, an
   empty list none. An unknown topic is created when ``auto.create.topics.enable``
   and (from v4) the request's AllowAutoTopicCreation allow it, and is answered
@@ -22,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.acl.authorizer import DESCRIBE, TOPIC
-from broker.acl.check import allowed, may_create_topic
+from broker.acl.authorizer import CLUSTER, DESCRIBE, TOPIC
+from broker.acl.check import allowed, authorized_operations, may_create_topic
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode, KafkaError
 
@@ -109,7 +112,13 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
         if count == 0:
             topics.append(_topic_entry(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), []))
             continue
-        topics.append(_topic_entry(name, 0, _partitions(node, count), pm.topic_id(name)))
+        entry_ok = _topic_entry(name, 0, _partitions(node, count), pm.topic_id(name))
+        if version >= 8 and body.include_topic_authorized_operations:
+            entry_ok["topic_authorized_operations"] = authorized_operations(ctx, TOPIC, name)
+        topics.append(entry_ok)
+    cluster_ops = (authorized_operations(ctx, CLUSTER)
+                   if 8 <= version <= 10 and body.include_cluster_authorized_operations
+                   else NO_OPERATIONS)
     host, port = ctx.broker.advertised_for(ctx.listener)
     return {
         "throttle_time_ms": 0,
@@ -117,7 +126,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
         "cluster_id": pm.cluster_id,
         "controller_id": node,
         "topics": topics,
-        "cluster_authorized_operations": NO_OPERATIONS,
+        "cluster_authorized_operations": cluster_ops,
     }
 
 

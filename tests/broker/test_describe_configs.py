@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker import group_configs
 from broker.config import LONG_MAX, BrokerConfig
 from broker.dynamic_config import dynamic_names
 from broker.handlers.describe_configs import broker_entries, select, topic_entries
@@ -243,16 +244,19 @@ def test_configuration_keys_filter_and_per_resource_errors(configured: Any) -> N
     assert [(r.resource_type, r.resource_name) for r in results] == [
         (2, "configured"), (2, "configured"), (2, "missing"), (2, "bad/name"), (4, "0"),
         (4, ""), (4, "7"), (4, "zero"), (8, "0"), (32, "group")]
-    assert [r.error_code for r in results] == [0, 0, 3, 17, 0, 0, 42, 42, 42, 42]
+    assert [r.error_code for r in results] == [0, 0, 3, 17, 0, 0, 42, 42, 42, 0]
     assert [(c.name, c.value, c.config_source) for c in results[0].configs] == [
         ("retention.ms", "3600000", 1), ("segment.ms", "60000", 1)]
     assert len(results[1].configs) == len(oracle_topic(BROKER_PROPS, TOPIC_CONFIGS))
     assert [(c.name, c.value, c.config_source, c.read_only) for c in results[4].configs] == [
         ("log.retention.hours", "48", 4, True), ("num.partitions", "1", 5, True)]
     assert list(results[5].configs) == []  # no dynamic cluster-wide defaults exist
-    for r in results[2:4] + results[6:]:
+    for r in results[2:4] + results[6:9]:
         assert r.error_message and list(r.configs) == []
     assert "8" in results[8].error_message
+    # GROUP (Kafka 4.0+): any group id, existing or not, has Kafka's group configs.
+    assert [(c.name, c.config_source) for c in results[9].configs] == [
+        (d.name, 5) for d in sorted(group_configs.DEFINITIONS, key=lambda d: d.name)]
     raw.close()
 
 

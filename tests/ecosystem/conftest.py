@@ -1,0 +1,66 @@
+"""Fixtures for the ecosystem tests: Kafka's own Java world pointed at Chronolog.
+
+Kafka's jars come from Maven Central through tools/kafka-ref/kafkaref.py, cached in
+``.cache/`` inside the repo. A missing Java or Maven, or a refused download, fails
+the test that needs them with the reason: nothing here is skipped.
+
+``make test`` runs the short set; tests marked ``ecosystem_full`` run only under
+``make test-ecosystem`` (CHRONOLOG_ECOSYSTEM=full), and are deselected, not skipped,
+otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.ecosystem.kafka_peer import KafkaNode, KafkaRefError, fetch
+
+FULL = os.environ.get("CHRONOLOG_ECOSYSTEM") == "full"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "ecosystem_full: runs only under make test-ecosystem (CHRONOLOG_ECOSYSTEM=full)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if FULL:
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("ecosystem_full") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture(scope="session")
+def kafka_classpath() -> str:
+    """Kafka's classpath, fetched with Maven on first use; fails (never skips) without it."""
+    try:
+        return fetch()
+    except KafkaRefError as e:
+        pytest.fail(f"the reference Kafka could not be fetched: {e}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def kafka_node(kafka_classpath: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaNode]:
+    """One real Apache Kafka 4.x node (KRaft, combined mode) per test module: stopped when
+    the module ends, so it never idles through the rest of ``make test``, and at most one
+    runs at a time."""
+    node = KafkaNode(tmp_path_factory.mktemp("kafka-ref"))
+    try:
+        node.start()
+    except KafkaRefError as e:
+        pytest.fail(f"the reference Kafka did not start: {e}", pytrace=False)
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="module")
+def module_tmp(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    return tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
