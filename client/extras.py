@@ -9,7 +9,7 @@ that finds its extra missing says exactly what to install instead of showing a b
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 __all__ = ["EXTRAS", "extra_for", "install_hint", "main"]
 
@@ -45,11 +45,10 @@ def install_hint(extra: str) -> str:
             f"(in a checkout of the repository: make install, which installs every extra)")
 
 
-def main(argv: Sequence[str] | None = None,
-         cli: Callable[[Sequence[str] | None], int] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """The ``chronolog`` command: ``client.cli.main``, with a missing extra named, not traced."""
-    if cli is None:
-        from client.cli import main as cli
+    from client.cli import main as cli
+
     try:
         return cli(argv)
     except ModuleNotFoundError as exc:
