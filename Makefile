@@ -22,10 +22,12 @@ install: $(STAMP)
 
 ## `make run`: only what the broker and the CLI need (the base install and the arrow
 ## extra, ~290 MB instead of ~1.2 GB). A venv `make install` made already has it.
+## --no-compile: Python compiles a module when it is first imported, not all of
+## NumPy and PyArrow before the broker may start.
 $(RUN_STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[arrow]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -e '.[arrow]'
 	touch $(RUN_STAMP)
 
 ## Java is needed only by PySpark; install a headless JRE if the machine has none.
@@ -96,6 +98,11 @@ FUZZ_REQUESTS ?= 1000000
 fuzz: install
 	$(BIN)/python -m tests.reliability.fuzz_live --requests $(FUZZ_REQUESTS) --seconds 1800 \
 	  --dir $$(mktemp -d /tmp/chronolog-fuzz-XXXXXX)
+
+## A new user's first minutes on a fresh clone, checked against README (tests/newcomer.py):
+## clone, make run, the five-minute example, PySpark as README says, the Spark example.
+newcomer: check-java
+	$(PYTHON) tests/newcomer.py
 
 lint: install
 	$(BIN)/ruff check broker protocol storage client pipeline console tests bench docker
