@@ -156,3 +156,13 @@ def test_code_without_pytest_uses_the_context_manager(tmp_path: Path) -> None:
                          text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "'t'" in res.stdout
+
+
+def test_readmes_pytest_example_passes_in_a_throwaway_project(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"```python\n(# test_orders\.py\n.*?)```", readme, re.S)
+    assert block is not None, "README has no `# test_orders.py` example"
+    project, env = _throwaway(tmp_path, block.group(1))
+    res = _pytest(project, env)
+    assert res.returncode == 0 and re.search(r"^1 passed", res.stdout, re.M), (
+        res.stdout + res.stderr)
