@@ -167,15 +167,15 @@ def newcomer(existing_venv: Path | None, cold_cache: bool, keep: bool) -> dict[s
             res.stdout + res.stderr)
 
         # ------------------------------------------------------------------ Spark example
+        res = subprocess.run([str(venv / "bin" / "chronolog"), "pipeline", "export",
+                              "--topic", "events", "--from", "2025-11-21T10:00:00Z",
+                              "--to", "2025-11-21T11:00:00Z", "--out", str(work / "x")],
+                             cwd=clone, env=cli_env, capture_output=True, text=True,
+                             timeout=120)
+        figures["spark_job_without_extra"] = res.stderr.strip().splitlines()[-1:]
+        assert res.returncode == 2 and "pip install 'chronolog[spark]'" in res.stderr, (
+            res.stdout + res.stderr)
         if existing_venv is None:
-            res = subprocess.run([str(venv / "bin" / "chronolog"), "pipeline", "export",
-                                  "--topic", "events", "--from", "2025-11-21T10:00:00Z",
-                                  "--to", "2025-11-21T11:00:00Z", "--out", str(work / "x")],
-                                 cwd=clone, env=cli_env, capture_output=True, text=True,
-                                 timeout=120)
-            figures["spark_job_without_extra"] = res.stderr.strip().splitlines()[-1:]
-            assert res.returncode == 2 and "pip install 'chronolog[spark]'" in res.stderr, (
-                res.stdout + res.stderr)
             pip_line = next(ln for ln in sh_block_with(blocks, "[spark]").splitlines()
                             if "pip install" in ln)
             t = time.monotonic()
