@@ -12,6 +12,7 @@
    published port) within 1 s of `podman run`, median of three starts;
    CHRONOLOG_CFG_* and KAFKA_CFG_* settings applied; a UDP listener refused with
    what to install.
+   And the full image: a Spark export run inside it, the console's modules.
 6. Runs the `docker run` / `docker stop` example of docs/operations.md with
    podman, and checks it from the host: health, /metrics, the clean shutdown
    marker in the volume after the stop.
@@ -204,6 +205,36 @@ def slim_image(cleanup: list[Callable[[], object]]) -> None:
                image], check=False, quiet=True)
     assert udp.returncode == 2 and "chronolog[arrow]" in udp.stderr, (udp.returncode, udp.stderr)
     say("slim image: udp.listeners refused with exit 2, naming chronolog[arrow] and --target full")
+
+
+def full_image(cleanup: list[Callable[[], object]]) -> None:
+    """The full image runs what the slim one leaves out: a Spark job (PySpark on its JRE,
+    reading through format("chronolog")) and the console's dependencies, as its user."""
+    name = f"chronolog-full-{uuid.uuid4().hex[:8]}"
+    cleanup.append(partial(run, ["podman", "rm", "-f", name], check=False, quiet=True))
+    run(["podman", "run", "-d", "--name", name, IMAGES["full"]], quiet=True)
+    wait_healthy(name)
+
+    def cli(*args: str) -> str:
+        return run(["podman", "exec", "-e", "CHRONOLOG_BOOTSTRAP_SERVER=127.0.0.1:9092", name,
+                    "chronolog", *args], quiet=True, timeout=600).stdout
+
+    cli("topics", "create", "events", "--partitions", "2", "--config", "retention.ms=-1")
+    lines = "".join(f"k{i}\t2025-11-21T10:{i:02d}:00Z\tv{i}\n" for i in range(30))
+    run(["podman", "exec", "-i", "-e", "CHRONOLOG_BOOTSTRAP_SERVER=127.0.0.1:9092", name,
+         "bash", "-c", f"printf '{lines}' | chronolog produce events --key-column 1 "
+         "--timestamp-column 2"], quiet=True)
+    start = time.monotonic()
+    cli("pipeline", "export", "--topic", "events", "--from", "2025-11-21T10:05:00Z",
+        "--to", "2025-11-21T10:15:00Z", "--out", "/data/export", "--format", "json", "--quiet")
+    count = run(["podman", "exec", name, "bash", "-c", "cat /data/export/*.json | wc -l"],
+                quiet=True).stdout.strip()
+    assert count == "10", f"the Spark export wrote {count} rows, not the 10 of the window"
+    run(["podman", "exec", name, "python", "-c", "import aiohttp, jinja2, console.app"],
+        quiet=True)
+    say(f"full image: a Spark export of a 10-minute window wrote its 10 rows in "
+        f"{time.monotonic() - start:.1f} s; the console's modules import")
+    run(["podman", "rm", "-f", "-t", "10", name], quiet=True)
 
 
 # ------------------------------------------------------------------------ helpers
@@ -480,6 +511,8 @@ def main() -> int:
             build_images()
         with phase("slim image", timings):
             slim_image(cleanup)
+        with phase("full image", timings):
+            full_image(cleanup)
         with phase("docs example", timings):
             run_docs_example(cleanup)
         with phase("compose stack", timings):
