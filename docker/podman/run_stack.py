@@ -196,6 +196,13 @@ def slim_image(cleanup: list[Callable[[], object]]) -> None:
                       quiet=True).stdout.strip()
             assert uid == str(IMAGE_UID), uid
             assert healthcheck(name), "podman healthcheck run fails on a serving broker"
+            # The image's CLI has no PyArrow: `produce` says which extra it needs.
+            produce = subprocess.run(
+                ["podman", "exec", "-i", name, "chronolog", "produce", "t",
+                 "--bootstrap-server", "127.0.0.1:9092"], input="a line\n",
+                capture_output=True, text=True, timeout=120)
+            assert produce.returncode == 2 and "pip install 'chronolog[arrow]'" in \
+                produce.stderr, (produce.returncode, produce.stderr[-2000:])
         run(["podman", "rm", "-f", "-t", "10", name], quiet=True)
     starts.sort()
     say(f"slim image: {size / 1e6:.1f} MB, user chronolog, /data volume, healthcheck; serving "
