@@ -45,6 +45,7 @@ import argparse
 import asyncio
 import collections
 import gc
+import importlib.util
 import logging
 import signal
 import socket
@@ -1311,11 +1312,28 @@ def run_from_args(args: argparse.Namespace) -> int:
         log.error("invalid configuration: %s", exc)
         print(f"chronolog: invalid configuration: {exc}", file=sys.stderr)
         return 2
+    missing = _missing_udp_modules(config)
+    if missing:
+        # The base install (`make run`, the slim image) has no PyArrow: say so before binding.
+        msg = (f"udp.listeners is set, and UDP ingest needs {' and '.join(missing)}, which this "
+               "install lacks: pip install 'chronolog[arrow]' (in a checkout: make install; "
+               "in a container: the full image, docker/Dockerfile --target full)")
+        log.error("%s", msg)
+        print(f"chronolog: {msg}", file=sys.stderr)
+        return 2
     try:
         return run(config)
     except OSError as exc:
         log.error("broker could not start: %s", exc)
         return 1
+
+
+def _missing_udp_modules(config: BrokerConfig) -> list[str]:
+    """The column-wise batch builder's modules UDP ingest would import, if it is on and
+    they are not installed (the ``arrow`` extra)."""
+    if not config.udp_listeners:
+        return []
+    return [name for name in ("pyarrow", "numpy") if importlib.util.find_spec(name) is None]
 
 
 def _setup_logging(fmt: str, level: str) -> None:

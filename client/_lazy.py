@@ -18,5 +18,13 @@ class LazyModule:
     def __getattr__(self, attr: str) -> Any:
         module = self._module
         if module is None:
-            module = self._module = importlib.import_module(self._name)
+            try:
+                module = self._module = importlib.import_module(self._name)
+            except ModuleNotFoundError as exc:
+                from client.extras import extra_for, install_hint
+
+                extra = extra_for(exc)
+                if extra is None:
+                    raise
+                raise ModuleNotFoundError(f"{exc}: {install_hint(extra)}", name=exc.name) from exc
         return getattr(module, attr)

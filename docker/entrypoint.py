@@ -1,6 +1,9 @@
 """Container entrypoint: run the broker with its settings taken from the environment.
 
-Every ``CHRONOLOG_CFG_<NAME>=<value>`` variable becomes ``--override <setting>=<value>``;
+Every ``CHRONOLOG_CFG_<NAME>=<value>`` variable becomes ``--override <setting>=<value>``,
+and so does every ``KAFKA_CFG_<NAME>=<value>`` (the spelling of Bitnami's Kafka images,
+so a compose file written for them keeps its settings; where both name one setting,
+``CHRONOLOG_CFG_`` wins);
 the setting is ``<NAME>`` lower-cased with, read left to right, ``___`` turned into
 ``-``, ``__`` into ``_`` and ``_`` into ``.`` (the rule Confluent's Kafka images use
 for their ``KAFKA_*`` variables)::
@@ -29,16 +32,21 @@ import sys
 from collections.abc import Mapping
 
 PREFIX = "CHRONOLOG_CFG_"
+KAFKA_PREFIX = "KAFKA_CFG_"
+PREFIXES = (KAFKA_PREFIX, PREFIX)  # in the order applied: the broker keeps the last value
 _VALID = re.compile(r"[A-Za-z0-9]+(_{1,3}[A-Za-z0-9]+)*")
 _SEPARATORS = {"___": "-", "__": "_", "_": "."}
 
 
 def setting_name(variable: str) -> str:
-    """The broker setting a ``CHRONOLOG_CFG_*`` variable names; ValueError if none."""
-    suffix = variable[len(PREFIX):] if variable.startswith(PREFIX) else variable
+    """The broker setting a ``CHRONOLOG_CFG_*`` (or ``KAFKA_CFG_*``) variable names;
+    ValueError if none."""
+    prefix = next((p for p in PREFIXES if variable.startswith(p)), "")
+    suffix = variable[len(prefix):]
     if not _VALID.fullmatch(suffix):
         raise ValueError(
-            f"{variable}: after {PREFIX} use letters and digits joined by _ (.), __ (_) or ___ (-)")
+            f"{variable}: after {prefix or PREFIX} use letters and digits joined by "
+            "_ (.), __ (_) or ___ (-)")
     return re.sub(r"_{1,3}", lambda m: _SEPARATORS[m.group(0)], suffix.lower())
 
 
@@ -51,8 +59,9 @@ def broker_args(environ: Mapping[str, str], extra: list[str]) -> list[str]:
         "--log-format", environ.get("CHRONOLOG_LOG_FORMAT", "json"),
         "--log-level", environ.get("CHRONOLOG_LOG_LEVEL", "INFO"),
     ]
-    for variable in sorted(v for v in environ if v.startswith(PREFIX)):
-        args += ["--override", f"{setting_name(variable)}={environ[variable]}"]
+    for prefix in PREFIXES:
+        for variable in sorted(v for v in environ if v.startswith(prefix)):
+            args += ["--override", f"{setting_name(variable)}={environ[variable]}"]
     return args + extra
 
 

@@ -75,9 +75,9 @@ def test_every_broker_setting_round_trips_through_its_variable() -> None:
 
 
 def test_docs_mapping_table_is_what_the_entrypoint_does() -> None:
-    rows = re.findall(r"^\| `(CHRONOLOG_CFG_\w+)=([^`]*)` \| `([^=`]+)=([^`]*)` \|$",
+    rows = re.findall(r"^\| `((?:CHRONOLOG|KAFKA)_CFG_\w+)=([^`]*)` \| `([^=`]+)=([^`]*)` \|$",
                       OPERATIONS.read_text(), re.M)
-    assert len(rows) >= 5
+    assert len(rows) >= 6 and any(r[0].startswith("KAFKA_CFG_") for r in rows)
     for variable, value, setting, setting_value in rows:
         assert entrypoint.broker_args({variable: value}, [])[-2:] == [
             "--override", f"{setting}={setting_value}"]
@@ -152,15 +152,27 @@ def test_entrypoint_refuses_unmappable_variables_and_the_broker_unknown_settings
 # --------------------------------------------------------------- Dockerfile and compose
 
 
+def _stage(text: str, header: str) -> str:
+    return text.split(header, 1)[1].split("\nFROM ", 1)[0]
+
+
 def test_dockerfile_runs_as_non_root_with_data_volume_ports_and_healthcheck() -> None:
     text = (DOCKER / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11-slim AS deps$", text, re.M)
-    broker_stage = text.split("FROM base AS broker", 1)[1].split("\nFROM ", 1)[0]
-    assert re.search(r"^USER chronolog$", broker_stage, re.M)
-    assert 'VOLUME ["/data"]' in broker_stage
-    assert re.search(r"^EXPOSE 9092 9093/udp 9404$", broker_stage, re.M)
-    assert "healthcheck.py" in broker_stage.split("HEALTHCHECK", 1)[1].splitlines()[1]
-    assert 'ENTRYPOINT ["python", "/usr/local/bin/entrypoint.py"]' in broker_stage
+    assert re.search(r"^FROM python:3\.11-slim AS slim-build$", text, re.M)
+    # The slim broker image is one flattened layer of a pruned python:3.11-slim.
+    assert "FROM scratch AS broker\nCOPY --from=slim-build / /\n" in text
+    for header, expose in (("FROM scratch AS broker", "EXPOSE 9092 9404"),
+                           ("FROM deps-spark AS full", "EXPOSE 9092 9093/udp 9404")):
+        stage = _stage(text, header)
+        assert re.search(r"^USER chronolog$", stage, re.M), header
+        assert 'VOLUME ["/data"]' in stage, header
+        assert re.search(rf"^{expose}$", stage, re.M), header
+        assert "healthcheck.py" in stage.split("HEALTHCHECK", 1)[1].splitlines()[1], header
+        assert 'ENTRYPOINT ["python", "/usr/local/bin/entrypoint.py"]' in stage, header
+    # The slim image installs the base only: no extra, so no PyArrow, console or Spark.
+    slim = _stage(text, "FROM python:3.11-slim AS slim-build")
+    assert re.search(r"pip install \. && pip uninstall -y chronolog", slim), slim
     # Every COPY source exists in the repository (the build context is the repo root).
     for line in text.splitlines():
         m = re.match(r"^COPY (?!--)(.+) (\S+)$", line)
@@ -169,6 +181,20 @@ def test_dockerfile_runs_as_non_root_with_data_volume_ports_and_healthcheck() ->
                 assert (ROOT / src).exists(), f"Dockerfile copies missing {src}"
     # The default target (last stage) is the broker image.
     assert text.rstrip().splitlines()[-1] == "FROM broker"
+
+
+def test_kafka_cfg_variables_are_settings_too_and_chronolog_cfg_wins() -> None:
+    args = entrypoint.broker_args({"KAFKA_CFG_LOG_RETENTION_HOURS": "72",
+                                   "KAFKA_CFG_AUTO_CREATE_TOPICS_ENABLE": "false",
+                                   "CHRONOLOG_CFG_LOG_RETENTION_HOURS": "24"}, [])
+    overrides = [args[i + 1] for i, a in enumerate(args) if a == "--override"]
+    assert overrides == ["auto.create.topics.enable=false", "log.retention.hours=72",
+                         "log.retention.hours=24"]
+    # The broker keeps the last value of a setting given twice: CHRONOLOG_CFG_ wins.
+    cfg = BrokerConfig.load(None, overrides)
+    assert cfg.log_retention_hours == 24 and cfg.auto_create_topics_enable is False
+    with pytest.raises(ValueError, match="KAFKA_CFG_"):
+        entrypoint.setting_name("KAFKA_CFG_LOG____X")
 
 
 def _compose_config(*files: str) -> str:
@@ -197,7 +223,7 @@ def test_compose_files_validate_with_docker_compose() -> None:
     assert "- chronolog-data:/data:rw" in out and "- chronolog-data:/broker-data:ro" in out
     assert "CHRONOLOG_CFG_UDP_FORMAT: tsv" in out  # test_integration.py sends tsv datagrams
     assert "- docker/itest" in out and "- tests/ops/test_integration.py" in out
-    assert "target: test" in out and "target: broker" in out
+    assert "target: test" in out and "target: full" in out  # UDP ingest needs the full image
     both = _compose_config("docker-compose.yml", "podman/compose.control.yml")
     assert "CHRONOLOG_CONTROL_DIR: /control" in both and "/tmp/control:/control:rw" in both
 

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_readme_spark_read_then_write_copies_the_window(spark: Any, broker: Any) -> None:
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
     (code,) = [b for b in blocks if 'format("chronolog")' in b]
-    start = parse_time("2026-11-21T10:00:00Z")
+    start = parse_time("2025-11-21T10:00:00Z")
     with SyncClient(broker.bootstrap) as c:
         c.create_topic("events", partitions=2)
         c.create_topic("events-copy", partitions=2)
