@@ -1,0 +1,91 @@
+"""A year of events arriving months out of order (``bench.datasets.month_shuffled``), loaded
+with ``chronolog produce --input-format jsonl`` and read back with ``chronolog consume``
+over a one-day, a three-day (across the year end) and a one-week window.
+
+With ``--event-time`` each window is exactly a scan of the produced records; the
+positional window (Kafka's offsetsForTimes rule, the default) is not, and says so on
+stderr naming ``--event-time`` and the late count. ``describe`` and ``topics describe``
+report the late records and the largest lateness a scan of the produced timestamps finds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.datasets import DAY_MS, month_shuffled
+
+CHRONOLOG = str(Path(sys.executable).parent / "chronolog")
+N = 20_000
+PARTITIONS = 3
+
+
+def cli(bootstrap: str, *args: str, stdin: bytes | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([CHRONOLOG, *args, "--bootstrap-server", bootstrap], input=stdin,
+                          capture_output=True, timeout=300)
+    assert proc.returncode == 0, f"chronolog {' '.join(args)}:\n{proc.stderr.decode()}"
+    return subprocess.CompletedProcess(proc.args, 0, proc.stdout.decode(), proc.stderr.decode())
+
+
+def _ms(day: str) -> int:
+    return int(dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC).timestamp() * 1000)
+
+
+def test_month_shuffled_windows_through_the_cli(broker: Any) -> None:
+    bs = broker.bootstrap
+    topic = "flights"
+    cli(bs, "topics", "create", topic, "--partitions", str(PARTITIONS),
+        "--config", "retention.ms=-1", "--config", "segment.bytes=262144")
+    stamps = [int(t) for t in month_shuffled(N, year=2024, seed=7)]
+    lines = b"".join(json.dumps({"flight": f"F{i % 97}", "at": t, "n": i}).encode() + b"\n"
+                     for i, t in enumerate(stamps))
+    out = cli(bs, "produce", topic, "--input-format", "jsonl", "--key-field", "flight",
+              "--timestamp-field", "at", "--timestamp-format", "epoch-ms", "--print-offsets",
+              "--no-progress", stdin=lines)
+    placed = [tuple(map(int, line.split("\t"))) for line in out.stdout.splitlines()]
+    assert len(placed) == N
+    rows = sorted((p, o, t, i) for i, ((p, o), t) in enumerate(zip(placed, stamps, strict=True)))
+
+    # Disorder, by scanning each partition in offset order.
+    want: dict[int, tuple[int, int]] = {}
+    for part in range(PARTITIONS):
+        running, late, worst = -1, 0, 0
+        for _, _, t, _ in (r for r in rows if r[0] == part):
+            if t < running:
+                late, worst = late + 1, max(worst, running - t)
+            running = max(running, t)
+        want[part] = (late, worst)
+    assert all(late > 1000 and worst > 30 * DAY_MS for late, worst in want.values())
+    described = json.loads(cli(bs, "describe", topic, "--json").stdout)["partitions"]
+    assert {d["partition"]: (d["late_records"], d["max_lateness_ms"]) for d in described} == want
+    table = json.loads(cli(bs, "topics", "describe", topic, "--format", "json").stdout)
+    assert {d["partition"]: (d["late_records"], d["max_lateness_ms"])
+            for d in table["partitions"]} == want
+    total_late = sum(late for late, _ in want.values())
+
+    # One day, the year's last three days, one week.
+    for first, last in (("2024-03-14", "2024-03-15"), ("2024-12-29", "2025-01-01"),
+                        ("2024-07-01", "2024-07-08")):
+        t1, t2 = _ms(first), _ms(last)
+        exact = [(p, o, t, i) for p, o, t, i in rows if t1 <= t < t2]
+        assert exact, (first, last)
+        args = ["consume", topic, "--from-time", f"{first}T00:00:00Z",
+                "--until", f"{last}T00:00:00Z", "--format", "json"]
+        event = cli(bs, *args, "--event-time")
+        got = [json.loads(line) for line in event.stdout.splitlines()]
+        assert [(r["partition"], r["offset"], r["timestamp"], json.loads(r["value"])["n"])
+                for r in got] == exact, (first, last)
+        assert "warning" not in event.stderr
+
+        positional = cli(bs, *args)
+        pos = [json.loads(line) for line in positional.stdout.splitlines()]
+        assert [(r["partition"], r["offset"]) for r in pos] != [(p, o) for p, o, _, _ in exact]
+        warnings = [ln for ln in positional.stderr.splitlines() if ln.startswith("warning:")]
+        assert len(warnings) == 1, positional.stderr
+        assert f"{topic} has {total_late} late record(s)" in warnings[0]
+        assert "--event-time" in warnings[0]
