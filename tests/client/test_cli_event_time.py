@@ -235,3 +235,57 @@ def _iso(ms: int) -> str:
     from client.timeparse import format_time
 
     return format_time(ms)
+
+
+@pytest.fixture
+def broker_without_plan(tmp_path: Path) -> Iterator[str]:
+    """A real broker that does not offer PlanTimeWindow, as Kafka and older Chronologs do:
+    its handler module is made unimportable, so dispatch routes no key 10000 and
+    ApiVersions does not advertise it (broker/dispatch.py)."""
+    port = _free_port()
+    code = ("import sys; sys.modules['broker.handlers.plan_time_window'] = None; "
+            "from broker.server import main; sys.exit(main())")
+    log = tmp_path / "broker.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, "--data-dir", str(tmp_path / "data"),
+             "--host", "127.0.0.1", "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2])
+    try:
+        deadline = time.monotonic() + 30
+        while b"chronolog broker ready on" not in log.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_without_plan_time_window_event_time_fails_clearly_and_nothing_else_changes(
+    broker_without_plan: str
+) -> None:
+    bs = broker_without_plan
+    from client import SyncClient
+    from client.aio import PLAN_TIME_WINDOW
+
+    with SyncClient(bs) as c:
+        assert not c.supports(PLAN_TIME_WINDOW)
+    topic = "no-plan"
+    cli(bs, "topics", "create", topic, "--config", "retention.ms=-1")
+    rows = produce_lines(bs, topic, [("k", T0 + d, f"v{i}") for i, d in enumerate((5, 1, 9))])
+    r = cli(bs, "consume", topic, "--event-time", "--from-time", str(T0), "--until",
+            str(T0 + 6), check=False)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith("error: UNSUPPORTED_VERSION: --event-time needs a Chronolog "
+                               "broker"), r.stderr
+    # The positional window still works, silently: the broker cannot count late records.
+    r = cli(bs, "consume", topic, "--from-time", str(T0), "--until", str(T0 + 6))
+    assert r.stdout.split() == [rows[0][4], rows[1][4]]
+    assert "warning" not in r.stderr
+    d = json.loads(cli(bs, "describe", topic, "--json").stdout)["partitions"][0]
+    assert (d["late_records"], d["max_lateness_ms"]) == (None, None)
+    assert cli(bs, "describe", topic).stdout.splitlines()[-1].split()[-2:] == ["-", "-"]
+    t = json.loads(cli(bs, "topics", "describe", topic, "--format", "json").stdout)
+    assert (t["partitions"][0]["late_records"], t["partitions"][0]["max_lateness_ms"]) == \
+        (None, None)
