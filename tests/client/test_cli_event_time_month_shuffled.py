@@ -66,6 +66,11 @@ def test_month_shuffled_windows_through_the_cli(broker: Any) -> None:
     table = json.loads(cli(bs, "topics", "describe", topic, "--format", "json").stdout)
     assert {d["partition"]: (d["late_records"], d["max_lateness_ms"])
             for d in table["partitions"]} == want
+    # Offline, from the running broker's files, by reading every record.
+    offline = json.loads(subprocess.run(
+        [CHRONOLOG, "describe", topic, "--json", "--data-dir", str(broker.data_dir)],
+        capture_output=True, check=True, timeout=300).stdout)["partitions"]
+    assert {d["partition"]: (d["late_records"], d["max_lateness_ms"]) for d in offline} == want
     total_late = sum(late for late, _ in want.values())
 
     # One day, the year's last three days, one week.
