@@ -289,3 +289,44 @@ def test_without_plan_time_window_event_time_fails_clearly_and_nothing_else_chan
     t = json.loads(cli(bs, "topics", "describe", topic, "--format", "json").stdout)
     assert (t["partitions"][0]["late_records"], t["partitions"][0]["max_lateness_ms"]) == \
         (None, None)
+
+
+def test_event_time_after_delete_records_and_before_an_open_transaction(mbroker: Any) -> None:
+    """Records below a DeleteRecords log start are gone from both the window and the late
+    counts; read_committed stops at an open transaction's first offset (the LSO), as
+    positional consume does, while read_uncommitted reads everything."""
+    bs = mbroker.bootstrap
+    topic = f"cli-evt-{next(_names)}"
+    cli(bs, "topics", "create", topic, "--config", "segment.bytes=1200",
+        "--config", "index.interval.bytes=200", "--config", "retention.ms=-1")
+    rng = random.Random(5)
+    made = [("k", T0 + rng.randint(0, 100_000), f"v{i}") for i in range(120)]
+    rows = produce_lines(bs, topic, made[:80])
+    cli(bs, "delete-records", topic, "--before-offset", "30")
+    rows = [r for r in rows if r[1] >= 30]
+    want = disorder_oracle(rows)
+    d = json.loads(cli(bs, "describe", topic, "--json").stdout)["partitions"][0]
+    assert (d["log_start_offset"], d["late_records"], d["max_lateness_ms"]) == (30, *want[0])
+
+    p = Producer({"bootstrap.servers": bs, "transactional.id": f"{topic}-open", "linger.ms": 5})
+    p.init_transactions(15)
+    p.begin_transaction()
+    pending: list[Row] = []
+    for i in range(5):
+        t = T0 + rng.randint(0, 100_000)
+        p.produce(topic, key=b"k", value=b"o%d" % i, timestamp=t,
+                  on_delivery=lambda err, m, t=t: pending.append(
+                      (m.partition(), m.offset(), t, m.key().decode(), m.value().decode())))
+    p.flush(15)  # left open: the last stable offset is its first offset
+    lso = min(r[1] for r in pending)
+    after = produce_lines(bs, topic, made[80:])
+    everything = rows + pending + after
+    for t1, t2 in [(T0, T0 + 100_001), (T0 + 20_000, T0 + 40_000), (T0 + 99_000, T0 + 99_500)]:
+        assert consume_event_time(bs, topic, t1, t2, "read_committed") == \
+            [r for r in oracle(everything, t1, t2, set(), True) if r[1] < lso]
+        assert consume_event_time(bs, topic, t1, t2, "read_uncommitted") == \
+            oracle(everything, t1, t2, set(), False)
+    p.abort_transaction(15)
+    for t1, t2 in [(T0, T0 + 100_001), (T0 + 20_000, T0 + 40_000)]:
+        assert consume_event_time(bs, topic, t1, t2, "read_committed") == \
+            oracle(everything, t1, t2, {r[4] for r in pending}, True)
