@@ -705,6 +705,11 @@ class Log:
         """How many records in [log start, log end) arrived with a timestamp below the
         largest timestamp before them, and the largest such lateness (storage/planner.py).
         Incremental: appends since the last call are counted from where it stopped."""
+        stats = self._count_disorder(None)
+        assert stats is not None
+        return stats
+
+    def _count_disorder(self, deadline: float | None) -> DisorderStats | None:
         segs = self.segments
         first = max(0, bisect_right(self._bases, self.log_start_offset) - 1)
         key = (self._layout_gen, self._generation, self.log_start_offset, segs[first].base_offset)
@@ -713,20 +718,21 @@ class Log:
             [seg.zone_map for seg in live], self.log_start_offset,
             lambda j, a, b: live[j].block_timestamps(a, b),
             lambda j, a, b, running: live[j].block_late(a, b, running),
-            self._disorder_cursor, key)
+            self._disorder_cursor, key,
+            None if deadline is None else (lambda: time.monotonic() >= deadline))
         return stats
 
     def build_zone_maps(self, budget_ms: float) -> bool:
-        """Load or rebuild the segments' zone maps for at most ``budget_ms`` (the broker's
-        background task), so the first plan after a start or a crash does not read
-        .log files on the request path. Resumable; True once every map is complete."""
+        """Load or rebuild the segments' zone maps, then count what appends left uncounted
+        (disorder_stats), for at most ``budget_ms`` (the broker's background task), so
+        the first plan or scrape after a start, a crash or a burst of late data reads no
+        .log on the request path. Resumable; True once everything is done."""
         deadline = time.monotonic() + budget_ms / 1000.0
         for seg in self.segments:
             if not seg.build_zone_map(deadline):
                 return False
-            if time.monotonic() >= deadline:
-                return seg is self.segments[-1]
-        return True
+        # then the disorder counts appends left open (batches straddling the running max)
+        return self._count_disorder(deadline) is not None
 
     def zone_maps(self) -> list[tuple[int, zonemap.ZoneMap]]:
         """(segment base offset, zone map) of every segment, oldest first (loading or

@@ -109,7 +109,8 @@ def count_disorder(
     block_late: Callable[[int, int, int, int], tuple[int, int]],
     resume: DisorderCursor | None = None,
     key: tuple[int, ...] = (),
-) -> tuple[DisorderStats, DisorderCursor]:
+    stop: Callable[[], bool] | None = None,
+) -> tuple[DisorderStats | None, DisorderCursor]:
     """Disorder over the records from offset ``start`` on, segment by segment.
 
     ``maps[j]()`` gives segment j's zone map. ``block_late(j, start_pos, end_pos,
@@ -121,7 +122,8 @@ def count_disorder(
     A block re-based that way keeps the new counts (its map becomes dirty), but for the
     last block of the last map, which appends still extend.
     ``resume`` (a cursor from an earlier call with the same ``key``) skips what it
-    already counted.
+    already counted. ``stop()`` is asked before each block read from the .log; when it
+    says so the count ends early: (None, a cursor to resume from).
     """
     if resume is not None and resume.key == key:
         j0, i0 = resume.segment, resume.block
@@ -157,6 +159,8 @@ def count_disorder(
                 elif stored >= 0 and (pa == p or (mn >= p and mn >= pa)):
                     n_late, w = stored, zm.worst[i]
                 else:
+                    if stop is not None and stop():
+                        return None, cur
                     n_late, w = block_late(j, zm.pos[i], end_pos, p)
                     if j + 1 < len(maps) or i + 1 < n:
                         # kept, except for the log's last block: appends still fold into it

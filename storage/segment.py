@@ -17,7 +17,12 @@ Invariants:
   (pinned) one always does;
 - a block summary (``BatchSummary``) of a batch at position p describes the bytes
   at p exactly as they are on disk; summaries are dropped whenever the .log is
-  cut (truncation, recovery), never otherwise, since batches never move.
+  cut (truncation, recovery), never otherwise, since batches never move;
+- the timestamp zone map (storage/zonemap.py), when in memory, describes exactly the
+  .log's first ``covered`` bytes: appends extend it (``add_zone`` with what validation
+  found, or a read-back), a cut drops the blocks reaching it and walks them again; its
+  sidecar ``.zonemap`` is written off the append path (background, close) and trusted
+  only for the prefix its fingerprint still matches.
 
 The search inside one batch (``first_record_at_or_after``) is exact for any
 timestamp order: runs of equal-layout records are searched column-wise (strided
@@ -1019,7 +1024,8 @@ class LogSegment:
         last ``size`` bytes): what the validation walk found (BatchScan)."""
         zm = self._zones
         if zm is not None and zm.covered == self.size - size:  # else a later walk adds it
-            zm.pending.append((zm.covered, size, base, last, records, mn, mx, late, worst))
+            zm.pending.append((zm.covered, size, base, last, records, mn, mx, late, worst,
+                               False))
             zm.covered = self.size
             if len(zm.pending) >= 4096:
                 zm.sync()
@@ -1363,6 +1369,8 @@ class LogSegment:
         pos = start
         buf = b""
         buf_pos = pos
+        zm.sync()
+        run = zm.running  # the batches are read anyway: disorder is counted exactly here
         while size - pos >= HEADER_SIZE:
             rel = pos - buf_pos
             if rel + HEADER_SIZE > len(buf):
@@ -1386,8 +1394,17 @@ class LogSegment:
                 zm.add(pos, bsize, h.base_offset, last, 0, 0, 0, 0, 0)
             else:
                 sc = scan_timestamps(buf, rel, h)
-                zm.add(pos, bsize, h.base_offset, last, h.records_count, sc.min_timestamp,
-                       sc.max_timestamp, sc.late, sc.max_lateness)
+                mn, mx = sc.min_timestamp, sc.max_timestamp
+                if mx < run:
+                    late, worst = h.records_count, run - mn
+                elif mn >= run and sc.late >= 0:
+                    late, worst = sc.late, sc.max_lateness
+                else:
+                    late, worst, _ = count_late(buf, rel, h, run)
+                zm.add(pos, bsize, h.base_offset, last, h.records_count, mn, mx, late, worst,
+                       exact=True)
+                if mx > run:
+                    run = mx
             pos += bsize
 
     def block_late(self, start: int, end: int, running: int) -> tuple[int, int]:
@@ -1427,7 +1444,8 @@ class LogSegment:
             self.time_index.maybe_append(self._max_ts, self._offset_of_max, skip_full_check=True)
         self.offset_index.trim()
         self.time_index.trim()
-        self.write_zone_map()
+        # The zone map's sidecar is written off the append path: by the broker's
+        # background slice (Log.build_zone_maps), or at close.
 
     def flush(self) -> None:
         if self._fd is not None and self.dirty:
@@ -1450,7 +1468,7 @@ class LogSegment:
             return 0
         cut = self.size - info.position
         self._unmap()
-        self.zone_map_path.unlink(missing_ok=True)  # written again at seal or close
+        self.zone_map_path.unlink(missing_ok=True)  # written again once sealed, or at close
         os.ftruncate(self.fd(), info.position)
         self.size = info.position
         self.dirty = True

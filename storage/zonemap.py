@@ -85,19 +85,20 @@ class ZoneMap:
         self.fingerprint = 0
         self._block_bytes = 0
         self.dirty = True
-        self.pending: list[tuple[int, int, int, int, int, int, int, int, int]] = []
+        self.pending: list[tuple[int, int, int, int, int, int, int, int, int, bool]] = []
 
     def __len__(self) -> int:
         return len(self.first)
 
     # -- building -------------------------------------------------------------
     def add(self, pos: int, size: int, base: int, last: int, records: int, mn: int, mx: int,
-            late: int, worst: int) -> None:
+            late: int, worst: int, exact: bool = False) -> None:
         """Describe the batch at ``pos`` (``size`` bytes, offsets base..last) holding
         ``records`` data records with timestamps in [mn, mx]; ``late``/``worst`` are
-        its disorder inside the batch (BatchScan; late -1 = not counted). Queued, then
-        folded (``sync``) before the map is read."""
-        self.pending.append((pos, size, base, last, records, mn, mx, late, worst))
+        its disorder inside the batch (BatchScan; late -1 = not counted), or with
+        ``exact`` already against the running max before it. Queued, then folded
+        (``sync``) before the map is read."""
+        self.pending.append((pos, size, base, last, records, mn, mx, late, worst, exact))
         self.covered = pos + size
         if len(self.pending) >= 4096:
             self.sync()
@@ -121,7 +122,7 @@ class ZoneMap:
         else:
             bb = interval + 1  # the first batch opens a block
             bmin, bmax, brec, blate, bworst = NO_MIN, NO_MAX, 0, 0, 0
-        for pos, size, base, _last, n, mn, mx, late, worst in pend:
+        for pos, size, base, _last, n, mn, mx, late, worst, exact in pend:
             if bb > interval:
                 if i >= 0:
                     mina[i], maxa[i], reca[i], lata[i], wora[i] = bmin, bmax, brec, blate, bworst
@@ -143,7 +144,9 @@ class ZoneMap:
             if mx > bmax:
                 bmax = mx
             brec += n
-            if mx < p:  # every record is below what came before
+            if exact:
+                pass
+            elif mx < p:  # every record is below what came before
                 late, worst = n, p - mn
             elif mn < p or late < 0:
                 blate = -1  # straddles, or not counted: counted later from the records
