@@ -10,6 +10,8 @@ picks one), each in offset order; ``--max N`` stops after N records in total.
 With ``--follow`` all partitions are followed at once and records print as
 they arrive (each partition still in offset order); a partition that had no
 record at or after ``--until`` yet ends at the first one that arrives.
+With ``--event-time`` a window is instead exactly the records with ``--from-time``
+<= timestamp < ``--until``, wherever they sit (out-of-order data; docs/cli.md).
 
 ``--event-time`` gives a time window its other meaning: exactly the records with
 ``--from-time`` <= timestamp < ``--until`` (either bound may be left out), wherever they

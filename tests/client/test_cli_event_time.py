@@ -180,6 +180,13 @@ def test_consume_event_time_equals_the_oracle(
         assert consume_event_time(bs, topic, t1, t2, isolation) == \
             oracle(rows, t1, t2, aborted, committed), (t1, t2, isolation)
 
+    t1, t2 = windows[-1]
+    last = parts - 1
+    out = cli(bs, "consume", topic, "--event-time", "--from-time", str(t1), "--until", str(t2),
+              "--partition", str(last), "--format", "json").stdout
+    assert [(r["partition"], r["offset"]) for r in map(json.loads, out.splitlines())] == \
+        [(p, o) for p, o, _, _, _ in oracle(rows, t1, t2, aborted, True) if p == last]
+
     want = disorder_oracle(rows)
     described = json.loads(cli(bs, "describe", topic, "--json").stdout)["partitions"]
     assert {d["partition"]: (d["late_records"], d["max_lateness_ms"]) for d in described} == \
