@@ -10,6 +10,16 @@ picks one), each in offset order; ``--max N`` stops after N records in total.
 With ``--follow`` all partitions are followed at once and records print as
 they arrive (each partition still in offset order); a partition that had no
 record at or after ``--until`` yet ends at the first one that arrives.
+With ``--event-time`` a window is instead exactly the records with ``--from-time``
+<= timestamp < ``--until``, wherever they sit (out-of-order data; docs/cli.md).
+
+``--event-time`` gives a time window its other meaning: exactly the records with
+``--from-time`` <= timestamp < ``--until`` (either bound may be left out), wherever they
+sit in the log, each partition in offset order, fetching only the offset ranges the
+broker's PlanTimeWindow says may hold one (Chronolog brokers only). Positional stays the
+default: it is what a Kafka consumer seeking by time replays, and what a Kafka broker
+can answer. A positional window over a partition whose timestamps arrived out of order
+prints a one-line warning naming ``--event-time``.
 
 Formats: ``text`` writes each value's raw bytes and a newline (``--print-timestamp``
 and ``--print-key`` put the ISO timestamp and the key in front, tab-separated);
@@ -24,10 +34,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import sys
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import Any, cast
 
 from client.aio import Client, Record
 from client.cli._common import (
@@ -40,6 +51,7 @@ from client.cli._common import (
     run,
     time_arg,
 )
+from client.cli._disorder import disorder_or_none, positional_warning, require_event_time
 from client.timeparse import format_time
 from protocol.errors import ErrorCode, KafkaError
 
@@ -67,6 +79,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--follow", action="store_true",
                    help="keep waiting for new records (until --until or Ctrl-C)")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.add_argument("--event-time", action="store_true",
+                   help="exactly the records with --from-time <= timestamp < --until, wherever "
+                   "they sit (Chronolog brokers); without it the window is positional: "
+                   "[first offset with ts >= --from-time, first offset with ts >= --until)")
     p.add_argument("--isolation", choices=sorted(ISOLATION), default="read_committed",
                    help="read_committed (default, as librdkafka): stop at the last stable "
                    "offset and skip aborted transactions; read_uncommitted: everything")
@@ -228,9 +244,49 @@ async def _follow_all(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+#: The open end of a one-sided event-time window: the largest int64 timestamp.
+_NO_END = (1 << 63) - 1
+
+
+def _check_event_time_args(args: argparse.Namespace) -> None:
+    """``--event-time`` selects records by their own timestamps, in a closed window."""
+    if not args.event_time:
+        return
+    if args.from_offset is not None:
+        raise ValueError("--event-time selects records by timestamp: give --from-time and/or "
+                         "--until, not --from-offset")
+    if args.from_time is None and args.until is None:
+        raise ValueError("--event-time needs a window: --from-time T1 and/or --until T2 "
+                         "(the records with T1 <= timestamp < T2)")
+    if args.follow:
+        raise ValueError("--event-time reads a window as it stands (a late record may still "
+                         "arrive at any time): it cannot --follow")
+
+
+async def _event_time_chunks(
+    client: Client, topic: str, partitions: list[int], start: int, end: int,
+    isolation_level: int,
+) -> AsyncGenerator[list[Record], None]:
+    """The client's event-time read, in chunks for the printer: partitions ascending,
+    each in offset order, only the planned ranges fetched."""
+    chunk: list[Record] = []
+    # An async generator (typed as an iterator): closed at once when --max stops early.
+    records = cast(AsyncGenerator[Record, None], client.read_time_range(
+        topic, start, end, partitions, event_time=True, isolation_level=isolation_level))
+    async with contextlib.aclosing(records):
+        async for r in records:
+            chunk.append(r)
+            if len(chunk) >= 1000:
+                yield chunk
+                chunk = []
+    if chunk:
+        yield chunk
+
+
 async def _consume(args: argparse.Namespace) -> int:
     if args.max is not None and args.max < 0:
         raise ValueError(f"--max must be >= 0, got {args.max}")
+    _check_event_time_args(args)
     out = sys.stdout.buffer
     as_json = args.format == "json"
     count = 0
@@ -244,20 +300,33 @@ async def _consume(args: argparse.Namespace) -> int:
                 )
             parts = [args.partition]
         isolation = ISOLATION[args.isolation]
-        ranges = await plan(
-            client, args.topic, parts, args.from_time, args.from_offset, args.until, args.follow,
-            isolation,
-        )
-        known = [e - s for s, e in ranges.values() if e is not None]
-        total = sum(known) if len(known) == len(ranges) else None
+        source: AsyncGenerator[list[Record], None]
+        if args.event_time:
+            require_event_time(client)
+            total = None  # a plan bounds the offsets read, not the records that match
+            source = _event_time_chunks(
+                client, args.topic, parts, 0 if args.from_time is None else args.from_time,
+                _NO_END if args.until is None else args.until, isolation)
+        else:
+            if args.from_time is not None or args.until is not None:
+                stats = await disorder_or_none(client, args.topic, parts)
+                warning = None if stats is None else positional_warning(args.topic, stats)
+                if warning:
+                    print(warning, file=sys.stderr)
+            ranges = await plan(
+                client, args.topic, parts, args.from_time, args.from_offset, args.until,
+                args.follow, isolation,
+            )
+            known = [e - s for s, e in ranges.values() if e is not None]
+            total = sum(known) if len(known) == len(ranges) else None
+            source = (
+                _follow_all(client, args.topic, ranges, args.until, isolation)
+                if args.follow
+                else _one_after_another(client, args.topic, ranges, isolation)
+            )
         if args.max is not None and total is not None:
             total = min(total, args.max)
         bar = progress(total, "rec", f"consume {args.topic}", not args.no_progress)
-        source = (
-            _follow_all(client, args.topic, ranges, args.until, isolation)
-            if args.follow
-            else _one_after_another(client, args.topic, ranges, isolation)
-        )
         try:
             async for chunk in source:
                 if args.max is not None:

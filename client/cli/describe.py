@@ -11,6 +11,11 @@ Two sources, same columns:
   works against any Kafka broker; segment count and bytes are not part of
   that protocol and show as ``-``.
 
+Both add, per partition, the records that arrived late (a timestamp below the largest
+one before them in offset order) and the largest lateness: from the broker's
+PlanTimeWindow (Chronolog brokers; ``-`` against Kafka), or offline by reading every
+record from the log start.
+
 Invariant: "first"/"last" are the timestamps of the records at the log start
 and at log end - 1 (offset order), "max" is the largest timestamp in the
 partition: with CreateTime these differ whenever producers send out of order,
@@ -35,6 +40,7 @@ from client.cli._common import (
     missing_topic_message,
     require_topic,
 )
+from client.cli._disorder import disorder_or_none, format_lateness
 from client.cli.doctor import LOG_START_CHECKPOINT, read_checkpoint
 from client.cli.dump_log import LogScan, _mapped, is_partition_dir, scan_log, segments_in
 from client.timeparse import format_time
@@ -56,6 +62,10 @@ class PartitionInfo:
     first_timestamp: int | None
     last_timestamp: int | None
     max_timestamp: int | None
+    # Records that arrived with a timestamp below the largest one before them, and the
+    # largest such gap (client/cli/_disorder.py); None where it cannot be known.
+    late_records: int | None = None
+    max_lateness_ms: int | None = None
 
 
 def describe_offline(data_dir: Path, topic: str) -> list[PartitionInfo]:
@@ -86,10 +96,40 @@ def describe_offline(data_dir: Path, topic: str) -> list[PartitionInfo]:
                     max_ts = b.max_timestamp if max_ts is None else max(max_ts, b.max_timestamp)
         first_ts = _record_ts(scans, start, first=True)
         last_ts = _record_ts(scans, end - 1, first=False) if end > start else None
+        late = _disorder_offline(scans, start)
         out.append(PartitionInfo(part, start, end, len(segs), sum(sc.file_size for sc in scans),
-                                 first_ts, last_ts, max_ts))
+                                 first_ts, last_ts, max_ts,
+                                 None if late is None else late[0],
+                                 None if late is None else late[1]))
     out.sort(key=lambda p: p.partition)
     return out
+
+
+def _disorder_offline(scans: list[LogScan], start: int) -> tuple[int, int] | None:
+    """Late records and the largest lateness from ``start`` on, by reading every record
+    (the broker's definition, storage/planner.py: control batches hold no record); None
+    when a batch does not decode."""
+    running: int | None = None
+    late = worst = 0
+    for sc in scans:
+        if not sc.batches:
+            continue
+        try:
+            with _mapped(sc.path) as buf:
+                for b in sc.batches:
+                    if b.header.last_offset < start or b.header.is_control:
+                        continue
+                    for r in decode_batch(buf, b.position):
+                        if r.offset < start:
+                            continue
+                        if running is not None and r.timestamp < running:
+                            late += 1
+                            worst = max(worst, running - r.timestamp)
+                        elif running is None or r.timestamp > running:
+                            running = r.timestamp
+        except (StorageError, OSError):
+            return None
+    return late, worst
 
 
 def _record_ts(scans: list[LogScan], offset: int, *, first: bool) -> int | None:
@@ -120,6 +160,7 @@ async def describe_online(bootstrap: str, topic: str,
         starts = await client.earliest(topic, parts)
         ends = await client.latest(topic, parts)
         maxes = await client.max_timestamp(topic, parts)
+        disorder = await disorder_or_none(client, topic, parts)
         out = []
         for p in parts:
             first = last = None
@@ -129,8 +170,11 @@ async def describe_online(bootstrap: str, topic: str,
                 recs, _ = await client.fetch(topic, p, ends[p] - 1, 1 << 20)
                 last = next((r.timestamp for r in recs if r.offset == ends[p] - 1), None)
             mx = maxes[p]
+            d = None if disorder is None else disorder.get(p)
             out.append(PartitionInfo(p, starts[p], ends[p], None, None, first, last,
-                                     mx[1] if mx is not None else None))
+                                     mx[1] if mx is not None else None,
+                                     None if d is None else d.late_records,
+                                     None if d is None else d.max_lateness_ms))
         return out
     finally:
         await client.close()
@@ -147,11 +191,14 @@ def _ts(ms: int | None) -> str:
 
 def render(topic: str, infos: list[PartitionInfo]) -> str:
     headers = ("partition", "log start", "log end", "segments", "bytes", "first timestamp",
-               "last timestamp", "max timestamp")
+               "last timestamp", "max timestamp", "late records", "max lateness")
     rows = [(str(i.partition), str(i.log_start_offset), str(i.log_end_offset),
              "-" if i.segments is None else str(i.segments),
              "-" if i.bytes is None else f"{i.bytes:,}",
-             _ts(i.first_timestamp), _ts(i.last_timestamp), _ts(i.max_timestamp))
+             _ts(i.first_timestamp), _ts(i.last_timestamp), _ts(i.max_timestamp),
+             "-" if i.late_records is None else str(i.late_records),
+             "-" if i.max_lateness_ms is None or not i.late_records
+             else format_lateness(i.max_lateness_ms))
             for i in infos]
     widths = [max(len(h), *(len(r[k]) for r in rows)) if rows else len(h)
               for k, h in enumerate(headers)]

@@ -5,7 +5,9 @@
 the broker implements DescribeConfigs, a table of the topic's configs with each
 value and its source (``DYNAMIC_TOPIC_CONFIG`` = set on the topic,
 ``STATIC_BROKER_CONFIG`` = from the broker's ``log.*`` setting, ``DEFAULT_CONFIG``);
-``--format json`` gives the same as one JSON object.
+``--format json`` gives the same as one JSON object. Each partition also shows its
+late records (a timestamp below the largest one before it, in offset order) and the
+largest lateness, ``-`` against a broker without PlanTimeWindow (Kafka).
 
 ``alter`` changes a topic while the broker runs: ``--config k=v`` sets and
 ``--delete-config k`` removes topic configs (IncrementalAlterConfigs: the configs not
@@ -23,6 +25,7 @@ from typing import Any
 
 from client.aio import DESCRIBE_CONFIGS
 from client.cli._common import add_bootstrap, config_arg, connect, print_table, run
+from client.cli._disorder import disorder_or_none, format_lateness
 
 
 def register(subparsers: Any) -> None:
@@ -107,11 +110,14 @@ async def _describe(args: argparse.Namespace) -> int:
         parts = await c.partitions_for(args.name)
         start = await c.earliest(args.name, parts)
         end = await c.latest(args.name, parts)
+        disorder = await disorder_or_none(c, args.name, parts)
         entries = (await c.describe_config_entries(args.name)
                    if c.supports(DESCRIBE_CONFIGS) else None)
     rows = [
         {"partition": p, "log_start_offset": start[p], "log_end_offset": end[p],
-         "records": end[p] - start[p]}
+         "records": end[p] - start[p],
+         "late_records": None if disorder is None else disorder[p].late_records,
+         "max_lateness_ms": None if disorder is None else disorder[p].max_lateness_ms}
         for p in parts
     ]
     configs = None if entries is None else {
@@ -125,10 +131,11 @@ async def _describe(args: argparse.Namespace) -> int:
         return 0
     print(f"Topic: {args.name}  Partitions: {len(parts)}")
     print_table(
-        [("PARTITION", "LOG_START", "LOG_END", "RECORDS")]
+        [("PARTITION", "LOG_START", "LOG_END", "RECORDS", "LATE_RECORDS", "MAX_LATENESS")]
         + [
             (str(r["partition"]), str(r["log_start_offset"]), str(r["log_end_offset"]),
-             str(r["records"]))
+             str(r["records"]), "-" if r["late_records"] is None else str(r["late_records"]),
+             "-" if not r["late_records"] else format_lateness(r["max_lateness_ms"] or 0))
             for r in rows
         ]
     )

@@ -1,4 +1,5 @@
-"""describe --data-dir: offsets, timestamps, segments and bytes match the records written."""
+"""describe --data-dir: offsets, timestamps, segments, bytes and late records match the
+records written."""
 
 from __future__ import annotations
 
@@ -19,6 +20,15 @@ from storage.logdir import LogDir
 from storage.records import Record, build_batch
 
 NOW = 1_700_000_000_000
+
+
+def late_by_scan(stamps: list[int]) -> tuple[int, int]:
+    """Records below the largest timestamp before them, and the largest such gap."""
+    late, worst = 0, 0
+    for i, t in enumerate(stamps):
+        if i and t < (top := max(stamps[:i])):
+            late, worst = late + 1, max(worst, top - t)
+    return late, worst
 
 
 @settings(max_examples=10)
@@ -49,6 +59,8 @@ def test_describe_offline_matches_the_records_written(
         "first_timestamp": stamps[0],
         "last_timestamp": stamps[-1],
         "max_timestamp": max(stamps),
+        "late_records": late_by_scan(stamps)[0],
+        "max_lateness_ms": late_by_scan(stamps)[1],
     }]
 
 
@@ -95,7 +107,8 @@ def test_describe_online_agrees_with_offline_on_the_same_data(
         mine = stamps[p::2]
         want = {"partition": p, "log_start_offset": 0, "log_end_offset": len(mine),
                 "first_timestamp": mine[0], "last_timestamp": mine[-1],
-                "max_timestamp": max(mine)}
+                "max_timestamp": max(mine), "late_records": late_by_scan(mine)[0],
+                "max_lateness_ms": late_by_scan(mine)[1]}
         assert {k: online[p][k] for k in want} == want
         assert {k: offline[p][k] for k in want} == want
         assert online[p]["segments"] is None and offline[p]["segments"] == 1
