@@ -84,6 +84,7 @@ HANDLER_MODULES: dict[int, str] = {
     68: "consumer_group_heartbeat",
     69: "consumer_group_describe",
     75: "describe_topic_partitions",
+    10000: "plan_time_window",  # Chronolog's own (protocol/plan_time_window.py)
 }
 
 

@@ -39,6 +39,8 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from storage.log import Log
+
 log = logging.getLogger(__name__)
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -220,6 +222,8 @@ class PartitionSnapshot:
     offset_index_entries: int | None
     time_index_entries: int | None
     index_bytes_mapped: int | None
+    late_records: int | None = None
+    max_lateness_ms: int | None = None
 
 
 def _int_attr(obj: object, *names: str) -> int | None:
@@ -374,9 +378,18 @@ def snapshot_partitions(broker: object) -> list[PartitionSnapshot]:
                 seg_sizes += _int_attr(seg, "size", "size_bytes", "size_in_bytes") or 0
             if size_total is None:
                 size_total = seg_sizes
+        late = lateness = None
+        if isinstance(log_obj, Log):  # the declared accessor (storage/planner.py), no guessing
+            try:
+                stats = log_obj.disorder_stats()
+                late, lateness = stats.late_records, stats.max_lateness_ms
+            except Exception:
+                log.exception("disorder counts of %s-%s", topic, part)
         out.append(PartitionSnapshot(
             topic=topic,
             partition=part,
+            late_records=late,
+            max_lateness_ms=lateness,
             log_start_offset=_int_attr(log_obj, "log_start_offset"),
             log_end_offset=_int_attr(log_obj, "log_end_offset"),
             segments=len(segments) if segments is not None else None,
@@ -396,6 +409,10 @@ _PARTITION_GAUGES: tuple[tuple[str, str, str], ...] = (
     ("offset_index_entries", "chronolog_offset_index_entries", "Offset-index entries."),
     ("time_index_entries", "chronolog_time_index_entries", "Time-index entries."),
     ("index_bytes_mapped", "chronolog_index_bytes_mapped", "Bytes of index files memory-mapped."),
+    ("late_records", "chronolog_late_records",
+     "Records whose timestamp is below the largest timestamp before them (event-time disorder)."),
+    ("max_lateness_ms", "chronolog_max_lateness_ms",
+     "Largest (running max timestamp - record timestamp) in the partition."),
 )
 
 

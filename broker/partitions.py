@@ -742,11 +742,12 @@ class PartitionManager:
         return flushed
 
     def summarize_step(self, budget_ms: float) -> bool:
-        """One slice of background work: build block summaries of large batches (storage's
-        ``Log.build_summaries``) so that even the first lookup in a 10,000-record batch
-        walks one small block. Only partitions opened or appended to since they were
-        last summarised are visited; at most one spends the budget per call. Returns
-        True when every partition is summarised."""
+        """One slice of background work: load or rebuild timestamp zone maps (storage's
+        ``Log.build_zone_maps``: the first event-time plan then reads no .log), then build
+        block summaries of large batches (``Log.build_summaries``) so that even the first
+        lookup in a 10,000-record batch walks one small block. Only partitions opened or
+        appended to since they were last summarised are visited; at most one spends the
+        budget per call. Returns True when every partition is summarised."""
         if not self._unsummarised or self.logdir is None:
             return True
         for key in sorted(self._unsummarised):
@@ -754,7 +755,7 @@ class PartitionManager:
             if plog is None:
                 self._unsummarised.discard(key)
                 continue
-            if not plog.build_summaries(budget_ms):
+            if not plog.build_zone_maps(budget_ms) or not plog.build_summaries(budget_ms):
                 return False
             self._unsummarised.discard(key)
         return True

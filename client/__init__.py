@@ -17,6 +17,7 @@ from client.aio import (
     FetchResult,
     ProducerRecord,
     Record,
+    TimeWindowPlan,
     TopicPartition,
 )
 from client.producer import Producer, RecordMetadata
@@ -33,6 +34,7 @@ __all__ = [
     "ProducerRecord",
     "Record",
     "TopicPartition",
+    "TimeWindowPlan",
     "FetchResult",
     "KafkaError",
     "ErrorCode",

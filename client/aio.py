@@ -46,6 +46,7 @@ from client.partitioner import StickyPartitioner, partitions_for_keys
 from protocol.errors import ErrorCode, KafkaError
 from storage import records as rec
 from storage.errors import StorageError
+from storage.planner import DisorderStats, PlannedRange
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,6 +69,7 @@ __all__ = [
     "ProduceWindow",
     "ProducerRecord",
     "Record",
+    "TimeWindowPlan",
     "TopicPartition",
     "COMPRESSION_CODECS",
     "DEFAULT_MAX_IN_FLIGHT",
@@ -89,6 +91,7 @@ CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 INIT_PRODUCER_ID = 22
 DESCRIBE_CONFIGS = 32
+PLAN_TIME_WINDOW = 10000  # Chronolog's own (protocol/plan_time_window.py)
 
 #: Special ListOffsets timestamps (KIP-79, KIP-734) and the version each needs.
 LATEST = -1
@@ -109,6 +112,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     DELETE_TOPICS: (1, 6),
     INIT_PRODUCER_ID: (0, 4),
     DESCRIBE_CONFIGS: (1, 4),
+    PLAN_TIME_WINDOW: (0, 0),
 }
 _API_NAMES = {
     PRODUCE: "Produce",
@@ -120,6 +124,7 @@ _API_NAMES = {
     DELETE_TOPICS: "DeleteTopics",
     INIT_PRODUCER_ID: "InitProducerId",
     DESCRIBE_CONFIGS: "DescribeConfigs",
+    PLAN_TIME_WINDOW: "PlanTimeWindow",
 }
 
 #: DescribeConfigs resource names → Kafka's ConfigResource type ids.
@@ -145,6 +150,28 @@ _MAX_FETCH_BYTES = 256 * 1024 * 1024
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+
+class TimeWindowPlan(NamedTuple):
+    """One partition's event-time plan (:meth:`Client.plan_time_window`).
+
+    ``ranges``: the offset ranges [start, end) that may hold a record with
+    T1 <= timestamp < T2 (a superset: none is missed), sorted, disjoint, with the
+    bytes fetching each reads. ``disorder``: how many records in [log start, log end)
+    arrived with a timestamp below the largest one before them, and the largest gap.
+    """
+
+    partition: int
+    ranges: tuple[PlannedRange, ...]
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    disorder: DisorderStats
+
+    @property
+    def bytes(self) -> int:
+        """What reading the whole plan fetches."""
+        return sum(r.bytes for r in self.ranges)
 
 
 class Placement(NamedTuple):
@@ -1403,21 +1430,136 @@ class Client:
             out[tp.partition] = (s, max(s, e))
         return out
 
-    async def read_time_range(
-        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None
-    ) -> AsyncIterator[Record]:
-        """Records of ``[first offset with ts >= start_ms, first offset with ts >= end_ms)``.
+    async def plan_time_window(
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
+        *, isolation_level: int = 0,
+    ) -> dict[int, TimeWindowPlan]:
+        """Per partition, the event-time plan of ``[start_ms, end_ms)``: the offset
+        ranges that may hold a record with start_ms <= timestamp < end_ms wherever it
+        sits in the log (PlanTimeWindow, key 10000; Chronolog brokers only), plus the
+        partition's offsets and disorder counts. Under read_committed
+        (``isolation_level`` 1) ranges end at the last stable offset.
 
-        Partition by partition (ascending), each in offset order. Under CreateTime
-        with out-of-order timestamps the range may contain records older than
-        ``start_ms`` (they sit after the first match): it is the offset range
-        Kafka's ListOffsets defines, not a timestamp filter.
+        Raises KafkaError UNSUPPORTED_VERSION against a broker without the API (Kafka).
         """
-        ranges = await self.time_range_offsets(topic, start_ms, end_ms, partitions)
-        for p, (s, e) in sorted(ranges.items()):
-            if s < e:
-                async for r in self.consume(topic, p, s, e):
-                    yield r
+        if start_ms < 0 or end_ms < 0:
+            raise ValueError("start_ms and end_ms must be epoch ms >= 0")
+        self.api_version(PLAN_TIME_WINDOW)
+        parts = await self.partitions_for(topic) if partitions is None else list(partitions)
+        by_leader: dict[int, list[int]] = {}
+        for p in parts:
+            by_leader.setdefault(await self._leader(topic, p), []).append(p)
+
+        async def ask(leader: int, ps: list[int]) -> Any:
+            body = {"isolation_level": isolation_level, "start_timestamp": start_ms,
+                    "end_timestamp": end_ms, "topics": [{"name": topic, "partitions": ps}]}
+            return await self._retry_read(
+                lambda: self._request(PLAN_TIME_WINDOW, body, leader))
+
+        answers = await asyncio.gather(*(ask(n, ps) for n, ps in by_leader.items()))
+        out: dict[int, TimeWindowPlan] = {}
+        for resp in answers:
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    index = p["partition_index"]
+                    if p["error_code"] in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                        self._topics.pop(topic, None)
+                    _raise_for(p["error_code"], f"plan time window of {topic}-{index}")
+                    out[index] = TimeWindowPlan(
+                        index,
+                        tuple(PlannedRange(r["start_offset"], r["end_offset"], r["bytes"])
+                              for r in p["ranges"]),
+                        p["log_start_offset"], p["high_watermark"], p["last_stable_offset"],
+                        DisorderStats(p["late_records"], p["max_lateness_ms"], p["records"]),
+                    )
+        return out
+
+    async def disorder_stats(
+        self, topic: str, partitions: Iterable[int] | None = None
+    ) -> dict[int, DisorderStats]:
+        """Per partition, how out of order its timestamps arrived: records below the
+        largest timestamp before them, the largest such gap, records counted (an empty
+        PlanTimeWindow: no range is computed). ``late_records == 0`` means positional
+        and event-time windows agree on that partition."""
+        plans = await self.plan_time_window(topic, 0, 0, partitions)
+        return {p: plan.disorder for p, plan in plans.items()}
+
+    async def read_time_range(
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
+        *, event_time: bool = False, isolation_level: int = 0,
+    ) -> AsyncIterator[Record]:
+        """The records of a time window, partition by partition (ascending), each in
+        offset order.
+
+        ``event_time=False`` (the default): positional, Kafka's offsetsForTimes replay
+        meaning — ``[first offset with ts >= start_ms, first offset with ts >= end_ms)``.
+        Under CreateTime with out-of-order timestamps that range may hold records
+        outside the window and miss records inside it; it is what a Kafka consumer
+        seeking by time replays, so it stays the default (existing callers, the CLI's
+        and Spark's offsets, and Kafka brokers, which have no event-time plan).
+
+        ``event_time=True``: exactly the records with start_ms <= timestamp < end_ms,
+        wherever they sit, fetching only the ranges :meth:`plan_time_window` returns
+        (Chronolog brokers only). Under read_committed (``isolation_level`` 1) records
+        of aborted transactions are left out and reading stops at the last stable offset.
+        """
+        if not event_time:
+            ranges = await self.time_range_offsets(topic, start_ms, end_ms, partitions)
+            for p, (s, e) in sorted(ranges.items()):
+                if s < e:
+                    async for chunk in self.consume_chunks(topic, p, s, e,
+                                                           isolation_level=isolation_level):
+                        for r in chunk:
+                            yield r
+            return
+        plans = await self.plan_time_window(topic, start_ms, end_ms, partitions,
+                                            isolation_level=isolation_level)
+        for p, plan in sorted(plans.items()):
+            for rng in plan.ranges:
+                async for chunk in self.consume_chunks(
+                        topic, p, rng.start_offset, rng.end_offset,
+                        max_bytes=_range_fetch_bytes(rng), isolation_level=isolation_level):
+                    for r in chunk:
+                        if start_ms <= r.timestamp < end_ms:
+                            yield r
+
+    async def read_time_range_arrow(
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
+        *, event_time: bool = False, isolation_level: int = 0,
+    ) -> AsyncIterator[tuple[int, pa.RecordBatch]]:
+        """:meth:`read_time_range` as (partition, Arrow record batch) pairs, columns as
+        :meth:`consume_arrow`'s; the same rows in the same order, the same two meanings
+        (``event_time``), decoded column-wise. Batches left empty by the window's
+        filter are not yielded."""
+        if not event_time:
+            ranges = await self.time_range_offsets(topic, start_ms, end_ms, partitions)
+            for p, (s, e) in sorted(ranges.items()):
+                if s < e:
+                    async for batch in self.consume_arrow(topic, p, s, e,
+                                                          isolation_level=isolation_level):
+                        yield p, batch
+            return
+        import pyarrow.compute as pc
+
+        plans = await self.plan_time_window(topic, start_ms, end_ms, partitions,
+                                            isolation_level=isolation_level)
+        for p, plan in sorted(plans.items()):
+            for rng in plan.ranges:
+                async for batch in self.consume_arrow(
+                        topic, p, rng.start_offset, rng.end_offset,
+                        max_bytes=_range_fetch_bytes(rng), isolation_level=isolation_level):
+                    ts = batch.column("timestamp")
+                    kept = batch.filter(pc.and_(pc.greater_equal(ts, start_ms),
+                                                pc.less(ts, end_ms)))
+                    if kept.num_rows:
+                        yield p, kept
+
+
+def _range_fetch_bytes(rng: PlannedRange) -> int:
+    """A Fetch size for one planned range: its bytes (so the broker sends no more than
+    the range, Fetch still returns at least one whole batch), at most the default."""
+    return max(1, min(_DEFAULT_FETCH_BYTES, rng.bytes))
 
 
 def _next_offset(buf: bytes, start: int) -> int:

@@ -35,10 +35,13 @@ from client.aio import (
     Placement,
     ProducerRecord,
     Record,
+    TimeWindowPlan,
     TopicPartition,
+    _range_fetch_bytes,
 )
 from client.connection import IDLE_POLL_US
 from client.producer import Producer, RecordMetadata
+from storage.planner import DisorderStats
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -368,13 +371,53 @@ class SyncClient:
             if os.getpid() == self._pid:
                 self._call(chunks.aclose())
 
+    def plan_time_window(
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
+        *, isolation_level: int = 0,
+    ) -> dict[int, TimeWindowPlan]:
+        """The event-time plan per partition; see :meth:`client.Client.plan_time_window`."""
+        return self._call(self._client.plan_time_window(
+            topic, start_ms, end_ms, partitions, isolation_level=isolation_level))
+
+    def disorder_stats(
+        self, topic: str, partitions: Iterable[int] | None = None
+    ) -> dict[int, DisorderStats]:
+        """Per partition disorder counts; see :meth:`client.Client.disorder_stats`."""
+        return self._call(self._client.disorder_stats(topic, partitions))
+
     def read_time_range(
-        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
+        *, event_time: bool = False, isolation_level: int = 0,
     ) -> Generator[Record, None, None]:
-        ranges = self.time_range_offsets(topic, start_ms, end_ms, partitions)
-        for p, (s, e) in sorted(ranges.items()):
-            if s < e:
-                yield from self.consume(topic, p, s, e)
+        """A time window's records; positional by default, exact with ``event_time=True``
+        (see :meth:`client.Client.read_time_range` for the two meanings)."""
+        if not event_time:
+            ranges = self.time_range_offsets(topic, start_ms, end_ms, partitions)
+            for p, (s, e) in sorted(ranges.items()):
+                if s < e:
+                    yield from self.consume(topic, p, s, e, isolation_level=isolation_level)
+            return
+        plans = self.plan_time_window(topic, start_ms, end_ms, partitions,
+                                      isolation_level=isolation_level)
+        for p, plan in sorted(plans.items()):
+            for rng in plan.ranges:
+                chunks = self._client.consume_chunks(
+                    topic, p, rng.start_offset, rng.end_offset,
+                    max_bytes=_range_fetch_bytes(rng), isolation_level=isolation_level)
+                for chunk in self._iterate_chunks(chunks):
+                    for r in chunk:
+                        if start_ms <= r.timestamp < end_ms:
+                            yield r
+
+    def read_time_range_arrow(
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
+        *, event_time: bool = False, isolation_level: int = 0,
+    ) -> Generator[tuple[int, pa.RecordBatch], None, None]:
+        """(partition, Arrow batch) pairs of a time window; see
+        :meth:`client.Client.read_time_range_arrow`."""
+        return self._iterate_chunks(self._client.read_time_range_arrow(
+            topic, start_ms, end_ms, partitions, event_time=event_time,
+            isolation_level=isolation_level))
 
     def _iterate(self, chunks: Any) -> Generator[Record, None, None]:
         for chunk in self._iterate_chunks(chunks):

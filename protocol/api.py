@@ -69,6 +69,7 @@ from protocol import (
     offset_delete,
     offset_fetch,
     offset_for_leader_epoch,
+    plan_time_window,
     produce,
     sasl_authenticate,
     sasl_handshake,
@@ -130,6 +131,9 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
+    # Chronolog's own APIs: keys far outside Kafka's range (0..~90), so no Kafka
+    # client sends them and a future Kafka key cannot collide.
+    PLAN_TIME_WINDOW = 10000
 
 
 class ApiRange(NamedTuple):
@@ -196,6 +200,7 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ApiRange("ConsumerGroupHeartbeat", 0, 1, 0, 0),
     ApiKey.CONSUMER_GROUP_DESCRIBE: ApiRange("ConsumerGroupDescribe", 0, 1, 0, 0),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: ApiRange("DescribeTopicPartitions", 0, 0, 0, 0),
+    ApiKey.PLAN_TIME_WINDOW: ApiRange("PlanTimeWindow", 0, 0, 0, 0),
 }
 
 MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
@@ -252,6 +257,7 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (consumer_group_heartbeat.REQUEST, consumer_group_heartbeat.RESPONSE),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (consumer_group_describe.REQUEST, consumer_group_describe.RESPONSE),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (describe_topic_partitions.REQUEST, describe_topic_partitions.RESPONSE),
+    ApiKey.PLAN_TIME_WINDOW: (plan_time_window.REQUEST, plan_time_window.RESPONSE),
 }
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from storage import swap, txnindex
+from storage import planner, swap, txnindex, zonemap
 from storage.cleaner import null_key_indexes
 from storage.config import LogConfig
 from storage.errors import (
@@ -40,6 +40,7 @@ from storage.errors import (
     RecordTooLargeError,
 )
 from storage.fsutil import fsync_dir
+from storage.planner import DisorderStats, PlannedRange
 from storage.records import (
     CREATE_TIME,
     HEADER_SIZE,
@@ -48,6 +49,7 @@ from storage.records import (
     BatchHeader,
     build_control_batch,
     iter_batches,
+    record_timestamps,
     set_base_offset,
     set_max_timestamp,
     set_partition_leader_epoch,
@@ -66,7 +68,7 @@ LATEST_TIERED_TIMESTAMP = -5
 EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 _LOG_FILE = re.compile(r"^(\d{20})\.log$")
-_INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex)$")
+_INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex|zonemap)$")
 
 
 class AppendResult(NamedTuple):
@@ -158,6 +160,10 @@ class Log:
         # Below this offset the cleaner has rewritten segments (its checkpoint), so
         # recovery accepts offset gaps there even if cleanup.policy changed since.
         self._cleaned_offset = cleaned_offset
+        # Bumped whenever records leave the log other than at its end (retention,
+        # DeleteRecords, compaction, truncation): disorder counts restart then.
+        self._layout_gen = 0
+        self._disorder_cursor: planner.DisorderCursor | None = None
         self._load(log_start_offset, recovery_point, clean_shutdown)
         self._roll_flush_upto = max(self._roll_flush_upto, self.recovery_point)
 
@@ -181,7 +187,8 @@ class Log:
         swap.finish_pending(self.dir)  # a clean interrupted by a crash: old or new segments
         for name in os.listdir(self.dir):
             path = self.dir / name
-            if name.endswith((".deleted", ".cleaned", ".swap", txnindex.SUFFIX + ".tmp")):
+            if name.endswith((".deleted", ".cleaned", ".swap", txnindex.SUFFIX + ".tmp",
+                              zonemap.SUFFIX + ".tmp")):
                 # Left over from a delete/clean interrupted by a crash: finish it.
                 _unlink(path)
                 continue
@@ -332,6 +339,7 @@ class Log:
             set_max_timestamp(buf, 0, ts, LOG_APPEND_TIME)
             max_ts = ts
             log_append_time = ts
+            zone = (h.records_count, ts, ts, 0, 0)
         else:
             if h.timestamp_type == LOG_APPEND_TIME:
                 errors = [(i, "Invalid timestamp type in message: producer should not set "
@@ -347,6 +355,7 @@ class Log:
                         f"{len(errors)} record(s) have timestamps out of range: {errors[0][1]}",
                         errors)
             max_ts = scan.max_timestamp
+            zone = (h.records_count, scan.min_timestamp, max_ts, scan.late, scan.max_lateness)
             if h.max_timestamp != max_ts:  # fix a wrong producer value, as Kafka does
                 buf = bytearray(batch)
                 set_max_timestamp(buf, 0, max_ts, CREATE_TIME)
@@ -366,7 +375,10 @@ class Log:
             self._maybe_roll(size, max_ts, last, now_ms)
         except OSError as exc:  # e.g. no space or inodes for the new segment's files
             raise LogStorageError(f"cannot roll {self.dir}: {exc}") from exc
-        self.active.append(data, [(0, size, last, max_ts)])
+        # The zone map takes the validation walk's min/max/disorder (no second walk;
+        # the records' timestamps only if the batch straddles the running max).
+        self.active.append(data, [(0, size, last, max_ts)],
+                           [(base, *zone, lambda: record_timestamps(batch))])
         self._after_append(last, max_ts, leader_epoch)
         return AppendResult(base, last, max_ts, log_append_time, self.log_start_offset)
 
@@ -450,7 +462,7 @@ class Log:
             self._maybe_roll(len(data), ts, base, now_ms)
         except OSError as exc:
             raise LogStorageError(f"cannot roll {self.dir}: {exc}") from exc
-        self.active.append([data], [(0, len(data), base, ts)])
+        self.active.append([data], [(0, len(data), base, ts)], [(base, 0, 0, 0, 0, 0, None)])
         self._after_append(base, ts, leader_epoch)
         return AppendResult(base, base, ts, ts if ts_type == LOG_APPEND_TIME else -1,
                             self.log_start_offset)
@@ -495,6 +507,7 @@ class Log:
             self._sealed_unflushed.append(old)
         seg = LogSegment.create(self.dir, base, self.config, now_ms=now,
                                 jitter_ms=self.config.random_segment_jitter())
+        seg.seed_zone_map(self.segments[-1].zone_map_running() if self.segments else zonemap.NO_MAX)
         seg.prepare_active()
         self.segments.append(seg)
         self._bases.append(base)
@@ -672,6 +685,52 @@ class Log:
         end = hit2.offset if hit2 is not None else self.high_watermark
         return start, max(start, end)
 
+    # -- event time (storage/zonemap.py, storage/planner.py) ---------------------------
+    def plan_time_window(self, t1: int, t2: int, *, max_offset: int | None = None
+                         ) -> list[PlannedRange]:
+        """The offset ranges in [log start, min(high watermark, max_offset)) whose zone-map
+        blocks may hold a record with t1 <= timestamp < t2 (never missing one), merged
+        where adjacent, with their bytes. Unlike offset_range_for_times this is the
+        event-time question: out-of-order records anywhere in the log are found.
+        ``max_offset`` is the last stable offset for a read_committed reader."""
+        end = self.high_watermark if max_offset is None else min(max_offset, self.high_watermark)
+        start = self.log_start_offset
+        segs = self.segments
+        first = max(0, bisect_right(self._bases, start) - 1)
+        return planner.plan_blocks(
+            (seg.zone_map() for seg in segs[first:] if seg.base_offset < end), t1, t2, start, end)
+
+    def disorder_stats(self) -> DisorderStats:
+        """How many records in [log start, log end) arrived with a timestamp below the
+        largest timestamp before them, and the largest such lateness (storage/planner.py).
+        Incremental: appends since the last call are counted from where it stopped."""
+        segs = self.segments
+        first = max(0, bisect_right(self._bases, self.log_start_offset) - 1)
+        key = (self._layout_gen, self._generation, self.log_start_offset, segs[first].base_offset)
+        live = segs[first:]
+        stats, self._disorder_cursor = planner.count_disorder(
+            [seg.zone_map for seg in live], self.log_start_offset,
+            lambda j, a, b: live[j].block_timestamps(a, b),
+            self._disorder_cursor, key)
+        return stats
+
+    def build_zone_maps(self, budget_ms: float) -> bool:
+        """Load or rebuild the segments' zone maps for at most ``budget_ms`` (the broker's
+        background task), so the first plan after a start or a crash does not read
+        .log files on the request path. Resumable; True once every map is complete."""
+        deadline = time.monotonic() + budget_ms / 1000.0
+        for seg in self.segments:
+            if not seg.build_zone_map(deadline):
+                return False
+            if time.monotonic() >= deadline:
+                return seg is self.segments[-1]
+        return True
+
+    def zone_maps(self) -> list[tuple[int, zonemap.ZoneMap]]:
+        """(segment base offset, zone map) of every segment, oldest first (loading or
+        rebuilding the maps not in memory yet)."""
+        return [(seg.base_offset, seg.zone_map()) for seg in self.segments]
+
     def build_summaries(self, budget_ms: float) -> bool:
         """Build block summaries of large batches for at most ``budget_ms`` (a broker
         calls this from its background task), so that even the first lookup in a
@@ -765,6 +824,7 @@ class Log:
     def _forget_derived(self) -> None:
         """Drop what was derived from the removed batches (after a truncation)."""
         self._generation += 1  # a deferred flush taken before this no longer speaks for the log
+        self._layout_gen += 1
         self._sealed_unflushed = self._live(self._sealed_unflushed)
         self._prefix_max = None
         self._latest_epoch = None
@@ -843,6 +903,7 @@ class Log:
         del self._bases[:victims]
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self._prefix_max = None
+        self._layout_gen += 1
         return victims
 
     def replace_segments(self, old: list[LogSegment], new: LogSegment,
@@ -861,8 +922,11 @@ class Log:
                 txnindex.rewrite(txnindex.path_for(self.dir, s.base_offset), [])
         if aborted or txnindex.path_for(self.dir, new.base_offset).exists():
             txnindex.rewrite(txnindex.path_for(self.dir, new.base_offset), aborted)
+        for s in old:  # their zone maps describe files that are gone
+            s.zone_map_path.unlink(missing_ok=True)
         self.segments[i:i + len(old)] = [new]
         self._bases[i:i + len(old)] = [new.base_offset]
+        self._layout_gen += 1
         self._sealed_unflushed = self._live(self._sealed_unflushed)
         self._prefix_max = None
         self._latest_epoch = None

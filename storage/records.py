@@ -194,12 +194,20 @@ class BatchScan(NamedTuple):
     both are -1. ``offset_delta_of_max`` is the delta of the first record whose
     timestamp equals the max (0 under LogAppendTime, as Kafka's
     ``offsetOfMaxTimestamp`` answers the base offset).
+
+    ``late``/``max_lateness`` are the batch's own disorder, from the same walk: how
+    many records have a timestamp below the largest one before them in the batch, and
+    the largest such gap; ``late`` is -1 when the column-wise walk met an unsorted run
+    it cannot count without a per-record pass (the zone map then counts that batch
+    from its records, see storage/zonemap.py).
     """
 
     header: BatchHeader
     min_timestamp: int
     max_timestamp: int
     offset_delta_of_max: int
+    late: int = 0
+    max_lateness: int = 0
 
 
 # ---------------------------------------------------------------- header level
@@ -1057,8 +1065,9 @@ def _lanes_list(key: int, k: int, lane: int, add: int) -> list[int]:
     return list(map(add.__add__, arr))
 
 
-def _run_timestamps(data: Buffer, p: int, lay: _Layout, k: int) -> tuple[int, int, int]:
-    """(min delta, max delta, index of first max) over the run's timestamp varints."""
+def _run_timestamps(data: Buffer, p: int, lay: _Layout, k: int) -> tuple[int, int, int, bool]:
+    """(min delta, max delta, index of first max, non-decreasing) over the run's
+    timestamp varints."""
     key, lane, half_range = _run_keys(data, p, lay.size, lay.ts_off, lay.ts_width, k)
     lane_bits = 8 * lane
     ones = _lane_ones(k, lane)
@@ -1069,7 +1078,8 @@ def _run_timestamps(data: Buffer, p: int, lay: _Layout, k: int) -> tuple[int, in
     rest = (k - 1) * lane_bits
     below_last = (1 << rest) - 1
     tops = high & below_last
-    if (((key >> lane_bits) | tops) - (key & below_last)) & tops == tops:
+    ordered = (((key >> lane_bits) | tops) - (key & below_last)) & tops == tops
+    if ordered:
         mx = key >> rest
         mn = key & ((1 << lane_bits) - 1)
     else:
@@ -1080,7 +1090,7 @@ def _run_timestamps(data: Buffer, p: int, lay: _Layout, k: int) -> tuple[int, in
     z = key ^ (ones * mx)
     equal = high ^ (((z | high) - ones) & high)
     first = ((equal & -equal).bit_length() - 1) // lane_bits
-    return mn - half_range, mx - half_range, first
+    return mn - half_range, mx - half_range, first, ordered
 
 
 _OFFSET_WIDTH_START = (0, 0, 64, 8192, 1 << 20, 1 << 27)  # first delta needing w bytes
@@ -1118,9 +1128,15 @@ def _run_offsets_ok(data: Buffer, p: int, lay: _Layout, k: int, i0: int) -> bool
 
 
 def _scan_scalar(
-    data: Buffer, p: int, end: int, i0: int, n: int, check_offsets: bool
-) -> tuple[int, int, int, int]:
-    """Walk records i0..i0+n-1 from p; return (p after, min delta, max delta, first max index).
+    data: Buffer, p: int, end: int, i0: int, n: int, check_offsets: bool,
+    mx: int = -(1 << 63),
+) -> tuple[int, int, int, int, int, int]:
+    """Walk records i0..i0+n-1 from p; return (p after, min delta, max delta, first max
+    index, late records, max lateness).
+
+    ``mx`` is the largest delta before record i0 (the returned max includes it): a
+    record below the running max is late, counted in the branch the max test already
+    takes, so in-order records pay nothing for it.
 
     Validates the whole structure (as _decode_records) without making objects.
     With ``check_offsets``, offset delta i must equal i (InvalidRecordError).
@@ -1133,9 +1149,10 @@ def _scan_scalar(
     read_varint = _read_varint
     read_varlong = _read_varlong
     mn = _INT64_MAX
-    mx = _INT64_MIN
     imx = i0
     i = i0
+    late = 0
+    worst = 0
     try:
         for i in range(i0, i0 + n):
             b = data[p]
@@ -1170,6 +1187,10 @@ def _scan_scalar(
             if td > mx:
                 mx = td
                 imx = i
+            elif td < mx:
+                late += 1
+                if mx - td > worst:
+                    worst = mx - td
             b = data[p]
             if b < 0x80:
                 od = (b >> 1) ^ -(b & 1)
@@ -1229,7 +1250,7 @@ def _scan_scalar(
                 )
     except IndexError:
         raise CorruptRecordError(f"record {i} runs past the end of the records") from None
-    return p, mn, mx, imx
+    return p, mn, mx, imx, late, worst
 
 
 def _next_has_same_size(data: Buffer, p: int, end: int) -> bool:
@@ -1262,14 +1283,26 @@ def _scan(
     Every record is validated structurally and the records must end exactly at
     ``end``. ``fast=False`` forces the scalar walk (the tests compare the two).
     """
+    return _scan_disorder(data, p, end, count, check_offsets, fast)[:3]  # type: ignore[return-value]
+
+
+def _scan_disorder(
+    data: Buffer, p: int, end: int, count: int, check_offsets: bool, fast: bool = True
+) -> tuple[int, int, int, int, int]:
+    """_scan plus the batch's own disorder: (min, max, first max index, late, max
+    lateness), where a record is late when its delta is below the largest delta before
+    it. A sorted run is late as a whole or not at all when it starts at or above the
+    running max or ends below it; any other run sets late to -1 (not counted here)."""
     if count == 0:
         if p != end:
             raise CorruptRecordError(f"{end - p} bytes remain after the batch's 0 records")
-        return 0, 0, 0
+        return 0, 0, 0, 0, 0
     mn = _INT64_MAX
     mx = _INT64_MIN
     imx = 0
     i = 0
+    late = 0
+    worst = 0
     stretch = 32
     while i < count:
         left = count - i
@@ -1282,7 +1315,14 @@ def _scan(
                 if k >= _MIN_RUN and lay.ts_width <= 8 and (
                     not check_offsets or _run_offsets_ok(data, p, lay, k, i)
                 ):
-                    rmn, rmx, ridx = _run_timestamps(data, p, lay, k)
+                    rmn, rmx, ridx, ordered = _run_timestamps(data, p, lay, k)
+                    if i and rmx < mx:  # the whole run lies below what came before
+                        if late >= 0:
+                            late += k
+                        if mx - rmn > worst:
+                            worst = mx - rmn
+                    elif not ordered or (i and rmn < mx):
+                        late = -1
                     if rmn < mn:
                         mn = rmn
                     if rmx > mx:
@@ -1296,16 +1336,20 @@ def _scan(
             stretch = min(stretch * 2, 4096)
         else:
             n = left
-        p, smn, smx, simx = _scan_scalar(data, p, end, i, n, check_offsets)
+        p, smn, smx, simx, slate, sworst = _scan_scalar(data, p, end, i, n, check_offsets, mx)
         if smn < mn:
             mn = smn
         if smx > mx:
             mx = smx
             imx = simx
+        if slate and late >= 0:
+            late += slate
+        if sworst > worst:
+            worst = sworst
         i += n
     if p != end:
         raise CorruptRecordError(f"{end - p} bytes remain after the batch's {count} records")
-    return mn, mx, imx
+    return mn, mx, imx, late, worst
 
 
 def scan_timestamps(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> BatchScan:
@@ -1321,9 +1365,9 @@ def scan_timestamps(buf: Buffer, pos: int = 0, header: BatchHeader | None = None
     if h.records_count <= 0:
         return BatchScan(h, NO_TIMESTAMP, NO_TIMESTAMP, 0)
     data, start, end = _records_data(buf, pos, h)
-    mn, mx, imx = _scan(data, start, end, h.records_count, False)
+    mn, mx, imx, late, worst = _scan_disorder(data, start, end, h.records_count, False)
     bts = h.base_timestamp
-    return BatchScan(h, bts + mn, bts + mx, imx)
+    return BatchScan(h, bts + mn, bts + mx, imx, late, worst)
 
 
 def validate_client_batch(
@@ -1372,7 +1416,7 @@ def validate_client_batch(
         raise UnsupportedCompressionError(f"batch uses compression codec {h.compression}")
     data, start, rend = _records_data(buf, pos, h, max_uncompressed_bytes)
     try:
-        mn, mx, imx = _scan(data, start, rend, h.records_count, True)
+        mn, mx, imx, late, worst = _scan_disorder(data, start, rend, h.records_count, True)
     except CorruptRecordError as exc:
         # Inside a batch whose CRC holds, a record that does not parse is Kafka's
         # InvalidRecordException (INVALID_RECORD), not a transmission error.
@@ -1380,7 +1424,7 @@ def validate_client_batch(
     if h.attributes & TIMESTAMP_TYPE_MASK:
         return BatchScan(h, h.max_timestamp, h.max_timestamp, 0)
     bts = h.base_timestamp
-    return BatchScan(h, bts + mn, bts + mx, imx)
+    return BatchScan(h, bts + mn, bts + mx, imx, late, worst)
 
 
 def timestamp_errors(

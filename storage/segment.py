@@ -33,7 +33,7 @@ import time
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import accumulate
 from pathlib import Path
 from typing import NamedTuple
@@ -44,6 +44,7 @@ from storage.errors import CorruptRecordError, LogStorageError
 from storage.index import OffsetIndex, TimeIndex
 from storage.records import (
     COMPRESSION_MASK,
+    CONTROL_MASK,
     HEADER_SIZE,
     HEADER_STRUCT,
     HIGH_BIT,
@@ -52,7 +53,13 @@ from storage.records import (
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     column,
+    decode_batch,
+    iter_batches,
+    record_timestamps,
+    scan_timestamps,
 )
+from storage.zonemap import NO_MAX, ZoneMap
+from storage.zonemap import SUFFIX as ZONEMAP_SUFFIX
 
 Buf = bytes | bytearray | memoryview
 _FIRST_READ = 4096  # first read of a header walk (iter_batches)
@@ -65,7 +72,12 @@ _WALK_CHUNK = 8 * 1024
 # after building (buffers past malloc's mmap threshold stay in its heap); with
 # 128 KiB none, at the same build CPU (measured, 10M records in 1,000-record batches).
 _SUMMARY_WINDOW = 128 << 10
+_ZONE_WINDOW = 1 << 20  # a zone map rebuild reads the .log in windows of this many bytes
 INT32_MAX = 0x7FFFFFFF
+
+# What a produce's validation walk found per batch, for the zone map (BatchScan): (base
+# offset, data records, min ts, max ts, late, max lateness, its timestamps on demand).
+ZoneInfo = tuple[int, int, int, int, int, int, "Callable[[], list[int]] | None"]
 
 
 def log_file_name(base_offset: int) -> str:
@@ -729,6 +741,8 @@ class LogSegment:
         self._indexes_checked = False
         self.dirty = False
         self.pinned = False
+        self.zone_map_path = Path(f"{stem}{ZONEMAP_SUFFIX}")
+        self._zones: ZoneMap | None = None
 
     # -- files -----------------------------------------------------------------
     @classmethod
@@ -740,6 +754,9 @@ class LogSegment:
         seg._next_offset = base_offset
         seg._rolling_loaded = True
         seg._indexes_checked = True
+        if max(seg.size, 0) == 0:  # a new segment's map starts empty, kept from the first append
+            seg.zone_map_path.unlink(missing_ok=True)
+            seg._zones = ZoneMap(base_offset, config.index_interval_bytes)
         return seg
 
     def fd(self) -> int:
@@ -930,12 +947,15 @@ class LogSegment:
             self._load_max()
 
     def append(self, data: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],
-               batches: list[tuple[int, int, int, int]]) -> None:
+               batches: list[tuple[int, int, int, int]],
+               zones: list[ZoneInfo] | None = None) -> None:
         """Write ``data`` (whole batches; or a list of pieces written with one pwritev)
         at the end and index it.
 
         ``batches`` lists (position within data, size, last offset, max timestamp) per
-        batch. On an I/O error the .log is cut back to its previous size and
+        batch; ``zones`` what the validation walk found per batch (ZoneInfo), for the
+        zone map if it is in memory (without it the map reads the appended batches
+        back: trusted and control appends, off the produce path). On an I/O error the .log is cut back to its previous size and
         LogStorageError is raised, so the segment is as it was; the index blocks the
         entries need are allocated before the .log is written (see index.reserve).
         """
@@ -993,6 +1013,14 @@ class LogSegment:
                 self.bytes_since_last_index_entry = 0
             self.bytes_since_last_index_entry += size
             self._next_offset = last_offset + 1
+        zm = self._zones
+        if zm is not None and zm.covered == start:  # else a later walk reads these batches
+            if zones is None or len(zones) != len(batches):
+                self._zone_walk(zm, start)
+            else:
+                for (rel_pos, size, last_offset, _), (base, n, mn, mx, late, worst, tss) in zip(
+                        batches, zones, strict=True):
+                    zm.add(start + rel_pos, size, base, last_offset, n, mn, mx, late, worst, tss)
 
     # -- lookups -----------------------------------------------------------------
     def find_by_timestamp(self, target_ts: int, min_offset: int,
@@ -1244,6 +1272,133 @@ class LogSegment:
             os.close(self._fd)
             self._fd = None
 
+    # -- zone map (storage/zonemap.py) ------------------------------------------------
+    def zone_map(self) -> ZoneMap:
+        """This segment's zone map: in memory once built; else from its sidecar (valid
+        for the prefix it covers, the rest walked from the .log); else rebuilt from the
+        .log. A sealed segment's rebuilt map is written back as its sidecar."""
+        zm = self._zones
+        if zm is not None and zm.covered == max(self.size, 0):
+            return zm
+        self.build_zone_map(None)
+        assert self._zones is not None
+        return self._zones
+
+    def build_zone_map(self, deadline: float | None) -> bool:
+        """Bring the map up to the end of the .log, stopping once time.monotonic() passes
+        ``deadline`` (None: never); a partial map is kept and resumed (its ``covered``).
+        Returns True when the map covers the whole .log."""
+        size = max(self.size, 0)
+        zm = self._zones
+        if zm is None or zm.covered > size:
+            zm = self._read_zone_map(size)
+            if zm is None:
+                zm = ZoneMap(self.base_offset, self.config.index_interval_bytes)
+            self._zones = zm
+        if zm.covered < size:
+            self._zone_walk(zm, zm.covered, deadline)
+            if zm.covered < max(self.size, 0) and deadline is not None:
+                return False
+        if not self.pinned:
+            self.write_zone_map()  # a no-op unless rebuilt or re-based since read
+        return True
+
+    @property
+    def zone_map_loaded(self) -> bool:
+        return self._zones is not None
+
+    def seed_zone_map(self, running: int) -> None:
+        """Start a new (empty) segment's map from the running max before it, so its
+        disorder counts are exact without looking back (Log.roll)."""
+        zm = self._zones
+        if zm is not None and not zm.first:
+            zm.running = running
+
+    def zone_map_running(self) -> int:
+        """The running max after this segment, if its map is in memory (else NO_MAX)."""
+        return self._zones.running if self._zones is not None else NO_MAX
+
+    def _read_zone_map(self, size: int) -> ZoneMap | None:
+        try:
+            data = self.zone_map_path.read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+        zm = ZoneMap.decode(data, self.base_offset, self.config.index_interval_bytes)
+        if zm is None or zm.covered > size:
+            return None
+        if zm.last_pos >= 0 and (zm.last_pos + HEADER_SIZE > size or not zm.matches(
+                self.pread(zm.last_pos, HEADER_SIZE))):
+            return None
+        return zm
+
+    def write_zone_map(self) -> None:
+        """Write the in-memory map as the sidecar (no fsync: it is a cache, validated by
+        its checksum and rebuilt when torn). Skipped when it is not in memory or did not
+        change since it was read or written."""
+        zm = self._zones
+        if zm is None or not zm.dirty or zm.covered != max(self.size, 0):
+            return
+        head = self.pread(zm.last_pos, HEADER_SIZE) if zm.last_pos >= 0 else b""
+        tmp = self.zone_map_path.with_name(self.zone_map_path.name + ".tmp")
+        try:
+            tmp.write_bytes(zm.encode(head))
+            os.replace(tmp, self.zone_map_path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk: the .log still rebuilds it
+            return
+        zm.dirty = False
+
+    def _zone_walk(self, zm: ZoneMap, start: int, deadline: float | None = None) -> None:
+        """Add the batches from position ``start`` (a batch boundary) to the end of the
+        .log to ``zm``, reading windows of _ZONE_WINDOW bytes; a torn tail ends it, and
+        so does time.monotonic() passing ``deadline`` (after a window)."""
+        size = max(self.size, 0)
+        fd = self.fd()
+        unpack = HEADER_STRUCT.unpack_from
+        make = BatchHeader._make
+        pos = start
+        buf = b""
+        buf_pos = pos
+        while size - pos >= HEADER_SIZE:
+            rel = pos - buf_pos
+            if rel + HEADER_SIZE > len(buf):
+                if deadline is not None and pos > start and time.monotonic() >= deadline:
+                    return
+                buf = os.pread(fd, min(_ZONE_WINDOW, size - pos), pos)
+                buf_pos, rel = pos, 0
+            h = make(unpack(buf, rel))
+            if h.magic != MAGIC or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                raise CorruptRecordError(f"{self.log_path}: no valid batch header at {pos}")
+            bsize = h.batch_length + LOG_OVERHEAD
+            if pos + bsize > size:
+                break
+            if rel + bsize > len(buf):
+                buf = os.pread(fd, max(bsize, min(_ZONE_WINDOW, size - pos)), pos)
+                buf_pos, rel = pos, 0
+                if len(buf) < bsize:
+                    break
+            last = h.base_offset + h.last_offset_delta
+            if h.attributes & CONTROL_MASK or h.records_count <= 0:
+                zm.add(pos, bsize, h.base_offset, last, 0, 0, 0, 0, 0)
+            else:
+                sc = scan_timestamps(buf, rel, h)
+                zm.add(pos, bsize, h.base_offset, last, h.records_count, sc.min_timestamp,
+                       sc.max_timestamp, sc.late, sc.max_lateness,
+                       lambda b=buf, r=rel: record_timestamps(b, r))  # type: ignore[misc]
+            pos += bsize
+
+    def block_timestamps(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(offset, timestamp) of every data record in the batches at [start, end) of
+        the .log (a zone-map block), in offset order; for re-basing disorder counts."""
+        out: list[tuple[int, int]] = []
+        if end <= start:
+            return out
+        buf = self.pread(start, end - start)
+        for info_pos, h in iter_batches(buf):
+            if not h.attributes & CONTROL_MASK:
+                out.extend((r.offset, r.timestamp) for r in decode_batch(buf, info_pos))
+        return out
+
     # -- maintenance ---------------------------------------------------------------
     def seal(self) -> None:
         """Kafka's onBecomeInactiveSegment: final time entry, trim indexes."""
@@ -1255,6 +1410,7 @@ class LogSegment:
             self.time_index.maybe_append(self._max_ts, self._offset_of_max, skip_full_check=True)
         self.offset_index.trim()
         self.time_index.trim()
+        self.write_zone_map()
 
     def flush(self) -> None:
         if self._fd is not None and self.dirty:
@@ -1277,9 +1433,12 @@ class LogSegment:
             return 0
         cut = self.size - info.position
         self._unmap()
+        self.zone_map_path.unlink(missing_ok=True)  # written again at seal or close
         os.ftruncate(self.fd(), info.position)
         self.size = info.position
         self.dirty = True
+        if self._zones is not None:
+            self._zone_walk(self._zones, self._zones.cut(info.position))
         # Recompute the max: last time entry, then the batches after its batch.
         ts, off = self.time_index.last_entry()
         self._max_ts, self._offset_of_max = ts, off
@@ -1301,7 +1460,10 @@ class LogSegment:
         return cut
 
     def close(self) -> None:
-        """Final time entry, trim indexes, close files (Kafka's LogSegment.close)."""
+        """Final time entry, trim indexes, close files (Kafka's LogSegment.close); the
+        zone map, if in memory and changed, goes to its sidecar."""
+        if self._zones is not None and self.size >= 0:
+            self.write_zone_map()
         _OPEN.pop(id(self), None)
         self.pinned = False
         if self.offset_index.is_loaded or self.time_index.is_loaded:
@@ -1321,8 +1483,9 @@ class LogSegment:
     def delete(self) -> None:
         """Rename every file to ``.deleted`` then remove it (Kafka's async delete, done now)."""
         self.release()
+        self._zones = None
         paths = [self.log_path, self.offset_index.path, self.time_index.path,
-                 self.log_path.with_suffix(".txnindex")]
+                 self.log_path.with_suffix(".txnindex"), self.zone_map_path]
         renamed = []
         for p in paths:
             target = Path(str(p) + ".deleted")
@@ -1338,6 +1501,7 @@ class LogSegment:
                 pass
 
     def reset_state_for_rebuild(self) -> None:
+        self._zones = None  # recovery may cut the .log: the map is read or rebuilt on use
         self._max_ts = -1
         self._offset_of_max = self.base_offset
         self._next_offset = self.base_offset

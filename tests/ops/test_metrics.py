@@ -107,6 +107,20 @@ def test_index_gauges_agree_with_the_index_files_on_disk(
     assert got["chronolog_log_size_bytes" + label] == sum(s.log.stat().st_size for s in segs)
 
 
+def test_disorder_gauges_count_late_records(metrics_broker: tuple[Any, str]) -> None:
+    b, url = metrics_broker
+    base = 1_700_000_000_000
+    tss = [base + 50, base + 10, base + 60, base + 60, base + 20, base + 70, base + 5]
+    with SyncClient(b.bootstrap) as c:
+        c.create_topic("late", 1, {"segment.bytes": "1000"})
+        for t in tss:
+            c.produce("late", [ProducerRecord(value=b"x" * 200, timestamp=t)], partition=0)
+    got = scrape(url)
+    label = '{partition="0",topic="late"}'
+    assert got["chronolog_late_records" + label] == 3  # base+10, base+20, base+5
+    assert got["chronolog_max_lateness_ms" + label] == 65  # base+70 then base+5
+
+
 def test_unknown_paths_get_404_and_healthz_answers(metrics_broker: tuple[Any, str]) -> None:
     _, url = metrics_broker
     root = url.rsplit("/", 1)[0]

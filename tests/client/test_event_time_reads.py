@@ -1,0 +1,252 @@
+"""Event-time reads through the bundled client against a real broker, checked against a
+brute-force oracle (every record produced, filtered by T1 <= ts < T2).
+
+Records arrive with random disorder, equal timestamps and whole late batches into
+topics with tiny segments; windows are random, empty, before and after all data. The
+event-time read (records, and the Arrow path) must equal the oracle exactly, each
+partition in offset order; every matching record must lie in a planned range. Also
+after DeleteRecords, with aborted transactions (read_committed), after kill -9 with
+the zone-map sidecars deleted or torn, and the positional default is unchanged.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from client import SyncClient
+from client.aio import PLAN_TIME_WINDOW, ProducerRecord
+
+NOW = int(time.time() * 1000)
+T0 = NOW - 40 * 86_400_000
+_topics = itertools.count()
+
+
+def _produce(c: SyncClient, topic: str, parts: int, batches: list[tuple[int, list[int]]]
+             ) -> list[tuple[int, int, int, bytes]]:
+    """Produce each (partition, timestamps) as one call; (partition, offset, ts, value)."""
+    out = []
+    for n, (p, tss) in enumerate(batches):
+        recs = [ProducerRecord(value=b"%d-%d" % (n, i), timestamp=t) for i, t in enumerate(tss)]
+        offs = c.produce(topic, recs, partition=p % parts)
+        out += [(p % parts, o, t, r.value) for o, t, r in zip(offs, tss, recs, strict=True)]
+    return out
+
+
+def _oracle(rows: list[tuple[int, int, int, bytes]], t1: int, t2: int, start: dict[int, int]
+            | None = None) -> list[tuple[int, int, int, bytes]]:
+    return sorted(r for r in rows if t1 <= r[2] < t2 and r[1] >= (start or {}).get(r[0], 0))
+
+
+def _read(c: SyncClient, topic: str, t1: int, t2: int, **kw: object
+          ) -> list[tuple[int, int, int, bytes]]:
+    return [(r.partition, r.offset, r.timestamp, r.value)
+            for r in c.read_time_range(topic, t1, t2, event_time=True, **kw)]  # type: ignore[arg-type]
+
+
+def _read_arrow(c: SyncClient, topic: str, t1: int, t2: int, **kw: object
+                ) -> list[tuple[int, int, int, bytes]]:
+    out = []
+    for p, batch in c.read_time_range_arrow(topic, t1, t2, event_time=True, **kw):  # type: ignore[arg-type]
+        assert isinstance(batch, pa.RecordBatch)
+        d = batch.to_pydict()
+        out += [(p, o, t, v) for o, t, v in zip(d["offset"], d["timestamp"], d["value"],
+                                                 strict=True)]
+    return out
+
+
+def _windows(rows: list[tuple[int, int, int, bytes]], rng: random.Random) -> list[tuple[int, int]]:
+    tss = sorted(r[2] for r in rows)
+    w = [(T0 - 1000, T0 - 1), (NOW + 1000, NOW + 5000), (tss[0], tss[0]),
+         (tss[0], tss[-1] + 1), (tss[-1], tss[-1] + 1)]
+    for _ in range(4):
+        a = rng.choice(tss)
+        w.append((a - rng.randint(0, 5000), a + rng.randint(1, 20_000)))
+    return w
+
+
+def _check(c: SyncClient, topic: str, rows: list[tuple[int, int, int, bytes]],
+           t1: int, t2: int, start: dict[int, int] | None = None) -> None:
+    want = _oracle(rows, t1, t2, start)
+    got = _read(c, topic, t1, t2)
+    assert got == want, (t1, t2)
+    assert _read_arrow(c, topic, t1, t2) == want
+    plans = c.plan_time_window(topic, t1, t2)
+    for p, o, _, _ in want:
+        assert any(r.start_offset <= o < r.end_offset for r in plans[p].ranges), (p, o)
+
+
+batch_shapes = st.lists(
+    st.tuples(st.integers(0, 3), st.sampled_from(["in_order", "late", "ties", "shuffled"]),
+              st.integers(1, 30), st.integers(0, 400_000)),
+    min_size=1, max_size=25)
+
+
+def _timestamps(shape: str, n: int, at: int, rng: random.Random) -> list[int]:
+    base = T0 + at * 5
+    if shape == "in_order":
+        return sorted(base + rng.randint(0, 3000) for _ in range(n))
+    if shape == "late":
+        return [T0 + rng.randint(0, 10_000) for _ in range(n)]
+    if shape == "ties":
+        return [base] * n
+    return [base + rng.randint(-500_000, 500_000) for _ in range(n)]
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(shapes=batch_shapes, parts=st.integers(1, 3), seed=st.integers(0, 1000))
+def test_event_time_reads_equal_the_oracle(broker, shapes, parts: int, seed: int) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(seed)
+    topic = f"evt-{next(_topics)}"
+    with SyncClient(broker.bootstrap, client_id="evt") as c:
+        c.create_topic(topic, parts, {"segment.bytes": "1200", "index.interval.bytes": "200"})
+        rows = _produce(c, topic, parts, [(p, _timestamps(shape, n, at, rng))
+                                          for p, shape, n, at in shapes])
+        for t1, t2 in _windows(rows, rng):
+            _check(c, topic, rows, t1, t2)
+
+
+def test_positional_stays_the_default(sync_client: SyncClient) -> None:
+    c = sync_client
+    c.create_topic("evt-pos", 1, {"segment.bytes": "2000"})
+    rows = _produce(c, "evt-pos", 1, [(0, [T0 + 100, T0 + 300]), (0, [T0 + 50]),
+                                      (0, [T0 + 400, T0 + 200])])
+    positional = [(r.offset, r.timestamp) for r in c.read_time_range("evt-pos", T0 + 100, T0 + 250)]
+    s, e = c.time_range_offsets("evt-pos", T0 + 100, T0 + 250)[0]
+    assert positional == [(o, t) for _, o, t, _ in rows if s <= o < e]
+    assert positional != [(o, t) for _, o, t, _ in _oracle(rows, T0 + 100, T0 + 250)]
+    assert [(o, t) for _, o, t, _ in _read(c, "evt-pos", T0 + 100, T0 + 250)] == [
+        (0, T0 + 100), (4, T0 + 200)]
+    plan = c.plan_time_window("evt-pos", T0, T0 + 1000)[0]
+    assert plan.disorder.late_records == 2  # T0+50 after T0+300, T0+200 after T0+400
+    assert plan.disorder.max_lateness_ms == 250
+    assert plan.disorder.records == 5
+    assert c.disorder_stats("evt-pos") == {0: plan.disorder}
+    assert c.supports(PLAN_TIME_WINDOW)
+
+
+def test_after_delete_records(sync_client: SyncClient) -> None:
+    from client.admin import delete_records
+    c = sync_client
+    rng = random.Random(5)
+    c.create_topic("evt-del", 2, {"segment.bytes": "1000"})
+    rows = _produce(c, "evt-del", 2, [(i % 2, [T0 + rng.randint(0, 90_000) for _ in range(7)])
+                                      for i in range(30)])
+    c._call(delete_records(c.aio, "evt-del", {0: 17, 1: 40}))
+    start = {0: 17, 1: 40}
+    for t1, t2 in _windows(rows, rng):
+        _check(c, "evt-del", rows, t1, t2, start)
+
+
+def test_read_committed_leaves_out_aborted_records(sync_client: SyncClient, broker) -> None:  # type: ignore[no-untyped-def]
+    c = sync_client
+    c.create_topic("evt-txn", 1, {"segment.bytes": "1000"})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "evt-txn",
+                  "linger.ms": 5})
+    p.init_transactions(15)
+    rows = []
+    rng = random.Random(9)
+    aborted = set()
+    for n in range(8):
+        p.begin_transaction()
+        for i in range(6):
+            ts = T0 + rng.randint(0, 50_000)
+            v = b"%d-%d" % (n, i)
+            p.produce("evt-txn", value=v, timestamp=ts)
+            rows.append((ts, v))
+        p.flush(10)
+        if n % 3 == 1:
+            p.abort_transaction(15)
+            aborted |= {v for _, v in rows[-6:]}
+        else:
+            p.commit_transaction(15)
+    for t1, t2 in [(T0, T0 + 50_001), (T0 + 10_000, T0 + 20_000), (T0 + 49_000, T0 + 60_000)]:
+        want = sorted((ts, v) for ts, v in rows if t1 <= ts < t2 and v not in aborted)
+        got = [(r.timestamp, r.value) for r in c.read_time_range(
+            "evt-txn", t1, t2, event_time=True, isolation_level=1)]
+        assert sorted(got) == want
+        assert [o for o in (r.offset for r in c.read_time_range(
+            "evt-txn", t1, t2, event_time=True, isolation_level=1))] == sorted(
+            r.offset for r in c.read_time_range("evt-txn", t1, t2, event_time=True,
+                                                 isolation_level=1))
+        arrow = sorted((t, v) for _, b in c.read_time_range_arrow(
+            "evt-txn", t1, t2, event_time=True, isolation_level=1)
+            for t, v in zip(b.column("timestamp").to_pylist(), b.column("value").to_pylist(),
+                            strict=True))
+        assert arrow == want
+        everything = sorted((r.timestamp, r.value) for r in c.read_time_range(
+            "evt-txn", t1, t2, event_time=True))
+        assert everything == sorted((ts, v) for ts, v in rows if t1 <= ts < t2)
+
+
+@pytest.mark.parametrize("damage", ["deleted", "torn"])
+def test_after_kill_9_with_the_sidecars_damaged(broker, damage: str) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(3)
+    with SyncClient(broker.bootstrap, client_id="evt") as c:
+        c.create_topic("evt-kill", 1, {"segment.bytes": "1500", "index.interval.bytes": "100"})
+        rows = _produce(c, "evt-kill", 1, [(0, [T0 + rng.randint(0, 80_000) for _ in range(5)])
+                                           for _ in range(40)])
+    broker.kill()
+    sidecars = sorted(Path(broker.data_dir, "evt-kill-0").glob("*.zonemap"))
+    assert sidecars
+    for f in sidecars:
+        if damage == "deleted":
+            f.unlink()
+        else:
+            f.write_bytes(f.read_bytes()[: len(f.read_bytes()) // 2])
+    broker.start()
+    with SyncClient(broker.bootstrap, client_id="evt") as c:
+        for t1, t2 in _windows(rows, rng):
+            _check(c, "evt-kill", rows, t1, t2)
+        stats = c.plan_time_window("evt-kill", 0, 1)[0].disorder
+        run = -1
+        late = 0
+        for _, _, t, _ in sorted(rows):
+            late += t < run
+            run = max(run, t)
+        assert (stats.late_records, stats.records) == (late, len(rows))
+
+
+def test_planning_needs_describe_on_the_topic(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    from protocol.errors import ErrorCode, KafkaError
+
+    b = broker_factory({"authorizer.class.name":
+                        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                        "allow.everyone.if.no.acl.found": "true"})
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+
+    def allow(topic: str, op: AclOperation, principal: str) -> None:
+        binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal,
+                             "*", op, AclPermissionType.ALLOW)
+        for f in admin.create_acls([binding], request_timeout=15).values():
+            f.result()
+
+    with SyncClient(b.bootstrap, client_id="evt") as c:
+        for t in ("evt-guarded", "evt-readable"):
+            c.create_topic(t, 1)
+            c.produce(t, [ProducerRecord(value=b"x", timestamp=T0)], partition=0)
+        allow("evt-guarded", AclOperation.READ, "User:someone-else")  # not us
+        allow("evt-readable", AclOperation.READ, "User:ANONYMOUS")  # READ implies DESCRIBE
+        with pytest.raises(KafkaError) as exc:
+            c.plan_time_window("evt-guarded", T0, T0 + 1, [0])
+        assert exc.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert [r.value for r in c.read_time_range("evt-readable", T0, T0 + 1, [0],
+                                                   event_time=True)] == [b"x"]

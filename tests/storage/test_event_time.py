@@ -1,0 +1,424 @@
+"""Zone maps, event-time plans and disorder counts against a brute-force scan.
+
+A hypothesis state machine appends batches with random disorder (equal timestamps,
+late records, whole late batches, every codec, transactions with COMMIT/ABORT
+markers) to a log with tiny segments, interleaved with clean and kill -9 restarts
+(sidecars kept, deleted or torn), truncation, retention, DeleteRecords and
+compaction. After every step the oracle is the records the log actually holds in
+[log start, high watermark), decoded batch by batch; it must agree with:
+
+- ``plan_time_window``: every record with T1 <= ts < T2 lies in a planned range
+  (a superset, never a miss), ranges sorted, disjoint, not adjacent, in bounds;
+- ``disorder_stats``: exactly the oracle's count and largest lateness;
+- every segment's zone map: exactly the map rebuilt from its .log (blocks, min, max).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from storage import records as R
+from storage import segment as S
+from storage.cleaner import CleanerSettings, clean_log
+from storage.config import LogConfig
+from storage.log import Log
+from storage.planner import plan_blocks
+from storage.records import Record, build_batch, iter_batches
+from storage.zonemap import ZoneMap, count_late
+
+T0 = 1_700_000_000_000
+NOW = T0 + 10_000_000
+
+
+def log_records(log: Log) -> list[tuple[int, int]]:
+    """(offset, timestamp) of every data record in [log start, high watermark)."""
+    out: list[tuple[int, int]] = []
+    for seg in log.segments:
+        size = max(seg.size, 0)
+        if size == 0:
+            continue
+        buf = seg.pread(0, size)
+        for pos, h in iter_batches(buf):
+            if h.attributes & R.CONTROL_MASK:
+                continue
+            for r in R.decode_batch(buf, pos):
+                if log.log_start_offset <= r.offset < log.high_watermark:
+                    out.append((r.offset, r.timestamp))
+    return out
+
+
+def oracle_disorder(recs: list[tuple[int, int]]) -> tuple[int, int, int]:
+    late, worst = count_late([t for _, t in recs], -(1 << 63))
+    return late, worst, len(recs)
+
+
+def check_plan(log: Log, recs: list[tuple[int, int]], t1: int, t2: int,
+               max_offset: int | None = None) -> None:
+    plan = log.plan_time_window(t1, t2, max_offset=max_offset)
+    end = log.high_watermark if max_offset is None else min(max_offset, log.high_watermark)
+    for a, b in zip(plan, plan[1:], strict=False):
+        assert a.end_offset < b.start_offset, plan
+    for r in plan:
+        assert log.log_start_offset <= r.start_offset < r.end_offset <= end, (r, plan)
+        assert r.bytes > 0
+    starts = [r.start_offset for r in plan]
+    import bisect
+    for o, t in recs:
+        if t1 <= t < t2 and o < end:
+            i = bisect.bisect_right(starts, o) - 1
+            assert i >= 0 and plan[i].start_offset <= o < plan[i].end_offset, (o, t, t1, t2, plan)
+
+
+def check_zone_maps(log: Log) -> None:
+    for seg in log.segments:
+        zm = seg.zone_map()
+        fresh = ZoneMap(seg.base_offset, log.config.index_interval_bytes)
+        seg._zone_walk(fresh, 0)
+        assert zm.covered == fresh.covered == max(seg.size, 0)
+        assert zm.next_offset == fresh.next_offset or not len(fresh)
+        for name in ("first", "pos", "min", "max", "records"):
+            assert list(getattr(zm, name)) == list(getattr(fresh, name)), (name, seg.base_offset)
+
+
+class EventTimeMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="chronolog-evt-"))
+        self.clock = T0
+        self.pid_seq = 0
+        self.open_txn = False
+        self.window = S._ZONE_WINDOW
+        S._ZONE_WINDOW = 256  # rebuilds stop between small windows: partial maps happen
+
+    def teardown(self) -> None:
+        S._ZONE_WINDOW = self.window
+        try:
+            self.log.close()
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    @initialize(
+        segment_bytes=st.integers(400, 4000),
+        interval=st.sampled_from([0, 100, 300, 4096]),
+        log_append_time=st.booleans(),
+        compact=st.booleans(),
+    )
+    def start(self, segment_bytes: int, interval: int, log_append_time: bool,
+              compact: bool) -> None:
+        self.config = LogConfig(
+            segment_bytes=segment_bytes, index_interval_bytes=interval,
+            message_timestamp_type="LogAppendTime" if log_append_time else "CreateTime",
+            max_message_bytes=segment_bytes,
+            cleanup_policy="compact" if compact else "delete",
+        )
+        self.log = Log(self.tmp / "t-0", self.config)
+
+    def _now(self) -> int:
+        self.clock += 7
+        return self.clock
+
+    @rule(data=st.data(), codec=st.sampled_from([0, 0, 1, 4]),
+          shape=st.sampled_from(["in_order", "shuffled", "late_batch", "ties", "straddle"]))
+    def append(self, data: st.DataObject, codec: int, shape: str) -> None:
+        n = data.draw(st.integers(1, 8))
+        base = T0 + data.draw(st.integers(0, 5000))
+        if shape == "in_order":
+            ts = sorted(base + data.draw(st.integers(0, 50)) for _ in range(n))
+        elif shape == "ties":
+            ts = [base] * n
+        elif shape == "late_batch":
+            ts = [T0 + data.draw(st.integers(0, 20)) for _ in range(n)]
+        elif shape == "straddle":
+            ts = [base - 3000 if i % 2 else base + 3000 for i in range(n)]
+        else:
+            ts = [base + data.draw(st.integers(-2000, 2000)) for _ in range(n)]
+        keys = [b"k%d" % data.draw(st.integers(0, 3)) for _ in range(n)]
+        txn = data.draw(st.booleans()) and not self.config.compact
+        kwargs = {}
+        if txn:
+            kwargs = dict(producer_id=7, producer_epoch=0, base_sequence=self.pid_seq,
+                          is_transactional=True)
+            self.pid_seq += n
+            self.open_txn = True
+        batch = build_batch([Record(0, t, k, b"v" * (i % 5)) for i, (t, k) in
+                             enumerate(zip(ts, keys, strict=True))], compression=codec, **kwargs)
+        self.log.append(batch, now_ms=self._now())
+
+    @rule(commit=st.booleans())
+    def end_txn(self, commit: bool) -> None:
+        if self.open_txn:
+            self.log.append_control(commit, producer_id=7, producer_epoch=0,
+                                    coordinator_epoch=0, now_ms=self._now())
+            self.open_txn = False
+
+    @rule(how=st.sampled_from(["clean", "kill", "kill_no_sidecars", "kill_torn", "clean_torn"]),
+          data=st.data())
+    def restart(self, how: str, data: st.DataObject) -> None:
+        if how.startswith("clean"):
+            self.log.close()
+        else:
+            for seg in self.log.segments:  # kill -9: nothing closed or written
+                seg.release()
+        sidecars = sorted((self.tmp / "t-0").glob("*.zonemap"))
+        if how == "kill_no_sidecars":
+            for p in sidecars:
+                p.unlink()
+        elif how.endswith("torn") and sidecars:
+            p = data.draw(st.sampled_from(sidecars))
+            raw = p.read_bytes()
+            cut = data.draw(st.integers(0, max(0, len(raw) - 1)))
+            if data.draw(st.booleans()):
+                p.write_bytes(raw[:cut])
+            else:
+                flipped = bytearray(raw)
+                flipped[cut] ^= 0x40
+                p.write_bytes(bytes(flipped))
+        self.log = Log(self.tmp / "t-0", self.config, clean_shutdown=how.startswith("clean"),
+                       recovery_point=0)
+
+    @rule(data=st.data())
+    def truncate(self, data: st.DataObject) -> None:
+        leo = self.log.log_end_offset
+        if leo > self.log.log_start_offset:
+            self.log.truncate_to(data.draw(st.integers(self.log.log_start_offset, leo)))
+            self.open_txn = False
+
+    @rule(data=st.data())
+    def delete_records(self, data: st.DataObject) -> None:
+        hw = self.log.high_watermark
+        self.log.advance_log_start_offset(data.draw(st.integers(self.log.log_start_offset, hw)))
+        self.log.delete_segments_below_log_start()
+
+    @rule()
+    def retention(self) -> None:
+        import dataclasses
+        cfg = self.log.config
+        self.log.update_config(dataclasses.replace(cfg, retention_bytes=max(1, self.log.size_in_bytes() // 2)))
+        self.log.delete_old_segments(NOW)
+        self.log.update_config(cfg)
+
+    @rule(data=st.data(), slices=st.integers(0, 3))
+    def kill_then_partial_build_then_append(self, data: st.DataObject, slices: int) -> None:
+        """A crash without sidecars, then the broker's background slices with no time
+        left (one 256-byte window each: maps left partial), then appends."""
+        self.restart("kill_no_sidecars", data)
+        for _ in range(slices):
+            self.log.build_zone_maps(0.0)
+        self.append(data, 0, data.draw(st.sampled_from(["in_order", "shuffled", "late_batch"])))
+        self.append(data, 0, "straddle")
+
+    @rule()
+    def compact(self) -> None:
+        if self.config.compact and len(self.log.segments) > 2:
+            clean_log(self.log, None, NOW, CleanerSettings(), force=True)
+
+    @invariant()
+    def plans_cover_and_disorder_is_exact(self) -> None:
+        recs = log_records(self.log)
+        assert tuple(self.log.disorder_stats()) == oracle_disorder(recs)
+        rng = random.Random(len(recs))
+        tss = sorted(t for _, t in recs)
+        windows = [(T0 - 100, T0 - 1), (T0 + 1_000_000, T0 + 2_000_000), (T0, T0),
+                   (T0 - 1, NOW + 10**9)]
+        for _ in range(4):
+            a = rng.randint(T0 - 10, self.clock + 10)
+            windows.append((a, a + rng.choice([1, 10, 500, 3000])))
+        if tss:
+            t = rng.choice(tss)
+            windows += [(t, t + 1), (t - 5, t), (tss[0], tss[-1] + 1)]
+        for t1, t2 in windows:
+            check_plan(self.log, recs, t1, t2)
+        if recs:
+            mid = recs[len(recs) // 2][0]
+            check_plan(self.log, recs, windows[-1][0], windows[-1][1], max_offset=mid)
+        check_zone_maps(self.log)
+
+
+TestEventTimeMachine = EventTimeMachine.TestCase
+TestEventTimeMachine.settings = settings(
+    max_examples=80, stateful_step_count=30, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+# -- the validation walk's disorder counts (records.py) --------------------------------
+
+@given(tss=st.lists(st.integers(-5_000, 5_000), min_size=1, max_size=300),
+       sort_mode=st.sampled_from(["none", "sorted", "mostly"]))
+@settings(max_examples=150, deadline=None)
+def test_validation_walk_counts_late_records_like_the_oracle(tss: list[int], sort_mode: str
+                                                              ) -> None:
+    if sort_mode != "none":
+        tss = sorted(tss)
+        if sort_mode == "mostly" and len(tss) > 2:
+            tss[len(tss) // 2], tss[-1] = tss[-1], tss[len(tss) // 2]
+    batch = build_batch([Record(0, T0 + t, None, b"x" * 10) for t in tss])
+    scan = R.validate_client_batch(batch)
+    late, worst = count_late([T0 + t for t in tss], -(1 << 63))
+    assert scan.late in (late, -1)
+    if scan.late >= 0:
+        assert scan.max_lateness == worst
+    if sort_mode == "sorted":
+        assert scan.late == 0
+
+
+# -- sidecars --------------------------------------------------------------------------
+
+def _fill(log: Log, n: int, seed: int = 3) -> None:
+    rng = random.Random(seed)
+    for _ in range(n):
+        ts = [T0 + rng.randint(0, 100_000) for _ in range(rng.randint(1, 20))]
+        log.append(build_batch([Record(0, t, b"k", b"v" * 40) for t in ts]), now_ms=NOW)
+
+
+def test_sidecars_are_written_at_seal_and_the_kafka_files_are_unchanged(tmp_path: Path) -> None:
+    cfg = LogConfig(segment_bytes=4000, index_interval_bytes=500)
+    a = Log(tmp_path / "a-0", cfg)
+    _fill(a, 60)
+    sealed = a.segments[:-1]
+    assert sealed and all(s.zone_map_path.exists() for s in sealed)
+    a.close()
+    # the same appends without zone maps in memory give byte-identical Kafka files
+    b_dir = tmp_path / "b-0"
+    b = Log(b_dir, cfg)
+    for seg in b.segments:
+        seg._zones = None
+    import storage.segment as S
+    orig = S.LogSegment.create
+
+    def create_without(*args: object, **kw: object) -> S.LogSegment:
+        seg = orig(*args, **kw)  # type: ignore[arg-type]
+        seg._zones = None
+        return seg
+    S.LogSegment.create = create_without  # type: ignore[method-assign]
+    try:
+        _fill(b, 60)
+    finally:
+        S.LogSegment.create = orig  # type: ignore[method-assign]
+    b.close()
+    for p in sorted((tmp_path / "a-0").iterdir()):
+        if p.suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            assert p.read_bytes() == (b_dir / p.name).read_bytes(), p.name
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "flipped", "other_segment"])
+def test_a_damaged_sidecar_is_rebuilt_from_the_log(tmp_path: Path, damage: str) -> None:
+    cfg = LogConfig(segment_bytes=4000, index_interval_bytes=300)
+    log = Log(tmp_path / "t-0", cfg)
+    _fill(log, 50)
+    want = [(b, list(zm.min), list(zm.max), list(zm.first)) for b, zm in log.zone_maps()]
+    stats = log.disorder_stats()
+    log.close()
+    files = sorted((tmp_path / "t-0").glob("*.zonemap"))
+    victim = files[1]
+    if damage == "missing":
+        victim.unlink()
+    elif damage == "truncated":
+        victim.write_bytes(victim.read_bytes()[:-9])
+    elif damage == "flipped":
+        raw = bytearray(victim.read_bytes())
+        raw[70] ^= 1
+        victim.write_bytes(bytes(raw))
+    else:
+        victim.write_bytes(files[2].read_bytes())
+    log = Log(tmp_path / "t-0", cfg)
+    assert [(b, list(zm.min), list(zm.max), list(zm.first)) for b, zm in log.zone_maps()] == want
+    assert log.disorder_stats() == stats
+    assert victim.exists()  # written back for the sealed segment
+    log.close()
+
+
+def test_a_killed_active_segment_keeps_its_sidecar_prefix_and_walks_the_tail(
+        tmp_path: Path) -> None:
+    cfg = LogConfig(index_interval_bytes=300)
+    log = Log(tmp_path / "t-0", cfg)
+    _fill(log, 30)
+    log.close()
+    log = Log(tmp_path / "t-0", cfg)
+    _fill(log, 30, seed=4)
+    recs = log_records(log)
+    for seg in log.segments:
+        seg.release()  # kill -9
+    log = Log(tmp_path / "t-0", cfg, clean_shutdown=False, recovery_point=0)
+    assert tuple(log.disorder_stats()) == oracle_disorder(recs)
+    check_zone_maps(log)
+    log.close()
+
+
+# -- the plan is tight on month-shuffled data ------------------------------------------
+
+DAY = 86_400_000
+
+
+def month_shuffled(rng: random.Random, months: int, per_month: int, batch: int
+                   ) -> list[list[int]]:
+    """Batches of timestamps: whole months arrive out of order, each month's records in
+    rough time order with a few days of late records mixed in."""
+    order = list(range(months))
+    rng.shuffle(order)
+    out: list[list[int]] = []
+    for m in order:
+        start = T0 + m * 30 * DAY
+        tss = sorted(start + rng.randrange(30 * DAY) for _ in range(per_month))
+        for i in range(len(tss)):
+            if rng.random() < 0.02:
+                tss[i] -= rng.randrange(3 * DAY)
+        out += [tss[i:i + batch] for i in range(0, len(tss), batch)]
+    return out
+
+
+def test_the_plan_is_tight_on_month_shuffled_data(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    cfg = LogConfig(segment_bytes=256 << 10, message_timestamp_after_max_ms=1 << 62)
+    log = Log(tmp_path / "t-0", cfg)
+    for tss in month_shuffled(rng, 12, 4000, 100):
+        log.append(build_batch([Record(0, t, None, b"v" * 30) for t in tss]), now_ms=NOW)
+    assert len(log.segments) > 3
+    span = 12 * 30 * DAY
+    for _ in range(10):
+        t1 = T0 + rng.randrange(span)
+        t2 = t1 + span // 100  # ~1 % of the data
+        plan = log.plan_time_window(t1, t2)
+        holding = 0
+        for seg in log.segments:
+            buf = seg.pread(0, max(seg.size, 0))
+            for pos, h in iter_batches(buf):
+                if any(t1 <= t < t2 for t in R.record_timestamps(buf, pos)):
+                    holding += h.size
+        planned = sum(r.bytes for r in plan)
+        assert holding > 0
+        assert planned <= 1.5 * holding, (planned, holding)
+    log.close()
+
+
+def test_plan_blocks_merges_adjacent_blocks_and_clips_to_bounds() -> None:
+    zm = ZoneMap(0, 0)
+    for i, (mn, mx) in enumerate([(10, 20), (15, 30), (100, 200), (25, 26)]):
+        zm.add(i * 100, 100, i * 10, i * 10 + 9, 10, mn, mx, 0, 0)
+    assert plan_blocks([zm], 18, 27, 0, 40) == [(0, 20, 200), (30, 40, 100)]
+    assert plan_blocks([zm], 18, 27, 5, 35) == [(5, 20, 200), (30, 35, 100)]
+    assert plan_blocks([zm], 300, 400, 0, 40) == []
+    assert plan_blocks([zm], 20, 20, 0, 40) == []
+
+
+def test_zone_map_sidecar_round_trips(tmp_path: Path) -> None:
+    zm = ZoneMap(42, 4096)
+    zm.add(0, 100, 42, 50, 9, 5, 9, 1, 2)
+    zm.add(100, 5000, 51, 60, 10, -3, 4, 0, 0)
+    raw = zm.encode(b"h" * 61)
+    back = ZoneMap.decode(raw, 42, 4096)
+    assert back is not None
+    assert [list(a) for a in back._arrays()] == [list(a) for a in zm._arrays()]
+    assert back.matches(b"h" * 61) and not back.matches(b"g" * 61)
+    assert ZoneMap.decode(raw, 43, 4096) is None
+    assert ZoneMap.decode(raw[:-1], 42, 4096) is None
+    os.environ.get("X")
