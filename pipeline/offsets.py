@@ -249,8 +249,9 @@ def event_time_tasks(
     exactly as :func:`split_ranges` cuts an offset range, counting planned offsets only.
 
     Each task is the pieces of one partition's ranges, in offset order; together the
-    tasks cover every planned offset once. A range cut in two gives each piece a share
-    of its bytes in proportion to its offsets (a fetch-size hint, not a promise).
+    tasks cover every planned offset once. A range cut in pieces gives each a share of its
+    bytes in proportion to its offsets, the shares adding up to the range's bytes (a
+    fetch-size hint for the piece, not a promise).
     """
     by_tp: dict[tuple[str, int], list[OffsetRange]] = {}
     for r in ranges:
@@ -273,8 +274,9 @@ def _real(ranges: list[OffsetRange], vstart: int, vend: int) -> tuple[OffsetRang
         lo, hi = max(vstart, at), min(vend, at + r.size)
         if lo < hi:
             s, e = r.start + lo - at, r.start + hi - at
-            nbytes = r.bytes if (s, e) == (r.start, r.end) or r.bytes < 0 else \
-                math.ceil(r.bytes * (e - s) / r.size)
+            # Cumulative shares, so the pieces of a range add up to exactly its bytes.
+            nbytes = r.bytes if r.bytes < 0 else \
+                r.bytes * (e - r.start) // r.size - r.bytes * (s - r.start) // r.size
             out.append(OffsetRange(r.topic, r.partition, s, e, nbytes))
         at += r.size
         if at >= vend:

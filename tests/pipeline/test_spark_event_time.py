@@ -1,0 +1,237 @@
+"""Spark event-time reads (``.option("eventTime", "true")``) against a brute-force oracle.
+
+The oracle is what the test produced: every record's partition, offset (from the produce
+answer or delivery report), timestamp and transaction fate, filtered by start <= ts < end
+(and, under read_committed, without aborted records), each partition in offset order.
+The records arrive with random disorder, equal timestamps, whole late batches, into
+topics with tiny segments; windows are random, empty, before and after all data. Also
+checked: the planned tasks hold every matching record and no more bytes than the
+partitions have, a task fetches no byte outside its plan, and a positional window over
+out-of-order data logs the warning naming eventTime.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from client import ProducerRecord, SyncClient
+from pipeline.fetcher import FetchStats, read_ranges
+from pipeline.options import OptionError, parse_read_options
+from pipeline.source import event_time_partitions
+
+NOW = int(time.time() * 1000)
+T0 = NOW - 40 * 86_400_000
+LEVELS = ("read_committed", "read_uncommitted")
+_topics = itertools.count()
+
+# (partition, offset, timestamp, value, fate): fate is plain, commit or abort.
+Produced = tuple[int, int, int, bytes, str]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def evt_broker(tmp_path_factory: pytest.TempPathFactory, broker_process_class: Any
+               ) -> Iterator[Any]:
+    """One broker for the module: hypothesis examples each make a topic of their own."""
+    data = tmp_path_factory.mktemp("spark-evt") / "data"
+    data.mkdir()
+    b = broker_process_class(data, _free_port(), {}).start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="module")
+def txn(evt_broker: Any) -> Iterator[Producer]:
+    p = Producer({"bootstrap.servers": evt_broker.bootstrap, "transactional.id": "spark-evt",
+                  "linger.ms": 5})
+    p.init_transactions(15)
+    yield p
+    p.flush(15)
+
+
+def _timestamps(shape: str, n: int, at: int, rng: random.Random) -> list[int]:
+    base = T0 + at * 5
+    if shape == "in_order":
+        return sorted(base + rng.randint(0, 3000) for _ in range(n))
+    if shape == "late":
+        return [T0 + rng.randint(0, 10_000) for _ in range(n)]
+    if shape == "ties":
+        return [base] * n
+    return [base + rng.randint(-500_000, 500_000) for _ in range(n)]
+
+
+def _produce(c: SyncClient, txn: Producer, topic: str, parts: int,
+             batches: list[tuple[int, list[int], str]]) -> list[Produced]:
+    """Each (partition, timestamps, fate) as one batch: plain through the bundled client,
+    commit/abort as one transaction of a real transactional producer."""
+    out: list[Produced] = []
+    for n, (p, tss, fate) in enumerate(batches):
+        p %= parts
+        values = [b"%d-%d" % (n, i) for i in range(len(tss))]
+        if fate == "plain":
+            offs = c.produce(topic, [ProducerRecord(value=v, timestamp=t)
+                                     for v, t in zip(values, tss, strict=True)], partition=p)
+        else:
+            got: dict[bytes, int] = {}
+
+            def report(err: Any, msg: Any, got: dict[bytes, int] = got) -> None:
+                assert err is None, err
+                got[msg.value()] = msg.offset()
+
+            txn.begin_transaction()
+            for v, t in zip(values, tss, strict=True):
+                txn.produce(topic, value=v, partition=p, timestamp=t, on_delivery=report)
+            txn.flush(15)
+            (txn.commit_transaction if fate == "commit" else txn.abort_transaction)(15)
+            offs = [got[v] for v in values]
+        out += [(p, o, t, v, fate) for o, t, v in zip(offs, tss, values, strict=True)]
+    return out
+
+
+def _oracle(rows: list[Produced], t1: int, t2: int, level: str) -> list[tuple[int, int, int, bytes]]:
+    return sorted((p, o, t, v) for p, o, t, v, fate in rows
+                  if t1 <= t < t2 and (fate != "abort" or level == "read_uncommitted"))
+
+
+def _options(bootstrap: str, topic: str, t1: int, t2: int, level: str, per_task: str,
+             event_time: bool = True) -> dict[str, str]:
+    opts = {"bootstrap.servers": bootstrap, "subscribe": topic, "startingTimestamp": str(t1),
+            "endingTimestamp": str(t2), "kafka.isolation.level": level}
+    if event_time:
+        opts["eventTime"] = "true"
+    if per_task:
+        opts["maxRecordsPerPartition"] = per_task
+    return opts
+
+
+def _spark(spark: Any, opts: dict[str, str]) -> list[tuple[int, int, int, bytes]]:
+    """The rows as Spark returns them (task order: no sort), timestamps in ms."""
+    import pyarrow as pa
+
+    r = spark.read.format("chronolog")
+    for k, v in opts.items():
+        r = r.option(k, v)
+    table = r.load().select("partition", "offset", "timestamp", "value").toArrow()
+    ts = table.column("timestamp").cast(pa.int64()).to_pylist()
+    return [(p, o, t // 1000, v) for p, o, t, v in zip(
+        table.column("partition").to_pylist(), table.column("offset").to_pylist(), ts,
+        table.column("value").to_pylist(), strict=True)]
+
+
+def _log_bytes(broker: Any, topic: str) -> int:
+    return sum(f.stat().st_size for f in Path(broker.data_dir).glob(f"{topic}-*/*.log"))
+
+
+def _check_plan(broker: Any, topic: str, opts: dict[str, str],
+                want: list[tuple[int, int, int, bytes]]) -> None:
+    """Tasks hold every matching record, plan no more bytes than the log has, and (uncut)
+    fetch no byte outside their plan while returning exactly the window's rows."""
+    ro = parse_read_options({k.lower(): v for k, v in opts.items()}, streaming=False)
+    with SyncClient(broker.bootstrap) as c:
+        tasks = event_time_partitions(c, ro)
+    for p, o, _, _ in want:
+        assert any(t.partition == p and s <= o < e for t in tasks for s, e, _ in t.ranges), (p, o)
+    planned = sum(t.bytes for t in tasks)
+    assert planned <= _log_bytes(broker, topic)
+    stats = FetchStats()
+    direct = []
+    for t in tasks:
+        for b in read_ranges(broker.bootstrap, t.topic, t.partition, t.ranges, window=t.window,
+                             fetch_max_bytes=ro.fetch_max_bytes, stats=stats,
+                             isolation_level=ro.isolation_level):
+            d = b.to_pydict()
+            direct += [(t.partition, o, ts.timestamp() * 1000, v) for o, ts, v in zip(
+                d["offset"], d["timestamp"], d["value"], strict=True)]
+    assert [(p, o, int(t), v) for p, o, t, v in direct] == want
+    if not ro.max_records_per_partition:
+        assert stats.bytes_fetched <= planned
+
+
+def _per_partition(rows: list[tuple[int, int, int, bytes]]) -> dict[int, list[Any]]:
+    out: dict[int, list[Any]] = {}
+    for r in rows:
+        out.setdefault(r[0], []).append(r)
+    return out
+
+
+batch_shapes = st.lists(
+    st.tuples(st.integers(0, 2), st.sampled_from(["in_order", "late", "ties", "shuffled"]),
+              st.integers(1, 25), st.integers(0, 400_000),
+              st.sampled_from(["plain", "plain", "plain", "commit", "abort"])),
+    min_size=1, max_size=18)
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(shapes=batch_shapes, parts=st.integers(1, 3), seed=st.integers(0, 1000),
+       data=st.data())
+def test_event_time_reads_equal_the_oracle_and_tasks_read_only_planned_ranges(
+    spark: Any, evt_broker: Any, txn: Producer, shapes: list[Any], parts: int, seed: int,
+    data: st.DataObject,
+) -> None:
+    rng = random.Random(seed)
+    topic = f"sevt-{next(_topics)}"
+    with SyncClient(evt_broker.bootstrap) as c:
+        c.create_topic(topic, parts, {"segment.bytes": "1500", "index.interval.bytes": "200"})
+        rows = _produce(c, txn, topic, parts, [(p, _timestamps(shape, n, at, rng), fate)
+                                                for p, shape, n, at, fate in shapes])
+    tss = sorted(r[2] for r in rows)
+    for _ in range(2):
+        kind = data.draw(st.sampled_from(["random", "random", "before", "after", "empty",
+                                          "all", "one_stamp"]))
+        if kind == "before":
+            t1, t2 = T0 - 10_000, T0 - 1
+        elif kind == "after":
+            t1, t2 = tss[-1] + 1, tss[-1] + 10_000
+        elif kind == "empty":
+            t1 = t2 = data.draw(st.sampled_from(tss))
+        elif kind == "all":
+            t1, t2 = tss[0], tss[-1] + 1
+        elif kind == "one_stamp":
+            t1 = data.draw(st.sampled_from(tss))
+            t2 = t1 + 1
+        else:
+            a = data.draw(st.sampled_from(tss))
+            t1, t2 = a - data.draw(st.integers(0, 50_000)), a + data.draw(st.integers(1, 200_000))
+        level = data.draw(st.sampled_from(LEVELS))
+        per_task = data.draw(st.sampled_from(["", "", "7"]))
+        opts = _options(evt_broker.bootstrap, topic, t1, t2, level, per_task)
+        want = _oracle(rows, t1, t2, level)
+        got = _spark(spark, opts)
+        assert sorted(got) == want, (kind, t1, t2, level, per_task)
+        assert _per_partition(got) == _per_partition(want)  # each partition in offset order
+        _check_plan(evt_broker, topic, opts, want)
+
+
+def test_a_stream_refuses_event_time(spark: Any, evt_broker: Any, tmp_path: Path) -> None:
+    with SyncClient(evt_broker.bootstrap) as c:
+        c.create_topic("sevt-stream", 1)
+    q = (spark.readStream.format("chronolog").option("bootstrap.servers", evt_broker.bootstrap)
+         .option("subscribe", "sevt-stream").option("startingTimestamp", str(T0))
+         .option("eventTime", "true").load()
+         .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    try:
+        with pytest.raises(Exception, match="(?s)eventTime.*batch reads"):
+            q.awaitTermination(120)
+    finally:
+        q.stop()
+    with pytest.raises(OptionError, match="batch reads"):
+        parse_read_options({"bootstrap.servers": "x", "subscribe": "t", "eventtime": "true",
+                            "startingtimestamp": "1"}, streaming=True)
