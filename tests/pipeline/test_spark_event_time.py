@@ -235,3 +235,42 @@ def test_a_stream_refuses_event_time(spark: Any, evt_broker: Any, tmp_path: Path
     with pytest.raises(OptionError, match="batch reads"):
         parse_read_options({"bootstrap.servers": "x", "subscribe": "t", "eventtime": "true",
                             "startingtimestamp": "1"}, streaming=True)
+
+
+def test_log_append_time_topics_window_on_the_append_time(spark: Any, evt_broker: Any) -> None:
+    """LogAppendTime: the broker's stamp is the record's timestamp, in the plan and the rows."""
+    with SyncClient(evt_broker.bootstrap) as c:
+        c.create_topic("sevt-lat", 1, {"message.timestamp.type": "LogAppendTime",
+                                       "index.interval.bytes": "100"})
+        for n in range(3):
+            c.produce("sevt-lat", [ProducerRecord(value=b"%d-%d" % (n, i), timestamp=T0 + i)
+                                   for i in range(5)], partition=0)
+            time.sleep(0.02)
+        stamps = [(r.offset, r.timestamp, r.value) for r in c.consume("sevt-lat", 0, 0, 15)]
+    middle = sorted({t for _, t, _ in stamps})[1]
+    want = [(0, o, t, v) for o, t, v in stamps if t == middle]
+    assert [v for *_, v in want] == [b"1-%d" % i for i in range(5)]
+    opts = _options(evt_broker.bootstrap, "sevt-lat", middle, middle + 1, "read_uncommitted", "")
+    assert _spark(spark, opts) == want
+    # The producer's CreateTime (T0 + i) is not what the window is about.
+    opts = _options(evt_broker.bootstrap, "sevt-lat", T0, T0 + 5, "read_uncommitted", "")
+    assert _spark(spark, opts) == []
+
+
+def test_the_export_job_reads_an_event_time_window(spark: Any, evt_broker: Any, txn: Producer,
+                                                    tmp_path: Path) -> None:
+    from pipeline import jobs
+
+    rng = random.Random(11)
+    with SyncClient(evt_broker.bootstrap) as c:
+        c.create_topic("sevt-export", 2, {"segment.bytes": "2000"})
+        rows = _produce(c, txn, "sevt-export", 2, [
+            (i % 2, _timestamps("shuffled", 12, 1000 + i * 50, rng), "plain") for i in range(10)])
+    tss = sorted(r[2] for r in rows)
+    t1, t2 = tss[len(tss) // 3], tss[2 * len(tss) // 3]
+    want = _oracle(rows, t1, t2, "read_uncommitted")
+    result = jobs.export(spark, evt_broker.bootstrap, "sevt-export", t1, t2,
+                         str(tmp_path / "out"), show_progress=False, event_time=True)
+    assert result.rows == len(want)
+    back = spark.read.parquet(str(tmp_path / "out")).select("partition", "offset").collect()
+    assert sorted((r.partition, r.offset) for r in back) == [(p, o) for p, o, _, _ in want]
