@@ -49,7 +49,6 @@ from storage.records import (
     BatchHeader,
     build_control_batch,
     iter_batches,
-    record_timestamps,
     set_base_offset,
     set_max_timestamp,
     set_partition_leader_epoch,
@@ -339,7 +338,7 @@ class Log:
             set_max_timestamp(buf, 0, ts, LOG_APPEND_TIME)
             max_ts = ts
             log_append_time = ts
-            zone = (h.records_count, ts, ts, 0, 0)
+            mn, late, worst = ts, 0, 0
         else:
             if h.timestamp_type == LOG_APPEND_TIME:
                 errors = [(i, "Invalid timestamp type in message: producer should not set "
@@ -355,7 +354,7 @@ class Log:
                         f"{len(errors)} record(s) have timestamps out of range: {errors[0][1]}",
                         errors)
             max_ts = scan.max_timestamp
-            zone = (h.records_count, scan.min_timestamp, max_ts, scan.late, scan.max_lateness)
+            mn, late, worst = scan.min_timestamp, scan.late, scan.max_lateness
             if h.max_timestamp != max_ts:  # fix a wrong producer value, as Kafka does
                 buf = bytearray(batch)
                 set_max_timestamp(buf, 0, max_ts, CREATE_TIME)
@@ -375,10 +374,10 @@ class Log:
             self._maybe_roll(size, max_ts, last, now_ms)
         except OSError as exc:  # e.g. no space or inodes for the new segment's files
             raise LogStorageError(f"cannot roll {self.dir}: {exc}") from exc
-        # The zone map takes the validation walk's min/max/disorder (no second walk;
-        # the records' timestamps only if the batch straddles the running max).
-        self.active.append(data, [(0, size, last, max_ts)],
-                           [(base, *zone, lambda: record_timestamps(batch))])
+        seg = self.active
+        seg.append(data, [(0, size, last, max_ts)], scanned=True)
+        # The zone map takes the validation walk's min/max/disorder: no second walk.
+        seg.add_zone(size, base, last, h.records_count, mn, max_ts, late, worst)
         self._after_append(last, max_ts, leader_epoch)
         return AppendResult(base, last, max_ts, log_append_time, self.log_start_offset)
 
@@ -462,7 +461,9 @@ class Log:
             self._maybe_roll(len(data), ts, base, now_ms)
         except OSError as exc:
             raise LogStorageError(f"cannot roll {self.dir}: {exc}") from exc
-        self.active.append([data], [(0, len(data), base, ts)], [(base, 0, 0, 0, 0, 0, None)])
+        seg = self.active
+        seg.append([data], [(0, len(data), base, ts)], scanned=True)
+        seg.add_zone(len(data), base, base, 0, 0, 0, 0, 0)
         self._after_append(base, ts, leader_epoch)
         return AppendResult(base, base, ts, ts if ts_type == LOG_APPEND_TIME else -1,
                             self.log_start_offset)
@@ -704,6 +705,11 @@ class Log:
         """How many records in [log start, log end) arrived with a timestamp below the
         largest timestamp before them, and the largest such lateness (storage/planner.py).
         Incremental: appends since the last call are counted from where it stopped."""
+        stats = self._count_disorder(None)
+        assert stats is not None
+        return stats
+
+    def _count_disorder(self, deadline: float | None) -> DisorderStats | None:
         segs = self.segments
         first = max(0, bisect_right(self._bases, self.log_start_offset) - 1)
         key = (self._layout_gen, self._generation, self.log_start_offset, segs[first].base_offset)
@@ -711,20 +717,22 @@ class Log:
         stats, self._disorder_cursor = planner.count_disorder(
             [seg.zone_map for seg in live], self.log_start_offset,
             lambda j, a, b: live[j].block_timestamps(a, b),
-            self._disorder_cursor, key)
+            lambda j, a, b, running: live[j].block_late(a, b, running),
+            self._disorder_cursor, key,
+            None if deadline is None else (lambda: time.monotonic() >= deadline))
         return stats
 
     def build_zone_maps(self, budget_ms: float) -> bool:
-        """Load or rebuild the segments' zone maps for at most ``budget_ms`` (the broker's
-        background task), so the first plan after a start or a crash does not read
-        .log files on the request path. Resumable; True once every map is complete."""
+        """Load or rebuild the segments' zone maps, then count what appends left uncounted
+        (disorder_stats), for at most ``budget_ms`` (the broker's background task), so
+        the first plan or scrape after a start, a crash or a burst of late data reads no
+        .log on the request path. Resumable; True once everything is done."""
         deadline = time.monotonic() + budget_ms / 1000.0
         for seg in self.segments:
             if not seg.build_zone_map(deadline):
                 return False
-            if time.monotonic() >= deadline:
-                return seg is self.segments[-1]
-        return True
+        # then the disorder counts appends left open (batches straddling the running max)
+        return self._count_disorder(deadline) is not None
 
     def zone_maps(self) -> list[tuple[int, zonemap.ZoneMap]]:
         """(segment base offset, zone map) of every segment, oldest first (loading or

@@ -52,6 +52,7 @@ def plan_blocks(maps: Iterable[ZoneMap], t1: int, t2: int, start: int, end: int
     cur_s = cur_e = cur_b = -1
     joined = False  # the block just before this one (in log order) is in the open range
     for zm in maps:
+        zm.sync()
         n = len(zm)
         if not n:
             continue
@@ -105,18 +106,24 @@ def count_disorder(
     maps: Sequence[Callable[[], ZoneMap]],
     start: int,
     block_timestamps: Callable[[int, int, int], list[tuple[int, int]]],
+    block_late: Callable[[int, int, int, int], tuple[int, int]],
     resume: DisorderCursor | None = None,
     key: tuple[int, ...] = (),
-) -> tuple[DisorderStats, DisorderCursor]:
+    stop: Callable[[], bool] | None = None,
+) -> tuple[DisorderStats | None, DisorderCursor]:
     """Disorder over the records from offset ``start`` on, segment by segment.
 
-    ``maps[j]()`` gives segment j's zone map; ``block_timestamps(j, start_pos,
-    end_pos)`` the (offset, timestamp) of the data records of segment j's bytes there,
-    read only for a block whose stored counts were made against another running max
-    and cannot be re-based from its min/max, or a block holding ``start``.
-    A block re-based that way keeps the new counts (its map becomes dirty).
+    ``maps[j]()`` gives segment j's zone map. ``block_late(j, start_pos, end_pos,
+    running)`` counts the records of segment j's bytes there against ``running``: read
+    only for a block not counted at append (late -1) or whose stored counts were made
+    against another running max and cannot be re-based from its min/max.
+    ``block_timestamps(j, start_pos, end_pos)`` gives (offset, timestamp) of the
+    records there, for the one block that holds ``start``.
+    A block re-based that way keeps the new counts (its map becomes dirty), but for the
+    last block of the last map, which appends still extend.
     ``resume`` (a cursor from an earlier call with the same ``key``) skips what it
-    already counted.
+    already counted. ``stop()`` is asked before each block read from the .log; when it
+    says so the count ends early: (None, a cursor to resume from).
     """
     if resume is not None and resume.key == key:
         j0, i0 = resume.segment, resume.block
@@ -127,6 +134,7 @@ def count_disorder(
     cur = DisorderCursor(key, j0, i0, p, late, worst, records)
     for j in range(j0, len(maps)):
         zm = maps[j]()
+        zm.sync()
         n = len(zm)
         if n and zm.next_offset <= start:
             continue
@@ -145,17 +153,20 @@ def count_disorder(
                     mx = max(tss)
             else:
                 records += zm.records[i]
-                if pa == p:
-                    n_late, w = zm.late[i], zm.worst[i]
-                elif mx < p:
+                stored = zm.late[i]
+                if mx < p:
                     n_late, w = zm.records[i], p - mn
-                elif mn >= p and mn >= pa:
-                    n_late, w = zm.late[i], zm.worst[i]
+                elif stored >= 0 and (pa == p or (mn >= p and mn >= pa)):
+                    n_late, w = stored, zm.worst[i]
                 else:
-                    tss = [t for _, t in block_timestamps(j, zm.pos[i], end_pos)]
-                    n_late, w = count_late(tss, p)
-                    zm.p_at[i], zm.late[i], zm.worst[i] = p, n_late, w
-                    zm.dirty = True
+                    if stop is not None and stop():
+                        return None, cur
+                    n_late, w = block_late(j, zm.pos[i], end_pos, p)
+                    if j + 1 < len(maps) or i + 1 < n:
+                        # kept, except for the log's last block: appends still fold into it
+                        # against the map's own running max
+                        zm.p_at[i], zm.late[i], zm.worst[i] = p, n_late, w
+                        zm.dirty = True
             late += n_late
             if w > worst:
                 worst = w

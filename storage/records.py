@@ -1370,6 +1370,23 @@ def scan_timestamps(buf: Buffer, pos: int = 0, header: BatchHeader | None = None
     return BatchScan(h, bts + mn, bts + mx, imx, late, worst)
 
 
+def count_late(buf: Buffer, pos: int, h: BatchHeader, running: int) -> tuple[int, int, int]:
+    """(late records, largest lateness, running max after) of the batch at ``pos``,
+    whose records are compared with ``running`` (the largest timestamp before the
+    batch) and with each other: the per-record walk, started at that max."""
+    n = h.records_count
+    if n <= 0 or h.attributes & CONTROL_MASK:
+        return 0, 0, running
+    if h.attributes & TIMESTAMP_TYPE_MASK:
+        ts = h.max_timestamp
+        return (n, running - ts, running) if ts < running else (0, 0, ts)
+    data, start, end = _records_data(buf, pos, h)
+    bts = h.base_timestamp
+    _, _, mx, _, late, worst = _scan_scalar(data, start, end, 0, n, False,
+                                            max(running - bts, _INT64_MIN))
+    return late, worst, max(running, bts + mx)
+
+
 def validate_client_batch(
     buf: Buffer, pos: int = 0, end: int | None = None, *,
     max_uncompressed_bytes: int = MAX_UNCOMPRESSED_BYTES,

@@ -33,7 +33,7 @@ import time
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from itertools import accumulate
 from pathlib import Path
 from typing import NamedTuple
@@ -53,9 +53,9 @@ from storage.records import (
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     column,
+    count_late,
     decode_batch,
     iter_batches,
-    record_timestamps,
     scan_timestamps,
 )
 from storage.zonemap import NO_MAX, ZoneMap
@@ -75,9 +75,6 @@ _SUMMARY_WINDOW = 128 << 10
 _ZONE_WINDOW = 1 << 20  # a zone map rebuild reads the .log in windows of this many bytes
 INT32_MAX = 0x7FFFFFFF
 
-# What a produce's validation walk found per batch, for the zone map (BatchScan): (base
-# offset, data records, min ts, max ts, late, max lateness, its timestamps on demand).
-ZoneInfo = tuple[int, int, int, int, int, int, "Callable[[], list[int]] | None"]
 
 
 def log_file_name(base_offset: int) -> str:
@@ -947,15 +944,14 @@ class LogSegment:
             self._load_max()
 
     def append(self, data: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],
-               batches: list[tuple[int, int, int, int]],
-               zones: list[ZoneInfo] | None = None) -> None:
+               batches: list[tuple[int, int, int, int]], *, scanned: bool = False) -> None:
         """Write ``data`` (whole batches; or a list of pieces written with one pwritev)
         at the end and index it.
 
         ``batches`` lists (position within data, size, last offset, max timestamp) per
-        batch; ``zones`` what the validation walk found per batch (ZoneInfo), for the
-        zone map if it is in memory (without it the map reads the appended batches
-        back: trusted and control appends, off the produce path). On an I/O error the .log is cut back to its previous size and
+        batch. The zone map (if in memory) reads the appended batches back, unless
+        ``scanned``: then the caller passes what its validation walk found to
+        ``add_zone`` right after (the produce path: no record is read twice). On an I/O error the .log is cut back to its previous size and
         LogStorageError is raised, so the segment is as it was; the index blocks the
         entries need are allocated before the .log is written (see index.reserve).
         """
@@ -1014,13 +1010,20 @@ class LogSegment:
             self.bytes_since_last_index_entry += size
             self._next_offset = last_offset + 1
         zm = self._zones
-        if zm is not None and zm.covered == start:  # else a later walk reads these batches
-            if zones is None or len(zones) != len(batches):
-                self._zone_walk(zm, start)
-            else:
-                for (rel_pos, size, last_offset, _), (base, n, mn, mx, late, worst, tss) in zip(
-                        batches, zones, strict=True):
-                    zm.add(start + rel_pos, size, base, last_offset, n, mn, mx, late, worst, tss)
+        if zm is not None and zm.covered == start and not scanned:
+            self._zone_walk(zm, start)  # else a later walk reads these batches
+
+    def add_zone(self, size: int, base: int, last: int, records: int, mn: int, mx: int,
+                 late: int, worst: int) -> None:
+        """The zone-map entry of the batch ``append(..., scanned=True)`` just wrote (its
+        last ``size`` bytes): what the validation walk found (BatchScan)."""
+        zm = self._zones
+        if zm is not None and zm.covered == self.size - size:  # else a later walk adds it
+            zm.pending.append((zm.covered, size, base, last, records, mn, mx, late, worst,
+                               False))
+            zm.covered = self.size
+            if len(zm.pending) >= 4096:
+                zm.sync()
 
     # -- lookups -----------------------------------------------------------------
     def find_by_timestamp(self, target_ts: int, min_offset: int,
@@ -1279,9 +1282,11 @@ class LogSegment:
         .log. A sealed segment's rebuilt map is written back as its sidecar."""
         zm = self._zones
         if zm is not None and zm.covered == max(self.size, 0):
+            zm.sync()
             return zm
         self.build_zone_map(None)
         assert self._zones is not None
+        self._zones.sync()
         return self._zones
 
     def build_zone_map(self, deadline: float | None) -> bool:
@@ -1336,7 +1341,7 @@ class LogSegment:
         its checksum and rebuilt when torn). Skipped when it is not in memory or did not
         change since it was read or written."""
         zm = self._zones
-        if zm is None or not zm.dirty or zm.covered != max(self.size, 0):
+        if zm is None or not (zm.dirty or zm.pending) or zm.covered != max(self.size, 0):
             return
         head = self.pread(zm.last_pos, HEADER_SIZE) if zm.last_pos >= 0 else b""
         tmp = self.zone_map_path.with_name(self.zone_map_path.name + ".tmp")
@@ -1359,6 +1364,8 @@ class LogSegment:
         pos = start
         buf = b""
         buf_pos = pos
+        zm.sync()
+        run = zm.running  # the batches are read anyway: disorder is counted exactly here
         while size - pos >= HEADER_SIZE:
             rel = pos - buf_pos
             if rel + HEADER_SIZE > len(buf):
@@ -1382,10 +1389,32 @@ class LogSegment:
                 zm.add(pos, bsize, h.base_offset, last, 0, 0, 0, 0, 0)
             else:
                 sc = scan_timestamps(buf, rel, h)
-                zm.add(pos, bsize, h.base_offset, last, h.records_count, sc.min_timestamp,
-                       sc.max_timestamp, sc.late, sc.max_lateness,
-                       lambda b=buf, r=rel: record_timestamps(b, r))  # type: ignore[misc]
+                mn, mx = sc.min_timestamp, sc.max_timestamp
+                if mx < run:
+                    late, worst = h.records_count, run - mn
+                elif mn >= run and sc.late >= 0:
+                    late, worst = sc.late, sc.max_lateness
+                else:
+                    late, worst, _ = count_late(buf, rel, h, run)
+                zm.add(pos, bsize, h.base_offset, last, h.records_count, mn, mx, late, worst,
+                       exact=True)
+                if mx > run:
+                    run = mx
             pos += bsize
+
+    def block_late(self, start: int, end: int, running: int) -> tuple[int, int]:
+        """(late records, largest lateness) of the batches at [start, end) of the .log
+        (a zone-map block) against ``running``, the largest timestamp before them."""
+        late = worst = 0
+        if end <= start:
+            return late, worst
+        buf = self.pread(start, end - start)
+        for pos, h in iter_batches(buf):
+            n, w, running = count_late(buf, pos, h, running)
+            late += n
+            if w > worst:
+                worst = w
+        return late, worst
 
     def block_timestamps(self, start: int, end: int) -> list[tuple[int, int]]:
         """(offset, timestamp) of every data record in the batches at [start, end) of
@@ -1410,7 +1439,8 @@ class LogSegment:
             self.time_index.maybe_append(self._max_ts, self._offset_of_max, skip_full_check=True)
         self.offset_index.trim()
         self.time_index.trim()
-        self.write_zone_map()
+        # The zone map's sidecar is written off the append path: by the broker's
+        # background slice (Log.build_zone_maps), or at close.
 
     def flush(self) -> None:
         if self._fd is not None and self.dirty:
@@ -1433,7 +1463,7 @@ class LogSegment:
             return 0
         cut = self.size - info.position
         self._unmap()
-        self.zone_map_path.unlink(missing_ok=True)  # written again at seal or close
+        self.zone_map_path.unlink(missing_ok=True)  # written again once sealed, or at close
         os.ftruncate(self.fd(), info.position)
         self.size = info.position
         self.dirty = True

@@ -20,9 +20,11 @@ Invariants:
   (the max over every data record before the block, as far as it was known when the
   block was built; NO_MAX when nothing was); ``late[i]`` counts the block's records
   whose timestamp is below the running max before them (p_at[i] included) and
-  ``worst[i]`` is the largest such gap. ``Log.disorder_stats`` re-bases a block whose
+  ``worst[i]`` is the largest such gap; late[i] = -1 means not counted yet (a batch
+  straddled the running max, which only its records can settle: that is left off the
+  append path). ``Log.disorder_stats`` counts such a block, and re-bases a block whose
   true prefix max is not p_at[i] (after retention, DeleteRecords, compaction, or a
-  rebuild that did not know earlier segments);
+  rebuild that did not know earlier segments), keeping the new counts;
 - ``covered`` is how many ``.log`` bytes the map describes; a sidecar is valid for a
   ``.log`` of at least ``covered`` bytes whose batch header at ``last_pos`` hashes to
   ``fingerprint`` (segments only grow or lose a tail, so the prefix is then the
@@ -34,7 +36,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import crc32c as _crc32c
 
@@ -55,13 +57,15 @@ _LE = sys.byteorder == "little"
 class ZoneMap:
     """The blocks of one segment (module docstring), built batch by batch.
 
-    ``add`` is on the produce path: a handful of array writes per batch, no record
-    walk (the caller passes what its validation walk found, see BatchScan).
+    The produce path only queues a tuple per batch (``pending``, what its validation
+    walk found, see BatchScan; no record is read); ``sync`` folds the queue into the
+    arrays in one tight loop, before anything reads them (``LogSegment.zone_map``) or
+    when 4096 batches are queued. ``covered`` counts queued batches too.
     """
 
     __slots__ = ("base_offset", "interval", "first", "pos", "min", "max", "records", "p_at",
                  "late", "worst", "covered", "next_offset", "running", "last_pos",
-                 "fingerprint", "_block_bytes", "dirty")
+                 "fingerprint", "_block_bytes", "dirty", "pending")
 
     def __init__(self, base_offset: int, interval: int, running: int = NO_MAX) -> None:
         self.base_offset = base_offset
@@ -81,60 +85,91 @@ class ZoneMap:
         self.fingerprint = 0
         self._block_bytes = 0
         self.dirty = True
+        self.pending: list[tuple[int, int, int, int, int, int, int, int, int, bool]] = []
 
     def __len__(self) -> int:
         return len(self.first)
 
     # -- building -------------------------------------------------------------
     def add(self, pos: int, size: int, base: int, last: int, records: int, mn: int, mx: int,
-            late: int, worst: int,
-            timestamps: Callable[[], Sequence[int]] | None = None) -> None:
+            late: int, worst: int, exact: bool = False) -> None:
         """Describe the batch at ``pos`` (``size`` bytes, offsets base..last) holding
         ``records`` data records with timestamps in [mn, mx]; ``late``/``worst`` are
-        its disorder inside the batch (BatchScan; late -1 = not counted). When the
-        batch straddles the running max (some records below it, some not) or was not
-        counted, ``timestamps()`` gives its records' timestamps in offset order."""
-        if self._block_bytes > self.interval or not self.first:
-            self.first.append(base)
-            self.pos.append(pos)
-            self.min.append(NO_MIN)
-            self.max.append(NO_MAX)
-            self.records.append(0)
-            self.p_at.append(self.running)
-            self.late.append(0)
-            self.worst.append(0)
-            self._block_bytes = 0
-        self._block_bytes += size
+        its disorder inside the batch (BatchScan; late -1 = not counted), or with
+        ``exact`` already against the running max before it. Queued, then folded
+        (``sync``) before the map is read."""
+        self.pending.append((pos, size, base, last, records, mn, mx, late, worst, exact))
         self.covered = pos + size
-        self.next_offset = last + 1
-        self.last_pos = pos
-        self.dirty = True
-        if records <= 0:
+        if len(self.pending) >= 4096:
+            self.sync()
+
+    def sync(self) -> None:
+        """Fold the queued batches into blocks. No record is read: a batch that
+        straddles the running max (records below it and above it) or was not counted
+        leaves its block's count unknown (late -1) until ``Log.disorder_stats`` counts
+        that block from its records."""
+        pend = self.pending
+        if not pend:
             return
+        self.pending = []
+        first, posa, mina, maxa, reca, pat, lata, wora = self._arrays()
+        interval = self.interval
+        bb = self._block_bytes
         p = self.running
-        if mx < p:  # every record is below what came before
-            n_late, w = records, p - mn
-        elif mn >= p and late >= 0:
-            n_late, w = late, worst
+        i = len(first) - 1
+        if i >= 0:
+            bmin, bmax, brec, blate, bworst = mina[i], maxa[i], reca[i], lata[i], wora[i]
         else:
-            n_late, w = count_late(timestamps() if timestamps is not None else (), p)
-        if mn < self.min[-1]:
-            self.min[-1] = mn
-        if mx > self.max[-1]:
-            self.max[-1] = mx
-        self.records[-1] += records
-        if n_late:
-            self.late[-1] += n_late
-            if w > self.worst[-1]:
-                self.worst[-1] = w
-        if mx > p:
-            self.running = mx
+            bb = interval + 1  # the first batch opens a block
+            bmin, bmax, brec, blate, bworst = NO_MIN, NO_MAX, 0, 0, 0
+        for pos, size, base, _last, n, mn, mx, late, worst, exact in pend:
+            if bb > interval:
+                if i >= 0:
+                    mina[i], maxa[i], reca[i], lata[i], wora[i] = bmin, bmax, brec, blate, bworst
+                first.append(base)
+                posa.append(pos)
+                mina.append(NO_MIN)
+                maxa.append(NO_MAX)
+                reca.append(0)
+                pat.append(p)
+                lata.append(0)
+                wora.append(0)
+                i += 1
+                bmin, bmax, brec, blate, bworst, bb = NO_MIN, NO_MAX, 0, 0, 0, 0
+            bb += size
+            if n <= 0:
+                continue
+            if mn < bmin:
+                bmin = mn
+            if mx > bmax:
+                bmax = mx
+            brec += n
+            if exact:
+                pass
+            elif mx < p:  # every record is below what came before
+                late, worst = n, p - mn
+            elif mn < p or late < 0:
+                blate = -1  # straddles, or not counted: counted later from the records
+            if late > 0 and blate >= 0:
+                blate += late
+                if worst > bworst:
+                    bworst = worst
+            if mx > p:
+                p = mx
+        mina[i], maxa[i], reca[i], lata[i], wora[i] = bmin, bmax, brec, blate, bworst
+        last = pend[-1]
+        self.next_offset = last[3] + 1
+        self.last_pos = last[0]
+        self._block_bytes = bb
+        self.running = p
+        self.dirty = True
 
     def cut(self, position: int) -> int:
         """Forget the blocks that reach ``position`` (the .log is cut there, at a batch
         boundary; a block ending exactly there goes too, so its last batch is walked
         again and the fingerprint stays known); returns the position to walk the .log
         from again (``covered`` when ``position`` is not below it)."""
+        self.sync()
         if position >= self.covered:
             return self.covered
         keep = len(self.first)
@@ -178,6 +213,7 @@ class ZoneMap:
         """The sidecar's bytes: header, the eight arrays (little-endian int64), CRC-32C.
         ``last_header`` is the 61-byte header of the batch at ``last_pos`` as on disk
         (hashed into the fingerprint here, off the append path)."""
+        self.sync()
         self.fingerprint = _crc32c.crc32c(last_header) if self.last_pos >= 0 else 0
         n = len(self.first)
         body = bytearray(_HEAD.pack(_MAGIC, _VERSION, self.base_offset, self.interval,

@@ -195,8 +195,13 @@ def test_after_kill_9_with_the_sidecars_damaged(broker, damage: str) -> None:  #
         c.create_topic("evt-kill", 1, {"segment.bytes": "1500", "index.interval.bytes": "100"})
         rows = _produce(c, "evt-kill", 1, [(0, [T0 + rng.randint(0, 80_000) for _ in range(5)])
                                            for _ in range(40)])
+    pdir = Path(broker.data_dir, "evt-kill-0")
+    deadline = time.monotonic() + 20  # sealed segments' sidecars come from a background slice
+    while len(list(pdir.glob("*.zonemap"))) < len(list(pdir.glob("*.log"))) - 1:
+        assert time.monotonic() < deadline, "no sidecars written"
+        time.sleep(0.1)
     broker.kill()
-    sidecars = sorted(Path(broker.data_dir, "evt-kill-0").glob("*.zonemap"))
+    sidecars = sorted(pdir.glob("*.zonemap"))
     assert sidecars
     for f in sidecars:
         if damage == "deleted":
