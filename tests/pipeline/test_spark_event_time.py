@@ -76,7 +76,7 @@ def _timestamps(shape: str, n: int, at: int, rng: random.Random) -> list[int]:
     return [base + rng.randint(-500_000, 500_000) for _ in range(n)]
 
 
-def _produce(c: SyncClient, txn: Producer, topic: str, parts: int,
+def _produce(c: SyncClient, txn: Producer | None, topic: str, parts: int,
              batches: list[tuple[int, list[int], str]]) -> list[Produced]:
     """Each (partition, timestamps, fate) as one batch: plain through the bundled client,
     commit/abort as one transaction of a real transactional producer."""
@@ -94,6 +94,7 @@ def _produce(c: SyncClient, txn: Producer, topic: str, parts: int,
                 assert err is None, err
                 got[msg.value()] = msg.offset()
 
+            assert txn is not None
             txn.begin_transaction()
             for v, t in zip(values, tss, strict=True):
                 txn.produce(topic, value=v, partition=p, timestamp=t, on_delivery=report)
@@ -274,3 +275,59 @@ def test_the_export_job_reads_an_event_time_window(spark: Any, evt_broker: Any, 
     assert result.rows == len(want)
     back = spark.read.parquet(str(tmp_path / "out")).select("partition", "offset").collect()
     assert sorted((r.partition, r.offset) for r in back) == [(p, o) for p, o, _, _ in want]
+
+
+def test_read_committed_stops_at_an_open_transaction_and_read_uncommitted_does_not(
+    spark: Any, evt_broker: Any
+) -> None:
+    """Under read_committed the plan ends at the last stable offset, so no task is planned
+    into the open transaction (its fetch would find no committed end there)."""
+    with SyncClient(evt_broker.bootstrap) as c:
+        c.create_topic("sevt-open", 1, {"segment.bytes": "1500", "index.interval.bytes": "200"})
+        rows = _produce(c, None, "sevt-open", 1, [(0, [T0 + 30 - i for i in range(10)], "plain")])
+    p = Producer({"bootstrap.servers": evt_broker.bootstrap, "transactional.id": "sevt-open",
+                  "linger.ms": 5})
+    p.init_transactions(15)
+    p.begin_transaction()
+    got: dict[bytes, int] = {}
+    for i in range(5):
+        p.produce("sevt-open", value=b"open-%d" % i, partition=0, timestamp=T0 + 10 + i,
+                  on_delivery=lambda err, msg: got.__setitem__(msg.value(), msg.offset()))
+    p.flush(15)
+    with SyncClient(evt_broker.bootstrap) as c:
+        rows += _produce(c, None, "sevt-open", 1, [(0, [T0 + 5 + i for i in range(10)], "plain")])
+    open_rows = [(0, got[b"open-%d" % i], T0 + 10 + i, b"open-%d" % i, "open") for i in range(5)]
+    lso = min(o for _, o, *_ in open_rows)
+    try:
+        for level in LEVELS:
+            opts = _options(evt_broker.bootstrap, "sevt-open", T0 + 8, T0 + 25, level, "")
+            visible = rows + open_rows if level == "read_uncommitted" else [
+                r for r in rows if r[1] < lso]
+            want = sorted((q, o, t, v) for q, o, t, v, _ in visible if T0 + 8 <= t < T0 + 25)
+            assert _spark(spark, opts) == want, level
+            _check_plan(evt_broker, "sevt-open", opts, want)
+    finally:
+        p.abort_transaction(15)
+
+
+def test_after_delete_records_the_window_starts_at_the_log_start(spark: Any, evt_broker: Any,
+                                                                  txn: Producer) -> None:
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    rng = random.Random(2)
+    with SyncClient(evt_broker.bootstrap) as c:
+        c.create_topic("sevt-del", 2, {"segment.bytes": "1000", "index.interval.bytes": "150"})
+        rows = _produce(c, txn, "sevt-del", 2, [
+            (i % 2, [T0 + rng.randint(0, 90_000) for _ in range(7)], "plain") for i in range(30)])
+    start = {0: 17, 1: 40}  # inside batches, not at their starts
+    admin = AdminClient({"bootstrap.servers": evt_broker.bootstrap})
+    for f in admin.delete_records([KafkaTopicPartition("sevt-del", p, o)
+                                   for p, o in start.items()], request_timeout=15).values():
+        f.result()
+    kept = [r for r in rows if r[1] >= start[r[0]]]
+    for t1, t2 in [(T0, T0 + 90_001), (T0 + 20_000, T0 + 30_000), (T0 + 89_000, T0 + 95_000)]:
+        opts = _options(evt_broker.bootstrap, "sevt-del", t1, t2, "read_uncommitted", "")
+        want = _oracle(kept, t1, t2, "read_uncommitted")
+        assert _spark(spark, opts) == want
+        _check_plan(evt_broker, "sevt-del", opts, want)
