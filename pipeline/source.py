@@ -94,7 +94,7 @@ class EventTimePartition(InputPartition):
 
     @property
     def bytes(self) -> int:
-        """The planned bytes this task fetches at most."""
+        """The planned bytes of its ranges (of a range cut between tasks, this piece's share)."""
         return sum(b for _, _, b in self.ranges)
 
     def __repr__(self) -> str:
