@@ -110,14 +110,15 @@ def _oracle(rows: list[Produced], t1: int, t2: int, level: str) -> list[tuple[in
                   if t1 <= t < t2 and (fate != "abort" or level == "read_uncommitted"))
 
 
-def _options(bootstrap: str, topic: str, t1: int, t2: int, level: str, per_task: str,
+def _options(bootstrap: str, topic: str, t1: int, t2: int, level: str, split: str,
              event_time: bool = True) -> dict[str, str]:
     opts = {"bootstrap.servers": bootstrap, "subscribe": topic, "startingTimestamp": str(t1),
             "endingTimestamp": str(t2), "kafka.isolation.level": level}
     if event_time:
         opts["eventTime"] = "true"
-    if per_task:
-        opts["maxRecordsPerPartition"] = per_task
+    if split:  # "maxRecordsPerPartition=7" or "minPartitions=5"
+        key, value = split.split("=")
+        opts[key] = value
     return opts
 
 
@@ -160,7 +161,7 @@ def _check_plan(broker: Any, topic: str, opts: dict[str, str],
             direct += [(t.partition, o, ts.timestamp() * 1000, v) for o, ts, v in zip(
                 d["offset"], d["timestamp"], d["value"], strict=True)]
     assert [(p, o, int(t), v) for p, o, t, v in direct] == want
-    if not ro.max_records_per_partition:
+    if len(tasks) == len({t.partition for t in tasks}):  # no range cut between tasks
         assert stats.bytes_fetched <= planned
 
 
@@ -211,11 +212,12 @@ def test_event_time_reads_equal_the_oracle_and_tasks_read_only_planned_ranges(
             a = data.draw(st.sampled_from(tss))
             t1, t2 = a - data.draw(st.integers(0, 50_000)), a + data.draw(st.integers(1, 200_000))
         level = data.draw(st.sampled_from(LEVELS))
-        per_task = data.draw(st.sampled_from(["", "", "7"]))
-        opts = _options(evt_broker.bootstrap, topic, t1, t2, level, per_task)
+        split = data.draw(st.sampled_from(["", "", "maxRecordsPerPartition=7",
+                                           "minPartitions=5"]))
+        opts = _options(evt_broker.bootstrap, topic, t1, t2, level, split)
         want = _oracle(rows, t1, t2, level)
         got = _spark(spark, opts)
-        assert sorted(got) == want, (kind, t1, t2, level, per_task)
+        assert sorted(got) == want, (kind, t1, t2, level, split)
         assert _per_partition(got) == _per_partition(want)  # each partition in offset order
         _check_plan(evt_broker, topic, opts, want)
 
