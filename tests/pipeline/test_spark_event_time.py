@@ -333,3 +333,22 @@ def test_after_delete_records_the_window_starts_at_the_log_start(spark: Any, evt
         want = _oracle(kept, t1, t2, "read_uncommitted")
         assert _spark(spark, opts) == want
         _check_plan(evt_broker, "sevt-del", opts, want)
+
+
+def test_a_window_with_one_bound_is_open_on_the_other_side(spark: Any, evt_broker: Any) -> None:
+    rng = random.Random(4)
+    with SyncClient(evt_broker.bootstrap) as c:
+        c.create_topic("sevt-open-ended", 2, {"segment.bytes": "1200"})
+        rows = _produce(c, None, "sevt-open-ended", 2, [
+            (i % 2, _timestamps("shuffled", 9, 2000 + i * 40, rng), "plain") for i in range(12)])
+    middle = sorted(r[2] for r in rows)[len(rows) // 2]
+    for side, want in (("startingTimestamp", _oracle(rows, middle, 2**63 - 1, "read_committed")),
+                       ("endingTimestamp", _oracle(rows, 0, middle, "read_committed"))):
+        r = (spark.read.format("chronolog").option("bootstrap.servers", evt_broker.bootstrap)
+             .option("subscribe", "sevt-open-ended").option("eventTime", "true")
+             .option(side, str(middle)))
+        table = r.load().select("partition", "offset").toArrow()
+        got = list(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(),
+                       strict=True))
+        assert got == [(p, o) for p, o, _, _ in want], side
+        assert 0 < len(want) < len(rows)
