@@ -38,6 +38,7 @@ from broker.dynamic_config import DynamicBrokerConfigs
 from broker.group_commit import GroupCommit
 from broker.groups.store import GroupStore, store_for
 from broker.producers import ProducerStateManager
+from broker.retention_notice import OldTimestampRetention
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import LogConfig
 from storage.fsutil import atomic_write_text
@@ -123,6 +124,8 @@ class PartitionManager:
         # Set by the transaction coordinator: raises KafkaError unless (topic, partition,
         # producer id, epoch) belongs to an ongoing transaction (KIP-890 part 1's check).
         self.txn_verifier: Any = None
+        # Says once per partition when retention deletes just-written old-timestamped data.
+        self._old_timestamps = OldTimestampRetention()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -714,11 +717,13 @@ class PartitionManager:
         deleted = 0
         for (topic, partition), plog in self.logs().items():
             try:
+                doomed = self._old_timestamps.before((topic, partition), plog, now_ms)
                 n = plog.delete_old_segments(now_ms)
             except OSError:
                 log.exception("retention failed for %s-%d", topic, partition)
                 continue
             if n:
+                self._old_timestamps.after((topic, partition), plog, doomed, n, now_ms)
                 log.info("retention deleted %d segment(s) of %s-%d; log start is now %d",
                          n, topic, partition, plog.log_start_offset)
                 if self.producers is not None:

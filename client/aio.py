@@ -1517,12 +1517,10 @@ class Client:
                                             isolation_level=isolation_level)
         for p, plan in sorted(plans.items()):
             for rng in plan.ranges:
-                async for chunk in self.consume_chunks(
-                        topic, p, rng.start_offset, rng.end_offset,
-                        max_bytes=_range_fetch_bytes(rng), isolation_level=isolation_level):
+                async for chunk in self.read_planned_range(topic, p, rng, start_ms, end_ms,
+                                                           isolation_level=isolation_level):
                     for r in chunk:
-                        if start_ms <= r.timestamp < end_ms:
-                            yield r
+                        yield r
 
     async def read_time_range_arrow(
         self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
@@ -1540,20 +1538,45 @@ class Client:
                                                           isolation_level=isolation_level):
                         yield p, batch
             return
-        import pyarrow.compute as pc
-
         plans = await self.plan_time_window(topic, start_ms, end_ms, partitions,
                                             isolation_level=isolation_level)
         for p, plan in sorted(plans.items()):
             for rng in plan.ranges:
-                async for batch in self.consume_arrow(
-                        topic, p, rng.start_offset, rng.end_offset,
-                        max_bytes=_range_fetch_bytes(rng), isolation_level=isolation_level):
-                    ts = batch.column("timestamp")
-                    kept = batch.filter(pc.and_(pc.greater_equal(ts, start_ms),
-                                                pc.less(ts, end_ms)))
-                    if kept.num_rows:
-                        yield p, kept
+                async for batch in self.read_planned_range_arrow(
+                        topic, p, rng, start_ms, end_ms, isolation_level=isolation_level):
+                    yield p, batch
+
+    async def read_planned_range(
+        self, topic: str, partition: int, rng: PlannedRange, start_ms: int, end_ms: int,
+        *, isolation_level: int = 0,
+    ) -> AsyncIterator[list[Record]]:
+        """The records of one planned range (:meth:`plan_time_window`) with start_ms <=
+        timestamp < end_ms, in offset order, one list per Fetch (lists left empty by the
+        window are not yielded). Each Fetch asks for the range's bytes, so the broker
+        sends little beyond it. A plan's ranges can be read in parallel (e.g. one Spark
+        task each); together they give exactly the event-time window."""
+        async for chunk in self.consume_chunks(
+                topic, partition, rng.start_offset, rng.end_offset,
+                max_bytes=_range_fetch_bytes(rng), isolation_level=isolation_level):
+            kept = [r for r in chunk if start_ms <= r.timestamp < end_ms]
+            if kept:
+                yield kept
+
+    async def read_planned_range_arrow(
+        self, topic: str, partition: int, rng: PlannedRange, start_ms: int, end_ms: int,
+        *, isolation_level: int = 0,
+    ) -> AsyncIterator[pa.RecordBatch]:
+        """:meth:`read_planned_range` as Arrow record batches (:meth:`consume_arrow`'s
+        columns), filtered column-wise."""
+        import pyarrow.compute as pc
+
+        async for batch in self.consume_arrow(
+                topic, partition, rng.start_offset, rng.end_offset,
+                max_bytes=_range_fetch_bytes(rng), isolation_level=isolation_level):
+            ts = batch.column("timestamp")
+            kept = batch.filter(pc.and_(pc.greater_equal(ts, start_ms), pc.less(ts, end_ms)))
+            if kept.num_rows:
+                yield kept
 
 
 def _range_fetch_bytes(rng: PlannedRange) -> int:

@@ -37,11 +37,10 @@ from client.aio import (
     Record,
     TimeWindowPlan,
     TopicPartition,
-    _range_fetch_bytes,
 )
 from client.connection import IDLE_POLL_US
 from client.producer import Producer, RecordMetadata
-from storage.planner import DisorderStats
+from storage.planner import DisorderStats, PlannedRange
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -401,13 +400,28 @@ class SyncClient:
                                       isolation_level=isolation_level)
         for p, plan in sorted(plans.items()):
             for rng in plan.ranges:
-                chunks = self._client.consume_chunks(
-                    topic, p, rng.start_offset, rng.end_offset,
-                    max_bytes=_range_fetch_bytes(rng), isolation_level=isolation_level)
-                for chunk in self._iterate_chunks(chunks):
-                    for r in chunk:
-                        if start_ms <= r.timestamp < end_ms:
-                            yield r
+                for chunk in self._iterate_chunks(self._client.read_planned_range(
+                        topic, p, rng, start_ms, end_ms, isolation_level=isolation_level)):
+                    yield from chunk
+
+    def read_planned_range(
+        self, topic: str, partition: int, rng: PlannedRange, start_ms: int, end_ms: int,
+        *, isolation_level: int = 0,
+    ) -> Generator[Record, None, None]:
+        """One planned range's records in the window; see
+        :meth:`client.Client.read_planned_range` (one thread hop per Fetch)."""
+        for chunk in self._iterate_chunks(self._client.read_planned_range(
+                topic, partition, rng, start_ms, end_ms, isolation_level=isolation_level)):
+            yield from chunk
+
+    def read_planned_range_arrow(
+        self, topic: str, partition: int, rng: PlannedRange, start_ms: int, end_ms: int,
+        *, isolation_level: int = 0,
+    ) -> Generator[pa.RecordBatch, None, None]:
+        """One planned range as Arrow batches; see
+        :meth:`client.Client.read_planned_range_arrow`."""
+        return self._iterate_chunks(self._client.read_planned_range_arrow(
+            topic, partition, rng, start_ms, end_ms, isolation_level=isolation_level))
 
     def read_time_range_arrow(
         self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,

@@ -17,7 +17,12 @@ Invariants:
   (pinned) one always does;
 - a block summary (``BatchSummary``) of a batch at position p describes the bytes
   at p exactly as they are on disk; summaries are dropped whenever the .log is
-  cut (truncation, recovery), never otherwise, since batches never move.
+  cut (truncation, recovery), never otherwise, since batches never move;
+- the timestamp zone map (storage/zonemap.py), when in memory, describes exactly the
+  .log's first ``covered`` bytes: appends extend it (``add_zone`` with what validation
+  found, or a read-back), a cut drops the blocks reaching it and walks them again; its
+  sidecar ``.zonemap`` is written off the append path (background, close) and trusted
+  only for the prefix its fingerprint still matches.
 
 The search inside one batch (``first_record_at_or_after``) is exact for any
 timestamp order: runs of equal-layout records are searched column-wise (strided

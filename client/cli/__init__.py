@@ -14,11 +14,22 @@ import sys
 from collections.abc import Sequence
 
 
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml's, via the package metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("chronolog")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="chronolog",
         description="Chronolog: a Kafka-protocol event-log broker with exact time travel.",
     )
+    parser.add_argument("--version", action="version", version=f"chronolog {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):

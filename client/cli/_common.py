@@ -17,8 +17,8 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
-from client.timeparse import TimeParseError, parse_time
-from protocol.errors import KafkaError
+from client.timeparse import TimeParseError, parse_time, seconds_for_ms_warning
+from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from client.aio import Client
@@ -72,6 +72,23 @@ async def connect(args: argparse.Namespace) -> Client:
     )
 
 
+def missing_topic_message(topic: str) -> str:
+    """What to do about a topic that does not exist (the commands never create one)."""
+    return (f"topic {topic!r} does not exist: create it with `chronolog topics create {topic} "
+            "--partitions N` (chronolog's commands never create topics; Kafka clients that ask "
+            "for it get one made when the broker's auto.create.topics.enable is true)")
+
+
+async def require_topic(client: Client, topic: str) -> list[int]:
+    """The partitions of ``topic``; UNKNOWN_TOPIC_OR_PARTITION says how to create it."""
+    try:
+        return await client.partitions_for(topic)
+    except KafkaError as e:
+        if e.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise
+        raise KafkaError(e.code, missing_topic_message(topic)) from None
+
+
 def add_command(
     subparsers: Any, name: str, help: str, doc: str | None
 ) -> argparse.ArgumentParser:
@@ -103,11 +120,18 @@ def allow_relative_times(parser: argparse.ArgumentParser) -> None:
 
 
 def time_arg(text: str) -> int:
-    """argparse ``type=`` for times: ISO-8601 with zone, epoch ms, or -15m / now."""
+    """argparse ``type=`` for times: ISO-8601 with zone, epoch ms, or -15m / now.
+
+    Ten digits are still read as milliseconds (as Kafka does), with a warning on
+    stderr that names the seconds reading too: it is almost always what was meant.
+    """
     try:
-        return parse_time(text)
+        ms = parse_time(text)
     except TimeParseError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    if text.strip().isdigit() and (warning := seconds_for_ms_warning(ms, text)):
+        print(f"warning: {warning}", file=sys.stderr)
+    return ms
 
 
 def config_arg(text: str) -> tuple[str, str]:

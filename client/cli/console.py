@@ -7,15 +7,20 @@ a record browser from a time or an offset, a live tail, and consumer groups
 with their lag. Client settings (client.id, request.timeout.ms,
 bootstrap.servers, security.protocol, ssl.*, sasl.*) come from a properties
 file with Kafka's names (--client-config). Read-only unless --allow-writes.
+The broker is --bootstrap-server, else bootstrap.servers from --client-config,
+else $CHRONOLOG_BOOTSTRAP_SERVER, else 127.0.0.1:9092. Started before the
+broker, it serves pages that say the broker is not reachable yet and connects
+once it answers (console/link.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
-from client.cli._common import DEFAULT_BOOTSTRAP, add_command
+from client.cli._common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, add_command
 from protocol.errors import KafkaError
 
 
@@ -23,7 +28,7 @@ def register(subparsers: Any) -> None:
     p = add_command(subparsers, "console", "web console: topics, timeline, records, live tail, groups", __doc__)
     p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
                    help=f"broker to connect to (default: bootstrap.servers from --client-config, "
-                        f"else {DEFAULT_BOOTSTRAP})")
+                        f"else ${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to serve on (default 8080)")
     p.add_argument("--client-config", metavar="FILE",
@@ -51,8 +56,10 @@ def _console(args: argparse.Namespace) -> int:
         return 2
     for name in settings.unused:
         print(f"note: {name} in {args.client_config} is not used by the console", file=sys.stderr)
-    bootstrap = args.bootstrap_server or settings.bootstrap_servers or DEFAULT_BOOTSTRAP
+    bootstrap = (args.bootstrap_server or settings.bootstrap_servers
+                 or os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP)
     config = ConsoleConfig(bootstrap, settings, args.allow_writes, args.host)
+
     try:
         uvloop.run(serve(config, args.host, args.port))
     except KeyboardInterrupt:
@@ -60,4 +67,7 @@ def _console(args: argparse.Namespace) -> int:
     except (OSError, KafkaError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except ValueError as e:  # a malformed --bootstrap-server
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0

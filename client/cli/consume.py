@@ -36,6 +36,7 @@ from client.cli._common import (
     allow_relative_times,
     connect,
     progress,
+    require_topic,
     run,
     time_arg,
 )
@@ -234,7 +235,7 @@ async def _consume(args: argparse.Namespace) -> int:
     as_json = args.format == "json"
     count = 0
     async with await connect(args) as client:
-        parts = await client.partitions_for(args.topic)
+        parts = await require_topic(client, args.topic)
         if args.partition is not None:
             if args.partition not in parts:
                 raise KafkaError(

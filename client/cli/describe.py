@@ -1,11 +1,12 @@
-"""``chronolog describe --topic T``: per-partition offsets, timestamps and sizes.
+"""``chronolog describe TOPIC``: per-partition offsets, timestamps and sizes.
 
 Two sources, same columns:
 - ``--data-dir D`` reads a (stopped or running) broker's files read-only: log
   start (the log-start-offset checkpoint, else the first segment's base), log
   end, segment count, bytes, and first/last/max timestamps from the batch
   headers plus the first and last batch's records;
-- ``--bootstrap-server HOST:PORT`` asks a running broker over the Kafka
+- ``--bootstrap-server HOST:PORT`` (the default, from ``$CHRONOLOG_BOOTSTRAP_SERVER``
+  else 127.0.0.1:9092, as every client command) asks a running broker over the Kafka
   protocol (ListOffsets EARLIEST/LATEST/MAX_TIMESTAMP and two Fetches), which
   works against any Kafka broker; segment count and bytes are not part of
   that protocol and show as ``-``.
@@ -21,15 +22,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from client.cli._common import client_security
+from client.cli._common import (
+    BOOTSTRAP_ENV,
+    DEFAULT_BOOTSTRAP,
+    client_security,
+    missing_topic_message,
+    require_topic,
+)
 from client.cli.doctor import LOG_START_CHECKPOINT, read_checkpoint
 from client.cli.dump_log import LogScan, _mapped, is_partition_dir, scan_log, segments_in
 from client.timeparse import format_time
+from protocol.errors import KafkaError
 from storage.errors import StorageError
 from storage.records import decode_batch
 
@@ -107,7 +116,7 @@ async def describe_online(bootstrap: str, topic: str,
 
     client = await Client.connect(bootstrap, client_id="chronolog-describe", security=security)
     try:
-        parts = await client.partitions_for(topic)
+        parts = await require_topic(client, topic)
         starts = await client.earliest(topic, parts)
         ends = await client.latest(topic, parts)
         maxes = await client.max_timestamp(topic, parts)
@@ -159,10 +168,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Describe a topic's partitions from a data directory (offline, read-only) "
         "or from a running broker.",
     )
-    p.add_argument("--topic", required=True)
-    src = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("topic", nargs="?", help="the topic (as in `topics describe TOPIC`)")
+    p.add_argument("--topic", dest="topic_option", metavar="TOPIC",
+                   help="the same, as an option (the older form)")
+    src = p.add_mutually_exclusive_group()
     src.add_argument("--data-dir", type=Path, help="read the broker's files (read-only)")
-    src.add_argument("--bootstrap-server", metavar="HOST:PORT", help="ask a running broker")
+    src.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                     help=f"ask a running broker (the default: ${BOOTSTRAP_ENV}, "
+                     f"else {DEFAULT_BOOTSTRAP})")
     p.add_argument("--client-config", default=None, metavar="FILE",
                    help="with --bootstrap-server: client properties with Kafka/librdkafka "
                    "names (security.protocol, ssl.*, sasl.*; other settings ignored)")
@@ -171,6 +184,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.topic and args.topic_option and args.topic != args.topic_option:
+        print(f"describe: two topics given ({args.topic!r} and --topic {args.topic_option!r})",
+              file=sys.stderr)
+        return 2
+    args.topic = args.topic or args.topic_option
+    if not args.topic:
+        print("describe: which topic? chronolog describe TOPIC", file=sys.stderr)
+        return 2
+    if args.data_dir is None and args.bootstrap_server is None:
+        args.bootstrap_server = os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
     try:
         if args.data_dir is not None:
             if not args.data_dir.is_dir():
@@ -180,11 +203,17 @@ def run(args: argparse.Namespace) -> int:
         else:
             infos = asyncio.run(describe_online(args.bootstrap_server, args.topic,
                                                 client_security(args.client_config)))
+    except KafkaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:  # one clear line for the operator, not a traceback
         print(f"describe: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     if not infos:
-        print(f"describe: topic {args.topic!r} not found", file=sys.stderr)
+        if args.data_dir is not None:
+            print(f"describe: topic {args.topic!r} not found in {args.data_dir}", file=sys.stderr)
+        else:
+            print(f"error: {missing_topic_message(args.topic)}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({"topic": args.topic, "partitions": [asdict(i) for i in infos]},

@@ -21,6 +21,7 @@ from client.cli._common import (
     allow_relative_times,
     connect,
     print_table,
+    require_topic,
     run,
     time_arg,
 )
@@ -55,7 +56,8 @@ def register(subparsers: Any) -> None:
 
 async def _offsets(args: argparse.Namespace) -> int:
     async with await connect(args) as client:
-        parts = args.partition or await client.partitions_for(args.topic)
+        known = await require_topic(client, args.topic)
+        parts = args.partition or known
         res = await client.list_offsets({TopicPartition(args.topic, p): args.time for p in parts},
                                         1 if args.isolation == "read_committed" else 0)
     rows = [

@@ -1,12 +1,18 @@
 """``chronolog produce TOPIC``: one record per input line, from stdin or ``--file``.
 
-Without column options the whole line (without its line ending) is the value.
-With ``--key-column`` and/or ``--timestamp-column`` the line is split on
-``--separator`` (default a tab); columns are numbered from 1 like ``cut -f``;
-the key and timestamp columns are taken out and the remaining columns, joined
-by the separator again, are the value (or ``--value-column`` picks one).
-Timestamps are anything ``client.timeparse`` accepts (ISO-8601 with zone or
-epoch milliseconds); without a timestamp column each record gets the
+``--input-format lines`` (the default): without column options the whole line
+(without its line ending) is the value. With ``--key-column`` and/or
+``--timestamp-column`` the line is split on ``--separator`` (default a tab);
+columns are numbered from 1 like ``cut -f``; the key and timestamp columns are
+taken out and the remaining columns, joined by the separator again, are the
+value (or ``--value-column`` picks one). ``--input-format jsonl`` (one JSON
+object per line) and ``csv`` (a header row, then Python's csv rules) take
+``--key-field``, ``--timestamp-field`` and ``--value-field`` by name; the value
+is the whole line (row) unless ``--value-field`` picks one. Timestamps follow
+``--timestamp-format`` (default ``auto``: ISO-8601 with a zone, epoch ms, a JSON
+number as epoch ms); a time without a zone is read in ``--timezone`` (default UTC
+for jsonl, csv and an explicit format; the tab-separated format without either
+option refuses it, as ``--time`` does). Without a timestamp each record gets the
 producer's clock at the time it is read.
 
 Invariants: bytes are passed through untouched (no decoding of keys or
@@ -14,7 +20,8 @@ values); input is read off the event loop, so records from a slow pipe are
 sent within ``--linger-ms`` of arriving; lines are sent in input order, so records of one partition get
 increasing offsets in line order; a line that cannot be parsed stops the
 command with its line number, after flushing what came before (which stays
-acknowledged and is counted in the message).
+acknowledged and is counted in the message), or with ``--on-error skip`` is
+left out and counted on stderr at the end.
 
 Speed: input is read in blocks (up to 1 MiB, or whatever a pipe has) and split
 into lines in bulk; each block's lines become key/value/timestamp columns and
@@ -32,30 +39,74 @@ import codecs
 import os
 import sys
 from collections.abc import AsyncIterator
+from datetime import UTC, tzinfo
 from typing import Any, BinaryIO
 
 from client.aio import COMPRESSION_CODECS, Client, Placement, ProducerRecord, ProduceWindow
-from client.cli._common import add_bootstrap, add_command, config_arg, connect, progress, run
+from client.cli._common import (
+    add_bootstrap,
+    add_command,
+    config_arg,
+    connect,
+    progress,
+    require_topic,
+    run,
+)
+from client.cli._input import (
+    TIMESTAMP_FORMATS,
+    CsvParser,
+    InputParser,
+    JsonLinesParser,
+    LineParser,
+    Parsed,
+    TimestampReader,
+)
 from client.producer import Producer
-from client.timeparse import TimeParseError, parse_time
 from protocol.errors import KafkaError
+
+__all__ = ["LineParser", "read_blocks", "register"]
+
+#: How many skipped lines ``--on-error skip`` describes one by one before only counting.
+SHOWN_SKIPS = 10
 
 
 def register(subparsers: Any) -> None:
     p = add_command(subparsers, "produce", "produce lines from stdin or a file as records", __doc__)
     p.add_argument("topic")
     p.add_argument("--file", "-f", metavar="PATH", help="read lines from PATH instead of stdin")
-    p.add_argument("--separator", default="\t", help="column separator (default: tab)")
+    p.add_argument("--input-format", choices=["lines", "jsonl", "csv"], default="lines",
+                   help="lines: a line (or its --separator columns) per record (default); "
+                   "jsonl: a JSON object per line; csv: a header row, then a record per row")
+    p.add_argument("--separator", default=None,
+                   help="column separator (default: tab; for csv a comma)")
     p.add_argument("--key-column", type=int, metavar="N", help="column N (from 1) is the key")
     p.add_argument(
         "--timestamp-column",
         type=int,
         metavar="N",
-        help="column N (from 1) is the timestamp: ISO-8601 with zone or epoch ms",
+        help="column N (from 1) is the timestamp (see --timestamp-format)",
     )
     p.add_argument(
         "--value-column", type=int, metavar="N", help="column N is the value (default: the rest)"
     )
+    p.add_argument("--key-field", metavar="NAME", help="jsonl/csv: field NAME is the key")
+    p.add_argument("--timestamp-field", metavar="NAME",
+                   help="jsonl/csv: field NAME is the timestamp (see --timestamp-format)")
+    p.add_argument("--value-field", metavar="NAME",
+                   help="jsonl/csv: field NAME is the value (default: the whole line or row)")
+    p.add_argument(
+        "--timestamp-format", default=None, metavar="FORMAT",
+        help=f"{'|'.join(TIMESTAMP_FORMATS)}|a strftime pattern such as '%%d/%%m/%%Y %%H:%%M' "
+        "(default auto: ISO-8601 with a zone, epoch ms, or a JSON number as epoch ms)",
+    )
+    p.add_argument(
+        "--timezone", default=None, metavar="ZONE",
+        help="IANA zone (Europe/Paris) for times without a zone; default UTC for jsonl, "
+        "csv and an explicit --timestamp-format (the tab-separated format refuses them)",
+    )
+    p.add_argument("--on-error", choices=["stop", "skip"], default="stop",
+                   help="a malformed line: stop there (default; earlier lines stay produced) "
+                   "or skip it and count it on stderr")
     p.add_argument(
         "--header",
         type=config_arg,
@@ -89,90 +140,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=lambda a: run(lambda: _produce(a)))
 
 
-class LineParser:
-    """Turns one input line into a ProducerRecord according to the column options."""
-
-    def __init__(
-        self,
-        separator: bytes,
-        key_column: int | None,
-        timestamp_column: int | None,
-        value_column: int | None,
-        headers: list[tuple[str, bytes]],
-    ) -> None:
-        for name, col in (("key", key_column), ("timestamp", timestamp_column),
-                          ("value", value_column)):
-            if col is not None and col < 1:
-                raise ValueError(f"--{name}-column counts from 1, got {col}")
-        if not separator:
-            raise ValueError("--separator must not be empty")
-        self.sep = separator
-        self.key_col = key_column
-        self.ts_col = timestamp_column
-        self.value_col = value_column
-        self.headers = headers
-        self.split = any(c is not None for c in (key_column, timestamp_column, value_column))
-        used = [c for c in (key_column, timestamp_column, value_column) if c is not None]
-        if len(set(used)) != len(used):
-            raise ValueError("key, timestamp and value columns must differ")
-        self.need = max(used, default=0)
-
-    def parse(self, line: bytes, lineno: int) -> ProducerRecord:
-        if line.endswith(b"\n"):
-            line = line[:-1]
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if not self.split:
-            return ProducerRecord(value=line, headers=self.headers)
-        cols = line.split(self.sep)
-        if len(cols) < self.need:
-            raise ValueError(
-                f"line {lineno}: has {len(cols)} column(s), column {self.need} is needed"
-            )
-        key = cols[self.key_col - 1] if self.key_col else None
-        ts: int | None = None
-        if self.ts_col:
-            raw = cols[self.ts_col - 1]
-            try:
-                ts = parse_time(raw.decode("ascii", "replace"))
-            except TimeParseError as e:
-                raise ValueError(f"line {lineno}: bad timestamp: {e}") from None
-        if self.value_col:
-            value = cols[self.value_col - 1]
-        else:
-            skip = {c - 1 for c in (self.key_col, self.ts_col) if c}
-            value = self.sep.join(c for i, c in enumerate(cols) if i not in skip)
-        return ProducerRecord(key=key, value=value, headers=self.headers, timestamp=ts)
-
-
-    def parse_block(
-        self, lines: list[bytes], first_lineno: int, has_cr: bool = True
-    ) -> tuple[list[bytes | None] | None, list[bytes], list[int | None] | None, ValueError | None]:
-        """Columns (keys, values, timestamps) of whole lines without their ``\\n``.
-
-        Keys/timestamps are None when those columns are not used. A line that
-        does not parse ends the block: the columns hold the lines before it and
-        its error is returned. ``has_cr=False`` says no line holds a ``\\r`` (no CRLF to strip).
-        """
-        if not self.split:
-            values = lines
-            if has_cr and any(line.endswith(b"\r") for line in lines):
-                values = [line[:-1] if line.endswith(b"\r") else line for line in lines]
-            return None, values, None, None
-        keys: list[bytes | None] = []
-        vals: list[bytes] = []
-        stamps: list[int | None] = []
-        for i, line in enumerate(lines):
-            try:
-                r = self.parse(line, first_lineno + i)
-            except ValueError as e:
-                return keys, vals, stamps, e
-            keys.append(r.key)  # type: ignore[arg-type]  # parse keeps bytes
-            vals.append(r.value)  # type: ignore[arg-type]
-            stamps.append(r.timestamp)
-        return (keys if self.key_col else None), vals, (stamps if self.ts_col else None), None
-
-
 async def read_blocks(
     source: BinaryIO, block: int = 1 << 20
 ) -> AsyncIterator[tuple[list[bytes], int, bool]]:
@@ -199,44 +166,113 @@ async def read_blocks(
         yield whole.split(b"\n"), cut, b"\r" in whole
 
 
-async def read_lines(source: BinaryIO, block: int = 1 << 16) -> AsyncIterator[bytes]:
-    """Lines of ``source`` (each with its ending, as read), off the event loop (see read_blocks).
+def make_parser(args: argparse.Namespace) -> InputParser:
+    """The input parser the options describe; contradictory options are a ValueError."""
+    fmt = args.input_format
+    columns = {"--key-column": args.key_column, "--timestamp-column": args.timestamp_column,
+               "--value-column": args.value_column}
+    fields = {"--key-field": args.key_field, "--timestamp-field": args.timestamp_field,
+              "--value-field": args.value_field}
+    if fmt == "lines":
+        if given := [k for k, v in fields.items() if v is not None]:
+            raise ValueError(f"{given[0]} needs --input-format jsonl or csv "
+                             "(tab-separated lines take --key-column and the like)")
+    elif given := [k for k, v in columns.items() if v is not None]:
+        raise ValueError(f"{given[0]} is for --input-format lines; {fmt} input names fields "
+                         f"(--{given[0][2:].replace('column', 'field')} NAME)")
+    has_ts = args.timestamp_column is not None or args.timestamp_field is not None
+    if not has_ts and (args.timestamp_format or args.timezone):
+        opt = "--timestamp-format" if args.timestamp_format else "--timezone"
+        raise ValueError(f"{opt} needs a timestamp: --timestamp-"
+                         f"{'column N' if fmt == 'lines' else 'field NAME'}")
+    zone = _zone(args.timezone) if args.timezone else None
+    if zone is None and (fmt != "lines" or args.timestamp_format):
+        zone = UTC
+    timestamps = TimestampReader(args.timestamp_format or "auto", zone)
+    headers = [(k, v.encode("utf-8")) for k, v in args.header]
+    sep = args.separator
+    if sep is not None and "\\" in sep:  # let users type --separator '\t' or ',' alike
+        sep = codecs.decode(sep, "unicode_escape")
+    if fmt == "jsonl":
+        if sep is not None:
+            raise ValueError("--separator does not apply to jsonl input")
+        return JsonLinesParser(args.key_field, args.timestamp_field, args.value_field, headers,
+                               timestamps)
+    if fmt == "csv":
+        return CsvParser(args.key_field, args.timestamp_field, args.value_field, headers,
+                         timestamps, "," if sep is None else sep)
+    return LineParser(("\t" if sep is None else sep).encode("utf-8"), args.key_column,
+                      args.timestamp_column, args.value_column, headers, timestamps)
 
-    Reading happens in a worker thread, a block of whatever is available at a
-    time, so a slow pipe (``tail -f log | chronolog produce``) never stalls the
-    loop: lingering batches are still sent while input waits.
-    """
-    async for lines, nbytes, _ in read_blocks(source, block):
-        if nbytes == len(lines[0]) and len(lines) == 1:  # the last line, without a newline
-            yield lines[0]
-            continue
-        for line in lines:
-            yield line + b"\n"
+
+def _zone(name: str) -> tzinfo:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if name.upper() == "UTC":
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"--timezone {name!r} is not an IANA time zone name such as UTC, "
+                         "Europe/Paris or America/New_York") from None
+
+
+class _Skips:
+    """``--on-error skip``: the first few skipped lines are named on stderr, all counted."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def add(self, errors: list[ValueError]) -> None:
+        for e in errors:
+            self.count += 1
+            if self.count <= SHOWN_SKIPS:
+                print(f"skipped {e}", file=sys.stderr)
+            elif self.count == SHOWN_SKIPS + 1:
+                print("skipping more malformed lines (counted at the end)", file=sys.stderr)
+
+
+async def parsed_blocks(
+    parser: InputParser, source: BinaryIO, skips: _Skips | None
+) -> AsyncIterator[tuple[Parsed, int, ValueError | None]]:
+    """Each block's parsed columns, the bytes it took, and the error that stops the
+    input (None while it goes on); with ``skips`` bad lines are counted there instead."""
+    lineno = 1
+    skip = skips is not None
+    async for lines, nbytes, has_cr in read_blocks(source):
+        parsed = parser.parse_block(lines, lineno, has_cr, skip)
+        lineno += len(lines)
+        if parsed.errors and skips is None:
+            yield parsed, nbytes, parsed.errors[0]
+            return
+        if skips is not None:
+            skips.add(parsed.errors)
+        yield parsed, nbytes, None
+    parsed = parser.finish(skip)
+    if parsed.errors and skips is None:
+        yield parsed, 0, parsed.errors[0]
+        return
+    if skips is not None:
+        skips.add(parsed.errors)
+    yield parsed, 0, None
 
 
 async def _produce(args: argparse.Namespace) -> int:
-    sep = args.separator
-    if "\\" in sep:  # let users type --separator '\t' or ',' alike
-        sep = codecs.decode(sep, "unicode_escape")
-    parser = LineParser(
-        sep.encode("utf-8"),
-        args.key_column,
-        args.timestamp_column,
-        args.value_column,
-        [(k, v.encode("utf-8")) for k, v in args.header],
-    )
+    parser = make_parser(args)
+    skips = _Skips() if args.on_error == "skip" else None
     source: BinaryIO = open(args.file, "rb") if args.file else sys.stdin.buffer
     total = None
     if args.file:
         total = os.path.getsize(args.file)
     async with await connect(args) as client:
-        await client.partitions_for(args.topic)  # fail fast on an unknown topic
+        await require_topic(client, args.topic)  # fail fast on an unknown topic
         bar = progress(total, "B", f"produce {args.topic}", not args.no_progress)
+        blocks = parsed_blocks(parser, source, skips)
         try:
             if args.idempotent:
-                sent, error, placed = await _produce_records(client, args, parser, source, bar)
+                sent, error, placed = await _produce_records(client, args, blocks, bar)
             else:
-                sent, error, placed = await _produce_blocks(client, args, parser, source, bar)
+                sent, error, placed = await _produce_blocks(client, args, parser, blocks, bar)
         finally:
             bar.close()
             if source is not sys.stdin.buffer:
@@ -246,33 +282,41 @@ async def _produce(args: argparse.Namespace) -> int:
             for parts, offsets in placed:
                 out.writelines(f"{p}\t{o}\n" for p, o in zip(parts.tolist(), offsets.tolist(),
                                                                strict=True))
+    suspects = parser.timestamps.suspects
+    if suspects > 1:
+        print(f"warning: {suspects} timestamps had ten digits and were read as milliseconds "
+              "(1970); --timestamp-format epoch-s reads seconds", file=sys.stderr)
     if error is not None:
         acked = sent if isinstance(error, ValueError) else 0
         print(
             f"error: {error}" + (f" ({acked} record(s) before it were produced)" if acked else ""),
             file=sys.stderr,
         )
+        if isinstance(error, ValueError) and args.on_error == "stop":
+            print("(--on-error skip leaves malformed lines out and goes on)", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1
+    if skips is not None and skips.count:
+        print(f"Skipped {skips.count} malformed line(s).", file=sys.stderr)
     print(f"Produced {sent} record(s) to {args.topic}.", file=sys.stderr)
     return 0
 
 
 async def _produce_blocks(
-    client: Client, args: argparse.Namespace, parser: LineParser, source: BinaryIO, bar: Any
+    client: Client, args: argparse.Namespace, parser: InputParser,
+    blocks: AsyncIterator[tuple[Parsed, int, ValueError | None]], bar: Any,
 ) -> tuple[int, Exception | None, list[Placement]]:
     """Each block of lines as columns through one ProduceWindow (order kept across blocks)."""
     window = ProduceWindow(client)
     headers = parser.headers or None
     placed: list[Placement] = []
     sent = 0
-    lineno = 1
     error: Exception | None = None
     try:
-        async for lines, nbytes, has_cr in read_blocks(source):
-            keys, values, stamps, error = parser.parse_block(lines, lineno, has_cr)
+        async for parsed, nbytes, error in blocks:
+            values = parsed.values
             if values:
                 where = await client.produce_columns(
-                    args.topic, values, keys, stamps,
+                    args.topic, values, parsed.keys, parsed.stamps,
                     [headers] * len(values) if headers else None,
                     partition=args.partition, acks=args.acks, compression=args.compression,
                     max_batch_bytes=args.batch_bytes, window=window,
@@ -282,7 +326,6 @@ async def _produce_blocks(
                 sent += len(values)
             if error is not None:
                 break
-            lineno += len(lines)
             bar.update(nbytes)
         await window.drain()
     except KafkaError as e:
@@ -293,9 +336,10 @@ async def _produce_blocks(
 
 
 async def _produce_records(
-    client: Client, args: argparse.Namespace, parser: LineParser, source: BinaryIO, bar: Any
+    client: Client, args: argparse.Namespace,
+    blocks: AsyncIterator[tuple[Parsed, int, ValueError | None]], bar: Any,
 ) -> tuple[int, Exception | None, list[Placement]]:
-    """Line by line through the idempotent batching Producer."""
+    """Record by record through the idempotent batching Producer."""
     producer = Producer(
         client,
         linger_ms=args.linger_ms,
@@ -307,20 +351,21 @@ async def _produce_records(
     futures = []
     sent = 0
     error: Exception | None = None
+    headers = [(k, v.encode("utf-8")) for k, v in args.header]
     try:
-        lineno = 0
-        async for line in read_lines(source):
-            lineno += 1
-            try:
-                record = parser.parse(line, lineno)
-            except ValueError as e:
-                error = e
+        async for parsed, nbytes, error in blocks:
+            n = len(parsed.values)
+            keys = parsed.keys or [None] * n
+            stamps = parsed.stamps or [None] * n
+            for key, value, ts in zip(keys, parsed.values, stamps, strict=True):
+                record = ProducerRecord(key=key, value=value, headers=headers, timestamp=ts)
+                fut = await producer.send(args.topic, record, partition=args.partition)
+                if args.print_offsets:
+                    futures.append(fut)
+                sent += 1
+            if error is not None:
                 break
-            fut = await producer.send(args.topic, record, partition=args.partition)
-            if args.print_offsets:
-                futures.append(fut)
-            sent += 1
-            bar.update(len(line))
+            bar.update(nbytes)
         await producer.flush()
     except KafkaError as e:
         error = error or e

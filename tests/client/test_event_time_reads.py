@@ -82,6 +82,15 @@ def _check(c: SyncClient, topic: str, rows: list[tuple[int, int, int, bytes]],
     plans = c.plan_time_window(topic, t1, t2)
     for p, o, _, _ in want:
         assert any(r.start_offset <= o < r.end_offset for r in plans[p].ranges), (p, o)
+    # What a Spark task per planned range reads, put back together.
+    per_range = [(p, r.offset, r.timestamp, r.value) for p, plan in sorted(plans.items())
+                 for rng in plan.ranges for r in c.read_planned_range(topic, p, rng, t1, t2)]
+    assert per_range == want
+    arrow = [(p, o, t, v) for p, plan in sorted(plans.items()) for rng in plan.ranges
+             for b in c.read_planned_range_arrow(topic, p, rng, t1, t2)
+             for o, t, v in zip(b.column("offset").to_pylist(), b.column("timestamp").to_pylist(),
+                                b.column("value").to_pylist(), strict=True)]
+    assert arrow == want
 
 
 batch_shapes = st.lists(
