@@ -48,10 +48,11 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def evt_broker(tmp_path_factory: pytest.TempPathFactory, broker_process_class: Any
                ) -> Iterator[Any]:
-    """One broker for the module: hypothesis examples each make a topic of their own."""
+    """One broker for the module: hypothesis examples each make a topic of their own. The
+    records are stamped weeks ago, so time retention is off (it would delete them mid-run)."""
     data = tmp_path_factory.mktemp("spark-evt") / "data"
     data.mkdir()
-    b = broker_process_class(data, _free_port(), {}).start()
+    b = broker_process_class(data, _free_port(), {"log.retention.ms": "-1"}).start()
     yield b
     b.stop()
 
