@@ -42,6 +42,11 @@ WINDOWS = {
 }
 
 
+# docs/pipeline.md quotes these: (records in the window, positional rows, of which in it).
+DOC_FIGURES = {"one day": (53, 0, 0), "three days at year end": (181, 6821, 181),
+               "one week": (433, 433, 425)}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -142,6 +147,8 @@ def test_event_time_windows_are_exact_and_positional_ones_warn(
     finally:
         spark.conf.unset("spark.sql.pyspark.worker.logging.enabled")
     assert sorted(positional) != want
+    inside = sum(t1 <= t < t2 for _, _, t in positional)
+    assert (len(want), len(positional), inside) == DOC_FIGURES[window]
     assert len(new) == 1, new
     (msg,) = new
     assert '.option("eventTime", "true")' in msg
