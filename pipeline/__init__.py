@@ -12,7 +12,9 @@ One line to use it::
           .load())
 
 The options and the row schema are those of Spark's Kafka source (see
-docs/pipeline.md). Importing this package does not import PySpark; ``register``
+docs/pipeline.md): the time bounds are positional, Kafka's offsetsForTimes meaning.
+``.option("eventTime", "true")`` makes them the exact window start <= timestamp < end
+on out-of-order data (batch reads). Importing this package does not import PySpark; ``register``
 does.
 
 Spark's Python workers (and the planner process that reads a source's options) must

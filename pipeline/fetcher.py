@@ -19,6 +19,10 @@ Invariants:
   after ``start`` because retention deleted data) raises :class:`DataLossError`
   unless ``fail_on_data_loss`` is off, in which case the missing offsets are
   skipped, as Spark's Kafka source does.
+- An event-time task (:func:`read_ranges`) reads only its planned ranges, each
+  fetch sized from the bytes the broker planned for the range (never more than
+  what is left of them while they last), and keeps exactly the rows with
+  start <= timestamp < end, in offset order; one connection serves all its ranges.
 - Under read_committed (``isolation_level`` 1) every Fetch asks for
   READ_COMMITTED: the broker answers only below the last stable offset (LSO)
   with the aborted transactions of the answer, whose batches are dropped before
@@ -31,16 +35,17 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from client import ErrorCode, FetchResult, KafkaError, SyncClient, TopicPartition
 from pipeline.decode import decode_fetch
 from storage.records import iter_batches
 
-__all__ = ["DataLossError", "FetchStats", "read_range"]
+__all__ = ["DataLossError", "FetchStats", "read_range", "read_ranges"]
 
 _FIRST_FETCH_BYTES = 32 * 1024
 _MIN_FETCH_BYTES = 4 * 1024
@@ -72,8 +77,12 @@ class _Sizer:
     fetch avoids an extra round trip for a small underestimate.
     """
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, budget: int = -1) -> None:
         self.cap = cap
+        self.budget = budget
+        """The bytes the broker planned for the range (-1: not planned): fetches stay within
+        what is left of them, so a planned read fetches no block outside the plan."""
+        self.used = 0
         self.batches = 0
         self.bytes = 0
         self.offsets = 0
@@ -94,11 +103,19 @@ class _Sizer:
             elif shape != self.shape:
                 self.uniform = False
             self.batches += 1
+            self.used += shape[0]
             self.bytes += shape[0]
             self.offsets += shape[1]
         return None if first < 0 else (first, nxt)
 
     def size_for(self, remaining: int) -> int:
+        estimate = self._estimate(remaining)
+        left = self.budget - self.used
+        if self.budget >= 0 and left > 0:
+            return max(1, min(estimate if self.batches else self.cap, left))
+        return estimate
+
+    def _estimate(self, remaining: int) -> int:
         if self.batches == 0:
             return max(_MIN_FETCH_BYTES, min(self.cap, _FIRST_FETCH_BYTES))
         per_batch = self.bytes / self.batches
@@ -126,98 +143,160 @@ def read_range(
     isolation_level: int = 0,
 ) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches (Spark's Kafka schema) of ``topic-partition`` offsets ``[start, end)``."""
-    if start >= end:
+    yield from read_ranges(bootstrap, topic, partition, [(start, end, -1)],
+                           fetch_max_bytes=fetch_max_bytes, fail_on_data_loss=fail_on_data_loss,
+                           request_timeout=request_timeout, stats=stats,
+                           isolation_level=isolation_level)
+
+
+def read_ranges(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    ranges: Sequence[tuple[int, int, int]],
+    *,
+    window: tuple[int, int] | None = None,
+    fetch_max_bytes: int,
+    fail_on_data_loss: bool = True,
+    request_timeout: float = 30.0,
+    stats: FetchStats | None = None,
+    isolation_level: int = 0,
+) -> Iterator[pa.RecordBatch]:
+    """Yield Arrow batches of the offset ranges ``(start, end, planned bytes or -1)`` of
+    ``topic-partition``, in order, over one connection; with ``window`` = (start ms,
+    end ms) only the rows with start <= timestamp < end (an event-time task)."""
+    if not any(s < e for s, e, _ in ranges):
         return
     st = stats if stats is not None else FetchStats()
     client = SyncClient(bootstrap, client_id="chronolog-spark", request_timeout=request_timeout)
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="chronolog-prefetch")
     try:
-        sizer = _Sizer(fetch_max_bytes)
-
-        def ask(offset: int) -> concurrent.futures.Future[FetchResult]:
-            size = sizer.size_for(end - offset)
-            return pool.submit(client.fetch_raw, topic, partition, offset, size,
-                               isolation_level=isolation_level)
-
-        offset = start
-        pending = ask(offset)
-        stalled = 0
-        while offset < end:
-            try:
-                result = pending.result()
-            except KafkaError as e:
-                if e.code != ErrorCode.OFFSET_OUT_OF_RANGE:
-                    raise
-                tp = TopicPartition(topic, partition)
-                earliest = client.list_offsets({tp: -2})[tp][0]
-                if offset >= earliest:
-                    if fail_on_data_loss:
-                        raise DataLossError(
-                            f"{topic}-{partition}: the read was planned up to offset {end} but "
-                            f"offset {offset} is past the end of the log (was it re-created?); "
-                            "set failOnDataLoss=false to read what there is"
-                        ) from None
-                    return
-                if fail_on_data_loss:
-                    raise DataLossError(
-                        f"{topic}-{partition}: offsets {offset}..{earliest - 1} were deleted "
-                        "(retention) before they could be read; set failOnDataLoss=false to "
-                        "skip them"
-                    ) from None
-                offset = earliest
-                if offset >= end:
-                    return
-                pending = ask(offset)
+        for start, end, planned in ranges:
+            if start >= end:
                 continue
-            buf = result.records_bytes
-            st.fetches += 1
-            st.bytes_fetched += len(buf)
-            if result.log_start_offset > offset:
-                if fail_on_data_loss:
-                    raise DataLossError(
-                        f"{topic}-{partition}: offsets {offset}..{result.log_start_offset - 1} "
-                        "were deleted (retention) before they could be read; set "
-                        "failOnDataLoss=false to skip them"
-                    )
-                offset = result.log_start_offset
-                pending = ask(offset)
-                continue
-            extent = sizer.observe(buf)
-            nxt = offset if extent is None else min(max(extent[1], offset), end)
-            if nxt > offset:
-                if nxt < end:
-                    pending = ask(nxt)
-                stalled = 0
-            else:
-                readable = result.last_stable_offset if isolation_level else result.high_watermark
-                if readable <= offset:
-                    if fail_on_data_loss:
-                        raise DataLossError(
-                            f"{topic}-{partition}: the read was planned up to offset {end} but "
-                            + (f"the last stable offset is {readable} (a transaction is open)"
-                               if isolation_level and readable < result.high_watermark
-                               else f"the log ends at {readable}")
-                        )
-                    return
-                stalled += 1
-                if stalled > 8:
-                    raise DataLossError(
-                        f"{topic}-{partition}: fetch at offset {offset} returns no whole batch"
-                    )
-                # The broker sent only a torn batch: ask for more bytes at the same offset.
-                pending = pool.submit(
-                    client.fetch_raw, topic, partition, offset,
-                    max(len(buf) * 2, _FIRST_FETCH_BYTES) * (2 ** stalled),
-                    isolation_level=isolation_level,
-                )
-                continue
-            decoded = decode_fetch(buf, topic, partition, offset, end, result.aborted)
-            st.records += decoded.records_decoded
-            if decoded.batch is not None:
-                st.batches.append(decoded.batch.num_rows)
-                yield decoded.batch
-            offset = nxt
+            span = _read_span(client, pool, topic, partition, start, end, planned,
+                              fetch_max_bytes=fetch_max_bytes,
+                              fail_on_data_loss=fail_on_data_loss, stats=st,
+                              isolation_level=isolation_level)
+            for batch in span:
+                if window is not None:
+                    batch = _in_window(batch, *window)
+                    if batch.num_rows == 0:
+                        continue
+                yield batch
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         client.close()
+
+
+def _in_window(batch: pa.RecordBatch, start_ms: int, end_ms: int) -> pa.RecordBatch:
+    """The rows of ``batch`` with start_ms <= timestamp < end_ms (timestamps are in µs)."""
+    ts = batch.column("timestamp").cast(pa.int64())
+    keep = pc.greater_equal(ts, start_ms * 1000)
+    if end_ms < (2**63 - 1) // 1000:  # else every timestamp is below the end
+        keep = pc.and_(keep, pc.less(ts, end_ms * 1000))
+    return batch.filter(keep)
+
+
+def _read_span(
+    client: SyncClient,
+    pool: concurrent.futures.ThreadPoolExecutor,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    planned: int,
+    *,
+    fetch_max_bytes: int,
+    fail_on_data_loss: bool,
+    stats: FetchStats,
+    isolation_level: int,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of offsets ``[start, end)``; ``planned`` bytes bound the fetches (-1: none)."""
+    st = stats
+    sizer = _Sizer(fetch_max_bytes, planned)
+
+    def ask(offset: int) -> concurrent.futures.Future[FetchResult]:
+        size = sizer.size_for(end - offset)
+        return pool.submit(client.fetch_raw, topic, partition, offset, size,
+                           isolation_level=isolation_level)
+
+    offset = start
+    pending = ask(offset)
+    stalled = 0
+    while offset < end:
+        try:
+            result = pending.result()
+        except KafkaError as e:
+            if e.code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                raise
+            tp = TopicPartition(topic, partition)
+            earliest = client.list_offsets({tp: -2})[tp][0]
+            if offset >= earliest:
+                if fail_on_data_loss:
+                    raise DataLossError(
+                        f"{topic}-{partition}: the read was planned up to offset {end} but "
+                        f"offset {offset} is past the end of the log (was it re-created?); "
+                        "set failOnDataLoss=false to read what there is"
+                    ) from None
+                return
+            if fail_on_data_loss:
+                raise DataLossError(
+                    f"{topic}-{partition}: offsets {offset}..{earliest - 1} were deleted "
+                    "(retention) before they could be read; set failOnDataLoss=false to "
+                    "skip them"
+                ) from None
+            offset = earliest
+            if offset >= end:
+                return
+            pending = ask(offset)
+            continue
+        buf = result.records_bytes
+        st.fetches += 1
+        st.bytes_fetched += len(buf)
+        if result.log_start_offset > offset:
+            if fail_on_data_loss:
+                raise DataLossError(
+                    f"{topic}-{partition}: offsets {offset}..{result.log_start_offset - 1} "
+                    "were deleted (retention) before they could be read; set "
+                    "failOnDataLoss=false to skip them"
+                )
+            offset = result.log_start_offset
+            pending = ask(offset)
+            continue
+        extent = sizer.observe(buf)
+        nxt = offset if extent is None else min(max(extent[1], offset), end)
+        if nxt > offset:
+            if nxt < end:
+                pending = ask(nxt)
+            stalled = 0
+        else:
+            readable = result.last_stable_offset if isolation_level else result.high_watermark
+            if readable <= offset:
+                if fail_on_data_loss:
+                    raise DataLossError(
+                        f"{topic}-{partition}: the read was planned up to offset {end} but "
+                        + (f"the last stable offset is {readable} (a transaction is open)"
+                           if isolation_level and readable < result.high_watermark
+                           else f"the log ends at {readable}")
+                    )
+                return
+            stalled += 1
+            if stalled > 8:
+                raise DataLossError(
+                    f"{topic}-{partition}: fetch at offset {offset} returns no whole batch"
+                )
+            # The broker sent only a torn batch: ask for more bytes at the same offset.
+            pending = pool.submit(
+                client.fetch_raw, topic, partition, offset,
+                max(len(buf) * 2, _FIRST_FETCH_BYTES) * (2 ** stalled),
+                isolation_level=isolation_level,
+            )
+            continue
+        decoded = decode_fetch(buf, topic, partition, offset, end, result.aborted)
+        st.records += decoded.records_decoded
+        if decoded.batch is not None:
+            st.batches.append(decoded.batch.num_rows)
+            yield decoded.batch
+        offset = nxt
 

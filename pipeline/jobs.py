@@ -3,7 +3,9 @@
 Both read the window ``[from, to)`` with ``format("chronolog")`` (so they run
 unchanged on a cluster: executors fetch from the broker themselves, and the
 output goes wherever ``out`` points for the executors, e.g. a shared file
-system or object store) and write with Spark's own writers.
+system or object store) and write with Spark's own writers. The window is
+positional by default (Spark's Kafka meaning); ``event_time=True`` makes it the
+records with from <= timestamp < to (docs/pipeline.md, "Event time").
 
 - ``export`` writes the window's records. Parquet keeps every column as read;
   JSON writes binary columns as base64 (Spark's JSON rule); CSV cannot hold
@@ -58,9 +60,11 @@ def read_window(
     end_ms: int,
     *,
     min_partitions: int | None = None,
+    event_time: bool = False,
 ) -> Any:
     """The records of ``topic`` with offsets from the first at-or-after ``start_ms`` to the
-    first at-or-after ``end_ms`` (exclusive), per partition: Spark's Kafka time semantics."""
+    first at-or-after ``end_ms`` (exclusive), per partition: Spark's Kafka time semantics;
+    with ``event_time`` the records with ``start_ms <= timestamp < end_ms``."""
     if end_ms < start_ms:
         raise ValueError(f"--to ({end_ms}) is before --from ({start_ms})")
     reader = (
@@ -72,6 +76,8 @@ def read_window(
     )
     if min_partitions:
         reader = reader.option("minPartitions", str(min_partitions))
+    if event_time:
+        reader = reader.option("eventTime", "true")
     return reader.load()
 
 
@@ -141,12 +147,14 @@ def export(
     min_partitions: int | None = None,
     overwrite: bool = False,
     show_progress: bool = True,
+    event_time: bool = False,
 ) -> JobResult:
     """Write the window's records to ``out`` (a directory of ``fmt`` files)."""
     from pyspark.sql import functions as F
 
     t0 = time.monotonic()
-    df = read_window(spark, bootstrap, topic, start_ms, end_ms, min_partitions=min_partitions)
+    df = read_window(spark, bootstrap, topic, start_ms, end_ms, min_partitions=min_partitions,
+                     event_time=event_time)
     if fmt == "csv":
         df = df.select(
             F.base64("key").alias("key_base64"),
@@ -179,13 +187,15 @@ def rollup(
     min_partitions: int | None = None,
     overwrite: bool = False,
     show_progress: bool = True,
+    event_time: bool = False,
 ) -> JobResult:
     """Write per-interval record counts and bytes per partition of the window to ``out``."""
     from pyspark.sql import functions as F
 
     interval = parse_interval(every)
     t0 = time.monotonic()
-    df = read_window(spark, bootstrap, topic, start_ms, end_ms, min_partitions=min_partitions)
+    df = read_window(spark, bootstrap, topic, start_ms, end_ms, min_partitions=min_partitions,
+                     event_time=event_time)
     header_bytes = F.aggregate(
         F.coalesce("headers", F.array().cast("array<struct<key:string,value:binary>>")),
         F.lit(0).cast("long"),

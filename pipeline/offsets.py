@@ -19,6 +19,12 @@ Invariants:
   start time up to (excluding) the first at-or-after the end time.
 - ``split_ranges`` partitions every range into contiguous, non-overlapping
   pieces whose union is the range: each record is read once.
+- An event-time read (``eventTime``) is planned by the broker instead
+  (``plan_event_time``: PlanTimeWindow, one round per topic): per partition the
+  offset ranges whose blocks may hold a timestamp in the window, with their bytes.
+  ``event_time_tasks`` cuts a partition's ranges into tasks by the same split rules,
+  counting only planned offsets, so every task reads only planned ranges and every
+  planned offset is in exactly one task.
 """
 
 from __future__ import annotations
@@ -27,20 +33,30 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from client import SyncClient, TopicPartition
+from client import ErrorCode, KafkaError, SyncClient, TopicPartition
 from pipeline.options import EARLIEST, LATEST, Bound, OptionError, ReadOptions
 
-__all__ = ["OffsetRange", "resolve_bound", "resolve_ranges", "split_ranges", "latest_offsets"]
+__all__ = [
+    "OffsetRange",
+    "resolve_bound",
+    "resolve_ranges",
+    "split_ranges",
+    "latest_offsets",
+    "plan_event_time",
+    "event_time_tasks",
+]
 
 
 @dataclass(frozen=True, order=True)
 class OffsetRange:
-    """Offsets ``[start, end)`` of one topic partition."""
+    """Offsets ``[start, end)`` of one topic partition; ``bytes`` is what fetching it reads
+    when the broker planned it (an event-time plan), -1 when unknown."""
 
     topic: str
     partition: int
     start: int
     end: int
+    bytes: int = -1
 
     @property
     def size(self) -> int:
@@ -194,3 +210,75 @@ def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
         start += n
         remaining -= n
     return out
+
+
+def plan_event_time(client: SyncClient, opts: ReadOptions) -> list[OffsetRange]:
+    """The broker's event-time plan of every selected partition: the offset ranges (with
+    bytes) that may hold a record with start <= timestamp < end, sorted by partition and
+    offset. One PlanTimeWindow round per topic, at the read's isolation level (under
+    read_committed no range reaches past the last stable offset)."""
+    t1, t2 = opts.event_window()
+    parts = opts.subscription.select(client.list_topics())
+    out: list[OffsetRange] = []
+    for topic, ps in sorted(parts.items()):
+        if not ps:
+            continue
+        try:
+            plans = client.plan_time_window(topic, t1, t2, ps,
+                                            isolation_level=opts.isolation_level)
+        except KafkaError as e:
+            if e.code != ErrorCode.UNSUPPORTED_VERSION:
+                raise
+            raise OptionError(
+                f'option "eventTime" needs a Chronolog broker (its PlanTimeWindow API); '
+                f"{opts.bootstrap} does not offer it ({e}). Without eventTime the time bounds "
+                "are positional (Kafka's offsetsForTimes)") from None
+        for p in sorted(plans):
+            out.extend(OffsetRange(topic, p, r.start_offset, r.end_offset, r.bytes)
+                       for r in plans[p].ranges if r.end_offset > r.start_offset)
+    return out
+
+
+def event_time_tasks(
+    ranges: list[OffsetRange],
+    min_partitions: int | None = None,
+    max_records_per_partition: int | None = None,
+) -> list[tuple[OffsetRange, ...]]:
+    """Group a plan's ranges into tasks: by default one per topic partition; with
+    ``maxRecordsPerPartition`` / ``minPartitions`` a partition's planned offsets are cut
+    exactly as :func:`split_ranges` cuts an offset range, counting planned offsets only.
+
+    Each task is the pieces of one partition's ranges, in offset order; together the
+    tasks cover every planned offset once. A range cut in pieces gives each a share of its
+    bytes in proportion to its offsets, the shares adding up to the range's bytes (a
+    fetch-size hint for the piece, not a promise).
+    """
+    by_tp: dict[tuple[str, int], list[OffsetRange]] = {}
+    for r in ranges:
+        if r.size > 0:
+            by_tp.setdefault((r.topic, r.partition), []).append(r)
+    # One virtual range per partition: its planned offsets laid end to end from 0.
+    virtual = [OffsetRange(t, p, 0, sum(r.size for r in rs)) for (t, p), rs in sorted(by_tp.items())]
+    tasks: list[tuple[OffsetRange, ...]] = []
+    for piece in split_ranges(virtual, min_partitions, max_records_per_partition):
+        tasks.append(_real(by_tp[(piece.topic, piece.partition)], piece.start, piece.end))
+    return tasks
+
+
+def _real(ranges: list[OffsetRange], vstart: int, vend: int) -> tuple[OffsetRange, ...]:
+    """The real sub-ranges of planned offsets ``[vstart, vend)`` (positions among the
+    concatenated ``ranges``)."""
+    out: list[OffsetRange] = []
+    at = 0
+    for r in ranges:
+        lo, hi = max(vstart, at), min(vend, at + r.size)
+        if lo < hi:
+            s, e = r.start + lo - at, r.start + hi - at
+            # Cumulative shares, so the pieces of a range add up to exactly its bytes.
+            nbytes = r.bytes if r.bytes < 0 else \
+                r.bytes * (e - r.start) // r.size - r.bytes * (s - r.start) // r.size
+            out.append(OffsetRange(r.topic, r.partition, s, e, nbytes))
+        at += r.size
+        if at >= vend:
+            break
+    return tuple(out)

@@ -13,6 +13,9 @@ Invariants:
   ``startingOffsetsByTimestamp`` over ``startingOffsets`` (likewise for ending).
 - Offsets JSON uses Spark's form ``{"topic": {"0": 23, "1": -2}}``; -2 means
   earliest and -1 latest. Timestamps are epoch ms or ISO-8601 with a zone.
+- ``eventTime`` (batch only) turns ``startingTimestamp``/``endingTimestamp`` into
+  the window start <= timestamp < end; without it they keep Kafka's positional
+  (offsetsForTimes) meaning. Offsets or per-partition times cannot be mixed with it.
 """
 
 from __future__ import annotations
@@ -34,10 +37,13 @@ __all__ = [
     "parse_write_options",
     "EARLIEST",
     "LATEST",
+    "NO_END",
 ]
 
 EARLIEST = -2
 LATEST = -1
+NO_END = 2**63 - 1
+"""The end of an event-time window without ``endingTimestamp``: every timestamp is below it."""
 
 _DEFAULT_FETCH_MAX_BYTES = 4 * 1024 * 1024
 _DEFAULT_BATCH_BYTES = 1_000_000
@@ -120,6 +126,21 @@ class ReadOptions:
     request_timeout: float = 30.0
     isolation_level: int = 0
     """Kafka's IsolationLevel: 0 read_uncommitted (Spark's default), 1 read_committed."""
+    event_time: bool = False
+    """``eventTime``: the time bounds select records by their own timestamps, not positions."""
+
+    @property
+    def positional_window(self) -> bool:
+        """Time bounds with Kafka's offsetsForTimes meaning (the read a disorder warning is for)."""
+        return not self.event_time and (
+            self.starting.kind in ("timestamp", "timestamps")
+            or self.ending.kind in ("timestamp", "timestamps"))
+
+    def event_window(self) -> tuple[int, int]:
+        """[start, end) in epoch ms of an event-time read; an absent bound is open."""
+        start = self.starting.timestamp if self.starting.kind == "timestamp" else 0
+        end = self.ending.timestamp if self.ending.kind == "timestamp" else NO_END
+        return start, end
 
 
 @dataclass(frozen=True)
@@ -276,6 +297,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         raise OptionError(
             f"option 'kafka.isolation.level' must be read_uncommitted (Spark's default) or "
             f"read_committed, got {isolation!r}")
+    event_time = _bool(opts, "eventtime", False)
+    if event_time:
+        _check_event_time(starting, ending, streaming=streaming)
     fetch_max = _int(opts, "fetch.max.bytes", 1024) or _DEFAULT_FETCH_MAX_BYTES
     timeout_ms = _int(opts, "request.timeout.ms", 1) or 30000
     return ReadOptions(
@@ -291,7 +315,28 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         starting_strategy=strategy,
         request_timeout=timeout_ms / 1000.0,
         isolation_level=_ISOLATION[isolation],
+        event_time=event_time,
     )
+
+
+def _check_event_time(starting: Bound, ending: Bound, *, streaming: bool) -> None:
+    """eventTime is a batch window given by times; anything else is refused, not guessed at."""
+    if streaming:
+        raise OptionError(
+            'option "eventTime" applies to batch reads (spark.read) only: a stream reads each '
+            "partition in offset order from its starting position (startingTimestamp keeps "
+            "Kafka's positional meaning there); drop the option, or filter on the timestamp "
+            "column downstream")
+    for side, b in (("starting", starting), ("ending", ending)):
+        if b.kind in ("offsets", "timestamps"):
+            raise OptionError(
+                f'option "eventTime" takes {side}Timestamp (one time for every partition), not '
+                f"{side}Offsets or {side}OffsetsByTimestamp ({b.describe()}): an event-time "
+                "window selects records by their timestamps, not by offsets")
+    if starting.kind != "timestamp" and ending.kind != "timestamp":
+        raise OptionError(
+            'option "eventTime" needs startingTimestamp and/or endingTimestamp (the window '
+            "start <= timestamp < end; an absent one leaves that side open)")
 
 
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}

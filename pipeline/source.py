@@ -8,6 +8,11 @@ Where each piece runs, and why it is shaped this way:
   returns ``OffsetRangePartition``s that carry everything a task needs (topic,
   partition, offsets, bootstrap servers): the reader is pickled before
   ``partitions()`` and again to executors, so it holds no connection.
+- With ``eventTime`` the planner asks the broker for the window's plan
+  (PlanTimeWindow) instead and returns ``EventTimePartition``s: a task reads only
+  planned offset ranges and keeps the rows with start <= timestamp < end. A
+  positional time window (no ``eventTime``) over partitions whose timestamps
+  arrived out of order logs one WARNING from the planner (:mod:`pipeline.disorder`).
 - ``read()`` runs on executors, opens its own connection and yields Arrow
   batches (:mod:`pipeline.fetcher`). Nothing assumes a shared disk or process.
 - The streaming reader keeps a broker connection in the planner process across
@@ -39,10 +44,13 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from client import SyncClient, TopicPartition
-from pipeline.fetcher import read_range
+from pipeline.disorder import warn_if_disordered
+from pipeline.fetcher import read_range, read_ranges
 from pipeline.offsets import (
     OffsetRange,
+    event_time_tasks,
     latest_offsets,
+    plan_event_time,
     resolve_bound,
     resolve_ranges,
     split_ranges,
@@ -55,7 +63,7 @@ from pipeline.options import (
 )
 from pipeline.schema import SPARK_SCHEMA
 
-__all__ = ["ChronologDataSource", "OffsetRangePartition"]
+__all__ = ["ChronologDataSource", "OffsetRangePartition", "EventTimePartition"]
 
 
 class OffsetRangePartition(InputPartition):
@@ -72,7 +80,45 @@ class OffsetRangePartition(InputPartition):
         return f"OffsetRangePartition({self.topic}-{self.partition} [{self.start}, {self.end}))"
 
 
+class EventTimePartition(InputPartition):
+    """One event-time Spark task: planned offset ranges ``(start, end, bytes)`` of one topic
+    partition, read in order, keeping the rows with ``window[0] <= timestamp < window[1]``."""
+
+    def __init__(self, topic: str, partition: int, ranges: tuple[tuple[int, int, int], ...],
+                 window: tuple[int, int]) -> None:
+        super().__init__((topic, partition, ranges, window))
+        self.topic = topic
+        self.partition = partition
+        self.ranges = ranges
+        self.window = window
+
+    @property
+    def bytes(self) -> int:
+        """The planned bytes of its ranges (of a range cut between tasks, this piece's share)."""
+        return sum(b for _, _, b in self.ranges)
+
+    def __repr__(self) -> str:
+        spans = ", ".join(f"[{s}, {e})" for s, e, _ in self.ranges)
+        return f"EventTimePartition({self.topic}-{self.partition} {spans} ms {self.window})"
+
+
+def event_time_partitions(client: SyncClient, opts: ReadOptions) -> list[EventTimePartition]:
+    """The tasks of an event-time batch read (what ``partitions()`` returns)."""
+    tasks = event_time_tasks(plan_event_time(client, opts), opts.min_partitions,
+                             opts.max_records_per_partition)
+    window = opts.event_window()
+    return [EventTimePartition(t[0].topic, t[0].partition,
+                               tuple((r.start, r.end, r.bytes) for r in t), window)
+            for t in tasks]
+
+
 def _read(opts: ReadOptions, part: InputPartition) -> Iterator[pa.RecordBatch]:
+    if isinstance(part, EventTimePartition):
+        return read_ranges(
+            opts.bootstrap, part.topic, part.partition, part.ranges, window=part.window,
+            fetch_max_bytes=opts.fetch_max_bytes, fail_on_data_loss=opts.fail_on_data_loss,
+            request_timeout=opts.request_timeout, isolation_level=opts.isolation_level,
+        )
     if not isinstance(part, OffsetRangePartition) and part.value is None:
         # Spark plans one placeholder partition when partitions() is empty (nothing to read).
         return iter(())
@@ -143,7 +189,11 @@ class ChronologBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         with SyncClient(self.opts.bootstrap, request_timeout=self.opts.request_timeout) as c:
+            if self.opts.event_time:
+                return event_time_partitions(c, self.opts)
             ranges = resolve_ranges(c, self.opts)
+            if self.opts.positional_window:
+                warn_if_disordered(c, _by_topic(ranges))
         pieces = split_ranges(
             ranges, self.opts.min_partitions, self.opts.max_records_per_partition
         )
@@ -151,6 +201,13 @@ class ChronologBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.opts, partition)
+
+
+def _by_topic(ranges: Sequence[OffsetRange]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for r in ranges:
+        out.setdefault(r.topic, []).append(r.partition)
+    return out
 
 
 def _as_offsets(d: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:
