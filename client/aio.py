@@ -1317,10 +1317,21 @@ class Client:
         isolation_level: int,
         decode: Callable[[bytes, str, int, int, int | None, Sequence[tuple[int, int]]],
                          tuple[Any, int]],
+        budget: int | None = None,
     ) -> AsyncIterator[Any]:
+        """``budget``: the bytes planned for the whole span (a planned range); each
+        Fetch asks for no more than what is left of it (a Fetch still answers at least
+        one whole batch), so a span across segments does not read past its end."""
         committed = isolation_level == 1
         offset = start_offset
-        size = max_bytes
+
+        def sized(received: int = 0) -> int:
+            if budget is None:
+                return max_bytes
+            return max(1, min(max_bytes, budget - received))
+
+        received = 0
+        size = sized()
         empty = 0
         wait = poll_ms if follow else 0
         ahead: tuple[int, asyncio.Future[FetchResult]] | None = None
@@ -1332,6 +1343,7 @@ class Client:
                     res = await self.fetch_raw(topic, partition, offset, size, max_wait_ms=wait,
                                                isolation_level=isolation_level)
                 ahead = None
+                received += len(res.records_bytes)
                 end_of_data = res.last_stable_offset if committed else res.high_watermark
                 nxt = _next_offset(res.records_bytes, offset)
                 if nxt > offset and (end_offset is None or nxt < end_offset) and (
@@ -1340,8 +1352,8 @@ class Client:
                     ahead = (
                         nxt,
                         asyncio.ensure_future(
-                            self.fetch_raw(topic, partition, nxt, max_bytes, max_wait_ms=wait,
-                                           isolation_level=isolation_level)
+                            self.fetch_raw(topic, partition, nxt, sized(received),
+                                           max_wait_ms=wait, isolation_level=isolation_level)
                         ),
                     )
                 records, next_offset = decode(
@@ -1351,7 +1363,7 @@ class Client:
                     yield records
                 if next_offset > offset:
                     offset = next_offset
-                    size = max_bytes
+                    size = sized(received)
                     empty = 0
                     if not follow and offset >= end_of_data:
                         return
@@ -1552,12 +1564,11 @@ class Client:
     ) -> AsyncIterator[list[Record]]:
         """The records of one planned range (:meth:`plan_time_window`) with start_ms <=
         timestamp < end_ms, in offset order, one list per Fetch (lists left empty by the
-        window are not yielded). Each Fetch asks for the range's bytes, so the broker
-        sends little beyond it. A plan's ranges can be read in parallel (e.g. one Spark
-        task each); together they give exactly the event-time window."""
-        async for chunk in self.consume_chunks(
-                topic, partition, rng.start_offset, rng.end_offset,
-                max_bytes=_range_fetch_bytes(rng), isolation_level=isolation_level):
+        window are not yielded). Each Fetch asks for what is left of the range's bytes,
+        so the broker sends little beyond it. A plan's ranges can be read in parallel
+        (e.g. one Spark task each); together they give exactly the event-time window."""
+        async for chunk in self._planned_chunks(topic, partition, rng, isolation_level,
+                                                decode_records):
             kept = [r for r in chunk if start_ms <= r.timestamp < end_ms]
             if kept:
                 yield kept
@@ -1570,19 +1581,17 @@ class Client:
         columns), filtered column-wise."""
         import pyarrow.compute as pc
 
-        async for batch in self.consume_arrow(
-                topic, partition, rng.start_offset, rng.end_offset,
-                max_bytes=_range_fetch_bytes(rng), isolation_level=isolation_level):
+        async for batch in self._planned_chunks(topic, partition, rng, isolation_level,
+                                                decode_arrow):
             ts = batch.column("timestamp")
             kept = batch.filter(pc.and_(pc.greater_equal(ts, start_ms), pc.less(ts, end_ms)))
             if kept.num_rows:
                 yield kept
 
-
-def _range_fetch_bytes(rng: PlannedRange) -> int:
-    """A Fetch size for one planned range: its bytes (so the broker sends no more than
-    the range, Fetch still returns at least one whole batch), at most the default."""
-    return max(1, min(_DEFAULT_FETCH_BYTES, rng.bytes))
+    def _planned_chunks(self, topic: str, partition: int, rng: PlannedRange,
+                        isolation_level: int, decode: Any) -> AsyncIterator[Any]:
+        return self._chunks(topic, partition, rng.start_offset, rng.end_offset, False,
+                            _DEFAULT_FETCH_BYTES, 500, isolation_level, decode, budget=rng.bytes)
 
 
 def _next_offset(buf: bytes, start: int) -> int:

@@ -1,10 +1,9 @@
-"""A finding in the bundled client (client/aio.py, not this package's code), kept as a
-strict xfail for its owner: ``read_planned_range(_arrow)`` asks every Fetch for the whole
-range's bytes. A planned range can span a segment boundary (the plan merges adjacent
-blocks across segments) and a Fetch answers from one segment only, so the Fetch after
-the first part asks for the whole range's bytes again and reads on past the range's end,
-into blocks the plan left out. The Spark tasks (pipeline.fetcher) ask for what is left
-of the planned bytes instead. Both are measured with the broker's own bytes-out counter.
+"""A planned range can span a segment boundary (the plan merges adjacent blocks across
+segments) and a Fetch answers from one segment only: the Fetch after the first part
+must ask only for what is left of the range's bytes, or it reads on past the range's
+end into blocks the plan left out. Both readers of a planned range (the Spark task's
+pipeline.fetcher and the client's read_planned_range) are measured with the broker's
+own bytes-out counter.
 """
 
 from __future__ import annotations
@@ -75,8 +74,6 @@ def test_a_spark_task_fetches_no_more_than_its_planned_range(setup: Any) -> None
     assert sent <= rng.bytes + 4 * _slack(b, metrics), (sent, rng.bytes)
 
 
-@pytest.mark.xfail(strict=True, reason="client/aio.py read_planned_range asks each Fetch for "
-                   "the whole range's bytes, so a range across a segment boundary over-fetches")
 def test_the_clients_planned_range_read_fetches_no_more_than_the_range(setup: Any) -> None:
     b, metrics, rng = setup
     with SyncClient(b.bootstrap) as c:
