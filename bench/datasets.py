@@ -17,6 +17,19 @@ import numpy as np
 
 DAY_MS = 86_400_000
 
+#: Windows of ``month_shuffled``'s default year that tests and docs read: (first day,
+#: day after the last), UTC.
+SAMPLE_WINDOWS = {
+    "one day": ("2024-03-14", "2024-03-15"),
+    "three days at year end": ("2024-12-29", "2025-01-01"),
+    "one week": ("2024-06-10", "2024-06-17"),
+}
+
+
+def day_ms(day: str) -> int:
+    """Epoch ms of the start of a UTC day given as YYYY-MM-DD."""
+    return int(dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC).timestamp() * 1000)
+
 
 def month_shuffled(n: int, *, year: int = 2024, late_share: float = 0.03,
                    seed: int = 0) -> np.ndarray:

@@ -12,19 +12,17 @@ The event-time reads fetch only the planned ranges: what the broker sends for on
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.datasets import DAY_MS, month_shuffled
+from bench.datasets import DAY_MS, SAMPLE_WINDOWS, day_ms, month_shuffled
 from client import SyncClient
+from tests.helpers.metrics import bytes_out
 
 CHRONOLOG = str(Path(sys.executable).parent / "chronolog")
 N = 20_000
@@ -39,31 +37,12 @@ def cli(bootstrap: str, *args: str, stdin: bytes | None = None
     return subprocess.CompletedProcess(proc.args, 0, proc.stdout.decode(), proc.stderr.decode())
 
 
-def _ms(day: str) -> int:
-    return int(dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC).timestamp() * 1000)
-
-
-def _bytes_out(url: str) -> float:
-    """The broker's Kafka-protocol response bytes so far (Prometheus text format)."""
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            text = urllib.request.urlopen(url, timeout=5).read().decode()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-    return next(float(line.split()[-1]) for line in text.splitlines()
-                if line.startswith("chronolog_bytes_out_total "))
-
-
 def test_month_shuffled_windows_through_the_cli(broker_factory: Callable[..., Any]) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         mport = sock.getsockname()[1]
     broker = broker_factory(overrides={"metrics.listener": f"127.0.0.1:{mport}"})
-    metrics = f"http://127.0.0.1:{mport}/metrics"
+    metrics = f"127.0.0.1:{mport}"
     bs = broker.bootstrap
     topic = "flights"
     cli(bs, "topics", "create", topic, "--partitions", str(PARTITIONS),
@@ -102,18 +81,17 @@ def test_month_shuffled_windows_through_the_cli(broker_factory: Callable[..., An
     topic_bytes = sum(f.stat().st_size for f in broker.data_dir.glob(f"{topic}-*/*.log"))
 
     # One day, the year's last three days, one week.
-    for first, last in (("2024-03-14", "2024-03-15"), ("2024-12-29", "2025-01-01"),
-                        ("2024-07-01", "2024-07-08")):
-        t1, t2 = _ms(first), _ms(last)
+    for first, last in SAMPLE_WINDOWS.values():
+        t1, t2 = day_ms(first), day_ms(last)
         exact = [(p, o, t, i) for p, o, t, i in rows if t1 <= t < t2]
         assert exact, (first, last)
         args = ["consume", topic, "--from-time", f"{first}T00:00:00Z",
                 "--until", f"{last}T00:00:00Z", "--format", "json"]
         with SyncClient(bs) as c:
             planned = sum(p.bytes for p in c.plan_time_window(topic, t1, t2).values())
-        before = _bytes_out(metrics)
+        before = bytes_out(metrics)
         event = cli(bs, *args, "--event-time")
-        sent = _bytes_out(metrics) - before
+        sent = bytes_out(metrics) - before
         # Metadata, ApiVersions and the plan itself are a few kB. (How tight the plan is
         # belongs to the broker's tests: here a batch of ~400 records that straddles two
         # shuffled months spans both, so a day's plan is several such batches.)

@@ -10,20 +10,18 @@ batches that hold the window is a benchmark figure: bench/bench_event_time.py.)
 
 from __future__ import annotations
 
-import datetime as dt
-import re
-import socket
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.datasets import month_shuffled
+from bench.datasets import SAMPLE_WINDOWS, day_ms, month_shuffled
 from client import SyncClient
 from client.aio import ProducerRecord
 from storage.records import decode_batch, iter_batches
+from tests.conftest import free_port_number
+from tests.helpers.metrics import bytes_out
 
 N = 30_000
 PARTS = 3
@@ -32,30 +30,17 @@ BATCH = 400
 Row = tuple[int, int, int, bytes]
 
 
-def _ms(day: str) -> int:
-    return int(dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC).timestamp() * 1000)
-
-
-WINDOWS = {
-    "one day": (_ms("2024-03-14"), _ms("2024-03-15")),
-    "three days at year end": (_ms("2024-12-29"), _ms("2025-01-01")),
-    "one week": (_ms("2024-06-10"), _ms("2024-06-17")),
-    "1 % of the year": (_ms("2024-09-01"), _ms("2024-09-01") + 315_360_000),
-}
+WINDOWS = {name: (day_ms(a), day_ms(b)) for name, (a, b) in SAMPLE_WINDOWS.items()}
+WINDOWS["1 % of the year"] = (day_ms("2024-09-01"), day_ms("2024-09-01") + 315_360_000)
 
 
 @pytest.fixture(scope="module")
 def loaded(broker_process_class: Any, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[tuple[Any, str, list[Row]]]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        metrics = f"127.0.0.1:{s.getsockname()[1]}"
+    metrics = f"127.0.0.1:{free_port_number()}"
     data = tmp_path_factory.mktemp("month-shuffled") / "data"
     data.mkdir()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    b = broker_process_class(data, port, {"metrics.listener": metrics}).start()
+    b = broker_process_class(data, free_port_number(), {"metrics.listener": metrics}).start()
     rows: list[Row] = []
     try:
         with SyncClient(b.bootstrap) as c:
@@ -72,13 +57,6 @@ def loaded(broker_process_class: Any, tmp_path_factory: pytest.TempPathFactory
         yield b, "flights", rows
     finally:
         b.stop()
-
-
-def _bytes_out(metrics: str) -> int:
-    text = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
-    m = re.search(r"^chronolog_bytes_out_total (\S+)", text, re.M)
-    assert m is not None
-    return int(float(m.group(1)))
 
 
 def _holding_bytes(data_dir: Path, topic: str, t1: int, t2: int) -> int:
@@ -112,10 +90,10 @@ def test_event_time_windows_are_exact_where_positional_ones_miss(loaded: Any, wi
     assert want, window
     with SyncClient(b.bootstrap) as c:
         c.plan_time_window(topic, 0, 1)  # metadata and connection before measuring
-        before = _bytes_out(b.metrics)
+        before = bytes_out(b.metrics)
         got = [(r.partition, r.offset, r.timestamp, r.value)
                for r in c.read_time_range(topic, t1, t2, event_time=True)]
-        sent = _bytes_out(b.metrics) - before
+        sent = bytes_out(b.metrics) - before
         arrow = [(p, o, t, v) for p, batch in c.read_time_range_arrow(topic, t1, t2,
                                                                        event_time=True)
                  for o, t, v in zip(batch.column("offset").to_pylist(),

@@ -8,9 +8,6 @@ own bytes-out counter.
 
 from __future__ import annotations
 
-import re
-import socket
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -18,21 +15,17 @@ import pytest
 
 from client import ProducerRecord, SyncClient
 from pipeline.fetcher import read_ranges
+from tests.conftest import free_port_number
+from tests.helpers.metrics import bytes_out
 
 T0 = 1_700_000_000_000
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
 def setup(broker_factory: Any) -> tuple[Any, str, Any]:
     """A broker with a metrics endpoint, and a plan whose one range spans a segment
     boundary: most of its bytes before it, a few batches after, more data after that."""
-    metrics = f"127.0.0.1:{_port()}"
+    metrics = f"127.0.0.1:{free_port_number()}"
     b = broker_factory({"metrics.listener": metrics})
     with SyncClient(b.bootstrap) as c:
         c.create_topic("seg", 1, {"segment.bytes": "16384", "index.interval.bytes": "200",
@@ -48,28 +41,21 @@ def setup(broker_factory: Any) -> tuple[Any, str, Any]:
     return b, metrics, rng
 
 
-def _bytes_out(metrics: str) -> int:
-    text = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
-    m = re.search(r"^chronolog_bytes_out_total (\S+)", text, re.M)
-    assert m is not None
-    return int(float(m.group(1)))
-
-
 def _slack(b: Any, metrics: str) -> int:
     """Bytes out of one small Fetch answer and a connection's setup: what is not records."""
     with SyncClient(b.bootstrap) as c:
-        before = _bytes_out(metrics)
+        before = bytes_out(metrics)
         c.fetch_raw("seg", 0, 0, 1)
-        return _bytes_out(metrics) - before
+        return bytes_out(metrics) - before
 
 
 def test_a_spark_task_fetches_no_more_than_its_planned_range(setup: Any) -> None:
     b, metrics, rng = setup
-    before = _bytes_out(metrics)
+    before = bytes_out(metrics)
     rows = sum(x.num_rows for x in read_ranges(
         b.bootstrap, "seg", 0, [(rng.start_offset, rng.end_offset, rng.bytes)],
         window=(0, 2**62), fetch_max_bytes=1 << 20))
-    sent = _bytes_out(metrics) - before
+    sent = bytes_out(metrics) - before
     assert rows == rng.end_offset - rng.start_offset
     assert sent <= rng.bytes + 4 * _slack(b, metrics), (sent, rng.bytes)
 
@@ -78,8 +64,8 @@ def test_the_clients_planned_range_read_fetches_no_more_than_the_range(setup: An
     b, metrics, rng = setup
     with SyncClient(b.bootstrap) as c:
         c.plan_time_window("seg", 0, 1)  # connection and metadata set up before measuring
-        before = _bytes_out(metrics)
+        before = bytes_out(metrics)
         rows = sum(x.num_rows for x in c.read_planned_range_arrow("seg", 0, rng, 0, 2**62))
-        sent = _bytes_out(metrics) - before
+        sent = bytes_out(metrics) - before
     assert rows == rng.end_offset - rng.start_offset
     assert sent <= rng.bytes + 4 * _slack(b, metrics), (sent, rng.bytes)

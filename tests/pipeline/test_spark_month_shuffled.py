@@ -12,7 +12,6 @@ partition's late count and largest lateness (counted here from the produced orde
 
 from __future__ import annotations
 
-import datetime as dt
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from bench.datasets import month_shuffled
+from bench.datasets import SAMPLE_WINDOWS, day_ms, month_shuffled
 from client import ProducerRecord, SyncClient
 from pipeline.options import parse_read_options
 from pipeline.source import event_time_partitions
@@ -31,15 +30,7 @@ PARTS = 2
 TOPIC = "flights"
 
 
-def _ms(day: str) -> int:
-    return int(dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC).timestamp() * 1000)
-
-
-WINDOWS = {
-    "one day": (_ms("2024-03-14"), _ms("2024-03-15")),
-    "three days at year end": (_ms("2024-12-29"), _ms("2025-01-01")),
-    "one week": (_ms("2024-06-10"), _ms("2024-06-17")),
-}
+WINDOWS = {name: (day_ms(a), day_ms(b)) for name, (a, b) in SAMPLE_WINDOWS.items()}
 
 
 # docs/pipeline.md quotes these: (records in the window, positional rows, of which in it).
