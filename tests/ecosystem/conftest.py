@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import BrokerProcess, free_port_number
 from tests.ecosystem.kafka_peer import KafkaNode, KafkaRefError, fetch
 
 FULL = os.environ.get("CHRONOLOG_ECOSYSTEM") == "full"
@@ -64,3 +65,13 @@ def kafka_node(kafka_classpath: str, tmp_path_factory: pytest.TempPathFactory) -
 @pytest.fixture(scope="module")
 def module_tmp(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
     return tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+
+
+@pytest.fixture(scope="module")
+def chronolog(module_tmp: Path) -> Iterator[BrokerProcess]:
+    """A Chronolog broker for one module, beside the Kafka node; stops cleanly."""
+    data = module_tmp / "chronolog"
+    data.mkdir()
+    b = BrokerProcess(data, free_port_number()).start()
+    yield b
+    assert b.stop() == 0, b.log()

@@ -59,15 +59,6 @@ class Target:
     admin: AdminClient
 
 
-@pytest.fixture(scope="module")
-def chronolog(module_tmp: Path) -> Iterator[BrokerProcess]:
-    data = module_tmp / "chronolog"
-    data.mkdir()
-    b = BrokerProcess(data, free_port_number()).start()
-    yield b
-    assert b.stop() == 0, b.log()
-
-
 @pytest.fixture(scope="module", params=[
     "chronolog", pytest.param("kafka", marks=pytest.mark.ecosystem_full)])
 def target(request: pytest.FixtureRequest) -> Target:

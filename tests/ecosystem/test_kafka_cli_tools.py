@@ -22,7 +22,6 @@ import pytest
 from client.aio import ProducerRecord
 from client.sync import SyncClient
 from protocol.errors import ErrorCode, KafkaError
-from tests.conftest import BrokerProcess, free_port_number
 from tests.ecosystem.kafka_peer import (
     CONFIGS,
     CONSOLE_CONSUMER,
@@ -44,15 +43,6 @@ class Target:
     name: str
     bootstrap: str
     client: SyncClient
-
-
-@pytest.fixture(scope="module")
-def chronolog(module_tmp: Path) -> Iterator[BrokerProcess]:
-    data = module_tmp / "chronolog"
-    data.mkdir()
-    b = BrokerProcess(data, free_port_number()).start()
-    yield b
-    assert b.stop() == 0, b.log()
 
 
 @pytest.fixture(scope="module", params=[
