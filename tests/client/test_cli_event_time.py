@@ -29,6 +29,8 @@ from confluent_kafka import Producer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.disorder import SHAPES, disordered
+
 CHRONOLOG = str(Path(sys.executable).parent / "chronolog")
 NOW = int(time.time() * 1000)
 T0 = NOW - 3 * 86_400_000
@@ -125,18 +127,11 @@ def consume_event_time(bootstrap: str, topic: str, t1: int, t2: int, isolation: 
 
 
 def _timestamps(shape: str, n: int, at: int, rng: random.Random) -> list[int]:
-    base = T0 + at
-    if shape == "in_order":
-        return sorted(base + rng.randint(0, 3000) for _ in range(n))
-    if shape == "late":  # a run far behind everything else
-        return [T0 - 86_400_000 + rng.randint(0, 10_000) for _ in range(n)]
-    if shape == "ties":
-        return [base] * n
-    return [base + rng.randint(-500_000, 500_000) for _ in range(n)]
+    return disordered(shape, n, T0 + at, T0 - 86_400_000, rng)
 
 
 runs = st.lists(
-    st.tuples(st.sampled_from(["in_order", "late", "ties", "shuffled"]), st.integers(1, 25),
+    st.tuples(st.sampled_from(SHAPES), st.integers(1, 25),
               st.integers(0, 2_000_000)),
     min_size=1, max_size=8)
 

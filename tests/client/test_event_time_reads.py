@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from client import SyncClient
 from client.aio import PLAN_TIME_WINDOW, ProducerRecord
+from tests.helpers.disorder import SHAPES, disordered
 
 NOW = int(time.time() * 1000)
 T0 = NOW - 40 * 86_400_000
@@ -94,20 +95,13 @@ def _check(c: SyncClient, topic: str, rows: list[tuple[int, int, int, bytes]],
 
 
 batch_shapes = st.lists(
-    st.tuples(st.integers(0, 3), st.sampled_from(["in_order", "late", "ties", "shuffled"]),
+    st.tuples(st.integers(0, 3), st.sampled_from(SHAPES),
               st.integers(1, 30), st.integers(0, 400_000)),
     min_size=1, max_size=25)
 
 
 def _timestamps(shape: str, n: int, at: int, rng: random.Random) -> list[int]:
-    base = T0 + at * 5
-    if shape == "in_order":
-        return sorted(base + rng.randint(0, 3000) for _ in range(n))
-    if shape == "late":
-        return [T0 + rng.randint(0, 10_000) for _ in range(n)]
-    if shape == "ties":
-        return [base] * n
-    return [base + rng.randint(-500_000, 500_000) for _ in range(n)]
+    return disordered(shape, n, T0 + at * 5, T0, rng)
 
 
 @settings(max_examples=25, deadline=None,

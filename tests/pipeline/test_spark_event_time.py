@@ -29,6 +29,7 @@ from client import ProducerRecord, SyncClient
 from pipeline.fetcher import FetchStats, read_ranges
 from pipeline.options import OptionError, parse_read_options
 from pipeline.source import event_time_partitions
+from tests.helpers.disorder import SHAPES, disordered
 
 NOW = int(time.time() * 1000)
 T0 = NOW - 40 * 86_400_000
@@ -67,14 +68,7 @@ def txn(evt_broker: Any) -> Iterator[Producer]:
 
 
 def _timestamps(shape: str, n: int, at: int, rng: random.Random) -> list[int]:
-    base = T0 + at * 5
-    if shape == "in_order":
-        return sorted(base + rng.randint(0, 3000) for _ in range(n))
-    if shape == "late":
-        return [T0 + rng.randint(0, 10_000) for _ in range(n)]
-    if shape == "ties":
-        return [base] * n
-    return [base + rng.randint(-500_000, 500_000) for _ in range(n)]
+    return disordered(shape, n, T0 + at * 5, T0, rng)
 
 
 def _produce(c: SyncClient, txn: Producer | None, topic: str, parts: int,
@@ -174,7 +168,7 @@ def _per_partition(rows: list[tuple[int, int, int, bytes]]) -> dict[int, list[An
 
 
 batch_shapes = st.lists(
-    st.tuples(st.integers(0, 2), st.sampled_from(["in_order", "late", "ties", "shuffled"]),
+    st.tuples(st.integers(0, 2), st.sampled_from(SHAPES),
               st.integers(1, 25), st.integers(0, 400_000),
               st.sampled_from(["plain", "plain", "plain", "commit", "abort"])),
     min_size=1, max_size=18)
