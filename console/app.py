@@ -33,7 +33,7 @@ from aiohttp import web
 
 from client.aio import EARLIEST, LATEST, MAX_TIMESTAMP, Client, TopicPartition
 from client.timeparse import TimeParseError, format_time, parse_time
-from console import browse, deletes, groups, timeline
+from console import browse, deletes, eventtime, groups, timeline
 from console.cluster import overview
 from console.link import BrokerLink, BrokerUnreachable
 from console.render import human_duration, human_size, preview, show_bytes
@@ -67,6 +67,8 @@ CONFIG = web.AppKey("config", ConsoleConfig)
 TEMPLATES = web.AppKey("templates", jinja2.Environment)
 #: A secret per console process that every write form carries (see console.groups).
 FORM_TOKEN = web.AppKey("form_token", str)
+#: Every record's timestamp per partition, for the event-time timeline (console.eventtime).
+TIMESTAMPS = web.AppKey("timestamps", eventtime.TimestampCache)
 
 
 def _env() -> jinja2.Environment:
@@ -239,11 +241,29 @@ async def _data_extent(client: Client, topic: str, parts: list[int]) -> tuple[in
     return min(firsts), max(last, min(firsts)) + 1
 
 
-async def _timeline(request: web.Request) -> tuple[timeline.Timeline, dict[str, Any]]:
+#: The two meanings of a bucket (``?by=``): ``event`` counts records by their own
+#: timestamps (console.eventtime, the default), ``offset`` counts the offsets a reader of
+#: the window replays (console.timeline: Kafka's offsetsForTimes rule).
+MEANINGS = ("event", "offset")
+
+
+#: Seconds a timeline page waits for a first event-time chart (which reads every record)
+#: before it shows the positional chart and reloads itself (``?wait=`` overrides it; the
+#: JSON API waits for the chart unless asked not to).
+PAGE_WAIT_S = 3.0
+MAX_WAIT_S = 600.0
+
+
+async def _timeline(
+    request: web.Request, wait_s: float | None = None,
+) -> tuple[timeline.Timeline | eventtime.EventTimeline, dict[str, Any]]:
     client = client_of(request)
     topic = request.match_info["topic"]
     parts, chosen = await _partitions(request, topic)
     used = parts if chosen is None else [chosen]
+    by = asked = request.query.get("by", "").strip() or "event"
+    if by not in MEANINGS:
+        raise ValueError(f"by must be event or offset, got {by!r}")
     now = time.time_ns() // 1_000_000
     start, end = _time_arg(request, "from", now), _time_arg(request, "to", now)
     rng = request.query.get("range", "")
@@ -255,39 +275,88 @@ async def _timeline(request: web.Request) -> tuple[timeline.Timeline, dict[str, 
         end = now if end is None else end
         start = end - RANGES["1h"] if start is None else start
     else:
-        extent = await _data_extent(client, topic, used)
         rng = "all"
-        start, end = extent if extent else (now - RANGES["1h"], now)
-    if end <= start:
-        raise ValueError(f"the range must end after it starts: {format_time(start)} .. {format_time(end)}")
+        start = end = None
     buckets = _int_arg(request, "buckets")
-    most = timeline.max_buckets_for(len(used))
+    # The positional chart asks the broker one lookup per boundary and partition; the
+    # event-time chart counts in memory, so only the bucket count's own cap applies.
+    most = timeline.max_buckets_for(len(used)) if by == "offset" else timeline.MAX_BUCKETS
     if buckets is not None and buckets > most:
         raise ValueError(f"at most {most} buckets for {len(used)} partitions")
-    bounds = timeline.boundaries(start, end, buckets, max_bars=timeline.max_bars_for(len(used)))
-    tl = await timeline.compute_timeline(client, topic, bounds, used)
+    max_bars = timeline.max_bars_for(len(used)) if by == "offset" else timeline.MAX_BARS
+    span: dict[str, int] = {}
+
+    def make_bounds(extent: tuple[int, int] | None) -> list[int]:
+        lo, hi = (start, end) if start is not None and end is not None else (
+            extent if extent else (now - RANGES["1h"], now))
+        if hi <= lo:
+            raise ValueError(f"the range must end after it starts: {format_time(lo)} .. {format_time(hi)}")
+        span.update(start=lo, end=hi)
+        return timeline.boundaries(lo, hi, buckets, max_bars=max_bars)
+
+    wait_text = request.query.get("wait", "").strip()
+    if wait_text:
+        try:
+            wait_s = float(wait_text)
+        except ValueError:
+            raise ValueError(f"wait must be a number of seconds, got {wait_text!r}") from None
+        if not 0 <= wait_s <= MAX_WAIT_S:
+            raise ValueError(f"wait must be between 0 and {MAX_WAIT_S:g} seconds, got {wait_text}")
+    notice = None
+    warming = None
+    tl: timeline.Timeline | eventtime.EventTimeline
+    if by == "event":
+        try:
+            tl = await request.app[TIMESTAMPS].timeline(client, topic, make_bounds, used,
+                                                        wait_s=wait_s)
+        except eventtime.TooLarge as e:
+            notice = f"{e}: showing the positional count instead."
+            by = "offset"
+        except eventtime.Warming as e:
+            warming = e
+            by = "offset"
+    if by == "offset":
+        extent = await _data_extent(client, topic, used) if rng == "all" else None
+        tl = await timeline.compute_timeline(client, topic, make_bounds(extent), used)
     ctx = {"topic": topic, "partitions": parts, "partition": chosen, "range_name": rng,
-           "start": start, "end": end}
+           "start": span["start"], "end": span["end"], "by": by, "asked": asked, "notice": notice,
+           "warming": warming}
     return tl, ctx
 
 
 async def timeline_page(request: web.Request) -> web.Response:
-    tl, ctx = await _timeline(request)
+    tl, ctx = await _timeline(request, PAGE_WAIT_S)
     data = tl.as_json()
+    states = (tl.states if isinstance(tl, eventtime.EventTimeline) else
+              await eventtime.partition_states(client_of(request), ctx["topic"], tl.partitions))
     cut = None
     before = request.query.get("before", "").strip()
     if before and request.app[CONFIG].allow_writes:
         at = deletes.parse_at(before)
         cut = {"at": at, "plan": await deletes.plan(client_of(request), ctx["topic"], at)}
     resp = _page(request, "timeline.html", tl=tl, data_json=json.dumps(data).replace("</", "<\\/"),
-                 cut=cut, token=request.app[FORM_TOKEN], done=request.query.get("done"), **ctx)
+                 cut=cut, token=request.app[FORM_TOKEN], done=request.query.get("done"),
+                 disorder=states, late=sum(s.late_records or 0 for s in states.values()),
+                 meaning_link=_meaning_link(request, "offset" if ctx["by"] == "event" else "event"),
+                 **ctx)
     resp.headers["Server-Timing"] = f"timeline;dur={tl.server_ms:.1f}"
     return resp
 
 
+def _meaning_link(request: web.Request, by: str) -> str:
+    """This page's URL with the other meaning of a bucket."""
+    q = dict(request.query)
+    q.pop("by", None)
+    return "?" + urlencode(q | ({"by": by} if by != "event" else {}))
+
+
 async def timeline_api(request: web.Request) -> web.Response:
-    tl, _ = await _timeline(request)
-    resp = web.json_response(tl.as_json())
+    tl, ctx = await _timeline(request)
+    data = tl.as_json()
+    if ctx["warming"] is not None:
+        w = ctx["warming"]
+        data["warming"] = {"read": w.done, "of": w.total}
+    resp = web.json_response(data)
     resp.headers["Server-Timing"] = f"timeline;dur={tl.server_ms:.1f}"
     return resp
 
@@ -345,8 +414,33 @@ async def records_page(request: web.Request) -> web.Response:
     budget = max(1, min(_int_arg(request, "scan", browse.DEFAULT_BUDGET) or browse.DEFAULT_BUDGET,
                         browse.MAX_BUDGET))
     base: dict[str, Any] = {"limit": limit} | ({"partition": chosen} if chosen is not None else {})
+    # An event-time window (a timeline bar): only records with from <= timestamp < until,
+    # read from the ranges the broker plans for it.
+    from_text = request.query.get("from", "").strip()
+    until_text = request.query.get("until", "").strip()
+    window: tuple[int, int] | None = None
+    if from_text or until_text:
+        if not (from_text and until_text):
+            raise ValueError("an event-time window needs both from and until")
+        window = (parse_time(from_text, now_ms=now), parse_time(until_text, now_ms=now))
+        if window[1] <= window[0]:
+            raise ValueError(f"the window must end after it starts: {format_time(window[0])} .. "
+                             f"{format_time(window[1])}")
     page: browse.Page
-    if needle:
+    if window is not None:
+        plans = await client.plan_time_window(topic, window[0], window[1], used)
+        if not cursor_text:
+            cursor = {p: pl.ranges[0].start_offset if pl.ranges else pl.high_watermark
+                      for p, pl in plans.items()}
+        scan = max(1, min(_int_arg(request, "scan", browse.WINDOW_BUDGET) or browse.WINDOW_BUDGET,
+                          browse.MAX_WINDOW_BUDGET))
+        page = await browse.window_forward(client, topic, plans, cursor, *window, limit, scan,
+                                           browse.text_matcher(needle, where) if needle else None)
+        budget = scan
+        base |= {"from": format_time(window[0]), "until": format_time(window[1]), "scan": scan}
+        if needle:
+            base |= {"q": needle, "in": where}
+    elif needle:
         # A filter searches forward only: the page is exact for the range it examined.
         page = await browse.search_forward(client, topic, cursor, limit, budget,
                                            browse.text_matcher(needle, where))
@@ -357,7 +451,7 @@ async def records_page(request: web.Request) -> web.Response:
     nav = {
         "next": None if page.at_end or page.next == page.start else
         "?" + urlencode(base | {"cursor": browse.format_cursor(page.next)}),
-        "prev": None if page.at_start or needle else
+        "prev": None if page.at_start or needle or window else
         "?" + urlencode(base | {"cursor": browse.format_cursor(page.start), "dir": "back"}),
         "here": "?" + urlencode(base | {"cursor": browse.format_cursor(page.start)}),
     }
@@ -366,7 +460,7 @@ async def records_page(request: web.Request) -> web.Response:
         request, "records.html", topic=topic, partitions=parts, partition=chosen, rows=rows,
         page=page, nav=nav, limit=limit, time_text=time_text, at_ms=at_ms,
         offset=offset, cursor_text=browse.format_cursor(page.start), server_ms=server_ms,
-        needle=needle, where=where, budget=budget,
+        needle=needle, where=where, budget=budget, window=window,
         search=page if isinstance(page, browse.SearchPage) else None,
     )
     resp.headers["Server-Timing"] = f"records;dur={server_ms:.1f}"
@@ -489,6 +583,7 @@ def make_app(config: ConsoleConfig, link: BrokerLink | None = None) -> web.Appli
     app[TEMPLATES] = _env()
     app[FORM_TOKEN] = secrets.token_urlsafe(24)
     app[LINK] = link if link is not None else broker_link(config)
+    app[TIMESTAMPS] = eventtime.TimestampCache()
 
     async def client_ctx(app: web.Application) -> AsyncIterator[None]:
         if link is None and not await app[LINK].try_connect():

@@ -17,23 +17,38 @@ Invariants:
   end; every record between its start and next cursors was examined, so successive
   pages search the topic without a gap or an overlap and the result is exact for the
   range the page reports. It reads at most ``budget + partitions x MAX_LIMIT`` offsets.
+- An event-time window page (:func:`window_forward`, a timeline bar's records) reads
+  only the offset ranges the broker plans for the window (PlanTimeWindow), compares
+  timestamps column-wise (Arrow) and shows the records with t1 <= timestamp < t2, each
+  partition in offset order; every offset below its ``next`` cursor was read or cannot
+  hold a record of the window, so following ``next`` gives the window's records once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import heapq
 import struct
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
-from client.aio import EARLIEST, LATEST, Client, Record, TopicPartition, decode_records
+from client.aio import (
+    EARLIEST,
+    LATEST,
+    Client,
+    Record,
+    TimeWindowPlan,
+    TopicPartition,
+    decode_records,
+)
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["Page", "SearchPage", "ShownRecord", "format_cursor", "parse_cursor", "read_partition",
-           "page_forward", "page_back", "resolve_time", "search_forward", "text_matcher"]
+           "page_forward", "page_back", "resolve_time", "search_forward", "text_matcher", "window_forward"]
 
 _FETCH_BYTES = 256 * 1024
 _MAX_FETCH_BYTES = 64 * 1024 * 1024
@@ -333,3 +348,82 @@ async def search_forward(
             # record (compaction gaps, transaction markers) too.
             nxt[p] = max(nxt[p], read_at[p])
     return SearchPage(found, start, nxt, hw, low, examined, first_ts, last_ts, stopped)
+
+
+#: Records an event-time window page reads by default, and at most (timestamps are
+#: compared column-wise; only the records in the window are decoded into rows).
+WINDOW_BUDGET = 500_000
+MAX_WINDOW_BUDGET = 5_000_000
+
+
+async def _window_partition(
+    client: Client, topic: str, plan: TimeWindowPlan, start: int, t1: int, t2: int,
+    limit: int, budget: int, match: Callable[[Record], bool] | None, spent: list[int],
+) -> tuple[list[ShownRecord], int, int]:
+    """From offset ``start`` through ``plan``'s ranges: the records with t1 <= ts < t2
+    (and ``match``) in offset order, until ``limit`` of them, or until the partitions
+    read together (``spent[0]``) reach ``budget`` records; returns them, the offset
+    everything below which was read, and the records this partition read."""
+    import pyarrow.compute as pc
+
+    p = plan.partition
+    out: list[ShownRecord] = []
+    read = 0
+    for rng in plan.ranges:
+        if rng.end_offset <= start:
+            continue
+        lo = max(start, rng.start_offset)
+        # Closed when a page stops early, so the Fetch already sent ahead is cancelled.
+        batches = cast(AsyncGenerator[Any, None], client.consume_arrow(topic, p, lo, rng.end_offset))
+        async with contextlib.aclosing(batches) as it:
+            async for batch in it:
+                read += batch.num_rows
+                spent[0] += batch.num_rows
+                offs = batch.column("offset")
+                start = int(offs[batch.num_rows - 1].as_py()) + 1
+                ts = batch.column("timestamp")
+                kept = batch.filter(pc.and_(pc.greater_equal(ts, t1), pc.less(ts, t2)))
+                for row in kept.to_pylist():
+                    r = Record(row["offset"], row["timestamp"], row["key"], row["value"],
+                               [(h["key"], h["value"]) for h in row["headers"] or ()], topic, p)
+                    if match is None or match(r):
+                        out.append(ShownRecord(p, r.offset, r.timestamp, "LogAppendTime"
+                                               if row["timestamp_type"] == 1 else "CreateTime", r))
+                if len(out) >= limit or spent[0] >= budget:
+                    return out, start, read
+        start = max(start, rng.end_offset)
+    return out, max(start, plan.high_watermark), read
+
+
+async def window_forward(
+    client: Client, topic: str, plans: Mapping[int, TimeWindowPlan], cursor: Mapping[int, int],
+    t1: int, t2: int, limit: int, budget: int, match: Callable[[Record], bool] | None = None,
+) -> SearchPage:
+    """The next ``limit`` records from ``cursor`` with ``t1 <= timestamp < t2`` (an
+    event-time window; ``plans`` is its ``Client.plan_time_window``), each partition in
+    offset order, partitions merged by timestamp; the partitions stop reading once they
+    have read ``budget`` records together (checked after each Fetch). Only the planned ranges are read (no record outside
+    them can be in the window), so successive pages from ``next`` give every record of
+    the window once: the result is exact for the offsets below ``next``."""
+    limit = max(1, min(limit, MAX_LIMIT))
+    budget = max(1, min(budget, MAX_WINDOW_BUDGET))
+    parts = sorted(cursor)
+    spent = [0]
+    reads = await asyncio.gather(*(
+        _window_partition(client, topic, plans[p], max(cursor[p], plans[p].log_start_offset),
+                          t1, t2, limit, budget, match, spent) for p in parts))
+    got = {p: r[0] for p, r in zip(parts, reads, strict=True)}
+    read_to = {p: r[1] for p, r in zip(parts, reads, strict=True)}
+    examined = sum(r[2] for r in reads)
+    start = {p: max(cursor[p], plans[p].log_start_offset) for p in parts}
+    taken = list(heapq.merge(*got.values(), key=lambda s: (s.timestamp, s.partition)))[:limit]
+    shown = dict.fromkeys(parts, 0)
+    for s in taken:
+        shown[s.partition] += 1
+    nxt = {p: got[p][shown[p]].offset if shown[p] < len(got[p]) else read_to[p] for p in parts}
+    hw = {p: plans[p].high_watermark for p in parts}
+    stopped = ("end" if all(nxt[p] >= hw[p] for p in parts) else
+               "matches" if len(taken) >= limit else "budget")
+    return SearchPage(taken, start, nxt, hw, {p: plans[p].log_start_offset for p in parts},
+                      examined, min((s.timestamp for s in taken), default=None),
+                      max((s.timestamp for s in taken), default=None), stopped)

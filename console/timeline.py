@@ -109,6 +109,7 @@ class Timeline:
     counts: list[int]
     high_watermarks: dict[int, int]
     server_ms: float = 0.0
+    by: str = "offset"
 
     @property
     def total(self) -> int:
@@ -130,6 +131,7 @@ class Timeline:
 
     def as_json(self) -> dict[str, object]:
         return {
+            "by": "offset",
             "topic": self.topic,
             "partitions": self.partitions,
             "bounds": self.bounds,

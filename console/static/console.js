@@ -12,6 +12,20 @@ window.chronolog = (function () {
     return "/topics/" + encodeURIComponent(topic) + "/records?" + q.toString();
   }
 
+  // An event-time bar opens exactly its records: those with from <= timestamp < until.
+  function windowUrl(topic, partition, from, until) {
+    const q = new URLSearchParams();
+    if (partition !== null) q.set("partition", partition);
+    q.set("from", iso(from)); q.set("until", iso(until));
+    return "/topics/" + encodeURIComponent(topic) + "/records?" + q.toString();
+  }
+
+  function barUrl(data, partition, i) {
+    const b = data.bounds;
+    return data.by === "event" ? windowUrl(data.topic, partition, b[i], b[i + 1])
+      : recordsUrl(data.topic, partition, b[i]);
+  }
+
   function bucketAt(bounds, ms) {
     // bounds ascend; bucket i is [bounds[i], bounds[i+1])
     let lo = 0, hi = bounds.length - 2;
@@ -64,8 +78,10 @@ window.chronolog = (function () {
       const i = u.cursor.left == null || u.cursor.left < 0 ? -1
         : bucketAt(b, u.posToVal(u.cursor.left, "x"));
       if (i < 0) return;
-      const parts = Object.keys(data.offsets || {}).map(
-        p => "p" + p + ": " + (data.offsets[p][i + 1] - data.offsets[p][i]).toLocaleString("en-US"));
+      const per = data.partition_counts;
+      const parts = per ? Object.keys(per).map(p => "p" + p + ": " + per[p][i].toLocaleString("en-US"))
+        : Object.keys(data.offsets || {}).map(
+          p => "p" + p + ": " + (data.offsets[p][i + 1] - data.offsets[p][i]).toLocaleString("en-US"));
       detail.textContent = iso(b[i]) + " – " + iso(b[i + 1]) + ": " + ys[i].toLocaleString("en-US")
         + " records" + (parts.length > 1 ? " (" + parts.join(", ") + ")" : "");
       detail.dataset.bucket = i;
@@ -78,7 +94,7 @@ window.chronolog = (function () {
       if (down && Math.abs(e.clientX - down[0]) > 3) return; // a drag, not a click
       const ms = u.posToVal(e.clientX - u.over.getBoundingClientRect().left, "x");
       const i = bucketAt(b, ms);
-      if (i >= 0) location.href = recordsUrl(data.topic, partition, b[i]);
+      if (i >= 0) location.href = barUrl(data, partition, i);
     });
     api.charts[elId] = u;
     api.chart = u;
@@ -92,7 +108,7 @@ window.chronolog = (function () {
         if (!ys[i]) continue;
         const tr = body.insertRow();
         const a = document.createElement("a");
-        a.href = recordsUrl(data.topic, partition, b[i]); a.textContent = iso(b[i]);
+        a.href = barUrl(data, partition, i); a.textContent = iso(b[i]);
         tr.insertCell().appendChild(a);
         tr.insertCell().textContent = iso(b[i + 1]);
         const n = tr.insertCell(); n.className = "n"; n.textContent = ys[i].toLocaleString("en-US");

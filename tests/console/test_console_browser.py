@@ -123,7 +123,8 @@ def _bars(driver: Any) -> tuple[list[int], list[int]]:
 
 
 def test_timeline_bars_equal_a_reader_of_each_bucket(browser, console_url, topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    q = f"from={iso(BASE - 600_000)}&to={iso(BASE + N * 60_000)}"
+    # The positional meaning (by=offset); test_console_event_time.py checks the default.
+    q = f"from={iso(BASE - 600_000)}&to={iso(BASE + N * 60_000)}&by=offset"
     browser.get(f"{console_url}/topics/{topic['name']}?{q}")
     bounds, bars = _bars(browser)
     assert 100 <= len(bars) <= 301
@@ -142,7 +143,7 @@ def test_timeline_bars_equal_a_reader_of_each_bucket(browser, console_url, topic
            for p in range(PARTS)]
     assert min(per) > 0
     assert detail.text.endswith(f": {sum(per)} records (" + ", ".join(f"p{p}: {n}" for p, n in enumerate(per)) + ")")
-    shot(browser, "timeline", tmp_path)
+    shot(browser, "timeline-by-position", tmp_path)
     browser.find_element(By.CSS_SELECTOR, "#bucket-details summary").click()
     # The table is built by the "toggle" event, which the browser fires as a later task.
     rows = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#bucket-table tbody tr"))
@@ -162,7 +163,7 @@ def _click_bar(driver: Any, i: int) -> None:
 
 
 def test_clicking_a_bar_opens_the_browser_at_the_buckets_first_offset(browser, console_url, topic) -> None:  # type: ignore[no-untyped-def]
-    q = f"from={iso(BASE - 600_000)}&to={iso(BASE + N * 60_000)}"
+    q = f"from={iso(BASE - 600_000)}&to={iso(BASE + N * 60_000)}&by=offset"
     stamps = topic["stamps"]
     # The bucket holding record 13's out-of-order time: its first offset is not 13.
     browser.get(f"{console_url}/topics/{topic['name']}?partition=1&{q}")
@@ -310,7 +311,7 @@ def test_an_unknown_topic_is_a_404_naming_kafkas_error(console_url) -> None:  # 
 
 
 def test_dragging_across_the_chart_zooms_into_that_range(browser, console_url, topic) -> None:  # type: ignore[no-untyped-def]
-    browser.get(f"{console_url}/topics/{topic['name']}?from={iso(BASE)}&to={iso(BASE + N * 60_000)}")
+    browser.get(f"{console_url}/topics/{topic['name']}?from={iso(BASE)}&to={iso(BASE + N * 60_000)}&by=offset")
     bounds, _ = _bars(browser)
     a, b = _bar_offset(browser, 40), _bar_offset(browser, 80)
     over = browser.find_element(By.CSS_SELECTOR, "#chart .u-over")
@@ -352,7 +353,7 @@ def test_the_readme_command_serves_the_console(console_broker, tmp_path) -> None
 
 
 def test_range_buttons_choose_the_last_day_and_the_datas_extent(browser, console_url, topic) -> None:  # type: ignore[no-untyped-def]
-    browser.get(f"{console_url}/topics/{topic['name']}?from={iso(BASE)}&to={iso(BASE + 60_000)}")
+    browser.get(f"{console_url}/topics/{topic['name']}?from={iso(BASE)}&to={iso(BASE + 60_000)}&by=offset")
     browser.find_element(By.CSS_SELECTOR, 'button[name="range"][value="1d"]').click()
     wait(browser, lambda d: "range=1d" in d.current_url)
     bounds, bars = _bars(browser)
@@ -383,8 +384,8 @@ def test_a_loopback_console_refuses_requests_for_other_host_names(console_url) -
 
 
 def test_a_bar_counts_what_chronolog_consume_prints_for_its_window(browser, console_url, topic) -> None:  # type: ignore[no-untyped-def]
-    """The chart and the CLI agree: the tallest bar's window read with `chronolog consume`."""
-    browser.get(f"{console_url}/topics/{topic['name']}?from={iso(BASE)}&to={iso(BASE + N * 60_000)}")
+    """The positional chart and the CLI agree: the tallest bar's window read with `chronolog consume`."""
+    browser.get(f"{console_url}/topics/{topic['name']}?from={iso(BASE)}&to={iso(BASE + N * 60_000)}&by=offset")
     bounds, bars = _bars(browser)
     i = bars.index(max(bars))
     out = subprocess.run(

@@ -138,12 +138,18 @@ def test_overview_over_sasl_ssl_shows_the_produced_topic(setup: Setup, sasl_ssl_
 def test_timeline_over_sasl_ssl_equals_a_reader_of_each_window(setup: Setup, sasl_ssl_console: str) -> None:
     start, end = BASE - 1_000, BASE + 45_000
     tl = json.loads(_get(f"{sasl_ssl_console}/api/topics/{setup.topic}/timeline"
-                         f"?from={start}&to={end}&buckets=9"))
+                         f"?from={start}&to={end}&buckets=9&by=offset"))
     bounds = tl["bounds"]
     assert bounds[0] <= start and bounds[-1] >= end
     stamps = {p: [ts for _, ts, _ in recs] for p, recs in setup.produced.items()}
     assert tl["counts"] == bucket_counts(stamps, bounds)
     assert sum(tl["counts"]) == sum(len(v) for v in stamps.values())
+    # By event time (the default), over the same secured connections.
+    ev = json.loads(_get(f"{sasl_ssl_console}/api/topics/{setup.topic}/timeline"
+                         f"?from={start}&to={end}&buckets=9"))
+    assert ev["by"] == "event" and ev["bounds"] == bounds
+    assert ev["counts"] == [sum(1 for ts in stamps.values() for t in ts if bounds[i] <= t < bounds[i + 1])
+                            for i in range(len(bounds) - 1)]
 
 
 @pytest.mark.parametrize("partition", sorted(STAMPS))
