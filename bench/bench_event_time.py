@@ -155,12 +155,15 @@ def bench_window(report: Report, bootstrap: str, metrics_url: str, data: Path, t
     inside = (ts >= t1) & (ts < t2)
     want = int(inside.sum())
 
-    window_bytes = topic_bytes = 0
+    window_bytes = topic_bytes = batches = window_batches = 0
     for p in range(PARTITIONS):
         bases, sizes = _batches(data, TOPIC, p)
         topic_bytes += int(sizes.sum())
+        batches += len(bases)
         hit = np.unique(np.searchsorted(bases, offs[inside & (parts == p)], "right") - 1)
         window_bytes += int(sizes[hit].sum())
+        window_batches += len(hit)
+    segments = sum(len(list((data / f"{TOPIC}-{p}").glob("*.log"))) for p in range(PARTITIONS))
 
     from client import SyncClient
 
@@ -174,7 +177,8 @@ def bench_window(report: Report, bootstrap: str, metrics_url: str, data: Path, t
     report.add(SECTION, "1 % window, bytes sent / bytes of the batches holding its records",
                fetched / window_bytes, "ratio", "<= 1.5",
                note=f"{fetched:,.0f} / {window_bytes:,} B (the plan's ranges: {planned:,} B; "
-                    f"whole topic {topic_bytes:,} B); "
+                    f"whole topic {topic_bytes:,} B); {window_batches:,} of {batches:,} batches "
+                    f"({segments:,} segments) hold window records; "
                     f"{want:,} of {len(ts):,} records, {PARTITIONS} partitions; "
                     f"bytes from the broker's chronolog_bytes_out; {_load()}")
 
