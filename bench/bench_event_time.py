@@ -181,6 +181,10 @@ def bench_window(report: Report, bootstrap: str, metrics_url: str, data: Path, t
                     f"({segments:,} segments) hold window records; "
                     f"{want:,} of {len(ts):,} records, {PARTITIONS} partitions; "
                     f"bytes from the broker's chronolog_bytes_out; {_load()}")
+    report.add(SECTION, "1 % window, bytes of the plan's ranges / bytes of those batches",
+               planned / window_bytes, "ratio",
+               note=f"the planner's share of the row above; the rest "
+                    f"({fetched / planned:.2f}x) is what the read fetched beyond its plan")
 
     lo, hi = int(order[0]), int(order[-1]) + 1
     pairs = []
