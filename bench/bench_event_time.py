@@ -8,7 +8,8 @@ One run, side by side:
   batches that hold the window's records (every batch of the partitions' ``.log``
   files walked with storage's ``iter_batches``; a batch counts when a record produced
   into it has a timestamp in the window: the oracle is the produced timestamps and
-  the offsets ``produce_arrow`` returned). Its time over an event-time read of the
+  the offsets ``produce_arrow`` returned), and the plan's bytes over the same (the
+  planner's share of the first). Its time over an event-time read of the
   whole topic, taking turns with it (median of the pairs' ratios). The positional read
   of the same window (``time_range_offsets``): how many of the window's records it
   misses and how many it would return from outside the window;
