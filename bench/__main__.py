@@ -1,7 +1,8 @@
 """Run every benchmark module and print one table.
 
 Usage: ``python -m bench [NAME ...]`` where NAME filters modules (``storage``,
-``broker``, ``pipeline``, ``udp``, ``groups``, ``compaction``, ``console``, ...). Each ``bench/bench_<name>.py`` exposes
+``broker``, ``pipeline``, ``udp``, ``groups``, ``compaction``, ``console``,
+``event_time``, ...). Each ``bench/bench_<name>.py`` exposes
 ``run(report: Report, scratch: str) -> None``.
 """
 

@@ -29,20 +29,27 @@ def start_broker(
     port: int | None = None,
     timeout: float = 30.0,
     ready: Callable[[], object] | None = None,
+    tree: Path | None = None,
+    log_name: str = "broker.log",
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """Start ``python -m broker`` on 127.0.0.1 with its log in ``scratch/broker.log``;
+    """Start ``python -m broker`` on 127.0.0.1 with its log in ``scratch/LOG_NAME``;
     returns (process, Kafka port) once ``ready()`` stops raising (default: the Kafka port
     accepts a connection). If the broker exits or ``timeout`` passes first, it is stopped
-    and RuntimeError carries its log."""
+    and RuntimeError carries its log. ``tree``: run the broker from that source tree
+    (an export of another commit, for an A/B in one run) instead of this checkout."""
     port = port or free_port()
     data.mkdir(parents=True, exist_ok=True)
-    log_path = scratch / "broker.log"
+    log_path = scratch / log_name
     args = [sys.executable, "-m", "broker", "--data-dir", str(data), "--host", "127.0.0.1",
             "--port", str(port)]
     for name, value in (overrides or {}).items():
         args += ["--override", f"{name}={value}"]
+    env = None
+    if tree is not None:  # ``-m`` puts the working directory first on sys.path
+        env = dict(os.environ, PYTHONPATH=str(tree))
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                cwd=None if tree is None else str(tree))
 
     def accepts() -> None:
         socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
