@@ -237,9 +237,10 @@ def test_the_console_from_the_image_counts_what_a_scan_of_the_records_counts(
     stack: Stack, timed: Topic,
 ) -> None:
     """`chronolog console` runs from the image's code and dependencies (this runner is built
-    from the broker image's layers) and its timeline equals, bucket by bucket, the records a
-    reader of each window gets: per partition, first offset at the bucket's end minus first
-    offset at its start, found by scanning the produced records."""
+    from the broker image's layers) and its timelines equal, bucket by bucket, a scan of the
+    produced records: by event time (the default) the records whose timestamps fall in the
+    bucket; by position what a reader of each window gets (per partition, first offset at
+    the bucket's end minus first offset at its start)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -261,23 +262,29 @@ def test_the_console_from_the_image_counts_what_a_scan_of_the_records_counts(
                 time.sleep(0.3)
         stamps = [r.timestamp for recs in timed.records.values() for r in recs]
         start, end = min(stamps) - 1_000, max(stamps) + 1_000
-        with urllib.request.urlopen(f"{url}/api/topics/{timed.name}/timeline"
-                                    f"?from={start}&to={end}&buckets=11", timeout=30) as r:
-            tl = json.loads(r.read())
+        timelines = {}
+        for by in ("event", "offset"):  # event time (the default), then position
+            with urllib.request.urlopen(f"{url}/api/topics/{timed.name}/timeline?from={start}"
+                                        f"&to={end}&buckets=11&by={by}", timeout=60) as r:
+                timelines[by] = json.loads(r.read())
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
-    bounds = tl["bounds"]
-    assert bounds[0] <= start and bounds[-1] >= end
 
     def first_at(recs: list[Rec], t: int) -> int:
         return next((i for i, r in enumerate(recs) if r.timestamp >= t), len(recs))
 
-    assert tl["counts"] == [
-        sum(first_at(recs, hi) - first_at(recs, lo) for recs in timed.records.values())
-        for lo, hi in zip(bounds, bounds[1:], strict=False)
-    ]
-    assert sum(tl["counts"]) == len(stamps)
+    for by, tl in timelines.items():
+        bounds = tl["bounds"]
+        assert bounds[0] <= start and bounds[-1] >= end
+        pairs = list(zip(bounds, bounds[1:], strict=False))
+        if by == "event":  # the records whose own timestamps fall in the bucket
+            want = [sum(lo <= t < hi for t in stamps) for lo, hi in pairs]
+        else:  # what a reader of each window gets, per partition
+            want = [sum(first_at(recs, hi) - first_at(recs, lo)
+                        for recs in timed.records.values()) for lo, hi in pairs]
+        assert tl["counts"] == want, by
+        assert sum(tl["counts"]) == len(stamps)
 
 
 def test_the_broker_writes_its_volume_as_the_non_root_image_user(
