@@ -319,7 +319,10 @@ class Log:
         if size > cfg.segment_bytes:
             raise RecordListTooLargeError(
                 f"append of {size} bytes exceeds segment.bytes={cfg.segment_bytes}")
-        scan = validate_client_batch(batch)
+        # Late records are counted against the running max before the batch, in the
+        # validation walk itself; nothing awaits between here and add_zone below.
+        running = self.active.zone_map_running()
+        scan = validate_client_batch(batch, running=running)
         h = scan.header
         if cfg.compact:
             self._check_keys(batch, now_ms)
@@ -338,7 +341,8 @@ class Log:
             set_max_timestamp(buf, 0, ts, LOG_APPEND_TIME)
             max_ts = ts
             log_append_time = ts
-            mn, late, worst = ts, 0, 0
+            mn = ts
+            late, worst = (h.records_count, running - ts) if ts < running else (0, 0)
         else:
             if h.timestamp_type == LOG_APPEND_TIME:
                 errors = [(i, "Invalid timestamp type in message: producer should not set "
@@ -731,7 +735,8 @@ class Log:
         for seg in self.segments:
             if not seg.build_zone_map(deadline):
                 return False
-        # then the disorder counts appends left open (batches straddling the running max)
+        # then the disorder counts of blocks to re-base (retention, DeleteRecords,
+        # compaction, a rebuild that did not know earlier segments)
         return self._count_disorder(deadline) is not None
 
     def zone_maps(self) -> list[tuple[int, zonemap.ZoneMap]]:

@@ -54,12 +54,21 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
+from types import ModuleType
 from typing import NamedTuple, Protocol
 
 import crc32c as _crc32c
 
 from storage import codecs
 from storage.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionError
+
+_np: ModuleType | None
+try:  # numpy is the arrow extra's: without it an unsorted run's lateness is counted in Python
+    import numpy
+
+    _np = numpy
+except ImportError:  # pragma: no cover - the base install
+    _np = None
 
 Buffer = bytes | bytearray | memoryview
 
@@ -195,11 +204,10 @@ class BatchScan(NamedTuple):
     timestamp equals the max (0 under LogAppendTime, as Kafka's
     ``offsetOfMaxTimestamp`` answers the base offset).
 
-    ``late``/``max_lateness`` are the batch's own disorder, from the same walk: how
-    many records have a timestamp below the largest one before them in the batch, and
-    the largest such gap; ``late`` is -1 when the column-wise walk met an unsorted run
-    it cannot count without a per-record pass (the zone map then counts that batch
-    from its records, see storage/zonemap.py).
+    ``late``/``max_lateness`` are the batch's disorder, from the same walk, exact: how
+    many records have a timestamp below the largest one before them (in the batch, and
+    the ``running`` max the caller passed for the records before the batch), and the
+    largest such gap.
     """
 
     header: BatchHeader
@@ -1065,9 +1073,10 @@ def _lanes_list(key: int, k: int, lane: int, add: int) -> list[int]:
     return list(map(add.__add__, arr))
 
 
-def _run_timestamps(data: Buffer, p: int, lay: _Layout, k: int) -> tuple[int, int, int, bool]:
-    """(min delta, max delta, index of first max, non-decreasing) over the run's
-    timestamp varints."""
+def _run_timestamps(data: Buffer, p: int, lay: _Layout, k: int
+                    ) -> tuple[int, int, int, bool, int, int, int]:
+    """(min delta, max delta, index of first max, non-decreasing, lanes, lane bytes,
+    half range) over the run's timestamp varints (the last three as _run_keys)."""
     key, lane, half_range = _run_keys(data, p, lay.size, lay.ts_off, lay.ts_width, k)
     lane_bits = 8 * lane
     ones = _lane_ones(k, lane)
@@ -1090,7 +1099,34 @@ def _run_timestamps(data: Buffer, p: int, lay: _Layout, k: int) -> tuple[int, in
     z = key ^ (ones * mx)
     equal = high ^ (((z | high) - ones) & high)
     first = ((equal & -equal).bit_length() - 1) // lane_bits
-    return mn - half_range, mx - half_range, first, ordered
+    return mn - half_range, mx - half_range, first, ordered, key, lane, half_range
+
+
+def _run_late(key: int, k: int, lane: int, half_range: int, lm: int) -> tuple[int, int]:
+    """(late records, largest lateness) of a run whose k timestamp deltas are the lanes
+    of ``key`` (each plus ``half_range``), after records whose largest delta is ``lm``:
+    lane i is late when below max(lm, lanes 0..i-1). Vectorised with numpy (a
+    prefix maximum); in Python without it."""
+    if _np is not None and -(1 << 62) < lm < (1 << 62):
+        v = _np.frombuffer(key.to_bytes(k * lane, "little"), dtype=f"<u{lane}")
+        d = v.astype(_np.int64) - half_range  # |delta| < 2**55: no overflow
+        before = _np.maximum.accumulate(d)
+        before[1:] = before[:-1]
+        before[0] = lm
+        _np.maximum(before, lm, out=before)
+        gap = before - d
+        late = int(_np.count_nonzero(gap > 0))
+        return late, (int(gap.max()) if late else 0)
+    late = worst = 0
+    r = lm
+    for t in _lanes_list(key, k, lane, -half_range):
+        if t > r:
+            r = t
+        elif t < r:
+            late += 1
+            if r - t > worst:
+                worst = r - t
+    return late, worst
 
 
 _OFFSET_WIDTH_START = (0, 0, 64, 8192, 1 << 20, 1 << 27)  # first delta needing w bytes
@@ -1129,14 +1165,16 @@ def _run_offsets_ok(data: Buffer, p: int, lay: _Layout, k: int, i0: int) -> bool
 
 def _scan_scalar(
     data: Buffer, p: int, end: int, i0: int, n: int, check_offsets: bool,
-    mx: int = -(1 << 63),
+    mx: int = -(1 << 63), lm: int = -(1 << 63),
 ) -> tuple[int, int, int, int, int, int]:
     """Walk records i0..i0+n-1 from p; return (p after, min delta, max delta, first max
     index, late records, max lateness).
 
-    ``mx`` is the largest delta before record i0 (the returned max includes it): a
-    record below the running max is late, counted in the branch the max test already
-    takes, so in-order records pay nothing for it.
+    ``mx`` is the largest delta before record i0 (the returned max includes it);
+    ``lm`` (at least ``mx``) is the running max lateness is measured against, which
+    may include records before the batch. A record below it is late, counted in the
+    branch the max test already takes, so in-order records pay nothing for it: a
+    record above ``lm`` is above ``mx`` too.
 
     Validates the whole structure (as _decode_records) without making objects.
     With ``check_offsets``, offset delta i must equal i (InvalidRecordError).
@@ -1153,6 +1191,8 @@ def _scan_scalar(
     i = i0
     late = 0
     worst = 0
+    if lm < mx:
+        lm = mx
     try:
         for i in range(i0, i0 + n):
             b = data[p]
@@ -1184,13 +1224,19 @@ def _scan_scalar(
                     td, p = read_varlong(data, p + 1, body_end)
             if td < mn:
                 mn = td
-            if td > mx:
+            if td > lm:
+                lm = mx = td
+                imx = i
+            elif td < lm:
+                late += 1
+                if lm - td > worst:
+                    worst = lm - td
+                if td > mx:
+                    mx = td
+                    imx = i
+            elif td > mx:
                 mx = td
                 imx = i
-            elif td < mx:
-                late += 1
-                if mx - td > worst:
-                    worst = mx - td
             b = data[p]
             if b < 0x80:
                 od = (b >> 1) ^ -(b & 1)
@@ -1287,18 +1333,22 @@ def _scan(
 
 
 def _scan_disorder(
-    data: Buffer, p: int, end: int, count: int, check_offsets: bool, fast: bool = True
+    data: Buffer, p: int, end: int, count: int, check_offsets: bool, fast: bool = True,
+    running: int = _INT64_MIN,
 ) -> tuple[int, int, int, int, int]:
-    """_scan plus the batch's own disorder: (min, max, first max index, late, max
+    """_scan plus the batch's disorder: (min, max, first max index, late, max
     lateness), where a record is late when its delta is below the largest delta before
-    it. A sorted run is late as a whole or not at all when it starts at or above the
-    running max or ends below it; any other run sets late to -1 (not counted here)."""
+    it, ``running`` (the largest delta of the records before the batch) included.
+    Exact: a run in order that starts at or above the running max or ends below it is
+    late as a whole or not at all; any other run is counted from its lanes
+    (_run_late)."""
     if count == 0:
         if p != end:
             raise CorruptRecordError(f"{end - p} bytes remain after the batch's 0 records")
         return 0, 0, 0, 0, 0
     mn = _INT64_MAX
     mx = _INT64_MIN
+    lm = running  # max(running, mx): what lateness is measured against
     imx = 0
     i = 0
     late = 0
@@ -1315,19 +1365,23 @@ def _scan_disorder(
                 if k >= _MIN_RUN and lay.ts_width <= 8 and (
                     not check_offsets or _run_offsets_ok(data, p, lay, k, i)
                 ):
-                    rmn, rmx, ridx, ordered = _run_timestamps(data, p, lay, k)
-                    if i and rmx < mx:  # the whole run lies below what came before
-                        if late >= 0:
-                            late += k
-                        if mx - rmn > worst:
-                            worst = mx - rmn
-                    elif not ordered or (i and rmn < mx):
-                        late = -1
+                    rmn, rmx, ridx, ordered, key, lane, half = _run_timestamps(data, p, lay, k)
+                    if rmx < lm:  # the whole run lies below what came before
+                        late += k
+                        if lm - rmn > worst:
+                            worst = lm - rmn
+                    elif not ordered or rmn < lm:
+                        rlate, rworst = _run_late(key, k, lane, half, lm)
+                        late += rlate
+                        if rworst > worst:
+                            worst = rworst
                     if rmn < mn:
                         mn = rmn
                     if rmx > mx:
                         mx = rmx
                         imx = i + ridx
+                        if rmx > lm:
+                            lm = rmx
                     p += k * lay.size
                     i += k
                     stretch = 32
@@ -1336,14 +1390,16 @@ def _scan_disorder(
             stretch = min(stretch * 2, 4096)
         else:
             n = left
-        p, smn, smx, simx, slate, sworst = _scan_scalar(data, p, end, i, n, check_offsets, mx)
+        p, smn, smx, simx, slate, sworst = _scan_scalar(data, p, end, i, n, check_offsets,
+                                                        mx, lm)
         if smn < mn:
             mn = smn
         if smx > mx:
             mx = smx
             imx = simx
-        if slate and late >= 0:
-            late += slate
+            if smx > lm:
+                lm = smx
+        late += slate
         if sworst > worst:
             worst = sworst
         i += n
@@ -1352,8 +1408,16 @@ def _scan_disorder(
     return mn, mx, imx, late, worst
 
 
-def scan_timestamps(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> BatchScan:
-    """The records' true min/max timestamps and the offset delta of the first max.
+def _running_delta(running: int, base_timestamp: int) -> int:
+    """The running max as a delta from the batch's base timestamp, within int64."""
+    return min(max(running - base_timestamp, _INT64_MIN), _INT64_MAX)
+
+
+def scan_timestamps(buf: Buffer, pos: int = 0, header: BatchHeader | None = None,
+                    running: int = _INT64_MIN) -> BatchScan:
+    """The records' true min/max timestamps and the offset delta of the first max;
+    late records counted against ``running``, the largest timestamp before the batch
+    (BatchScan).
 
     Decompresses compressed batches. Under LogAppendTime, min = max = the header's
     maxTimestamp and the delta is 0, with no record walk. Structural errors raise
@@ -1365,8 +1429,9 @@ def scan_timestamps(buf: Buffer, pos: int = 0, header: BatchHeader | None = None
     if h.records_count <= 0:
         return BatchScan(h, NO_TIMESTAMP, NO_TIMESTAMP, 0)
     data, start, end = _records_data(buf, pos, h)
-    mn, mx, imx, late, worst = _scan_disorder(data, start, end, h.records_count, False)
     bts = h.base_timestamp
+    mn, mx, imx, late, worst = _scan_disorder(data, start, end, h.records_count, False,
+                                              running=_running_delta(running, bts))
     return BatchScan(h, bts + mn, bts + mx, imx, late, worst)
 
 
@@ -1389,7 +1454,7 @@ def count_late(buf: Buffer, pos: int, h: BatchHeader, running: int) -> tuple[int
 
 def validate_client_batch(
     buf: Buffer, pos: int = 0, end: int | None = None, *,
-    max_uncompressed_bytes: int = MAX_UNCOMPRESSED_BYTES,
+    max_uncompressed_bytes: int = MAX_UNCOMPRESSED_BYTES, running: int = _INT64_MIN,
 ) -> BatchScan:
     """Validate a Produce'd partition payload as Kafka's LogValidator does for a client.
 
@@ -1400,7 +1465,8 @@ def validate_client_batch(
     batch without a sequence, offset deltas not 0..n-1, or records that do not
     parse exactly to the batch end. A compressed batch that would inflate beyond
     ``max_uncompressed_bytes`` is CorruptRecordError, refused before inflating.
-    Returns the timestamp scan (see scan_timestamps).
+    Returns the timestamp scan (see scan_timestamps; late records counted against
+    ``running``, the partition's largest timestamp before the batch).
     """
     stop = len(buf) if end is None else end
     # Not one magic-2 batch at all is INVALID_RECORD in Kafka (ProduceRequest
@@ -1432,15 +1498,16 @@ def validate_client_batch(
     if h.attributes & COMPRESSION_MASK > 4:
         raise UnsupportedCompressionError(f"batch uses compression codec {h.compression}")
     data, start, rend = _records_data(buf, pos, h, max_uncompressed_bytes)
+    bts = h.base_timestamp
     try:
-        mn, mx, imx, late, worst = _scan_disorder(data, start, rend, h.records_count, True)
+        mn, mx, imx, late, worst = _scan_disorder(data, start, rend, h.records_count, True,
+                                                  running=_running_delta(running, bts))
     except CorruptRecordError as exc:
         # Inside a batch whose CRC holds, a record that does not parse is Kafka's
         # InvalidRecordException (INVALID_RECORD), not a transmission error.
         raise InvalidRecordError(str(exc)) from exc
     if h.attributes & TIMESTAMP_TYPE_MASK:
         return BatchScan(h, h.max_timestamp, h.max_timestamp, 0)
-    bts = h.base_timestamp
     return BatchScan(h, bts + mn, bts + mx, imx, late, worst)
 
 

@@ -1021,12 +1021,15 @@ class LogSegment:
     def add_zone(self, size: int, base: int, last: int, records: int, mn: int, mx: int,
                  late: int, worst: int) -> None:
         """The zone-map entry of the batch ``append(..., scanned=True)`` just wrote (its
-        last ``size`` bytes): what the validation walk found (BatchScan)."""
+        last ``size`` bytes): what the validation walk found (BatchScan), its disorder
+        counted against ``zone_tail()`` as it was before the batch."""
         zm = self._zones
         if zm is not None and zm.covered == self.size - size:  # else a later walk adds it
             zm.pending.append((zm.covered, size, base, last, records, mn, mx, late, worst,
-                               False))
+                               True))
             zm.covered = self.size
+            if records > 0 and mx > zm.tail:
+                zm.tail = mx
             if len(zm.pending) >= 4096:
                 zm.sync()
 
@@ -1321,12 +1324,13 @@ class LogSegment:
         """Start a new (empty) segment's map from the running max before it, so its
         disorder counts are exact without looking back (Log.roll)."""
         zm = self._zones
-        if zm is not None and not zm.first:
-            zm.running = running
+        if zm is not None and not zm.first and not zm.pending:
+            zm.running = zm.tail = running
 
     def zone_map_running(self) -> int:
-        """The running max after this segment, if its map is in memory (else NO_MAX)."""
-        return self._zones.running if self._zones is not None else NO_MAX
+        """The running max after this segment (its queued batches too), if its map is in
+        memory (else NO_MAX): what the next batch's late records are counted against."""
+        return self._zones.tail if self._zones is not None else NO_MAX
 
     def _read_zone_map(self, size: int) -> ZoneMap | None:
         try:
@@ -1393,14 +1397,12 @@ class LogSegment:
             if h.attributes & CONTROL_MASK or h.records_count <= 0:
                 zm.add(pos, bsize, h.base_offset, last, 0, 0, 0, 0, 0)
             else:
-                sc = scan_timestamps(buf, rel, h)
+                sc = scan_timestamps(buf, rel, h, run)
                 mn, mx = sc.min_timestamp, sc.max_timestamp
-                if mx < run:
+                if mx < run:  # LogAppendTime's too
                     late, worst = h.records_count, run - mn
-                elif mn >= run and sc.late >= 0:
-                    late, worst = sc.late, sc.max_lateness
                 else:
-                    late, worst, _ = count_late(buf, rel, h, run)
+                    late, worst = sc.late, sc.max_lateness
                 zm.add(pos, bsize, h.base_offset, last, h.records_count, mn, mx, late, worst,
                        exact=True)
                 if mx > run:

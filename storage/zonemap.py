@@ -20,11 +20,12 @@ Invariants:
   (the max over every data record before the block, as far as it was known when the
   block was built; NO_MAX when nothing was); ``late[i]`` counts the block's records
   whose timestamp is below the running max before them (p_at[i] included) and
-  ``worst[i]`` is the largest such gap; late[i] = -1 means not counted yet (a batch
-  straddled the running max, which only its records can settle: that is left off the
-  append path). ``Log.disorder_stats`` counts such a block, and re-bases a block whose
-  true prefix max is not p_at[i] (after retention, DeleteRecords, compaction, or a
-  rebuild that did not know earlier segments), keeping the new counts;
+  ``worst[i]`` is the largest such gap, counted exactly by the append's validation
+  walk (given ``tail``, the running max before the batch) or a rebuild's walk;
+  late[i] = -1 means not counted yet (a batch added without exact counts).
+  ``Log.disorder_stats`` counts such a block, and re-bases a block whose true prefix
+  max is not p_at[i] (after retention, DeleteRecords, compaction, or a rebuild that
+  did not know earlier segments), keeping the new counts;
 - ``covered`` is how many ``.log`` bytes the map describes; a sidecar is valid for a
   ``.log`` of at least ``covered`` bytes whose batch header at ``last_pos`` hashes to
   ``fingerprint`` (segments only grow or lose a tail, so the prefix is then the
@@ -65,7 +66,7 @@ class ZoneMap:
 
     __slots__ = ("base_offset", "interval", "first", "pos", "min", "max", "records", "p_at",
                  "late", "worst", "covered", "next_offset", "running", "last_pos",
-                 "fingerprint", "_block_bytes", "dirty", "pending")
+                 "fingerprint", "_block_bytes", "dirty", "pending", "tail")
 
     def __init__(self, base_offset: int, interval: int, running: int = NO_MAX) -> None:
         self.base_offset = base_offset
@@ -86,6 +87,7 @@ class ZoneMap:
         self._block_bytes = 0
         self.dirty = True
         self.pending: list[tuple[int, int, int, int, int, int, int, int, int, bool]] = []
+        self.tail = running  # the running max after every batch added, queued ones too
 
     def __len__(self) -> int:
         return len(self.first)
@@ -100,14 +102,17 @@ class ZoneMap:
         (``sync``) before the map is read."""
         self.pending.append((pos, size, base, last, records, mn, mx, late, worst, exact))
         self.covered = pos + size
+        if records > 0 and mx > self.tail:
+            self.tail = mx
         if len(self.pending) >= 4096:
             self.sync()
 
     def sync(self) -> None:
-        """Fold the queued batches into blocks. No record is read: a batch that
-        straddles the running max (records below it and above it) or was not counted
-        leaves its block's count unknown (late -1) until ``Log.disorder_stats`` counts
-        that block from its records."""
+        """Fold the queued batches into blocks. No record is read: the append path and
+        the rebuild walk queue exact counts; a batch queued with in-batch counts only
+        that straddles the running max (records below it and above it), or was not
+        counted, leaves its block's count unknown (late -1) until
+        ``Log.disorder_stats`` counts that block from its records."""
         pend = self.pending
         if not pend:
             return
@@ -178,7 +183,7 @@ class ZoneMap:
         if keep == len(self.first):
             return self.covered
         resume = self.pos[keep]
-        self.running = self.p_at[keep]
+        self.running = self.tail = self.p_at[keep]
         self.next_offset = self.first[keep]
         for a in self._arrays():
             del a[keep:]

@@ -78,6 +78,14 @@ def check_plan(log: Log, recs: list[tuple[int, int]], t1: int, t2: int,
             assert i >= 0 and plan[i].start_offset <= o < plan[i].end_offset, (o, t, t1, t2, plan)
 
 
+def block_records(seg: S.LogSegment, zm: ZoneMap, i: int) -> list[tuple[int, int]]:
+    """(offset, timestamp) of the data records in block i of ``zm``, from the .log."""
+    end = zm.block_end(i)[1]
+    buf = seg.pread(zm.pos[i], end - zm.pos[i])
+    return [(r.offset, r.timestamp) for pos, h in iter_batches(buf)
+            if not h.attributes & R.CONTROL_MASK for r in R.decode_batch(buf, pos)]
+
+
 def check_zone_maps(log: Log) -> None:
     for seg in log.segments:
         zm = seg.zone_map()
@@ -88,6 +96,30 @@ def check_zone_maps(log: Log) -> None:
         assert zm.next_offset == fresh.next_offset or not len(fresh)
         for name in ("first", "pos", "min", "max", "records"):
             assert list(getattr(zm, name)) == list(getattr(fresh, name)), (name, seg.base_offset)
+        # Every block's disorder was counted exactly when it was written (nothing is left
+        # for a later pass to read): its records against the running max it stored.
+        for i in range(len(zm)):
+            tss = [t for _, t in block_records(seg, zm, i)]
+            assert (zm.late[i], zm.worst[i]) == count_late(tss, zm.p_at[i]), (seg.base_offset, i)
+
+
+def _run(shape: str, k: int, lo: int, rng: random.Random) -> list[int]:
+    """k timestamp offsets from ``lo`` in one of the shapes a run of records takes."""
+    if shape == "sorted":
+        return sorted(lo + rng.randint(0, 3000) for _ in range(k))
+    if shape == "ties":
+        return [lo] * k
+    if shape == "descending":
+        return sorted((lo + rng.randint(0, 3000) for _ in range(k)), reverse=True)
+    if shape == "one_swap":
+        ts = sorted(lo + rng.randint(0, 3000) for _ in range(k))
+        i = rng.randrange(k)
+        ts[i], ts[-1] = ts[-1], ts[i]
+        return ts
+    return [lo + rng.randint(0, 3000) for _ in range(k)]
+
+
+RUN_SHAPES = ["sorted", "ties", "descending", "one_swap", "shuffled"]
 
 
 class EventTimeMachine(RuleBasedStateMachine):
@@ -153,6 +185,25 @@ class EventTimeMachine(RuleBasedStateMachine):
         batch = build_batch([Record(0, t, k, b"v" * (i % 5)) for i, (t, k) in
                              enumerate(zip(ts, keys, strict=True))], compression=codec, **kwargs)
         self.log.append(batch, now_ms=self._now())
+
+    @rule(data=st.data(), codec=st.sampled_from([0, 1, 4]),
+          shapes=st.lists(st.sampled_from(RUN_SHAPES), min_size=1, max_size=3),
+          lo=st.sampled_from([0, 2_000, 5_000]))
+    def append_runs(self, data: st.DataObject, codec: int, shapes: list[str], lo: int) -> None:
+        """A batch of long runs of same-size records (the validation walk's column-wise
+        path): sorted, tied, descending or shuffled, below, across or above what came
+        before."""
+        rng = random.Random(data.draw(st.integers(0, 1 << 16)))
+        room = max(1, (self.config.segment_bytes - 120) // (11 * len(shapes)))
+        ts: list[int] = []
+        for shape in shapes:
+            k = min(data.draw(st.integers(40, 120)), room)
+            ts += [T0 + t for t in _run(shape, k, lo, rng)]
+        keys = [b"k%d" % (i % 4) for i in range(len(ts))]  # compaction needs keys
+        batch = build_batch([Record(0, t, k, b"") for t, k in zip(ts, keys, strict=True)],
+                            compression=codec)
+        if len(batch) <= self.config.segment_bytes:
+            self.log.append(batch, now_ms=self._now())
 
     @rule(commit=st.booleans())
     def end_txn(self, commit: bool) -> None:
@@ -254,22 +305,72 @@ TestEventTimeMachine.settings = settings(
 # -- the validation walk's disorder counts (records.py) --------------------------------
 
 @given(tss=st.lists(st.integers(-5_000, 5_000), min_size=1, max_size=300),
-       sort_mode=st.sampled_from(["none", "sorted", "mostly"]))
+       sort_mode=st.sampled_from(["none", "sorted", "mostly"]),
+       running=st.one_of(st.none(), st.integers(-6_000, 6_000)))
 @settings(max_examples=150, deadline=None)
-def test_validation_walk_counts_late_records_like_the_oracle(tss: list[int], sort_mode: str
-                                                              ) -> None:
+def test_validation_walk_counts_late_records_like_the_oracle(
+        tss: list[int], sort_mode: str, running: int | None) -> None:
     if sort_mode != "none":
         tss = sorted(tss)
         if sort_mode == "mostly" and len(tss) > 2:
             tss[len(tss) // 2], tss[-1] = tss[-1], tss[len(tss) // 2]
     batch = build_batch([Record(0, T0 + t, None, b"x" * 10) for t in tss])
-    scan = R.validate_client_batch(batch)
-    late, worst = count_late([T0 + t for t in tss], -(1 << 63))
-    assert scan.late in (late, -1)
-    if scan.late >= 0:
-        assert scan.max_lateness == worst
-    if sort_mode == "sorted":
+    run = -(1 << 63) if running is None else T0 + running
+    scan = R.validate_client_batch(batch, running=run)
+    late, worst = count_late([T0 + t for t in tss], run)
+    assert (scan.late, scan.max_lateness) == (late, worst)
+    if sort_mode == "sorted" and running is None:
         assert scan.late == 0
+
+
+@given(parts=st.lists(st.tuples(st.sampled_from(RUN_SHAPES), st.integers(1, 130),
+                                st.integers(-40_000, 40_000), st.sampled_from([0, 1, 5, 200])),
+                      min_size=1, max_size=5),
+       running=st.one_of(st.none(), st.integers(-45_000, 45_000)),
+       codec=st.sampled_from([0, 1, 2, 3, 4]), seed=st.integers(0, 1 << 16),
+       width=st.sampled_from([1, 3, 1 << 22, 1 << 50]))
+@settings(max_examples=200, deadline=None)
+def test_validation_walk_counts_every_run_shape_exactly(
+        parts: list[tuple[str, int, int, int]], running: int | None, codec: int, seed: int,
+        width: int) -> None:
+    """Runs of same-layout records (the column-wise walk: sorted above, across or below
+    the running max, unsorted) between records of other sizes (the scalar walk), with
+    timestamp deltas of 1 to 8 varint bytes, every codec: late records and the largest
+    lateness are exactly the per-record count's, for the fast and the scalar walk."""
+    rng = random.Random(seed)
+    recs: list[Record] = []
+    for shape, k, lo, vlen in parts:
+        scale = max(1, width // 4000)
+        recs += [Record(0, T0 + t * scale, None, b"v" * vlen) for t in _run(shape, k, lo, rng)]
+    batch = build_batch(recs, compression=codec)
+    run = -(1 << 63) if running is None else T0 + running * max(1, width // 4000)
+    tss = [r.timestamp for r in recs]
+    want = count_late(tss, run)
+    for scan in (R.validate_client_batch(batch, running=run),
+                 R.scan_timestamps(batch, running=run)):
+        assert (scan.late, scan.max_lateness) == want
+        assert (scan.min_timestamp, scan.max_timestamp) == (min(tss), max(tss))
+        assert scan.offset_delta_of_max == tss.index(max(tss))
+    plain = build_batch(recs)
+    h = R.parse_header(plain)
+    data, start, end = R._records_data(plain, 0, h)
+    bts = h.base_timestamp
+    delta = max(run - bts, -(1 << 63))
+    fast = R._scan_disorder(data, start, end, len(recs), True, True, delta)
+    slow = R._scan_disorder(data, start, end, len(recs), True, False, delta)
+    assert fast == slow
+    assert fast[3:] == want
+
+
+def test_unsorted_runs_are_counted_without_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The base install has no numpy: the lanes are then counted in Python, equally."""
+    rng = random.Random(5)
+    tss = [T0 + rng.randint(0, 10_000) for _ in range(300)]
+    batch = build_batch([Record(0, t, None, b"x") for t in tss])
+    with_np = R.validate_client_batch(batch, running=T0 + 5_000)
+    monkeypatch.setattr(R, "_np", None)
+    assert R.validate_client_batch(batch, running=T0 + 5_000) == with_np
+    assert (with_np.late, with_np.max_lateness) == count_late(tss, T0 + 5_000)
 
 
 # -- sidecars --------------------------------------------------------------------------
