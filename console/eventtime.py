@@ -16,9 +16,10 @@ Invariants:
 - with CountTimeWindows a chart's counts are the broker's, exact for [log start, high
   watermark) as the count saw them (the page's offsets come from the PlanTimeWindow
   asked just before); bounds that depend on the data's extent get it from one more
-  CountTimeWindows over a fine ladder of boundaries (an extent that encloses every
-  record: from below the smallest timestamp, within about 1 % of its distance to the
-  first records' timestamps, to the largest + 1 exactly, ListOffsets MAX_TIMESTAMP);
+  CountTimeWindows over a ladder of boundaries (an extent that encloses every record:
+  from below the smallest timestamp — within 1/400 of the data's span when the smallest
+  lies within twice the span below the first records' timestamps, else within 10 % of
+  its distance — to the largest + 1 exactly, ListOffsets MAX_TIMESTAMP);
 - a partition's cache covers the offsets ``[log_start, end)`` and holds the timestamp
   of every record there that a read_uncommitted consumer receives (control records
   and compacted-away offsets hold none), as sorted ``int64`` chunks, each with the
@@ -112,9 +113,11 @@ async def partition_states(client: Client, topic: str, parts: Sequence[int]
     return {tp.partition: PartitionState(lo[tp][0], hi[tp][0], None, None, None) for tp in tps}
 
 
-#: Boundaries of the extent probe (broker_extent): steps below the first records'
-#: smallest timestamp growing by about 1 % each, up to 2**62 ms.
-_LADDER = np.unique(np.round(np.geomspace(1.0, float(1 << 62), 4000)).astype(np.int64))
+#: The extent probe (broker_extent): this many even steps over twice the data's span
+#: below the first records' smallest timestamp, and as many steps growing 10 % each
+#: beyond, up to 2**62 ms (few boundaries: the counts of every partition come back).
+_EVEN_STEPS = 800
+_LADDER = np.unique(np.round(np.geomspace(1.0, float(1 << 62), 450)).astype(np.int64))
 
 
 async def broker_extent(client: Client, topic: str, parts: Sequence[int],
@@ -123,7 +126,7 @@ async def broker_extent(client: Client, topic: str, parts: Sequence[int],
     hold none): the largest timestamp from ListOffsets MAX_TIMESTAMP, and lo from one
     CountTimeWindows over a ladder below the first records' smallest timestamp (the
     records there are not the smallest under disorder; the ladder finds the step below
-    the smallest, within about 1 % of its distance)."""
+    the smallest: module docstring)."""
     if all(s.high_watermark <= s.log_start for s in states.values()):
         return None
     tps = [TopicPartition(topic, p) for p in parts]
@@ -134,9 +137,10 @@ async def broker_extent(client: Client, topic: str, parts: Sequence[int],
     if not firsts or not lasts:
         return None
     guess, hi = min(firsts), max(lasts) + 1
-    ladder = np.concatenate([[-(1 << 63)], (guess - _LADDER[::-1])[guess - _LADDER[::-1] > -(1 << 63)],
-                             [guess]]).astype(np.int64)
-    ladder = np.unique(ladder)
+    span = max(hi - guess, 1)
+    even = guess - np.linspace(0, 2 * span, _EVEN_STEPS).astype(np.int64)
+    far = guess - 2 * span - _LADDER
+    ladder = np.unique(np.concatenate([[-(1 << 63)], far[far > -(1 << 63)], even]).astype(np.int64))
     per = await client.count_time_windows(topic, ladder.tolist(), parts)
     below = np.sum([np.asarray(c, dtype=np.int64) for c in per.values()], axis=0)
     nz = np.flatnonzero(below)
