@@ -1453,7 +1453,8 @@ class LogSegment:
 
     def build_ts_index(self, deadline: float | None, sealed: bool) -> bool:
         """Extend the sorted-timestamp index over the zone map's complete blocks (all of
-        them when ``sealed``, else all but the last, which appends still grow), reading
+        them when ``sealed`` or the last is closed, else all but the last, which the
+        next append may still grow), reading
         the .log in windows of about _ZONE_WINDOW bytes and stopping once
         time.monotonic() passes ``deadline``; a sealed segment's complete index goes to
         its sidecar. Loads a valid sidecar instead of decoding. True when complete."""
@@ -1465,7 +1466,7 @@ class LogSegment:
                 tsi = TsIndex(self.base_offset, zm.interval)
             self._tsi = tsi
         n = len(zm)
-        complete = n if sealed else max(0, n - 1)
+        complete = n if sealed or zm.last_block_closed else max(0, n - 1)
         firsts = np.frombuffer(zm.first, dtype=np.int64)
         poss = np.frombuffer(zm.pos, dtype=np.int64)
         while tsi.nblocks < complete:

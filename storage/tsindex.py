@@ -14,8 +14,9 @@ Sans-I/O: ``LogSegment`` reads the bytes, this module turns decoded timestamps
 
 Invariants:
 - the index covers the zone map's first ``nblocks`` blocks, every one complete (a
-  block of the active segment is complete once a later block has started; every
-  block of a sealed segment is); block i's first offset is ``first[i]``, the same as
+  block of the active segment is complete once a later block has started or it holds
+  more than the interval's bytes, so the next batch starts a new one; every block of
+  a sealed segment is); block i's first offset is ``first[i]``, the same as
   the zone map's; a sidecar is only written for a sealed segment, covering all of it;
 - a block's timestamps are those of its data records (control batches hold none;
   LogAppendTime: the batch's append time), whatever their offsets: a block the log
