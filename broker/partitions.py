@@ -763,8 +763,10 @@ class PartitionManager:
             if plog is None:
                 self._unsummarised.discard(key)
                 continue
-            if (not plog.build_zone_maps(budget_ms) or not plog.build_ts_indexes(budget_ms)
-                    or not plog.build_summaries(budget_ms)):
+            # The indexes do not wait for the disorder counts (build_zone_maps' last step):
+            # each part progresses on its own budget.
+            zones = plog.build_zone_maps(budget_ms)
+            if not plog.build_ts_indexes(budget_ms) or not zones or not plog.build_summaries(budget_ms):
                 return False
             self._unsummarised.discard(key)
         return True
