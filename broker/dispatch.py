@@ -85,6 +85,7 @@ HANDLER_MODULES: dict[int, str] = {
     69: "consumer_group_describe",
     75: "describe_topic_partitions",
     10000: "plan_time_window",  # Chronolog's own (protocol/plan_time_window.py)
+    10001: "count_time_windows",  # Chronolog's own (protocol/count_time_windows.py)
 }
 
 

@@ -749,7 +749,9 @@ class PartitionManager:
 
     def summarize_step(self, budget_ms: float) -> bool:
         """One slice of background work: load or rebuild timestamp zone maps (storage's
-        ``Log.build_zone_maps``: the first event-time plan then reads no .log), then build
+        ``Log.build_zone_maps``: the first event-time plan then reads no .log) and the
+        sorted-timestamp indexes (``Log.build_ts_indexes``: CountTimeWindows then decodes
+        only the newest blocks), then build
         block summaries of large batches (``Log.build_summaries``) so that even the first
         lookup in a 10,000-record batch walks one small block. Only partitions opened or
         appended to since they were last summarised are visited; at most one spends the
@@ -761,7 +763,10 @@ class PartitionManager:
             if plog is None:
                 self._unsummarised.discard(key)
                 continue
-            if not plog.build_zone_maps(budget_ms) or not plog.build_summaries(budget_ms):
+            # The indexes do not wait for the disorder counts (build_zone_maps' last step):
+            # each part progresses on its own budget.
+            zones = plog.build_zone_maps(budget_ms)
+            if not plog.build_ts_indexes(budget_ms) or not zones or not plog.build_summaries(budget_ms):
                 return False
             self._unsummarised.discard(key)
         return True

@@ -92,6 +92,7 @@ DELETE_TOPICS = 20
 INIT_PRODUCER_ID = 22
 DESCRIBE_CONFIGS = 32
 PLAN_TIME_WINDOW = 10000  # Chronolog's own (protocol/plan_time_window.py)
+COUNT_TIME_WINDOWS = 10001  # Chronolog's own (protocol/count_time_windows.py)
 
 #: Special ListOffsets timestamps (KIP-79, KIP-734) and the version each needs.
 LATEST = -1
@@ -113,6 +114,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     INIT_PRODUCER_ID: (0, 4),
     DESCRIBE_CONFIGS: (1, 4),
     PLAN_TIME_WINDOW: (0, 0),
+    COUNT_TIME_WINDOWS: (0, 0),
 }
 _API_NAMES = {
     PRODUCE: "Produce",
@@ -125,6 +127,7 @@ _API_NAMES = {
     INIT_PRODUCER_ID: "InitProducerId",
     DESCRIBE_CONFIGS: "DescribeConfigs",
     PLAN_TIME_WINDOW: "PlanTimeWindow",
+    COUNT_TIME_WINDOWS: "CountTimeWindows",
 }
 
 #: DescribeConfigs resource names → Kafka's ConfigResource type ids.
@@ -1485,6 +1488,47 @@ class Client:
                         p["log_start_offset"], p["high_watermark"], p["last_stable_offset"],
                         DisorderStats(p["late_records"], p["max_lateness_ms"], p["records"]),
                     )
+        return out
+
+    async def count_time_windows(
+        self, topic: str, boundaries: Sequence[int], partitions: Iterable[int] | None = None,
+        *, isolation_level: int = 0,
+    ) -> dict[int, list[int]]:
+        """Per partition, exactly how many records have boundaries[k] <= timestamp <
+        boundaries[k+1], for each k (CountTimeWindows, key 10001; Chronolog brokers
+        only): every record wherever it sits in the log, counted by the broker, one
+        request per leader. ``boundaries`` ascend, 2..10,000 of them. Under
+        read_committed (``isolation_level`` 1) records past the last stable offset and
+        those of aborted transactions are not counted.
+
+        Raises KafkaError UNSUPPORTED_VERSION against a broker without the API (Kafka).
+        """
+        bounds = [int(b) for b in boundaries]
+        if len(bounds) < 2 or any(a > b for a, b in zip(bounds, bounds[1:], strict=False)):
+            raise ValueError("boundaries must ascend, at least two")
+        self.api_version(COUNT_TIME_WINDOWS)
+        parts = await self.partitions_for(topic) if partitions is None else list(partitions)
+        by_leader: dict[int, list[int]] = {}
+        for p in parts:
+            by_leader.setdefault(await self._leader(topic, p), []).append(p)
+
+        async def ask(leader: int, ps: list[int]) -> Any:
+            body = {"isolation_level": isolation_level, "boundaries": bounds,
+                    "topics": [{"name": topic, "partitions": ps}]}
+            return await self._retry_read(
+                lambda: self._request(COUNT_TIME_WINDOWS, body, leader))
+
+        answers = await asyncio.gather(*(ask(n, ps) for n, ps in by_leader.items()))
+        out: dict[int, list[int]] = {}
+        for resp in answers:
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    index = p["partition_index"]
+                    if p["error_code"] in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                        self._topics.pop(topic, None)
+                    _raise_for(p["error_code"], f"count time windows of {topic}-{index}")
+                    out[index] = list(p["counts"])
         return out
 
     async def disorder_stats(

@@ -378,6 +378,15 @@ class SyncClient:
         return self._call(self._client.plan_time_window(
             topic, start_ms, end_ms, partitions, isolation_level=isolation_level))
 
+    def count_time_windows(
+        self, topic: str, boundaries: Sequence[int], partitions: Iterable[int] | None = None,
+        *, isolation_level: int = 0,
+    ) -> dict[int, list[int]]:
+        """Exact record counts per bucket and partition; see
+        :meth:`client.Client.count_time_windows`."""
+        return self._call(self._client.count_time_windows(
+            topic, boundaries, partitions, isolation_level=isolation_level))
+
     def disorder_stats(
         self, topic: str, partitions: Iterable[int] | None = None
     ) -> dict[int, DisorderStats]:

@@ -6,12 +6,20 @@ out-of-order CreateTime leaves buckets empty that hold records. This module coun
 every record in the bucket its timestamp falls in: bucket ``[t1, t2)`` holds the
 records with ``t1 <= timestamp < t2``, summed over partitions.
 
-No broker API answers that count today (PlanTimeWindow's zone maps say which blocks
-*may* hold a window's records, not how many do), so the console reads every record's
-timestamp once (the Arrow path, one column kept) and keeps them, sorted, per
-partition; a chart is then one binary search per boundary and chunk.
+A Chronolog broker answers the count itself (CountTimeWindows, key 10001: exact
+per-bucket counts from its sorted-timestamp indexes), so a chart is one request and
+nothing is kept here. A broker without it (Kafka) gets the fallback: the console reads
+every record's timestamp once (the Arrow path, one column kept) and keeps them, sorted,
+per partition; a chart is then one binary search per boundary and chunk.
 
 Invariants:
+- with CountTimeWindows a chart's counts are the broker's, exact for [log start, high
+  watermark) as the count saw them (the page's offsets come from the PlanTimeWindow
+  asked just before); bounds that depend on the data's extent get it from one more
+  CountTimeWindows over a ladder of boundaries (an extent that encloses every record:
+  from below the smallest timestamp — within 1/400 of the data's span when the smallest
+  lies within twice the span below the first records' timestamps, else within 10 % of
+  its distance — to the largest + 1 exactly, ListOffsets MAX_TIMESTAMP);
 - a partition's cache covers the offsets ``[log_start, end)`` and holds the timestamp
   of every record there that a read_uncommitted consumer receives (control records
   and compacted-away offsets hold none), as sorted ``int64`` chunks, each with the
@@ -44,7 +52,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from client.aio import EARLIEST, LATEST, Client, TopicPartition
+from client.aio import COUNT_TIME_WINDOWS, EARLIEST, LATEST, MAX_TIMESTAMP, Client, TopicPartition
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["DEFAULT_MAX_RECORDS", "EventTimeline", "PartitionState", "TimestampCache", "TooLarge",
@@ -103,6 +111,41 @@ async def partition_states(client: Client, topic: str, parts: Sequence[int]
     lo, hi = await asyncio.gather(client.list_offsets(dict.fromkeys(tps, EARLIEST)),
                                   client.list_offsets(dict.fromkeys(tps, LATEST)))
     return {tp.partition: PartitionState(lo[tp][0], hi[tp][0], None, None, None) for tp in tps}
+
+
+#: The extent probe (broker_extent): this many even steps over twice the data's span
+#: below the first records' smallest timestamp, and as many steps growing 10 % each
+#: beyond, up to 2**62 ms (few boundaries: the counts of every partition come back).
+_EVEN_STEPS = 800
+_LADDER = np.unique(np.round(np.geomspace(1.0, float(1 << 62), 450)).astype(np.int64))
+
+
+async def broker_extent(client: Client, topic: str, parts: Sequence[int],
+                        states: dict[int, PartitionState]) -> tuple[int, int] | None:
+    """[lo, largest timestamp + 1) enclosing every record of ``parts`` (None when they
+    hold none): the largest timestamp from ListOffsets MAX_TIMESTAMP, and lo from one
+    CountTimeWindows over a ladder below the first records' smallest timestamp (the
+    records there are not the smallest under disorder; the ladder finds the step below
+    the smallest: module docstring)."""
+    if all(s.high_watermark <= s.log_start for s in states.values()):
+        return None
+    tps = [TopicPartition(topic, p) for p in parts]
+    first, mx = await asyncio.gather(client.list_offsets(dict.fromkeys(tps, 0)),
+                                     client.list_offsets(dict.fromkeys(tps, MAX_TIMESTAMP)))
+    firsts = [ts for off, ts in first.values() if off >= 0]
+    lasts = [ts for off, ts in mx.values() if off >= 0]
+    if not firsts or not lasts:
+        return None
+    guess, hi = min(firsts), max(lasts) + 1
+    span = max(hi - guess, 1)
+    even = guess - np.linspace(0, 2 * span, _EVEN_STEPS).astype(np.int64)
+    far = guess - 2 * span - _LADDER
+    ladder = np.unique(np.concatenate([[-(1 << 63)], far[far > -(1 << 63)], even]).astype(np.int64))
+    per = await client.count_time_windows(topic, ladder.tolist(), parts)
+    below = np.sum([np.asarray(c, dtype=np.int64) for c in per.values()], axis=0)
+    nz = np.flatnonzero(below)
+    lo = int(ladder[nz[0]]) if len(nz) else guess
+    return min(lo, guess), max(hi, guess + 1)
 
 
 @dataclass
@@ -175,8 +218,12 @@ class EventTimeline:
 class TimestampCache:
     """Every record's timestamp per partition, kept current by reading only what changed."""
 
-    def __init__(self, max_records: int = DEFAULT_MAX_RECORDS) -> None:
+    def __init__(self, max_records: int = DEFAULT_MAX_RECORDS, *, broker_counts: bool = True
+                 ) -> None:
         self.max_records = max_records
+        #: Ask a broker that has CountTimeWindows for the counts (False: always read and
+        #: keep the timestamps, as against Kafka).
+        self.broker_counts = broker_counts
         self._topics: OrderedDict[str, dict[int, _Partition]] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
         #: Charts being counted (kept so a chart a page stopped waiting for runs on).
@@ -224,6 +271,8 @@ class TimestampCache:
         parts: list[int],
     ) -> EventTimeline:
         t0 = time.perf_counter()
+        if self.broker_counts and client.supports(COUNT_TIME_WINDOWS):
+            return await self._count_on_broker(client, topic, bounds, parts, t0)
         lock = self._locks.setdefault(topic, asyncio.Lock())
         async with lock:
             states = await partition_states(client, topic, parts)
@@ -252,6 +301,24 @@ class TimestampCache:
         return EventTimeline(topic, parts, list(bounds), per, counts,
                              {p: states[p].high_watermark for p in parts},
                              {p: states[p].log_start for p in parts}, states, sum(reads),
+                             (time.perf_counter() - t0) * 1000)
+
+    async def _count_on_broker(
+        self, client: Client, topic: str,
+        bounds: Sequence[int] | Callable[[tuple[int, int] | None], Sequence[int]],
+        parts: list[int], t0: float,
+    ) -> EventTimeline:
+        """The chart from the broker's exact counts (CountTimeWindows): one request, or
+        two when the bounds depend on the data's extent."""
+        states = await partition_states(client, topic, parts)
+        if callable(bounds):
+            bounds = bounds(await broker_extent(client, topic, parts, states))
+        b = [int(x) for x in bounds]
+        per = await client.count_time_windows(topic, b, parts)
+        counts = [sum(col) for col in zip(*per.values(), strict=True)] if per else [0] * (len(b) - 1)
+        return EventTimeline(topic, parts, b, per, counts,
+                             {p: states[p].high_watermark for p in parts},
+                             {p: states[p].log_start for p in parts}, states, 0,
                              (time.perf_counter() - t0) * 1000)
 
     @staticmethod

@@ -37,6 +37,7 @@ from protocol import (
     client_quotas,
     consumer_group_describe,
     consumer_group_heartbeat,
+    count_time_windows,
     create_partitions,
     create_topics,
     delete_groups,
@@ -134,6 +135,7 @@ class ApiKey(IntEnum):
     # Chronolog's own APIs: keys far outside Kafka's range (0..~90), so no Kafka
     # client sends them and a future Kafka key cannot collide.
     PLAN_TIME_WINDOW = 10000
+    COUNT_TIME_WINDOWS = 10001
 
 
 class ApiRange(NamedTuple):
@@ -201,6 +203,7 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: ApiRange("ConsumerGroupDescribe", 0, 1, 0, 0),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: ApiRange("DescribeTopicPartitions", 0, 0, 0, 0),
     ApiKey.PLAN_TIME_WINDOW: ApiRange("PlanTimeWindow", 0, 0, 0, 0),
+    ApiKey.COUNT_TIME_WINDOWS: ApiRange("CountTimeWindows", 0, 0, 0, 0),
 }
 
 MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
@@ -258,6 +261,7 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: (consumer_group_describe.REQUEST, consumer_group_describe.RESPONSE),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (describe_topic_partitions.REQUEST, describe_topic_partitions.RESPONSE),
     ApiKey.PLAN_TIME_WINDOW: (plan_time_window.REQUEST, plan_time_window.RESPONSE),
+    ApiKey.COUNT_TIME_WINDOWS: (count_time_windows.REQUEST, count_time_windows.RESPONSE),
 }
 
 

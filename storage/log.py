@@ -23,11 +23,13 @@ import os
 import re
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from storage import planner, swap, txnindex, zonemap
+import numpy as np
+
+from storage import planner, swap, tsindex, txnindex, zonemap
 from storage.cleaner import null_key_indexes
 from storage.config import LogConfig
 from storage.errors import (
@@ -67,7 +69,7 @@ LATEST_TIERED_TIMESTAMP = -5
 EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 _LOG_FILE = re.compile(r"^(\d{20})\.log$")
-_INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex|zonemap)$")
+_INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex|zonemap|tsindex)$")
 
 
 class AppendResult(NamedTuple):
@@ -187,7 +189,7 @@ class Log:
         for name in os.listdir(self.dir):
             path = self.dir / name
             if name.endswith((".deleted", ".cleaned", ".swap", txnindex.SUFFIX + ".tmp",
-                              zonemap.SUFFIX + ".tmp")):
+                              zonemap.SUFFIX + ".tmp", tsindex.SUFFIX + ".tmp")):
                 # Left over from a delete/clean interrupted by a crash: finish it.
                 _unlink(path)
                 continue
@@ -739,6 +741,75 @@ class Log:
         # compaction, a rebuild that did not know earlier segments)
         return self._count_disorder(deadline) is not None
 
+    def build_ts_indexes(self, budget_ms: float) -> bool:
+        """Extend the segments' sorted-timestamp indexes (storage/tsindex.py) for at most
+        ``budget_ms`` (the broker's background task, after build_zone_maps): sealed
+        segments completely (then their sidecars are written), the active one up to its
+        last complete block. Resumable; True once everything is done."""
+        deadline = time.monotonic() + budget_ms / 1000.0
+        last = len(self.segments) - 1
+        for i, seg in enumerate(self.segments):
+            # each call decodes at least one window of a segment not indexed yet, then
+            # stops at the deadline: slices with no time left still progress
+            if not seg.build_ts_index(deadline, sealed=i < last):
+                return False
+        return True
+
+    def count_time_windows(self, bounds: Sequence[int], *, max_offset: int | None = None,
+                           aborted: Sequence[TxnIndexEntry] = ()) -> list[int]:
+        """Exactly how many data records in [log start, min(high watermark, max_offset))
+        have bounds[k] <= timestamp < bounds[k+1], for each k (``bounds`` ascending,
+        at least two). ``max_offset`` is the LSO and ``aborted`` the partition's aborted
+        transactions for a read_committed count (their records are left out).
+
+        Whole blocks come from the sorted-timestamp indexes; the blocks not indexed yet
+        (the active segment's newest, or all before the background step built them),
+        the block holding the log start or the end, and those an aborted transaction
+        overlaps are decoded from the .log: always exact, only slower when unindexed."""
+        b = np.asarray(bounds, dtype=np.int64)
+        if len(b) < 2 or bool(np.any(np.diff(b) < 0)):
+            raise ValueError("bounds must be ascending, at least two")
+        end = self.high_watermark if max_offset is None else min(max_offset, self.high_watermark)
+        start = self.log_start_offset
+        cum = np.zeros(len(b), dtype=np.int64)
+        if end <= start:
+            return np.diff(cum).tolist()
+        ab = [e for e in aborted if e.last_offset > start and e.first_offset < end]
+        segs = self.segments
+        last = len(segs) - 1
+        for j in range(max(0, bisect_right(self._bases, start) - 1), len(segs)):
+            seg = segs[j]
+            if seg.base_offset >= end:
+                break
+            zm = seg.zone_map()
+            n = len(zm)
+            if not n or zm.next_offset <= start:
+                continue
+            firsts = np.frombuffer(zm.first, dtype=np.int64)
+            ends = np.empty(n, dtype=np.int64)
+            ends[:-1] = firsts[1:]
+            ends[-1] = zm.next_offset
+            rel = np.flatnonzero((ends > start) & (firsts < end))
+            if not len(rel):
+                continue
+            i0, i1 = int(rel[0]), int(rel[-1]) + 1
+            whole = (firsts[i0:i1] >= start) & (ends[i0:i1] <= end)
+            for e in ab:
+                whole &= ~((firsts[i0:i1] < e.last_offset) & (ends[i0:i1] > e.first_offset))
+            tsi = seg.ts_index(zm, sealed=j < last)
+            nb = tsi.nblocks if tsi is not None else 0
+            whole[max(0, nb - i0):] = False
+            cuts = np.flatnonzero(np.diff(whole.astype(np.int8))) + 1
+            edges = [0, *cuts.tolist(), i1 - i0]
+            for s_, e_ in zip(edges, edges[1:], strict=False):
+                lo, hi = i0 + s_, i0 + e_
+                if whole[s_]:
+                    assert tsi is not None
+                    cum += tsi.cum(lo, hi, b)
+                else:
+                    cum += tsindex.count_columns(seg.decode_blocks(zm, lo, hi), b, start, end, ab)
+        return np.diff(cum).tolist()
+
     def zone_maps(self) -> list[tuple[int, zonemap.ZoneMap]]:
         """(segment base offset, zone map) of every segment, oldest first (loading or
         rebuilding the maps not in memory yet)."""
@@ -937,6 +1008,7 @@ class Log:
             txnindex.rewrite(txnindex.path_for(self.dir, new.base_offset), aborted)
         for s in old:  # their zone maps describe files that are gone
             s.zone_map_path.unlink(missing_ok=True)
+            s.ts_index_path.unlink(missing_ok=True)
         self.segments[i:i + len(old)] = [new]
         self._bases[i:i + len(old)] = [new.base_offset]
         self._layout_gen += 1

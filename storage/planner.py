@@ -122,8 +122,9 @@ def count_disorder(
     A block re-based that way keeps the new counts (its map becomes dirty), but for the
     last block of the last map, which appends still extend.
     ``resume`` (a cursor from an earlier call with the same ``key``) skips what it
-    already counted. ``stop()`` is asked before each block read from the .log; when it
-    says so the count ends early: (None, a cursor to resume from).
+    already counted. ``stop()`` is asked before each block read from the .log but the
+    first of a call; when it says so the count ends early: (None, a cursor to resume
+    from). The first is always read, so calls with a short budget still progress.
     """
     if resume is not None and resume.key == key:
         j0, i0 = resume.segment, resume.block
@@ -132,6 +133,7 @@ def count_disorder(
         j0 = i0 = 0
         p, late, worst, records = NO_MAX, 0, 0, 0
     cur = DisorderCursor(key, j0, i0, p, late, worst, records)
+    read_any = False
     for j in range(j0, len(maps)):
         zm = maps[j]()
         zm.sync()
@@ -159,8 +161,9 @@ def count_disorder(
                 elif stored >= 0 and (pa == p or (mn >= p and mn >= pa)):
                     n_late, w = stored, zm.worst[i]
                 else:
-                    if stop is not None and stop():
+                    if stop is not None and read_any and stop():
                         return None, cur
+                    read_any = True  # at least one block per call, so a resumed count ends
                     n_late, w = block_late(j, zm.pos[i], end_pos, p)
                     if j + 1 < len(maps) or i + 1 < n:
                         # kept, except for the log's last block: appends still fold into it

@@ -43,7 +43,10 @@ from itertools import accumulate
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 from storage import codecs, fsutil
+from storage.columnar import TimestampColumns, decode_timestamps
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, LogStorageError
 from storage.index import OffsetIndex, TimeIndex
@@ -63,6 +66,8 @@ from storage.records import (
     iter_batches,
     scan_timestamps,
 )
+from storage.tsindex import SUFFIX as TSINDEX_SUFFIX
+from storage.tsindex import TsIndex, fingerprint
 from storage.zonemap import NO_MAX, ZoneMap
 from storage.zonemap import SUFFIX as ZONEMAP_SUFFIX
 
@@ -745,6 +750,8 @@ class LogSegment:
         self.pinned = False
         self.zone_map_path = Path(f"{stem}{ZONEMAP_SUFFIX}")
         self._zones: ZoneMap | None = None
+        self.ts_index_path = Path(f"{stem}{TSINDEX_SUFFIX}")
+        self._tsi: TsIndex | None = None
 
     # -- files -----------------------------------------------------------------
     @classmethod
@@ -758,6 +765,7 @@ class LogSegment:
         seg._indexes_checked = True
         if max(seg.size, 0) == 0:  # a new segment's map starts empty, kept from the first append
             seg.zone_map_path.unlink(missing_ok=True)
+            seg.ts_index_path.unlink(missing_ok=True)
             seg._zones = ZoneMap(base_offset, config.index_interval_bytes)
         return seg
 
@@ -1435,6 +1443,98 @@ class LogSegment:
                 out.extend((r.offset, r.timestamp) for r in decode_batch(buf, info_pos))
         return out
 
+    # -- sorted-timestamp index (storage/tsindex.py) ---------------------------------
+    def _ts_fits(self, tsi: TsIndex, zm: ZoneMap) -> bool:
+        """Whether ``tsi`` still describes a prefix of ``zm``'s complete blocks."""
+        nb = tsi.nblocks
+        if nb > len(zm) or tsi.interval != zm.interval:
+            return False
+        if nb == 0:
+            return True
+        return zm.first[nb - 1] == tsi.first[-1] and zm.block_end(nb - 1)[1] == tsi.covered
+
+    def build_ts_index(self, deadline: float | None, sealed: bool) -> bool:
+        """Extend the sorted-timestamp index over the zone map's complete blocks (all of
+        them when ``sealed`` or the last is closed, else all but the last, which the
+        next append may still grow), reading
+        the .log in windows of about _ZONE_WINDOW bytes and stopping once
+        time.monotonic() passes ``deadline``; a sealed segment's complete index goes to
+        its sidecar. Loads a valid sidecar instead of decoding. True when complete."""
+        zm = self.zone_map()
+        tsi = self._tsi
+        if tsi is None or not self._ts_fits(tsi, zm):
+            tsi = self._read_ts_index(zm) if sealed else None
+            if tsi is None:
+                tsi = TsIndex(self.base_offset, zm.interval)
+            self._tsi = tsi
+        n = len(zm)
+        complete = n if sealed or zm.last_block_closed else max(0, n - 1)
+        firsts = np.frombuffer(zm.first, dtype=np.int64)
+        poss = np.frombuffer(zm.pos, dtype=np.int64)
+        while tsi.nblocks < complete:
+            lo = tsi.nblocks
+            hi = int(np.searchsorted(poss, poss[lo] + _ZONE_WINDOW, side="left"))
+            hi = min(max(hi, lo + 1), complete)
+            end_pos = zm.block_end(hi - 1)[1]
+            start_pos = int(poss[lo])
+            buf = self.pread(start_pos, end_pos - start_pos)
+            tsi.add(firsts[lo:hi].copy(), end_pos, decode_timestamps(buf, str(self.log_path)))
+            if deadline is not None and tsi.nblocks < complete and time.monotonic() >= deadline:
+                return False
+        if sealed and not tsi.written:
+            self._write_ts_index(tsi, zm)
+        return True
+
+    def ts_index(self, zm: ZoneMap, sealed: bool) -> TsIndex | None:
+        """The sorted-timestamp index as far as it is built (None: nothing yet); a
+        sealed segment's sidecar is loaded if valid. Never decodes the .log."""
+        tsi = self._tsi
+        if tsi is not None and self._ts_fits(tsi, zm):
+            return tsi
+        self._tsi = self._read_ts_index(zm) if sealed else None
+        return self._tsi
+
+    def decode_blocks(self, zm: ZoneMap, lo: int, hi: int) -> TimestampColumns:
+        """The decoded data records (``TimestampColumns``) of zone-map blocks [lo, hi)."""
+        start_pos = zm.pos[lo]
+        end_pos = zm.block_end(hi - 1)[1]
+        return decode_timestamps(self.pread(start_pos, end_pos - start_pos), str(self.log_path))
+
+    def _read_ts_index(self, zm: ZoneMap) -> TsIndex | None:
+        try:
+            data = self.ts_index_path.read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+        got = TsIndex.decode(data, self.base_offset, zm.interval)
+        if got is None:
+            return None
+        tsi, last_pos, fp = got
+        size = max(self.size, 0)
+        if tsi.covered != size or tsi.nblocks != len(zm) or not self._ts_fits(tsi, zm):
+            return None
+        if last_pos >= 0 and (last_pos + HEADER_SIZE > size
+                              or fingerprint(self.pread(last_pos, HEADER_SIZE)) != fp):
+            return None
+        if tsi.nblocks and not np.array_equal(np.asarray(tsi.first, dtype=np.int64),
+                                              np.frombuffer(zm.first, dtype=np.int64)):
+            return None
+        return tsi
+
+    def _write_ts_index(self, tsi: TsIndex, zm: ZoneMap) -> None:
+        """The sidecar of a sealed segment's complete index (no fsync: a cache)."""
+        if tsi.covered != max(self.size, 0) or tsi.nblocks != len(zm):
+            return
+        last_pos = zm.last_pos
+        head = self.pread(last_pos, HEADER_SIZE) if last_pos >= 0 else b""
+        tmp = self.ts_index_path.with_name(self.ts_index_path.name + ".tmp")
+        try:
+            tmp.write_bytes(tsi.encode(last_pos, head))
+            os.replace(tmp, self.ts_index_path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk: the .log still rebuilds it
+            return
+        tsi.written = True
+
     # -- maintenance ---------------------------------------------------------------
     def seal(self) -> None:
         """Kafka's onBecomeInactiveSegment: final time entry, trim indexes."""
@@ -1471,6 +1571,8 @@ class LogSegment:
         cut = self.size - info.position
         self._unmap()
         self.zone_map_path.unlink(missing_ok=True)  # written again once sealed, or at close
+        self.ts_index_path.unlink(missing_ok=True)
+        self._tsi = None  # rebuilt by the background step from the cut map
         os.ftruncate(self.fd(), info.position)
         self.size = info.position
         self.dirty = True
@@ -1521,8 +1623,9 @@ class LogSegment:
         """Rename every file to ``.deleted`` then remove it (Kafka's async delete, done now)."""
         self.release()
         self._zones = None
+        self._tsi = None
         paths = [self.log_path, self.offset_index.path, self.time_index.path,
-                 self.log_path.with_suffix(".txnindex"), self.zone_map_path]
+                 self.log_path.with_suffix(".txnindex"), self.zone_map_path, self.ts_index_path]
         renamed = []
         for p in paths:
             target = Path(str(p) + ".deleted")
@@ -1539,6 +1642,7 @@ class LogSegment:
 
     def reset_state_for_rebuild(self) -> None:
         self._zones = None  # recovery may cut the .log: the map is read or rebuilt on use
+        self._tsi = None
         self._max_ts = -1
         self._offset_of_max = self.base_offset
         self._next_offset = self.base_offset

@@ -206,6 +206,13 @@ class ZoneMap:
         return self.next_offset, self.covered
 
     @property
+    def last_block_closed(self) -> bool:
+        """Whether the next batch starts a new block (the last one already holds more
+        than ``interval`` bytes, or was cut): the last block will not grow."""
+        self.sync()
+        return self._block_bytes > self.interval
+
+    @property
     def min_timestamp(self) -> int:
         return min(self.min) if self.min else NO_MIN
 

@@ -83,12 +83,18 @@ async def _produce(c: Client, topic: str, parts: list[list[int]], first: int = 0
                 await c.produce(topic, chunk, partition=p)
 
 
+#: Both paths of a chart: the broker's exact counts (CountTimeWindows), and the cache of
+#: timestamps read through the client (what a broker without the API gets).
+BOTH = pytest.mark.parametrize("broker_counts", [True, False], ids=["broker-counts", "cache"])
+
+
+@BOTH
 @examples
 @given(parts=parts_st, more=parts_st,
        cuts=st.lists(st.integers(-10, 3_010), min_size=2, max_size=8, unique=True),
        drop=st.integers(0, 40))
 def test_event_time_buckets_count_every_record_at_its_own_timestamp(  # type: ignore[no-untyped-def]
-        console_broker, parts, more, cuts, drop) -> None:
+        console_broker, broker_counts, parts, more, cuts, drop) -> None:
     bounds = [BASE + t for t in sorted(cuts)]
     more = (more + [[]] * len(parts))[:len(parts)]
 
@@ -97,20 +103,20 @@ def test_event_time_buckets_count_every_record_at_its_own_timestamp(  # type: ig
         await c.create_topic(topic, len(parts))
         await _produce(c, topic, parts)
         stamps = {p: [BASE + t for t in ts] for p, ts in enumerate(parts)}
-        cache = eventtime.TimestampCache()
+        cache = eventtime.TimestampCache(broker_counts=broker_counts)
         tl = await cache.timeline(c, topic, bounds)
         assert tl.counts == event_counts(stamps, bounds)
         for p, ts in stamps.items():
             assert tl.partition_counts(p) == event_counts({p: ts}, bounds)
             assert (tl.states[p].late_records, tl.states[p].max_lateness_ms) == late(ts)
-        assert tl.read_records == sum(map(len, parts))
+        assert tl.read_records == (0 if broker_counts else sum(map(len, parts)))
         # Again: nothing read. More records: only those are read.
         assert (await cache.timeline(c, topic, bounds)).read_records == 0
         await _produce(c, topic, more, first=100)
         for p, ts in enumerate(more):
             stamps[p] += [BASE + t for t in ts]
         tl = await cache.timeline(c, topic, bounds)
-        assert tl.read_records == sum(map(len, more))
+        assert tl.read_records == (0 if broker_counts else sum(map(len, more)))
         assert tl.counts == event_counts(stamps, bounds)
         # DeleteRecords moves the log start into the cached records: they leave the counts.
         cut = {p: min(drop, len(ts)) for p, ts in stamps.items()}
@@ -118,7 +124,8 @@ def test_event_time_buckets_count_every_record_at_its_own_timestamp(  # type: ig
         tl = await cache.timeline(c, topic, bounds)
         assert tl.counts == event_counts({p: ts[cut[p]:] for p, ts in stamps.items()}, bounds)
         # A fresh cache agrees.
-        assert (await eventtime.TimestampCache().timeline(c, topic, bounds)).counts == tl.counts
+        fresh = eventtime.TimestampCache(broker_counts=not broker_counts)
+        assert (await fresh.timeline(c, topic, bounds)).counts == tl.counts
 
     _run(check, console_broker.bootstrap)
 
@@ -299,7 +306,9 @@ def test_clicking_an_event_time_bar_opens_exactly_its_records(  # type: ignore[n
     shot(browser, "timeline-shuffled-by-position", tmp_path)
 
 
-def test_a_compacted_topic_is_counted_again_when_the_cleaner_removed_records(console_broker) -> None:  # type: ignore[no-untyped-def]
+@BOTH
+def test_a_compacted_topic_is_counted_again_when_the_cleaner_removed_records(  # type: ignore[no-untyped-def]
+        console_broker, broker_counts) -> None:
     """Compaction removes records from the middle without moving the log start or the high
     watermark; the broker's record count tells the cache, which reads the partition again."""
     import random
@@ -316,7 +325,7 @@ def test_a_compacted_topic_is_counted_again_when_the_cleaner_removed_records(con
         for i in range(0, len(stamps), 20):
             await c.produce(topic, [ProducerRecord(key=f"k{j % 30}", value=b"v%d" % j, timestamp=t)
                                     for j, t in enumerate(stamps[i:i + 20], start=i)], partition=0)
-        cache = eventtime.TimestampCache()
+        cache = eventtime.TimestampCache(broker_counts=broker_counts)
         tl = await cache.timeline(c, topic, bounds)
         assert tl.counts == event_counts({0: stamps}, bounds)
         deadline = time.monotonic() + 60
@@ -324,7 +333,7 @@ def test_a_compacted_topic_is_counted_again_when_the_cleaner_removed_records(con
             assert time.monotonic() < deadline, "the cleaner never compacted the topic"
             await asyncio.sleep(0.5)
         tl = await cache.timeline(c, topic, bounds)
-        assert tl.read_records > 0  # counted again, from the broker's records
+        assert tl.read_records > 0 or broker_counts  # counted again, from the broker's records
         for _ in range(20):  # the cleaner may take another pass while we compare
             before = (await c.disorder_stats(topic))[0].records
             tl = await cache.timeline(c, topic, bounds)
@@ -379,19 +388,23 @@ def test_the_cache_keeps_at_most_its_records_and_refuses_a_larger_chart(console_
             await c.create_topic(name, 1)
             await c.produce(name, [ProducerRecord(value=b"x", timestamp=BASE + i * 37) for i in range(n)],
                             partition=0)
-        cache = eventtime.TimestampCache(max_records=60)
+        # the limit is the fallback cache's: the broker's counts keep nothing here
+        assert (await eventtime.TimestampCache(max_records=40).timeline(c, big, bounds)).total == 50
+        cache = eventtime.TimestampCache(max_records=60, broker_counts=False)
         assert (await cache.timeline(c, small, bounds)).total == 30
         assert cache.records == 30
         tl = await cache.timeline(c, big, bounds)  # 30 + 50 > 60: the older topic goes
         assert tl.total == 50 and cache.records == 50
         assert (await cache.timeline(c, small, bounds)).read_records == 30
         with pytest.raises(eventtime.TooLarge):
-            await eventtime.TimestampCache(max_records=40).timeline(c, big, bounds)
+            await eventtime.TimestampCache(max_records=40, broker_counts=False).timeline(c, big, bounds)
 
     _run(check, console_broker.bootstrap)
 
 
-def test_a_topic_deleted_and_created_again_under_its_name_is_read_again(console_broker) -> None:  # type: ignore[no-untyped-def]
+@BOTH
+def test_a_topic_deleted_and_created_again_under_its_name_is_read_again(  # type: ignore[no-untyped-def]
+        console_broker, broker_counts) -> None:
     """Same name, same offsets, other records: the batch at the last offset read is not the
     one read then, so the cache reads the partition again."""
     bounds = [BASE + i * 1_000 for i in range(5)]
@@ -402,7 +415,7 @@ def test_a_topic_deleted_and_created_again_under_its_name_is_read_again(console_
         topic = unique_topic("again")
         await c.create_topic(topic, 1)
         await c.produce(topic, [ProducerRecord(value=b"a", timestamp=t) for t in first], partition=0)
-        cache = eventtime.TimestampCache()
+        cache = eventtime.TimestampCache(broker_counts=broker_counts)
         assert (await cache.timeline(c, topic, bounds)).counts == event_counts({0: first}, bounds)
         await c.delete_topic(topic)
         for _ in range(100):
@@ -414,7 +427,52 @@ def test_a_topic_deleted_and_created_again_under_its_name_is_read_again(console_
         await c.produce(topic, [ProducerRecord(value=b"b", timestamp=t) for t in second], partition=0)
         tl = await cache.timeline(c, topic, bounds)
         assert tl.high_watermarks[0] == len(first)  # the same offsets as before
-        assert tl.read_records == len(second)
+        assert tl.read_records == (0 if broker_counts else len(second))
         assert tl.counts == event_counts({0: second}, bounds)
 
     _run(check, console_broker.bootstrap)
+
+
+def test_a_chart_is_one_count_time_windows_request_when_the_broker_has_it(  # type: ignore[no-untyped-def]
+        broker_factory) -> None:
+    """Against a Chronolog broker the chart is the broker's count: one CountTimeWindows
+    per chart (its request metric), no Fetch, nothing cached; the counts are exact."""
+    import re
+
+    from tests.conftest import free_port_number
+
+    mport = free_port_number()
+    b = broker_factory({"metrics.listener": f"127.0.0.1:{mport}"})
+
+    def requests() -> dict[str, float]:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5).read().decode()
+        return {m.group(1): float(m.group(2)) for m in
+                re.finditer(r'^chronolog_requests_total\{api="(\w+)"\} (\S+)$', text, re.M)}
+
+    rel = [[(i * 7919 + p * 13) % 3_000_000 for i in range(300)] for p in range(3)]
+    stamps = {p: [BASE + t for t in ts] for p, ts in enumerate(rel)}
+    bounds = [BASE + i * 100_000 for i in range(31)]
+
+    async def check(c: Client) -> None:
+        topic = unique_topic("one")
+        await c.create_topic(topic, 3)
+        await _produce(c, topic, rel)
+        cache = eventtime.TimestampCache()
+        for _ in range(2):
+            before = requests()
+            tl = await cache.timeline(c, topic, bounds)
+            after = requests()
+            assert tl.counts == event_counts(stamps, bounds) and tl.read_records == 0
+            assert after.get("CountTimeWindows", 0) - before.get("CountTimeWindows", 0) == 1
+            assert after.get("Fetch", 0) == before.get("Fetch", 0)
+        assert cache.records == 0
+        # bounds from the data's extent: one more CountTimeWindows finds it
+        before = requests()
+        tl = await cache.timeline(c, topic, lambda ext: [ext[0], ext[1]] if ext else [0, 1])
+        after = requests()
+        assert tl.counts == [900]
+        assert tl.bounds[0] <= min(map(min, stamps.values()))
+        assert tl.bounds[1] == max(map(max, stamps.values())) + 1
+        assert after.get("CountTimeWindows", 0) - before.get("CountTimeWindows", 0) == 2
+
+    _run(check, b.bootstrap)

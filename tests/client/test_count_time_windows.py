@@ -1,0 +1,237 @@
+"""CountTimeWindows through the bundled client against a real broker, checked against a
+brute-force oracle (every record produced, bucketed by its own timestamp).
+
+Random disorder, equal timestamps and late batches into topics with tiny segments and
+blocks; boundaries before, after and inside the data; after DeleteRecords, with
+aborted transactions under read_committed, after kill -9 with the ``.tsindex``
+sidecars deleted or torn, before and after the broker's background step has built
+the indexes; DESCRIBE on the topic needed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from client import SyncClient
+from client.aio import COUNT_TIME_WINDOWS, ProducerRecord
+from protocol.errors import ErrorCode, KafkaError
+
+NOW = int(time.time() * 1000)
+T0 = NOW - 40 * 86_400_000
+_topics = itertools.count()
+
+
+def _produce(c: SyncClient, topic: str, parts: int, batches: list[tuple[int, list[int]]]
+             ) -> list[tuple[int, int, int]]:
+    """Produce each (partition, timestamps) as one call; (partition, offset, ts)."""
+    out = []
+    for p, tss in batches:
+        recs = [ProducerRecord(value=b"v", timestamp=t) for t in tss]
+        offs = c.produce(topic, recs, partition=p % parts)
+        out += [(p % parts, o, t) for o, t in zip(offs, tss, strict=True)]
+    return out
+
+
+def _oracle(rows: list[tuple[int, int, int]], bounds: list[int], parts: list[int],
+            start: dict[int, int] | None = None) -> dict[int, list[int]]:
+    out = {p: [0] * (len(bounds) - 1) for p in parts}
+    for p, o, t in rows:
+        if o < (start or {}).get(p, 0):
+            continue
+        k = bisect.bisect_right(bounds, t) - 1
+        if 0 <= k < len(bounds) - 1:
+            out[p][k] += 1
+    return out
+
+
+def _bound_sets(rows: list[tuple[int, int, int]], rng: random.Random) -> list[list[int]]:
+    tss = sorted(r[2] for r in rows)
+    sets = [[T0 - 1000, T0 - 1], [NOW + 1000, NOW + 5000], [tss[0], tss[-1] + 1],
+            [T0 - 1, tss[0], tss[0], tss[-1], NOW + 10**9],
+            list(range(tss[0] - 7, tss[-1] + 50_000, 50_000))]
+    for _ in range(2):
+        sets.append([rng.choice(tss) + rng.randint(-3, 3) for _ in range(rng.randint(2, 30))])
+    return [sorted(b) for b in sets]
+
+
+def _check(c: SyncClient, topic: str, rows: list[tuple[int, int, int]], parts: list[int],
+           rng: random.Random, start: dict[int, int] | None = None) -> None:
+    for bounds in _bound_sets(rows, rng):
+        assert c.count_time_windows(topic, bounds) == _oracle(rows, bounds, parts, start), bounds
+
+
+batch_shapes = st.lists(st.tuples(st.integers(0, 2), st.sampled_from(
+    ["in_order", "late", "ties", "shuffled"]), st.integers(1, 30), st.integers(0, 2000)),
+    min_size=1, max_size=25)
+
+
+def _timestamps(shape: str, n: int, at: int, rng: random.Random) -> list[int]:
+    base = T0 + at * 5
+    if shape == "in_order":
+        return sorted(base + rng.randint(0, 3000) for _ in range(n))
+    if shape == "late":
+        return [T0 + rng.randint(0, 10_000) for _ in range(n)]
+    if shape == "ties":
+        return [base] * n
+    return [base + rng.randint(-500_000, 500_000) for _ in range(n)]
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(shapes=batch_shapes, parts=st.integers(1, 3), seed=st.integers(0, 1000))
+def test_counts_equal_the_oracle(broker, shapes, parts: int, seed: int) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(seed)
+    topic = f"ctw-{next(_topics)}"
+    with SyncClient(broker.bootstrap, client_id="ctw") as c:
+        c.create_topic(topic, parts, {"segment.bytes": "1200", "index.interval.bytes": "200"})
+        rows = _produce(c, topic, parts, [(p, _timestamps(shape, n, at, rng))
+                                          for p, shape, n, at in shapes])
+        _check(c, topic, rows, list(range(parts)), rng)  # right after produce
+        time.sleep(0.3)  # and once background slices have run
+        _check(c, topic, rows, list(range(parts)), rng)
+        assert c.supports(COUNT_TIME_WINDOWS)
+
+
+def test_after_delete_records(sync_client: SyncClient) -> None:
+    from client.admin import delete_records
+    c = sync_client
+    rng = random.Random(5)
+    c.create_topic("ctw-del", 2, {"segment.bytes": "1000", "index.interval.bytes": "150"})
+    rows = _produce(c, "ctw-del", 2, [(i % 2, [T0 + rng.randint(0, 90_000) for _ in range(7)])
+                                      for i in range(30)])
+    c._call(delete_records(c.aio, "ctw-del", {0: 17, 1: 40}))
+    _check(c, "ctw-del", rows, [0, 1], rng, {0: 17, 1: 40})
+
+
+def test_read_committed_leaves_out_aborted_records(sync_client: SyncClient, broker) -> None:  # type: ignore[no-untyped-def]
+    c = sync_client
+    c.create_topic("ctw-txn", 1, {"segment.bytes": "1000", "index.interval.bytes": "100"})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "ctw-txn",
+                  "linger.ms": 5})
+    p.init_transactions(15)
+    rows: list[tuple[int, bytes]] = []
+    rng = random.Random(9)
+    aborted: set[bytes] = set()
+    for n in range(8):
+        p.begin_transaction()
+        for i in range(6):
+            ts = T0 + rng.randint(0, 50_000)
+            v = b"%d-%d" % (n, i)
+            p.produce("ctw-txn", value=v, timestamp=ts)
+            rows.append((ts, v))
+        p.flush(10)
+        if n % 3 == 1:
+            p.abort_transaction(15)
+            aborted |= {v for _, v in rows[-6:]}
+        else:
+            p.commit_transaction(15)
+    # an open transaction: its records lie past the LSO
+    p.begin_transaction()
+    p.produce("ctw-txn", value=b"open", timestamp=T0 + 10)
+    p.flush(10)
+    for bounds in ([T0, T0 + 50_001], [T0, T0 + 10_000, T0 + 20_000, T0 + 60_000],
+                   [T0 + 49_000, T0 + 60_000]):
+        def want(keep: Callable[[bytes], bool], bounds: list[int] = bounds) -> list[int]:
+            out = [0] * (len(bounds) - 1)
+            for ts, v in rows:
+                k = bisect.bisect_right(bounds, ts) - 1
+                if 0 <= k < len(out) and keep(v):
+                    out[k] += 1
+            return out
+        assert c.count_time_windows("ctw-txn", bounds, isolation_level=1) == {
+            0: want(lambda v: v not in aborted)}
+        everything = want(lambda v: True)
+        if bounds[0] <= T0 + 10 < bounds[1]:
+            everything[0] += 1
+        assert c.count_time_windows("ctw-txn", bounds) == {0: everything}
+    p.abort_transaction(15)
+
+
+@pytest.mark.parametrize("damage", ["deleted", "torn"])
+def test_after_kill_9_with_the_sidecars_damaged(broker, damage: str) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(3)
+    with SyncClient(broker.bootstrap, client_id="ctw") as c:
+        c.create_topic("ctw-kill", 1, {"segment.bytes": "1500", "index.interval.bytes": "100"})
+        rows = _produce(c, "ctw-kill", 1, [(0, [T0 + rng.randint(0, 80_000) for _ in range(5)])
+                                           for _ in range(40)])
+    pdir = Path(broker.data_dir, "ctw-kill-0")
+    deadline = time.monotonic() + 20  # sealed segments' sidecars come from a background slice
+    while len(list(pdir.glob("*.tsindex"))) < len(list(pdir.glob("*.log"))) - 1:
+        assert time.monotonic() < deadline, "no sidecars written"
+        time.sleep(0.1)
+    broker.kill()
+    sidecars = sorted(pdir.glob("*.tsindex"))
+    assert sidecars
+    for f in sidecars:
+        if damage == "deleted":
+            f.unlink()
+        else:
+            f.write_bytes(f.read_bytes()[: len(f.read_bytes()) // 2])
+    broker.start()
+    with SyncClient(broker.bootstrap, client_id="ctw") as c:
+        _check(c, "ctw-kill", rows, [0], rng)
+
+
+def test_counting_needs_describe_on_the_topic(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    b = broker_factory({"authorizer.class.name":
+                        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                        "allow.everyone.if.no.acl.found": "true"})
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+
+    def allow(topic: str, op: AclOperation, principal: str) -> None:
+        binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal,
+                             "*", op, AclPermissionType.ALLOW)
+        for f in admin.create_acls([binding], request_timeout=15).values():
+            f.result()
+
+    with SyncClient(b.bootstrap, client_id="ctw") as c:
+        for t in ("ctw-guarded", "ctw-described"):
+            c.create_topic(t, 1)
+            c.produce(t, [ProducerRecord(value=b"x", timestamp=T0)], partition=0)
+        allow("ctw-guarded", AclOperation.READ, "User:someone-else")  # not us
+        allow("ctw-described", AclOperation.DESCRIBE, "User:ANONYMOUS")
+        with pytest.raises(KafkaError) as exc:
+            c.count_time_windows("ctw-guarded", [T0, T0 + 1], [0])
+        assert exc.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert c.count_time_windows("ctw-described", [T0, T0 + 1], [0]) == {0: [1]}
+
+
+def test_bad_boundaries_are_refused(sync_client: SyncClient) -> None:
+    c = sync_client
+    c.create_topic("ctw-bad", 1)
+    with pytest.raises(ValueError):
+        c.count_time_windows("ctw-bad", [5, 4])
+    with pytest.raises(ValueError):
+        c.count_time_windows("ctw-bad", [5])
+    with pytest.raises(KafkaError) as exc:  # the broker's own limit
+        c.count_time_windows("ctw-bad", list(range(10_001)))
+    assert exc.value.code == ErrorCode.INVALID_REQUEST
+
+
+def test_a_broker_without_the_api_is_unsupported_version(sync_client: SyncClient) -> None:
+    """What a Kafka broker's ApiVersions leads to: the key is not negotiated."""
+    c = sync_client
+    c.create_topic("ctw-none", 1)
+    c.aio._versions.pop(COUNT_TIME_WINDOWS)
+    with pytest.raises(KafkaError) as exc:
+        c.count_time_windows("ctw-none", [0, 1])
+    assert exc.value.code == ErrorCode.UNSUPPORTED_VERSION
