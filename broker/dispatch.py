@@ -133,6 +133,9 @@ def build_table() -> dict[int, Route]:
         if module is None:
             log.debug("no handler module broker.handlers.%s; API key %d not served", name, key)
             continue
+        if not getattr(module, "AVAILABLE", True):  # it needs an extra that is not installed
+            log.info("API key %d (%s) not served: %s", key, name, module.UNAVAILABLE_WHY)
+            continue
         entry = API_VERSIONS.get(key)  # type: ignore[call-overload]
         api_name = entry.name if entry is not None else name
         table[key] = Route(api_name, module.handle, getattr(module, "error_body", None))

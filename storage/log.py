@@ -19,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import time
@@ -27,9 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-
-from storage import planner, swap, tsindex, txnindex, zonemap
+from storage import planner, swap, txnindex, zonemap
 from storage.cleaner import null_key_indexes
 from storage.config import LogConfig
 from storage.errors import (
@@ -69,6 +68,9 @@ LATEST_TIERED_TIMESTAMP = -5
 EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 _LOG_FILE = re.compile(r"^(\d{20})\.log$")
+#: numpy is the arrow extra; the sorted-timestamp indexes (storage/tsindex.py) need it.
+HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
+
 _INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex|zonemap|tsindex)$")
 
 
@@ -189,7 +191,7 @@ class Log:
         for name in os.listdir(self.dir):
             path = self.dir / name
             if name.endswith((".deleted", ".cleaned", ".swap", txnindex.SUFFIX + ".tmp",
-                              zonemap.SUFFIX + ".tmp", tsindex.SUFFIX + ".tmp")):
+                              zonemap.SUFFIX + ".tmp", zonemap.TSINDEX_SUFFIX + ".tmp")):
                 # Left over from a delete/clean interrupted by a crash: finish it.
                 _unlink(path)
                 continue
@@ -745,7 +747,10 @@ class Log:
         """Extend the segments' sorted-timestamp indexes (storage/tsindex.py) for at most
         ``budget_ms`` (the broker's background task, after build_zone_maps): sealed
         segments completely (then their sidecars are written), the active one up to its
-        last complete block. Resumable; True once everything is done."""
+        last complete block. Resumable; True once everything is done. Without numpy
+        (the arrow extra) there are no indexes and the broker serves no CountTimeWindows."""
+        if not HAVE_NUMPY:
+            return True
         deadline = time.monotonic() + budget_ms / 1000.0
         last = len(self.segments) - 1
         for i, seg in enumerate(self.segments):
@@ -766,6 +771,10 @@ class Log:
         (the active segment's newest, or all before the background step built them),
         the block holding the log start or the end, and those an aborted transaction
         overlaps are decoded from the .log: always exact, only slower when unindexed."""
+        import numpy as np
+
+        from storage import tsindex
+
         b = np.asarray(bounds, dtype=np.int64)
         if len(b) < 2 or bool(np.any(np.diff(b) < 0)):
             raise ValueError("bounds must be ascending, at least two")

@@ -41,12 +41,9 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from itertools import accumulate
 from pathlib import Path
-from typing import NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, NamedTuple
 
 from storage import codecs, fsutil
-from storage.columnar import TimestampColumns, decode_timestamps
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, LogStorageError
 from storage.index import OffsetIndex, TimeIndex
@@ -66,10 +63,12 @@ from storage.records import (
     iter_batches,
     scan_timestamps,
 )
-from storage.tsindex import SUFFIX as TSINDEX_SUFFIX
-from storage.tsindex import TsIndex, fingerprint
-from storage.zonemap import NO_MAX, ZoneMap
+from storage.zonemap import NO_MAX, TSINDEX_SUFFIX, ZoneMap
 from storage.zonemap import SUFFIX as ZONEMAP_SUFFIX
+
+if TYPE_CHECKING:  # columnar and tsindex need numpy (the arrow extra): imported where used
+    from storage.columnar import TimestampColumns
+    from storage.tsindex import TsIndex
 
 Buf = bytes | bytearray | memoryview
 _FIRST_READ = 4096  # first read of a header walk (iter_batches)
@@ -1460,6 +1459,11 @@ class LogSegment:
         the .log in windows of about _ZONE_WINDOW bytes and stopping once
         time.monotonic() passes ``deadline``; a sealed segment's complete index goes to
         its sidecar. Loads a valid sidecar instead of decoding. True when complete."""
+        import numpy as np
+
+        from storage.columnar import decode_timestamps
+        from storage.tsindex import TsIndex
+
         zm = self.zone_map()
         tsi = self._tsi
         if tsi is None or not self._ts_fits(tsi, zm):
@@ -1496,11 +1500,17 @@ class LogSegment:
 
     def decode_blocks(self, zm: ZoneMap, lo: int, hi: int) -> TimestampColumns:
         """The decoded data records (``TimestampColumns``) of zone-map blocks [lo, hi)."""
+        from storage.columnar import decode_timestamps
+
         start_pos = zm.pos[lo]
         end_pos = zm.block_end(hi - 1)[1]
         return decode_timestamps(self.pread(start_pos, end_pos - start_pos), str(self.log_path))
 
     def _read_ts_index(self, zm: ZoneMap) -> TsIndex | None:
+        import numpy as np
+
+        from storage.tsindex import TsIndex, fingerprint
+
         try:
             data = self.ts_index_path.read_bytes()
         except (FileNotFoundError, IsADirectoryError):

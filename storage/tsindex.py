@@ -41,8 +41,9 @@ import numpy.typing as npt
 
 from storage.columnar import TimestampColumns
 from storage.txnindex import TxnIndexEntry
+from storage.zonemap import TSINDEX_SUFFIX
 
-SUFFIX = ".tsindex"
+SUFFIX = TSINDEX_SUFFIX
 _MAGIC = b"CLTS"
 _VERSION = 1
 # magic, version, base offset, interval, covered bytes, last batch position,

@@ -44,6 +44,8 @@ import crc32c as _crc32c
 NO_MIN = (1 << 63) - 1  # the min of a block without data records
 NO_MAX = -(1 << 63)  # the max of a block without data records; "no running max yet"
 SUFFIX = ".zonemap"
+#: The sorted-timestamp index sidecar (storage/tsindex.py, which needs numpy) beside it.
+TSINDEX_SUFFIX = ".tsindex"
 
 _MAGIC = b"CLZM"
 _VERSION = 1

@@ -25,8 +25,13 @@ from broker.dispatch import RequestContext
 from broker.errors import partition_error
 from protocol.count_time_windows import MAX_BOUNDARIES
 from protocol.errors import ErrorCode, KafkaError
+from storage.log import HAVE_NUMPY
 
 READ_COMMITTED = 1
+
+#: Served only where numpy is installed (broker/dispatch.py reads these two).
+AVAILABLE = HAVE_NUMPY
+UNAVAILABLE_WHY = "the sorted-timestamp index needs numpy: pip install 'chronolog[arrow]'"
 
 
 def _answer(index: int, error: int) -> dict[str, Any]:
