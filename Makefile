@@ -79,7 +79,7 @@ test: install check-java check-compose check-clients check-openssl check-chromiu
 	$(BIN)/python -m pytest -q -ra
 	$(MAKE) --no-print-directory lint
 
-bench: install check-java check-openssl
+bench: install check-java check-openssl ecosystem
 	$(BIN)/python -m bench
 
 ## kill -9 rounds under load and simulated power loss, longer than the short run in `make test`.
