@@ -8,7 +8,10 @@ compaction. After every step the oracle is the records the log actually holds in
 [log start, high watermark), decoded batch by batch; it must agree with:
 
 - ``plan_time_window``: every record with T1 <= ts < T2 lies in a planned range
-  (a superset, never a miss), ranges sorted, disjoint, not adjacent, in bounds;
+  (a superset, never a miss), ranges sorted, disjoint, not adjacent, in bounds; and
+  it is exactly the zone-map plan of the blocks that may match, where a block the
+  sorted-timestamp index covers (built fully, partly or not at all) may match only
+  when its records, decoded from the .log, hold one in the window;
 - ``disorder_stats``: exactly the oracle's count and largest lateness;
 - every segment's zone map: exactly the map rebuilt from its .log (blocks, min, max).
 """
@@ -30,10 +33,10 @@ from storage import records as R
 from storage import segment as S
 from storage.cleaner import CleanerSettings, clean_log
 from storage.config import LogConfig
-from storage.log import Log
+from storage.log import HAVE_NUMPY, Log
 from storage.planner import plan_blocks
 from storage.records import Record, build_batch, iter_batches
-from storage.zonemap import ZoneMap, count_late
+from storage.zonemap import NO_MAX, NO_MIN, ZoneMap, count_late
 
 T0 = 1_700_000_000_000
 NOW = T0 + 10_000_000
@@ -64,6 +67,8 @@ def oracle_disorder(recs: list[tuple[int, int]]) -> tuple[int, int, int]:
 def check_plan(log: Log, recs: list[tuple[int, int]], t1: int, t2: int,
                max_offset: int | None = None) -> None:
     plan = log.plan_time_window(t1, t2, max_offset=max_offset)
+    if HAVE_NUMPY:
+        assert [tuple(r) for r in plan] == oracle_plan(log, t1, t2, max_offset), (t1, t2)
     end = log.high_watermark if max_offset is None else min(max_offset, log.high_watermark)
     for a, b in zip(plan, plan[1:], strict=False):
         assert a.end_offset < b.start_offset, plan
@@ -76,6 +81,30 @@ def check_plan(log: Log, recs: list[tuple[int, int]], t1: int, t2: int,
         if t1 <= t < t2 and o < end:
             i = bisect.bisect_right(starts, o) - 1
             assert i >= 0 and plan[i].start_offset <= o < plan[i].end_offset, (o, t, t1, t2, plan)
+
+
+def oracle_plan(log: Log, t1: int, t2: int, max_offset: int | None = None) -> list[tuple[int, int, int]]:
+    """The plan as plan_blocks makes it from zone maps in which each block a segment's
+    sorted-timestamp index covers, and whose records (decoded from the .log) hold none
+    in [t1, t2), holds no data record at all (one block per ``add``: interval 0)."""
+    end = log.high_watermark if max_offset is None else min(max_offset, log.high_watermark)
+    last = len(log.segments) - 1
+    maps = []
+    for j, seg in enumerate(log.segments):
+        zm = seg.zone_map()
+        tsi = seg.ts_index(zm, sealed=j < last)
+        nb = tsi.nblocks if tsi is not None else 0
+        copy = ZoneMap(seg.base_offset, 0)
+        for i in range(len(zm)):
+            e_off, e_pos = zm.block_end(i)
+            mn, mx = zm.min[i], zm.max[i]
+            if i < nb and not any(t1 <= t < t2 for _, t in block_records(seg, zm, i)):
+                mn, mx = NO_MIN, NO_MAX
+            copy.add(zm.pos[i], e_pos - zm.pos[i], zm.first[i], e_off - 1, zm.records[i],
+                     mn, mx, 0, 0)
+        copy.sync()
+        maps.append(copy)
+    return [tuple(r) for r in plan_blocks(maps, t1, t2, log.log_start_offset, end)]
 
 
 def block_records(seg: S.LogSegment, zm: ZoneMap, i: int) -> list[tuple[int, int]]:
@@ -267,6 +296,17 @@ class EventTimeMachine(RuleBasedStateMachine):
             self.log.build_zone_maps(0.0)
         self.append(data, 0, data.draw(st.sampled_from(["in_order", "shuffled", "late_batch"])))
         self.append(data, 0, "straddle")
+
+    @rule(slices=st.integers(0, 3))
+    def build_sorted_timestamp_indexes(self, slices: int) -> None:
+        """The broker's background step: a few slices with no time left (indexes left
+        covering some blocks), or to the end (0)."""
+        if slices == 0:
+            self.log.build_zone_maps(60_000)
+            self.log.build_ts_indexes(60_000)
+        for _ in range(slices):
+            self.log.build_zone_maps(0.0)
+            self.log.build_ts_indexes(0.0)
 
     @rule()
     def compact(self) -> None:
@@ -514,6 +554,42 @@ def test_plan_blocks_merges_adjacent_blocks_and_clips_to_bounds() -> None:
     assert plan_blocks([zm], 18, 27, 5, 35) == [(5, 20, 200), (30, 35, 100)]
     assert plan_blocks([zm], 300, 400, 0, 40) == []
     assert plan_blocks([zm], 20, 20, 0, 40) == []
+
+
+def _random_map(rng: random.Random, base: int, blocks: int) -> ZoneMap:
+    zm = ZoneMap(base, 0)
+    off = base
+    for i in range(blocks):
+        n = rng.randint(1, 5)
+        if rng.random() < 0.15:  # a block of control batches: no data record
+            mn, mx, recs = NO_MIN, NO_MAX, 0
+        else:
+            mn = rng.randint(0, 100)
+            mx, recs = mn + rng.randint(0, 40), n
+        zm.add(i * 64, rng.randint(1, 64), off, off + n - 1, recs, mn, mx, 0, 0)
+        off += n + (rng.random() < 0.2)  # compaction leaves offset gaps
+    zm.sync()
+    return zm
+
+
+@pytest.mark.skipif(not HAVE_NUMPY, reason="plan_indexed needs numpy (the arrow extra); "
+                    "without it the broker plans with plan_blocks")
+@given(seed=st.integers(0, 2**32), t1=st.integers(-5, 150), width=st.integers(0, 60),
+       bounds=st.tuples(st.integers(0, 60), st.integers(0, 80)))
+@settings(max_examples=300, deadline=None)
+def test_plan_indexed_without_indexes_equals_plan_blocks(seed: int, t1: int, width: int,
+                                                        bounds: tuple[int, int]) -> None:
+    from storage.tsindex import plan_indexed
+
+    rng = random.Random(seed)
+    maps, base = [], 0
+    for _ in range(rng.randint(1, 4)):
+        zm = _random_map(rng, base, rng.randint(0, 8))
+        maps.append(zm)
+        base = zm.next_offset if len(zm) else base
+    start, end = bounds[0], bounds[0] + bounds[1]
+    want = plan_blocks(maps, t1, t1 + width, start, end)
+    assert plan_indexed([(zm, None) for zm in maps], t1, t1 + width, start, end) == want
 
 
 def test_zone_map_sidecar_round_trips(tmp_path: Path) -> None:
