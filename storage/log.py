@@ -167,6 +167,7 @@ class Log:
         # DeleteRecords, compaction, truncation): disorder counts restart then.
         self._layout_gen = 0
         self._disorder_cursor: planner.DisorderCursor | None = None
+        self._max_ts_cache: tuple[tuple[int, ...], TimestampOffset | None] | None = None
         self._load(log_start_offset, recovery_point, clean_shutdown)
         self._roll_flush_upto = max(self._roll_flush_upto, self.recovery_point)
 
@@ -882,6 +883,17 @@ class Log:
         return self.latest_epoch()
 
     def _max_timestamp_offset(self) -> TimestampOffset | None:
+        """ListOffsets MAX_TIMESTAMP (-3). The answer is kept until the log changes: finding
+        the first record at the max decodes its batch (a 1 MB batch takes milliseconds,
+        and the console asks for every chart)."""
+        key = (self._layout_gen, self._leo, self.high_watermark, self.log_start_offset)
+        if self._max_ts_cache is not None and self._max_ts_cache[0] == key:
+            return self._max_ts_cache[1]
+        hit = self._find_max_timestamp_offset()
+        self._max_ts_cache = (key, hit)
+        return hit
+
+    def _find_max_timestamp_offset(self) -> TimestampOffset | None:
         best: LogSegment | None = None
         for seg in self.segments:
             if best is None or seg.max_timestamp > best.max_timestamp:
