@@ -14,6 +14,9 @@ random seed, out of order and with repeats):
 - sarama: SyncProducer with timestamps; ``Client.GetOffset`` by time (no match: -1) and
   OffsetNewest/OffsetOldest; a classic ``ConsumerGroup`` that reads all and commits
   (``ListConsumerGroupOffsets``).
+
+Under ``make test-ecosystem`` the same programs also run against the real Apache Kafka
+(tests/ecosystem/kafka_peer.py), checked by the same oracle.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BrokerProcess
 from tests.ecosystem.golang import GoError, build_programs
 
 Line = dict[str, Any]
@@ -42,6 +44,14 @@ def programs() -> dict[str, Path]:
         return build_programs()
     except GoError as e:
         pytest.fail(f"the Go programs could not be built: {e}", pytrace=False)
+
+
+@pytest.fixture(scope="module", params=[
+    "chronolog", pytest.param("kafka", marks=pytest.mark.ecosystem_full)])
+def bootstrap(request: pytest.FixtureRequest) -> str:
+    """The broker under test: Chronolog, or (full set) the reference Kafka."""
+    fixture = "chronolog" if request.param == "chronolog" else "kafka_node"
+    return str(request.getfixturevalue(fixture).bootstrap)
 
 
 def run(program: Path, bootstrap: str, seed: int) -> tuple[list[Line], set[int]]:
@@ -88,9 +98,9 @@ def check_group(lines: list[Line], produced: dict[int, list[Line]]) -> None:
 
 
 def test_franz_go_produce_list_offsets_group_and_transactions(
-        programs: dict[str, Path], chronolog: BrokerProcess) -> None:
+        programs: dict[str, Path], bootstrap: str) -> None:
     seed = random.randrange(2**31)
-    lines, queries = run(programs["franzcheck"], chronolog.bootstrap, seed)
+    lines, queries = run(programs["franzcheck"], bootstrap, seed)
     assert not events(lines, "error")
     produced = produced_by_partition(lines)
     assert len(produced) == 3, seed
@@ -122,10 +132,9 @@ def test_franz_go_produce_list_offsets_group_and_transactions(
         assert read == want_read, isolation
 
 
-def test_sarama_produce_get_offset_and_group(programs: dict[str, Path],
-                                             chronolog: BrokerProcess) -> None:
+def test_sarama_produce_get_offset_and_group(programs: dict[str, Path], bootstrap: str) -> None:
     seed = random.randrange(2**31)
-    lines, queries = run(programs["saramacheck"], chronolog.bootstrap, seed)
+    lines, queries = run(programs["saramacheck"], bootstrap, seed)
     assert not events(lines, "error")
     produced = produced_by_partition(lines)
     assert len(produced) == 2, seed
