@@ -1,9 +1,13 @@
 """Go for the ecosystem tests: the toolchain, a module cache inside the repo, builds.
 
-Modules come from the Go module proxy into ``.cache/go/mod`` (gitignored) and builds are
-cached in ``.cache/go/build``, so a fresh clone fetches through the proxy once and every
-later run rebuilds nothing. A missing ``go`` or a refused download raises GoError with
-go's own output; the tests turn that into a failure, never a skip.
+Modules come from the Go module proxy into ``.cache/go/mod`` (gitignored), so a fresh
+clone fetches them once. Compiled packages go to Go's own per-user build cache (its
+default, ``~/.cache/go-build``, unless GOCACHE is set), and every build uses
+``-trimpath``, which keeps the cache keys free of this clone's path: a fresh clone on
+the same machine (CI's) compiles nothing again, where a build cache inside the repo
+would cost every fresh clone a cold build of several minutes. A missing ``go`` or a
+refused download raises GoError with go's own output; the tests turn that into a
+failure, never a skip.
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ class GoError(RuntimeError):
 
 
 def go_env() -> dict[str, str]:
-    """The environment for every go command: caches inside the repo, deletable module files."""
+    """The environment for every go command: modules inside the repo (deletable files),
+    path-free builds for the shared build cache."""
     env = dict(os.environ)
-    env.update(GOMODCACHE=str(CACHE / "mod"), GOCACHE=str(CACHE / "build"),
-               GOFLAGS="-modcacherw", GOPATH=str(CACHE / "path"))
+    env.update(GOMODCACHE=str(CACHE / "mod"), GOFLAGS="-modcacherw -trimpath")
     return env
 
 
