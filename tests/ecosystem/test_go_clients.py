@@ -8,7 +8,8 @@ random seed, out of order and with repeats):
 
 - franz-go: ProduceSync with explicit timestamps; ``kadm.ListOffsetsAfterMilli`` for
   every produced timestamp, one ms after each and both ends (no match: kadm asks again
-  for the end offset); ``ListEndOffsets``; a classic consumer group that reads all and
+  for the end offset); ``ListEndOffsets``; direct consumers starting at
+  ``NewOffset().AfterMilli(t)`` (the first record each partition delivers); a classic consumer group that reads all and
   commits (``kadm.FetchOffsets``); three transactions (commit, abort, commit) read
   ``read_committed`` and ``read_uncommitted``.
 - sarama: SyncProducer with timestamps; ``Client.GetOffset`` by time (no match: -1) and
@@ -117,6 +118,15 @@ def test_franz_go_produce_list_offsets_group_and_transactions(
                 else {"offset": ends[a["partition"]], "timestamp": -1})
         assert {"offset": a["offset"], "timestamp": a["timestamp"], "error": a["error"]} == {
             **want, "error": ""}, (seed, a)
+
+    from_time = events(lines, "fromTime")  # direct consumers at AfterMilli(t)
+    assert len({a["query"] for a in from_time}) >= 2, seed
+    assert sorted((f["query"], f["partition"]) for f in from_time) == sorted(
+        (q, p) for q in {f["query"] for f in from_time} for p in produced)
+    for f in from_time:
+        hit = first_at_or_after(produced[f["partition"]], f["query"])
+        assert hit is not None and (f["offset"], f["timestamp"]) == (
+            hit["offset"], hit["timestamp"]), (seed, f)
 
     check_group(lines, produced)
 

@@ -9,8 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -124,9 +126,52 @@ func main() {
 		emit(map[string]any{"event": "endOffset", "partition": o.Partition, "offset": o.Offset})
 	})
 
+	consumeFromTimes(ctx, seeds, topic, stamps)
 	consumeGroup(ctx, seeds, topic, group, adm)
 	transactions(ctx, seeds, txnTopic, prefix)
 	emit(map[string]any{"event": "done"})
+}
+
+// consumeFromTimes starts direct consumers at kgo.NewOffset().AfterMilli(t) for a few
+// produced times that every partition has a record at or after, and prints the first
+// record each partition delivers.
+func consumeFromTimes(ctx context.Context, seeds, topic string, stamps []int64) {
+	reachable := int64(math.MaxInt64) // the smallest per-partition maximum timestamp
+	for p := 0; p < partitions; p++ {
+		reachable = min(reachable, slices.Max(stamps[p*perPart:(p+1)*perPart]))
+	}
+	sorted := slices.Sorted(slices.Values(stamps))
+	done := map[int64]bool{}
+	for _, q := range []int64{sorted[0] - 1, sorted[len(sorted)/3], sorted[len(sorted)/2], reachable} {
+		if q > reachable || done[q] {
+			continue
+		}
+		done[q] = true
+		offsets := map[int32]kgo.Offset{}
+		for p := int32(0); p < partitions; p++ {
+			offsets[p] = kgo.NewOffset().AfterMilli(q)
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+		if err != nil {
+			fail("fromTimeClient", err)
+		}
+		first := map[int32]bool{}
+		for len(first) < partitions {
+			fs := cl.PollFetches(ctx)
+			if err := fs.Err0(); err != nil {
+				fail("fromTimePoll", err)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				if !first[r.Partition] {
+					first[r.Partition] = true
+					emit(map[string]any{"event": "fromTime", "query": q, "partition": r.Partition,
+						"offset": r.Offset, "timestamp": r.Timestamp.UnixMilli()})
+				}
+			})
+		}
+		cl.Close()
+	}
 }
 
 // consumeGroup reads the topic from the start as one member of a classic group, commits,
