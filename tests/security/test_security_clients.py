@@ -473,6 +473,24 @@ async def test_scram_credential_apis_answer_kafkas_error_codes(sb: SecureBroker)
         gone = await conn.request(51, 0, {"deletions": [{"name": "fine", "mechanism": 2}],
                                           "upsertions": []})
         assert [r.error_code for r in gone.results] == [0]
+
+        # Kafka's controller judges per user, not per (user, mechanism): a user altered
+        # twice in one request is DUPLICATE_RESOURCE whatever the mechanisms, and none of
+        # its changes is applied; a user's first error stands.
+        twice = await conn.request(51, 0, {"deletions": [
+            {"name": "ghost", "mechanism": 1},          # 91 first: the upsertion is not judged
+        ], "upsertions": [
+            {"name": "two", "mechanism": 1, "iterations": 4096, "salt": salt, "salted_password": salted},
+            {"name": "two", "mechanism": 2, "iterations": 4096, "salt": salt, "salted_password": salted},
+            {"name": "ghost", "mechanism": 1, "iterations": 4096, "salt": salt, "salted_password": salted},
+            {"name": "many", "mechanism": 1, "iterations": 16385, "salt": salt, "salted_password": salted},
+        ]})
+        assert {r.user: (r.error_code, r.error_message) for r in twice.results} == {
+            "ghost": (91, "Attempt to delete a user credential that does not exist"),
+            "two": (92, "A user credential cannot be altered twice in the same request"),
+            "many": (93, "Too many iterations")}
+        desc = await conn.request(50, 0, {"users": [{"name": "two"}]})
+        assert [(r.user, r.error_code) for r in desc.results] == [("two", 91)]
     finally:
         await conn.close()
 
