@@ -17,6 +17,8 @@ other record is *surely kept*: the input is built so no record is in between.
 Across a restart, the Chronolog broker is stopped (SIGKILL in ``make test``; also SIGTERM,
 and no restart at all, under ``make test-ecosystem``) and started again while the app runs,
 between two halves of the second batch: the app rides it out, and the output is still exact.
+Under ``make test-ecosystem`` the same run (restarted with SIGTERM) goes against the real
+Kafka too, so the oracle is checked against Kafka's own behaviour.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import BrokerProcess, free_port_number
-from tests.ecosystem.kafka_peer import JAVA_SOURCES, kafkaref
+from tests.ecosystem.kafka_peer import JAVA_SOURCES, KafkaNode, kafkaref
 
 WINDOW_MS = 10_000
 GRACE_MS = 120_000
@@ -195,7 +197,8 @@ def _wait_consumed(bootstrap: str, app_id: str, topics: list[str], timeout: floa
         c.close()
 
 
-def run_streams(broker: BrokerProcess, tmp: Path, restart: signal.Signals | None) -> None:
+def run_streams(broker: BrokerProcess | KafkaNode, tmp: Path, restart: signal.Signals | None) -> None:
+    """``broker``: Chronolog, or the real Kafka (the same app, input and oracle)."""
     app_id = f"wc-{time.time_ns() % 10**9}"
     source, sink = f"{app_id}-in", f"{app_id}-out"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -216,7 +219,10 @@ def run_streams(broker: BrokerProcess, tmp: Path, restart: signal.Signals | None
         half = len(second) // 2
         produce(broker.bootstrap, source, second[:half])
         if restart is not None:
-            broker.stop(restart)
+            if isinstance(broker, KafkaNode):
+                broker.stop()  # SIGTERM: a clean shutdown
+            else:
+                broker.stop(restart)
             time.sleep(1.0)
             broker.start()
         produce(broker.bootstrap, source, second[half:])
@@ -273,3 +279,11 @@ def test_streams_windowed_count_exactly_once(broker: BrokerProcess, tmp_path: Pa
 def test_streams_windowed_count_exactly_once_across_a_broker_restart(
         broker: BrokerProcess, tmp_path: Path, kafka_classpath: str, stop: signal.Signals) -> None:
     run_streams(broker, tmp_path, restart=stop)
+
+
+@pytest.mark.ecosystem_full
+def test_streams_windowed_count_exactly_once_on_kafka_across_a_restart(
+        kafka_node: KafkaNode, tmp_path: Path) -> None:
+    """The same app, input and oracle against the real Kafka: the oracle is Kafka's
+    behaviour too, not only what Chronolog does."""
+    run_streams(kafka_node, tmp_path, restart=signal.SIGTERM)
