@@ -362,19 +362,23 @@ def test_users_cli_online_adds_lists_and_deletes_a_user_who_can_then_log_in_or_n
     r = chronolog("users", "add", "--user", "carol", "--password", "carol-pw",
                   "--mechanism", "SCRAM-SHA-256", "--iterations", "8192", *online)
     assert r.returncode == 0, r.stderr
+    r = chronolog("users", "add", "--user", "carol", "--password", "carol-pw",
+                  "--mechanism", "SCRAM-SHA-512", *online)
+    assert r.returncode == 0, r.stderr
     listed = chronolog("users", "list", *online)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines() == [
         "bob SCRAM-SHA-256 iterations=4096", "bob SCRAM-SHA-512 iterations=4096",
-        "carol SCRAM-SHA-256 iterations=8192"]
+        "carol SCRAM-SHA-256 iterations=8192", "carol SCRAM-SHA-512 iterations=4096"]
     async def login() -> None:
         conn = await _connect(sb, "SASL_PLAINTEXT", _sec(
             sb, "SASL_PLAINTEXT", "SCRAM-SHA-256", ("carol", "carol-pw")))
         await conn.close()
 
     asyncio.run(login())
-    r = chronolog("users", "delete", "--user", "carol", *online)
+    r = chronolog("users", "delete", "--user", "carol", *online)  # both mechanisms
     assert r.returncode == 0, r.stderr
+    assert "carol" not in chronolog("users", "list", *online).stdout
     with pytest.raises(KafkaError):
         asyncio.run(login())
     again = chronolog("users", "delete", "--user", "carol", "--mechanism", "SCRAM-SHA-256", *online)
