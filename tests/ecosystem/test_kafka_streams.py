@@ -92,7 +92,8 @@ def produce(bootstrap: str, topic: str, records: list[Record]) -> None:
 
 def read_output(bootstrap: str, topic: str, want: int, timeout: float = 90.0,
                 app: StreamsApp | None = None) -> list[tuple[str, int]]:
-    """Every committed record of ``topic`` (one partition) once at least ``want`` are there."""
+    """Every committed record of ``topic`` (one partition): polled until at least ``want``
+    are there and then a second passes with nothing more (so a duplicate would be seen)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.time_ns()}",
                   "isolation.level": "read_committed", "enable.auto.commit": False,
                   "auto.offset.reset": "earliest"})
@@ -100,12 +101,16 @@ def read_output(bootstrap: str, topic: str, want: int, timeout: float = 90.0,
     try:
         c.assign([TopicPartition(topic, 0, 0)])
         deadline = time.monotonic() + timeout
+        quiet = 0
         while time.monotonic() < deadline:
             m = c.poll(0.2)
             if m is not None and m.error() is None:
                 out.append((m.key().decode(), int(m.value())))
+                quiet = 0
             elif m is None and len(out) >= want:
-                break
+                quiet += 1
+                if quiet == 5:
+                    break
             if app is not None:
                 app.check_alive()
     finally:
@@ -120,8 +125,9 @@ class StreamsApp:
         cmd = kafkaref.java_cmd(str(JAVA_SOURCES / "StreamsCheck.java"), bootstrap, app_id,
                                 source, sink, str(state), str(WINDOW_MS), str(GRACE_MS))
         self.log = state.parent / f"{app_id}.stderr"
+        self._stderr = open(self.log, "wb")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=open(self.log, "wb"), text=True)
+                                     stderr=self._stderr, text=True)
         self.events: list[dict[str, Any]] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -160,6 +166,7 @@ class StreamsApp:
                 self.proc.kill()
                 self.proc.wait()
         self._reader.join(5)
+        self._stderr.close()
         closed = [e for e in self.events if e["event"] == "closed"]
         return closed[-1] if closed else {"event": "closed", "clean": False,
                                           "returncode": self.proc.returncode}
