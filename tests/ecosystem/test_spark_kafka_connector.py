@@ -281,7 +281,7 @@ def _check_window(spark: Any, bootstrap: str, log: Log, level: str, per_partitio
     assert _read(spark, "chronolog", bootstrap, opts) == expected, f"format('chronolog') {opts}"
 
 
-@settings(max_examples=3)
+@settings(max_examples=2)
 @given(w=windows())
 def test_batch_time_windows_of_the_kafka_connector_match_chronologs_source(
     spark: Any, connector: str, chronolog: Any, log: Log,
