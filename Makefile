@@ -122,6 +122,7 @@ ecosystem:
 	@command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || { \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless maven; }
 	$(PYTHON) tools/kafka-ref/kafkaref.py fetch
+	$(PYTHON) tools/kafka-ref/kafkaref.py spark-kafka
 
 test-ecosystem: install ecosystem
 	CHRONOLOG_ECOSYSTEM=full $(BIN)/python -m pytest -q -ra tests/ecosystem

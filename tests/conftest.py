@@ -124,10 +124,16 @@ def broker_process_class() -> type[BrokerProcess]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    """ONE real local SparkSession for the whole run (starting one costs 5-10 s and ~400 MB)."""
-    from pipeline.session import spark_session
+    """ONE real local SparkSession for the whole run (starting one costs 5-10 s and ~400 MB).
 
-    session = spark_session(app_name="chronolog-tests")
+    It carries Spark's own Kafka connector on ``spark.jars`` (tests/helpers/spark_kafka.py)
+    when Maven could fetch it, for the tests that read and write with ``format("kafka")``."""
+    from pipeline.session import spark_session
+    from tests.helpers.spark_kafka import connector_jars
+
+    jars, _why_not = connector_jars()
+    conf = {"spark.jars": ",".join(jars)} if jars else {}
+    session = spark_session(app_name="chronolog-tests", conf=conf)
     yield session
     session.stop()
 
