@@ -13,7 +13,9 @@ LAYERS = ("broker", "protocol", "storage", "client", "pipeline")
 
 # What each layer may import from the others (the record-batch codec is shared).
 ALLOWED: dict[str, set[str]] = {
-    "protocol": {"protocol", "storage.records", "storage.codecs", "storage.errors"},
+    "protocol": {
+        "protocol", "storage.records", "storage.codecs", "storage.errors", "storage.primitives",
+    },
     "storage": {"storage"},
 }
 
