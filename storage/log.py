@@ -76,6 +76,18 @@ class AppendResult(NamedTuple):
     log_start_offset: int
 
 
+class LogUsage(NamedTuple):
+    """A partition's figures for the broker's metrics (``Log.usage``)."""
+
+    log_start_offset: int
+    log_end_offset: int
+    segments: int
+    size_bytes: int
+    offset_index_entries: int
+    time_index_entries: int
+    index_bytes_mapped: int
+
+
 class TimestampOffset(NamedTuple):
     """What ListOffsets puts in a partition response: timestamp, offset, leader epoch."""
 
@@ -285,6 +297,20 @@ class Log:
 
     def size_in_bytes(self) -> int:
         return sum(max(s.size, 0) for s in self.segments)
+
+    def usage(self) -> LogUsage:
+        """Offsets, sizes and index figures for metrics; maps no index that is not
+        mapped already (a scrape must not undo lazy loading)."""
+        off_entries = time_entries = mapped = 0
+        for seg in self.segments:
+            n, m = seg.offset_index.usage()
+            off_entries += n
+            mapped += m
+            n, m = seg.time_index.usage()
+            time_entries += n
+            mapped += m
+        return LogUsage(self.log_start_offset, self.log_end_offset, len(self.segments),
+                        self.size_in_bytes(), off_entries, time_entries, mapped)
 
     def update_config(self, config: LogConfig) -> None:
         """Apply changed topic settings (used for segments created from now on too)."""

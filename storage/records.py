@@ -47,6 +47,7 @@ A compressed batch is inflated whole, refused first if it would exceed
 
 from __future__ import annotations
 
+import importlib.util
 import mmap
 import struct
 import sys
@@ -66,13 +67,9 @@ from storage.primitives import read_varlong as _read_varlong
 from storage.primitives import uvarint_bytes
 from storage.primitives import write_uvarint as _encode_uvarint
 
-_np: ModuleType | None
-try:  # numpy is the arrow extra's: without it an unsorted run's lateness is counted in Python
-    import numpy
-
-    _np = numpy
-except ImportError:  # pragma: no cover - the base install
-    _np = None
+HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
+"""numpy is the arrow extra's: without it an unsorted run's lateness is counted in Python."""
+_np: ModuleType | None = importlib.import_module("numpy") if HAVE_NUMPY else None
 
 Buffer = bytes | bytearray | memoryview
 
