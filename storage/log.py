@@ -52,7 +52,7 @@ from storage.records import (
 )
 from storage.segment import LogSegment
 from storage.txnindex import TxnIndexEntry
-from storage.validation import check_size, validate_batch
+from storage.validation import validate_batch
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -336,7 +336,6 @@ class Log:
         """
         cfg = self.config
         size = len(batch)
-        check_size(size, cfg)  # before the active segment is touched
         append_time: int | None = None
         if cfg.log_append_time:
             if self._last_append_time is None:
@@ -346,16 +345,14 @@ class Log:
         # Late records are counted against the running max before the batch, in the
         # validation walk itself; nothing awaits between here and add_zone below.
         running = self.active.zone_map_running()
-        v = validate_batch(batch, cfg, now_ms=now_ms, running=running,
-                           append_time=append_time, partition=self.dir.name)
-        h = v.header
+        # Only the 61-byte header changes unless maxTimestamp/timestamp type was
+        # rewritten (CRC over the whole batch): then ``buf`` is that one copy.
+        h, buf, mn, max_ts, late, worst = validate_batch(
+            batch, cfg, now_ms=now_ms, running=running, append_time=append_time,
+            log_dir=self.dir)
         if append_time is not None:
             self._last_append_time = append_time
         log_append_time = -1 if append_time is None else append_time
-        max_ts, mn, late, worst = v.max_timestamp, v.min_timestamp, v.late, v.max_lateness
-        # Only the 61-byte header changes unless maxTimestamp/timestamp type was
-        # rewritten (CRC over the whole batch): then the batch was copied once.
-        buf = v.rewritten
         head = bytearray(memoryview(batch)[:HEADER_SIZE])
         if precheck is not None:
             answered = precheck(h)

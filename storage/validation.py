@@ -19,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NamedTuple
 
 from storage.cleaner import null_key_indexes
@@ -39,6 +40,9 @@ from storage.records import (
 )
 
 Buffer = bytes | bytearray | memoryview
+# A ValidatedBatch from a tuple in C, without NamedTuple's Python __new__: this runs
+# once per appended batch (bench/bench_storage.py, append rows).
+_new_tuple = tuple.__new__
 
 
 class ValidatedBatch(NamedTuple):
@@ -54,35 +58,31 @@ class ValidatedBatch(NamedTuple):
     max_lateness: int
 
 
-def check_size(size: int, config: LogConfig) -> None:
-    """``max.message.bytes`` and ``segment.bytes`` for an append of ``size`` bytes."""
+def validate_batch(batch: Buffer, config: LogConfig, *, now_ms: int, running: int,
+                   append_time: int | None, log_dir: Path) -> ValidatedBatch:
+    """Every rule of Kafka's LogValidator for one client batch.
+
+    ``running`` is the log's running max timestamp before the batch (late records
+    are counted against it in the same walk); ``append_time`` is the broker's stamp
+    for a LogAppendTime topic (None under CreateTime); ``log_dir`` (the partition's
+    directory) names the partition in Kafka's record error messages, read only then.
+    """
+    size = len(batch)
     if size > config.max_message_bytes:
         raise RecordTooLargeError(
             f"batch of {size} bytes exceeds max.message.bytes={config.max_message_bytes}")
     if size > config.segment_bytes:
         raise RecordListTooLargeError(
             f"append of {size} bytes exceeds segment.bytes={config.segment_bytes}")
-
-
-def validate_batch(batch: Buffer, config: LogConfig, *, now_ms: int, running: int,
-                   append_time: int | None, partition: str) -> ValidatedBatch:
-    """Every rule of Kafka's LogValidator for one client batch.
-
-    ``running`` is the log's running max timestamp before the batch (late records
-    are counted against it in the same walk); ``append_time`` is the broker's stamp
-    for a LogAppendTime topic (None under CreateTime); ``partition`` names the
-    partition in Kafka's record error messages.
-    """
-    check_size(len(batch), config)
     scan = validate_client_batch(batch, running=running)
     h = scan.header
     if config.compact:
-        check_keys(batch, config, now_ms=now_ms, partition=partition)
+        check_keys(batch, config, now_ms=now_ms, partition=log_dir.name)
     if append_time is not None:
         buf = bytearray(batch)
         set_max_timestamp(buf, 0, append_time, LOG_APPEND_TIME)
         late, worst = (h.records_count, running - append_time) if append_time < running else (0, 0)
-        return ValidatedBatch(h, buf, append_time, append_time, late, worst)
+        return _new_tuple(ValidatedBatch, (h, buf, append_time, append_time, late, worst))
     if h.timestamp_type == LOG_APPEND_TIME:
         errors = [(i, "Invalid timestamp type in message: producer should not set "
                       "the timestamp type to LogAppendTime")
@@ -101,8 +101,8 @@ def validate_batch(batch: Buffer, config: LogConfig, *, now_ms: int, running: in
     if h.max_timestamp != max_ts:  # fix a wrong producer value, as Kafka does
         rewritten = bytearray(batch)
         set_max_timestamp(rewritten, 0, max_ts, CREATE_TIME)
-    return ValidatedBatch(h, rewritten, scan.min_timestamp, max_ts, scan.late,
-                          scan.max_lateness)
+    return _new_tuple(ValidatedBatch,
+                      (h, rewritten, scan.min_timestamp, max_ts, scan.late, scan.max_lateness))
 
 
 def check_keys(batch: Buffer, config: LogConfig, *, now_ms: int, partition: str) -> None:
