@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from client._lazy import LazyModule
 from client.model import (
     _DEFAULT_FETCH_BYTES,
     _MAX_FETCH_BYTES,
@@ -18,18 +17,11 @@ from client.model import (
     _raise_for,
     decode_arrow,
     decode_records,
+    pa,
 )
 from client.parts.lookup import LookupMixin
 from protocol.errors import ErrorCode, KafkaError
 from storage.planner import PlannedRange
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-    from storage import columnar
-else:  # imported on first use (see client._lazy)
-    pa = LazyModule("pyarrow")
-    columnar = LazyModule("storage.columnar")
 
 
 class ConsumeMixin(LookupMixin):

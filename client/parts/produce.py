@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from client._lazy import LazyModule
 from client.connection import BrokerConnection
 from client.model import (
     _PIPELINE_BYTES,
@@ -24,7 +23,10 @@ from client.model import (
     _now_ms,
     _raise_for,
     _take,
+    columnar,
     compression_codec,
+    np,
+    pa,
 )
 from client.partitioner import partitions_for_keys
 from client.parts.core import ClientCore
@@ -32,15 +34,7 @@ from protocol.errors import ErrorCode, KafkaError
 from storage import records as rec
 
 if TYPE_CHECKING:
-    import numpy as np
     import numpy.typing as npt
-    import pyarrow as pa
-
-    from storage import columnar
-else:  # imported on first use (see client._lazy)
-    np = LazyModule("numpy")
-    pa = LazyModule("pyarrow")
-    columnar = LazyModule("storage.columnar")
 
 
 class ProduceMixin(ClientCore):
