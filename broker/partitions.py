@@ -37,6 +37,7 @@ from broker.config import BrokerConfig, ConfigError
 from broker.dynamic_config import DynamicBrokerConfigs
 from broker.group_commit import GroupCommit
 from broker.groups.store import GroupStore, store_for
+from broker.metrics import METRICS
 from broker.producers import ProducerStateManager
 from broker.retention_notice import OldTimestampRetention
 from protocol.errors import ErrorCode, KafkaError
@@ -55,14 +56,6 @@ META_FILE = "meta.properties"
 MAX_TOPIC_NAME = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_PARTITIONS = 10_000
-
-
-def _metrics() -> Any:
-    try:
-        from broker.metrics import METRICS
-    except ImportError:
-        return None
-    return METRICS
 
 
 def validate_topic_name(name: str | None) -> str:
@@ -113,7 +106,7 @@ class PartitionManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._default_log_config = config.topic_config()
         self.dynamic = DynamicBrokerConfigs(self.state_dir, config)
-        self._metrics = _metrics()
+        self._metrics = METRICS
         self.cluster_id = ""
         # Partitions whose newest batches may lack lookup summaries (see summarize_step).
         self._unsummarised: set[tuple[str, int]] = set()

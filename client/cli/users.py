@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from broker.security.scram import MECHANISM_BY_CODE, MECHANISMS, MIN_ITERATIONS, salted_password
 from client.cli._common import BOOTSTRAP_ENV, add_command, run
 from protocol.errors import ErrorCode, KafkaError
+from protocol.scram import MECHANISM_BY_CODE, MECHANISMS, MIN_ITERATIONS, salted_password
 
 DESCRIBE = 50
 ALTER = 51
@@ -69,7 +69,7 @@ def _print(users: dict[str, dict[str, int]]) -> None:
 
 def _offline(args: argparse.Namespace) -> int:
     from broker.security.credentials import CredentialStore, DataDirLock, DataDirLocked
-    from broker.security.scram import make_credential
+    from protocol.scram import make_credential
 
     data_dir = Path(args.data_dir)
     try:

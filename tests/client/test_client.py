@@ -428,7 +428,7 @@ def test_idempotent_producer_refuses_acks_zero() -> None:
 
 
 async def test_recreated_topic_is_seen_once_metadata_expires(broker, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import client.aio as aio_module
+    import client.parts.core as aio_module
 
     topic = unique_topic("recreate")
     async with await Client.connect(broker.bootstrap) as c, \

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.security.scram import ScramClient
 from protocol import api as papi
+from protocol.scram import ScramClient
 from tests.security.secure_broker import (
     ALICE,
     BOB,

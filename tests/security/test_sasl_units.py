@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 
 from broker.security import plain
 from broker.security.sasl import SaslGate
-from broker.security.scram import (
+from broker.security.tls import principal
+from protocol import api as papi
+from protocol.scram import (
     AuthenticationFailed,
     ScramClient,
     ScramCredential,
@@ -30,8 +32,6 @@ from broker.security.scram import (
     make_credential,
     salted_password,
 )
-from broker.security.tls import principal
-from protocol import api as papi
 from tests.security.certs import CLIENT_PRINCIPAL, make_pki
 
 
