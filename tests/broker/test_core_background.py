@@ -6,11 +6,11 @@ import time
 from typing import Any
 
 from storage.checkpoint import read_checkpoint
-from tests.broker.test_core_server import Raw, create_topic, produce_frame
+from tests.helpers.kafka_socket import KafkaSocket, create_topic, produce_frame
 
 
-def offsets(raw: Raw, topic: str, ts: int) -> int:
-    resp = raw.call(2, 7, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 0, "topics": [
+def offsets(raw: KafkaSocket, topic: str, ts: int) -> int:
+    resp = raw.request(2, 7, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 0, "topics": [
         {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
                                         "timestamp": ts}]}]})
     return int(resp.topics[0].partitions[0].offset)
@@ -27,7 +27,7 @@ def wait_until(predicate: Any, timeout: float = 15.0) -> bool:
 
 def test_retention_runs_on_its_interval_and_moves_the_log_start(broker_factory: Any) -> None:
     b = broker_factory(overrides={"log.retention.check.interval.ms": "200"})
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     create_topic(raw, "old", configs={"retention.ms": "60000", "segment.bytes": "1024"})
     create_topic(raw, "young", configs={"segment.bytes": "1024"})
     day_ago = int(time.time() * 1000) - 86_400_000
@@ -51,7 +51,7 @@ def test_time_based_flush_and_checkpoints_record_the_recovery_point(broker_facto
     b = broker_factory(overrides={"log.flush.scheduler.interval.ms": "100",
                                   "log.flush.interval.ms": "0",
                                   "log.flush.offset.checkpoint.interval.ms": "200"})
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     create_topic(raw, "durable")
     cid, frame = produce_frame(raw, "durable", [b"a"] * 10)
     raw.send(frame)
@@ -63,7 +63,7 @@ def test_time_based_flush_and_checkpoints_record_the_recovery_point(broker_facto
 def test_flush_every_n_messages(broker_factory: Any) -> None:
     b = broker_factory(overrides={"log.flush.interval.messages": "5",
                                   "log.flush.offset.checkpoint.interval.ms": "200"})
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     create_topic(raw, "counted")
     for n in (3, 3):
         cid, frame = produce_frame(raw, "counted", [b"a"] * n)
@@ -80,7 +80,7 @@ def test_a_roll_is_synced_off_the_request_path_and_moves_the_recovery_point(
     and then the recovery point reaches the base offset of the newest segment (what
     the checkpoint file records)."""
     b = broker_factory(overrides={"log.flush.offset.checkpoint.interval.ms": "200"})
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     create_topic(raw, "rolling", configs={"segment.bytes": "1024"})
     for _ in range(6):
         cid, frame = produce_frame(raw, "rolling", [b"x" * 200] * 3)

@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocol.api import decode_response, encode_request
-from tests.broker.test_clients_common import RawConnection, bring_back, running_broker
-from tests.conftest import BrokerProcess
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import bring_back, running_broker
+from tests.helpers.kafka_socket import KafkaSocket
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE = 0, 3, 12
 ILLEGAL_GENERATION, INCONSISTENT, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID = 22, 23, 24, 25
@@ -37,7 +38,7 @@ OVERRIDES = {
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(tmp_path_factory, "groups-api", OVERRIDES) as b:
-        with RawConnection(b) as c:
+        with KafkaSocket(b.port) as c:
             for name, n in (("gt", 3), ("other", 2)):
                 c.request(19, 5, {"topics": [{"name": name, "num_partitions": n, "replication_factor": 1,
                                               "assignments": [], "configs": []}], "timeout_ms": 5000})
@@ -57,7 +58,7 @@ class Member:
 
     def __init__(self, b: BrokerProcess, group: str, *, session: int = 5000, topics: list[str] | None = None,
                  protocol_type: str = "consumer") -> None:
-        self.conn = RawConnection(b)
+        self.conn = KafkaSocket(b.port)
         self.group = group
         self.session = session
         self.meta = subscription(topics or ["gt"])
@@ -155,7 +156,7 @@ def stable_group(b: BrokerProcess, group: str, n: int, **kw: Any) -> list[Member
 
 
 def request(b: BrokerProcess, key: int, version: int, body: dict[str, Any]) -> Any:
-    with RawConnection(b) as c:
+    with KafkaSocket(b.port) as c:
         return c.request(key, version, body)
 
 
@@ -235,7 +236,7 @@ def test_a_ten_thousand_byte_group_id_works_like_any_other(shared: BrokerProcess
 
 
 def test_join_flood_is_bounded_by_group_max_size_and_pending_ids_expire(shared: BrokerProcess) -> None:
-    with RawConnection(shared) as c:
+    with KafkaSocket(shared.port) as c:
         codes = []
         for _ in range(3 * MAX_SIZE):
             resp = c.request(11, 5, {"group_id": "flood", "session_timeout_ms": 200, "rebalance_timeout_ms": 200,
@@ -378,7 +379,7 @@ def test_offset_delete_on_an_active_non_consumer_group_is_non_empty(shared: Brok
 @pytest.mark.parametrize("how", ["graceful", "crash"])
 def test_group_state_survives_a_restart(broker_factory: Any, how: str) -> None:
     b = broker_factory(overrides=OVERRIDES)
-    with RawConnection(b) as c:
+    with KafkaSocket(b.port) as c:
         c.request(19, 5, {"topics": [{"name": "gt", "num_partitions": 3, "replication_factor": 1,
                                       "assignments": [], "configs": []}], "timeout_ms": 5000})
     a, m2 = stable_group(b, "kept", 2)
@@ -400,7 +401,7 @@ def test_group_state_survives_a_restart(broker_factory: Any, how: str) -> None:
     assert d.group_state == "Stable" and {m.member_id for m in d.members} == {a.member_id, m2.member_id}
     assert {m.member_assignment for m in d.members} == {a.member_id.encode(), m2.member_id.encode()}
     for m in (a, m2):  # the same members carry on without a rebalance
-        m.conn = RawConnection(b)
+        m.conn = KafkaSocket(b.port)
         assert m.heartbeat() == NONE
     assert fetch(b, "kept") == {("gt", 1): 77}
     e = describe(b, "emptied")
@@ -452,10 +453,10 @@ def test_mangled_group_requests_are_answered_or_close_their_connection(
         body[8 + pos % max(1, len(body) - 8)] = value  # the header's key/version stay valid
     if cut is not None:
         body = body[: 8 + cut % max(1, len(body) - 7)]
-    with RawConnection(shared) as c:
+    with KafkaSocket(shared.port) as c:
         c.send(len(body).to_bytes(4, "big") + bytes(body))
         assert c.outcome(3.0) in ("answered", "closed")
-    with RawConnection(shared) as c:  # and everyone else is still served
+    with KafkaSocket(shared.port) as c:  # and everyone else is still served
         assert c.request(18, 3, {"client_software_name": "x", "client_software_version": "1"}).error_code == 0
 
 

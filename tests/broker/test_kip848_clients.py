@@ -18,19 +18,11 @@ from typing import Any
 
 import pytest
 
-from tests.broker.test_core_server import Raw
+from tests.helpers.kafka_socket import KafkaSocket
+from tests.helpers.kip848 import FAST_GROUPS, SESSION_MS
 
 TOPIC = "kip848"
 PARTITIONS = 6
-# Seconds, lowered from Kafka's 45 s / 5 s through the min settings.
-SESSION_MS = 3000
-HEARTBEAT_MS = 250
-FAST_GROUPS = {
-    "group.consumer.session.timeout.ms": str(SESSION_MS),
-    "group.consumer.min.session.timeout.ms": "1000",
-    "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
-    "group.consumer.min.heartbeat.interval.ms": "100",
-}
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -214,16 +206,16 @@ def test_group_survives_a_broker_restart_without_fatal_errors(cluster: Any, tmp_
     wait_until("records produced after the restart are consumed", lambda: len(a.done() + c.done()) >= 60)
     assert not a.fatal() and not c.fatal(), (a.fatal(), c.fatal())
     assert split([a, c], [3, 3])()
-    raw = Raw(b.port)
-    desc = raw.call(69, 1, {"group_ids": ["g-restart", "nope"], "include_authorized_operations": False})
+    raw = KafkaSocket(b.port)
+    desc = raw.request(69, 1, {"group_ids": ["g-restart", "nope"], "include_authorized_operations": False})
     g, missing = desc.groups
     assert (g.error_code, g.group_state, missing.error_code) == (0, "Stable", 69)
     assert sorted(len(m.assignment.topic_partitions[0].partitions) for m in g.members) == [3, 3]
     assert {m.member_type for m in g.members} == {1}
-    listed = raw.call(16, 5, {"states_filter": [], "types_filter": ["CONSUMER"]})
+    listed = raw.request(16, 5, {"states_filter": [], "types_filter": ["CONSUMER"]})
     assert [(x.group_id, x.group_type, x.protocol_type, x.group_state) for x in listed.groups] == [
         ("g-restart", "consumer", "consumer", "Stable")]
-    assert raw.call(16, 5, {"states_filter": [], "types_filter": ["classic"]}).groups == []
+    assert raw.request(16, 5, {"states_filter": [], "types_filter": ["classic"]}).groups == []
     # librdkafka's AdminClient asks ConsumerGroupDescribe first (falls back to DescribeGroups on 69)
     from confluent_kafka import ConsumerGroupType
     from confluent_kafka.admin import AdminClient
@@ -244,10 +236,10 @@ def test_a_static_member_restarting_gets_its_partitions_back_without_a_rebalance
     c = Member("c", b.bootstrap, "g-static", tmp_path, instance_id="host-c")
     members += [a, c]
     wait_until("two static members split the topic", split([a, c], [3, 3]))
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
 
     def describe() -> Any:
-        return raw.call(69, 1, {"group_ids": ["g-static"], "include_authorized_operations": False}).groups[0]
+        return raw.request(69, 1, {"group_ids": ["g-static"], "include_authorized_operations": False}).groups[0]
 
     before = describe()
     mine = a.owned()
