@@ -24,6 +24,7 @@ from tests.helpers.kafka_socket import (
     fetch_body,
     produce_frame,
 )
+from tests.helpers.wait import wait_until
 
 # tests/ecosystem imports the raw socket helper from here by this name.
 Raw = KafkaSocket
@@ -100,9 +101,7 @@ def test_bad_frame_size_closes_only_that_connection(broker_factory: Any, size: i
     bad.send(struct.pack(">i", size) + b"\x00" * 16)
     assert bad.closed_by_peer()
     assert api_versions(good).error_code == 0
-    deadline = time.monotonic() + 5
-    while "socket.request.max.bytes" not in b.log() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: "socket.request.max.bytes" in b.log(), 5.0, "the broker to log why it closed")
     assert f"request size {size}" in b.log()
 
 

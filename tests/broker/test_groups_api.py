@@ -18,6 +18,7 @@ from protocol.api import decode_response, encode_request
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.clients import bring_back, running_broker
 from tests.helpers.kafka_socket import KafkaSocket
+from tests.helpers.wait import wait_until
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE = 0, 3, 12
 ILLEGAL_GENERATION, INCONSISTENT, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID = 22, 23, 24, 25
@@ -352,10 +353,8 @@ def test_describe_list_delete_and_offset_delete_follow_kafka(shared: BrokerProce
     assert request(shared, 47, 0, {"group_id": "never-was", "topics": []}).error_code == GROUP_ID_NOT_FOUND
 
     assert a.leave() == NONE and b.leave() == NONE
-    deadline = time.monotonic() + 5
-    while describe(shared, "tools").group_state != "Empty":
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(lambda: describe(shared, "tools").group_state == "Empty", 5.0, "the group to become Empty",
+               interval=0.02)
     assert listed(4, ["EMPTY"])["tools"] == ("Empty", "")
     deleted = request(shared, 42, 1, {"groups_names": ["tools"]}).results
     assert [(r.group_id, r.error_code) for r in deleted] == [("tools", NONE)]
@@ -387,10 +386,8 @@ def test_group_state_survives_a_restart(broker_factory: Any, how: str) -> None:
     (gone,) = stable_group(b, "emptied", 1)
     assert gone.commit({("gt", 2): 5}) == {("gt", 2): NONE}
     assert gone.leave() == NONE
-    deadline = time.monotonic() + 5
-    while describe(b, "emptied").group_state != "Empty":
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(lambda: describe(b, "emptied").group_state == "Empty", 5.0, "the group to become Empty",
+               interval=0.02)
     # Becoming Empty is no answer to anyone, so nothing promised it durable yet; the store
     # writes in order, so an acknowledged commit made after it proves it is on disk.
     assert a.commit({("gt", 1): 77}) == {("gt", 1): NONE}

@@ -14,6 +14,7 @@ import pytest
 from broker.server import SSL_HANDSHAKE_TIMEOUT_S
 from protocol import api as papi
 from tests.helpers.kafka_socket import read_frame_or_none, request_frame
+from tests.helpers.wait import wait_until
 from tests.security.secure_broker import SecureBroker, start_secure_broker
 
 
@@ -92,7 +93,5 @@ def test_a_failed_handshake_is_logged_with_its_reason(sb: SecureBroker) -> None:
                 pass
         except ConnectionResetError:
             pass
-    deadline = time.monotonic() + 5
-    while "TLS handshake failed" not in sb.proc.log() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: "TLS handshake failed" in sb.proc.log(), 5.0, "the failed handshake to be logged")
     assert "TLS handshake failed" in sb.proc.log()
