@@ -75,8 +75,15 @@ check-clients:
 run: $(RUN_STAMP)
 	$(BIN)/chronolog serve --data-dir $(DATA) --host $(HOST) --port $(PORT)
 
+## The in-process suites (protocol/, storage/: no sockets, no servers, no clocks asserted,
+## only tmp_path) run on TEST_WORKERS processes; everything that starts brokers, clients,
+## JVMs or browsers, or measures time and CPU, runs after them in one process.
+TEST_WORKERS ?= 2
+PARALLEL_TESTS := tests/protocol tests/storage
 test: install check-java check-compose check-clients check-openssl check-chromium
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile $(PARALLEL_TESTS); a=$$?; \
+	  $(BIN)/python -m pytest -q -ra $(addprefix --ignore=,$(PARALLEL_TESTS)); b=$$?; \
+	  test $$a -eq 0 -a $$b -eq 0
 	$(MAKE) --no-print-directory lint
 
 bench: install check-java check-openssl
