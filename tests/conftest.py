@@ -78,47 +78,9 @@ def broker_factory(tmp_path: Path) -> Iterator[object]:
         b.stop()
 
 
-# A default broker launched for the NEXT test while the current one runs, so its start
-# (imports, a second or more on a loaded machine) overlaps the current test instead of
-# adding to the run: test node id -> launched, not yet ready, broker. At most one.
-_prestarted: dict[str, BrokerProcess] = {}
-
-
-def _uses_default_broker(item: pytest.Item) -> bool:
-    """True when ``item`` gets its ``broker`` from the fixture below (not a module's own)."""
-    info = getattr(item, "_fixtureinfo", None)
-    defs = info.name2fixturedefs.get("broker") if info is not None else None
-    return bool(defs) and Path(defs[-1].func.__code__.co_filename) == Path(__file__)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    for nodeid in [n for n in _prestarted if nextitem is None or n != nextitem.nodeid]:
-        _prestarted.pop(nodeid).stop()
-    if nextitem is None or nextitem.nodeid in _prestarted or not _uses_default_broker(nextitem):
-        return
-    factory: pytest.TempPathFactory = item.config._tmp_path_factory  # type: ignore[attr-defined]
-    data = factory.mktemp("broker") / "data"
-    data.mkdir()
-    _prestarted[nextitem.nodeid] = BrokerProcess(data, free_port_number()).launch()
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    for b in _prestarted.values():
-        b.stop()
-    _prestarted.clear()
-
-
 @pytest.fixture
-def broker(request: pytest.FixtureRequest, broker_factory) -> BrokerProcess:  # type: ignore[no-untyped-def]
-    """One running broker with default settings (launched while the previous test ran)."""
-    b = _prestarted.pop(request.node.nodeid, None)
-    if b is not None:
-        request.addfinalizer(b.stop)
-        try:
-            return b.wait_ready()
-        except RuntimeError:
-            pass  # e.g. its free port was taken meanwhile: start one the usual way
+def broker(broker_factory) -> BrokerProcess:  # type: ignore[no-untyped-def]
+    """One running broker with default settings."""
     return broker_factory()  # type: ignore[no-any-return]
 
 

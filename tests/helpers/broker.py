@@ -29,17 +29,12 @@ class BrokerProcess:
     overrides: dict[str, str] = field(default_factory=dict)
     log_path: Path | None = None
     proc: subprocess.Popen[bytes] | None = None
-    _since: int = field(default=0, init=False, repr=False)
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
-        return self.launch().wait_ready(timeout)
-
-    def launch(self) -> BrokerProcess:
-        """Start the process and return at once; ``wait_ready`` waits until it serves."""
         args = [
             sys.executable, "-m", "broker",
             "--data-dir", str(self.data_dir),
@@ -49,12 +44,8 @@ class BrokerProcess:
             args += ["--override", f"{name}={value}"]
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
         log = open(self.log_path, "ab")
-        self._since = log.tell()  # a restart appends: only this start's lines say it is ready
+        since = log.tell()  # a restart appends: only this start's lines say it is ready
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        return self
-
-    def wait_ready(self, timeout: float = 30.0) -> BrokerProcess:
-        assert self.proc is not None and self.log_path is not None, "launch() first"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -62,7 +53,7 @@ class BrokerProcess:
             # Its own "ready" line, not just a connection: a port taken by another process
             # between free_port_number() and the bind would accept one too.
             with open(self.log_path, "rb") as f:
-                f.seek(self._since)
+                f.seek(since)
                 ready = b"chronolog broker ready on" in f.read()
             try:
                 if ready:
