@@ -13,6 +13,7 @@ import itertools
 import time
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,13 @@ from tests.helpers.list_offsets_oracle import expected
 
 NOW = int(time.time() * 1000)
 _names = itertools.count()
+
+
+@pytest.fixture
+def broker(shared_broker):  # type: ignore[no-untyped-def]
+    """One broker for the module: each test uses its own topic names; the
+    restart test restarts it in place."""
+    return shared_broker
 
 
 def produce(raw: KafkaSocket, topic: str, timestamps: list[int]) -> int:
