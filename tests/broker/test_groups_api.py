@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.api import decode_response, encode_request
+from protocol.api import encode_request
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.clients import bring_back, running_broker
 from tests.helpers.kafka_socket import KafkaSocket
@@ -59,7 +59,7 @@ class Member:
 
     def __init__(self, b: BrokerProcess, group: str, *, session: int = 5000, topics: list[str] | None = None,
                  protocol_type: str = "consumer") -> None:
-        self.conn = KafkaSocket(b.port)
+        self.conn = KafkaSocket(b.port, client_id="raw-member")
         self.group = group
         self.session = session
         self.meta = subscription(topics or ["gt"])
@@ -68,7 +68,7 @@ class Member:
         self.generation = -1
         self.leader = ""
         self.members: list[Any] = []
-        self._sent: tuple[int, int, int] | None = None
+        self._sent: int | None = None  # the correlation id of the request awaiting its answer
 
     def send_join(self, version: int = 5, rebalance: int = 10_000) -> None:
         body = {"group_id": self.group, "session_timeout_ms": self.session,
@@ -78,18 +78,17 @@ class Member:
         self._send(11, version, body)
 
     def _send(self, key: int, version: int, body: dict[str, Any]) -> None:
-        self.conn.correlation_id += 1
-        self._sent = (key, version, self.conn.correlation_id)
-        self.conn.send(encode_request(key, version, self.conn.correlation_id, "raw-member", body))
+        self._sent, frame = self.conn.frame(key, version, body)
+        self.conn.send(frame)
 
     def ready(self, timeout: float = 0.0) -> bool:
         return bool(select.select([self.conn.sock], [], [], timeout)[0])
 
     def receive(self) -> Any:
         assert self._sent is not None
-        key, version, corr = self._sent
-        cid, resp = decode_response(key, version, self.conn.read_frame())
-        assert cid == corr
+        cid, resp = self.conn.read()
+        assert cid == self._sent
+        key, _ = self.conn.sent[cid]
         if key == 11 and resp.error_code in (NONE, MEMBER_ID_REQUIRED):
             self.member_id = resp.member_id
             if resp.error_code == NONE:
