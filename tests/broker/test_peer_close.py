@@ -21,6 +21,12 @@ from tests.helpers.kafka_socket import KafkaSocket, produce_frame
 from tests.helpers.offsets import WAIT_S, latest_offsets, new_topic, settled_offsets
 
 
+@pytest.fixture
+def broker(shared_broker):  # type: ignore[no-untyped-def]
+    """One broker for the module: every test here writes to its own topics."""
+    return shared_broker
+
+
 def _acks0_frames(raw: KafkaSocket, topic: str, requests: int, per_request: int) -> list[bytes]:
     return [produce_frame(raw, topic, [b"v%d-%d" % (r, i) for i in range(per_request)],
                           acks=0)[1] for r in range(requests)]
