@@ -75,11 +75,12 @@ check-clients:
 run: $(RUN_STAMP)
 	$(BIN)/chronolog serve --data-dir $(DATA) --host $(HOST) --port $(PORT)
 
-## The in-process suites (protocol/, storage/: no sockets, no servers, no clocks asserted,
-## only tmp_path) run on TEST_WORKERS processes; everything that starts brokers, clients,
-## JVMs or browsers, or measures time and CPU, runs after them in one process.
+## The in-process suites (no sockets but port-0 ones, no servers, no clock or CPU share
+## asserted, only tmp_path) run on TEST_WORKERS processes; everything that starts brokers,
+## clients, JVMs or browsers, or measures time and CPU, runs after them in one process.
 TEST_WORKERS ?= 2
-PARALLEL_TESTS := tests/protocol tests/storage
+PARALLEL_TESTS := tests/protocol tests/storage \
+  tests/broker/test_kip848_assignors.py tests/broker/test_transactions_model.py
 test: install check-java check-compose check-clients check-openssl check-chromium
 	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile $(PARALLEL_TESTS); a=$$?; \
 	  $(BIN)/python -m pytest -q -ra $(addprefix --ignore=,$(PARALLEL_TESTS)); b=$$?; \
