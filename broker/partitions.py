@@ -747,6 +747,30 @@ class PartitionManager:
                 flushed += 1
         return flushed
 
+    async def event_time_ready(self, topic: str, partition: int, *, sorted_index: bool) -> None:
+        """Build what an event-time request reads before it reads it: the zone maps and
+        disorder counts, and with ``sorted_index`` (CountTimeWindows) the sorted-timestamp
+        indexes, in slices of EVENT_TIME_SLICE_MS with the event loop free between them:
+        the resumable steps of the background task (summarize_step). Right after a start,
+        a kill -9 without sidecars or a burst of appends, a first request would otherwise
+        decode the .log in one go and hold every other connection meanwhile. Stops
+        waiting after EVENT_TIME_WAIT_S (a partition appended to faster than it is
+        indexed): the request then reads the rest from the .log itself."""
+        key = (topic, partition)
+        if key not in self._unsummarised or self.logdir is None:
+            return  # summarised since its last append: nothing to build
+        plog = self.logdir.get(topic, partition)
+        if plog is None:
+            return  # the handler answers UNKNOWN_TOPIC_OR_PARTITION
+        deadline = time.monotonic() + EVENT_TIME_WAIT_S
+        while not (plog.build_zone_maps(EVENT_TIME_SLICE_MS)
+                   and (not sorted_index or plog.build_ts_indexes(EVENT_TIME_SLICE_MS))):
+            if time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(0)
+            if self.logdir.get(topic, partition) is not plog:
+                return  # deleted or recreated meanwhile
+
     def summarize_step(self, budget_ms: float) -> bool:
         """One slice of background work: load or rebuild timestamp zone maps (storage's
         ``Log.build_zone_maps``: the first event-time plan then reads no .log) and the
@@ -786,6 +810,12 @@ class PartitionManager:
         """Write the recovery-point and log-start-offset checkpoint files."""
         if self.logdir is not None:
             self.logdir.checkpoint()
+
+
+#: event_time_ready's slice of work between two turns of the event loop, and how long
+#: a request waits for the slices before reading what is left itself.
+EVENT_TIME_SLICE_MS = 20.0
+EVENT_TIME_WAIT_S = 30.0
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

@@ -167,6 +167,7 @@ class Log:
         # DeleteRecords, compaction, truncation): disorder counts restart then.
         self._layout_gen = 0
         self._disorder_cursor: planner.DisorderCursor | None = None
+        self._max_ts_cache: tuple[tuple[int, ...], TimestampOffset | None] | None = None
         self._load(log_start_offset, recovery_point, clean_shutdown)
         self._roll_flush_upto = max(self._roll_flush_upto, self.recovery_point)
 
@@ -699,15 +700,25 @@ class Log:
                          ) -> list[PlannedRange]:
         """The offset ranges in [log start, min(high watermark, max_offset)) whose zone-map
         blocks may hold a record with t1 <= timestamp < t2 (never missing one), merged
-        where adjacent, with their bytes. Unlike offset_range_for_times this is the
+        where adjacent, with their bytes. With numpy, blocks the sorted-timestamp indexes
+        cover are planned only when they hold such a record (tsindex.plan_indexed). Unlike offset_range_for_times this is the
         event-time question: out-of-order records anywhere in the log are found.
         ``max_offset`` is the last stable offset for a read_committed reader."""
         end = self.high_watermark if max_offset is None else min(max_offset, self.high_watermark)
         start = self.log_start_offset
         segs = self.segments
         first = max(0, bisect_right(self._bases, start) - 1)
-        return planner.plan_blocks(
-            (seg.zone_map() for seg in segs[first:] if seg.base_offset < end), t1, t2, start, end)
+        live = [(j, seg) for j, seg in enumerate(segs) if j >= first and seg.base_offset < end]
+        if not HAVE_NUMPY:
+            return planner.plan_blocks((seg.zone_map() for _, seg in live), t1, t2, start, end)
+        from storage import tsindex
+
+        last = len(segs) - 1
+        indexed = []
+        for j, seg in live:
+            zm = seg.zone_map()
+            indexed.append((zm, seg.ts_index(zm, sealed=j < last)))
+        return tsindex.plan_indexed(indexed, t1, t2, start, end)
 
     def disorder_stats(self) -> DisorderStats:
         """How many records in [log start, log end) arrived with a timestamp below the
@@ -872,6 +883,17 @@ class Log:
         return self.latest_epoch()
 
     def _max_timestamp_offset(self) -> TimestampOffset | None:
+        """ListOffsets MAX_TIMESTAMP (-3). The answer is kept until the log changes: finding
+        the first record at the max decodes its batch (a 1 MB batch takes milliseconds,
+        and the console asks for every chart)."""
+        key = (self._layout_gen, self._leo, self.high_watermark, self.log_start_offset)
+        if self._max_ts_cache is not None and self._max_ts_cache[0] == key:
+            return self._max_ts_cache[1]
+        hit = self._find_max_timestamp_offset()
+        self._max_ts_cache = (key, hit)
+        return hit
+
+    def _find_max_timestamp_offset(self) -> TimestampOffset | None:
         best: LogSegment | None = None
         for seg in self.segments:
             if best is None or seg.max_timestamp > best.max_timestamp:

@@ -81,6 +81,8 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
             topics.append({"name": name, "partitions": [_answer(p, denied)
                                                         for p in topic["partitions"]]})
             continue
+        for p in topic["partitions"]:
+            await ctx.partitions.event_time_ready(name, p, sorted_index=False)
         topics.append({"name": name, "partitions": [
             _partition(ctx, name, p, t1, t2, committed) for p in topic["partitions"]]})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -132,9 +132,12 @@ async def _online(args: argparse.Namespace) -> int:
                 desc = await conn.request(DESCRIBE, 0, {"users": [{"name": args.user}]})
                 _check(desc.results)
                 mechs = [MECHANISM_BY_CODE[i.mechanism] for i in desc.results[0].credential_infos]
-            resp = await conn.request(ALTER, 0, {"upsertions": [], "deletions": [
-                {"name": args.user, "mechanism": MECHANISMS[m][1]} for m in mechs]})
-            _check(resp.results)
+            # One request per mechanism: a broker refuses two alterations of one user in
+            # one request (DUPLICATE_RESOURCE), as Kafka's controller does.
+            for m in mechs:
+                resp = await conn.request(ALTER, 0, {"upsertions": [], "deletions": [
+                    {"name": args.user, "mechanism": MECHANISMS[m][1]}]})
+                _check(resp.results)
     finally:
         await conn.close()
     return 0

@@ -16,12 +16,12 @@ from storage import records as R
 from storage import segment as S
 from storage.cleaner import CleanerSettings, clean_log
 from storage.config import LogConfig
-from storage.log import Log
+from storage.log import HAVE_NUMPY, Log
+from storage.planner import plan_blocks
 from storage.records import Record, build_batch, iter_batches
-from storage.zonemap import ZoneMap, count_late
+from storage.zonemap import NO_MAX, NO_MIN, ZoneMap, count_late
 
 T0 = 1_700_000_000_000
-
 NOW = T0 + 10_000_000
 
 
@@ -50,6 +50,8 @@ def oracle_disorder(recs: list[tuple[int, int]]) -> tuple[int, int, int]:
 def check_plan(log: Log, recs: list[tuple[int, int]], t1: int, t2: int,
                max_offset: int | None = None) -> None:
     plan = log.plan_time_window(t1, t2, max_offset=max_offset)
+    if HAVE_NUMPY:
+        assert [tuple(r) for r in plan] == oracle_plan(log, t1, t2, max_offset), (t1, t2)
     end = log.high_watermark if max_offset is None else min(max_offset, log.high_watermark)
     for a, b in zip(plan, plan[1:], strict=False):
         assert a.end_offset < b.start_offset, plan
@@ -62,6 +64,30 @@ def check_plan(log: Log, recs: list[tuple[int, int]], t1: int, t2: int,
         if t1 <= t < t2 and o < end:
             i = bisect.bisect_right(starts, o) - 1
             assert i >= 0 and plan[i].start_offset <= o < plan[i].end_offset, (o, t, t1, t2, plan)
+
+
+def oracle_plan(log: Log, t1: int, t2: int, max_offset: int | None = None) -> list[tuple[int, int, int]]:
+    """The plan as plan_blocks makes it from zone maps in which each block a segment's
+    sorted-timestamp index covers, and whose records (decoded from the .log) hold none
+    in [t1, t2), holds no data record at all (one block per ``add``: interval 0)."""
+    end = log.high_watermark if max_offset is None else min(max_offset, log.high_watermark)
+    last = len(log.segments) - 1
+    maps = []
+    for j, seg in enumerate(log.segments):
+        zm = seg.zone_map()
+        tsi = seg.ts_index(zm, sealed=j < last)
+        nb = tsi.nblocks if tsi is not None else 0
+        copy = ZoneMap(seg.base_offset, 0)
+        for i in range(len(zm)):
+            e_off, e_pos = zm.block_end(i)
+            mn, mx = zm.min[i], zm.max[i]
+            if i < nb and not any(t1 <= t < t2 for _, t in block_records(seg, zm, i)):
+                mn, mx = NO_MIN, NO_MAX
+            copy.add(zm.pos[i], e_pos - zm.pos[i], zm.first[i], e_off - 1, zm.records[i],
+                     mn, mx, 0, 0)
+        copy.sync()
+        maps.append(copy)
+    return [tuple(r) for r in plan_blocks(maps, t1, t2, log.log_start_offset, end)]
 
 
 def block_records(seg: S.LogSegment, zm: ZoneMap, i: int) -> list[tuple[int, int]]:
@@ -253,6 +279,17 @@ class EventTimeMachine(RuleBasedStateMachine):
             self.log.build_zone_maps(0.0)
         self.append(data, 0, data.draw(st.sampled_from(["in_order", "shuffled", "late_batch"])))
         self.append(data, 0, "straddle")
+
+    @rule(slices=st.integers(0, 3))
+    def build_sorted_timestamp_indexes(self, slices: int) -> None:
+        """The broker's background step: a few slices with no time left (indexes left
+        covering some blocks), or to the end (0)."""
+        if slices == 0:
+            self.log.build_zone_maps(60_000)
+            self.log.build_ts_indexes(60_000)
+        for _ in range(slices):
+            self.log.build_zone_maps(0.0)
+            self.log.build_ts_indexes(0.0)
 
     @rule()
     def compact(self) -> None:

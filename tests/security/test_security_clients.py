@@ -360,19 +360,23 @@ def test_users_cli_online_adds_lists_and_deletes_a_user_who_can_then_log_in_or_n
     r = chronolog("users", "add", "--user", "carol", "--password", "carol-pw",
                   "--mechanism", "SCRAM-SHA-256", "--iterations", "8192", *online)
     assert r.returncode == 0, r.stderr
+    r = chronolog("users", "add", "--user", "carol", "--password", "carol-pw",
+                  "--mechanism", "SCRAM-SHA-512", *online)
+    assert r.returncode == 0, r.stderr
     listed = chronolog("users", "list", *online)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines() == [
         "bob SCRAM-SHA-256 iterations=4096", "bob SCRAM-SHA-512 iterations=4096",
-        "carol SCRAM-SHA-256 iterations=8192"]
+        "carol SCRAM-SHA-256 iterations=8192", "carol SCRAM-SHA-512 iterations=4096"]
     async def login() -> None:
         conn = await _connect(sb, "SASL_PLAINTEXT", _sec(
             sb, "SASL_PLAINTEXT", "SCRAM-SHA-256", ("carol", "carol-pw")))
         await conn.close()
 
     asyncio.run(login())
-    r = chronolog("users", "delete", "--user", "carol", *online)
+    r = chronolog("users", "delete", "--user", "carol", *online)  # both mechanisms
     assert r.returncode == 0, r.stderr
+    assert "carol" not in chronolog("users", "list", *online).stdout
     with pytest.raises(KafkaError):
         asyncio.run(login())
     again = chronolog("users", "delete", "--user", "carol", "--mechanism", "SCRAM-SHA-256", *online)
@@ -471,6 +475,24 @@ async def test_scram_credential_apis_answer_kafkas_error_codes(sb: SecureBroker)
         gone = await conn.request(51, 0, {"deletions": [{"name": "fine", "mechanism": 2}],
                                           "upsertions": []})
         assert [r.error_code for r in gone.results] == [0]
+
+        # Kafka's controller judges per user, not per (user, mechanism): a user altered
+        # twice in one request is DUPLICATE_RESOURCE whatever the mechanisms, and none of
+        # its changes is applied; a user's first error stands.
+        twice = await conn.request(51, 0, {"deletions": [
+            {"name": "ghost", "mechanism": 1},          # 91 first: the upsertion is not judged
+        ], "upsertions": [
+            {"name": "two", "mechanism": 1, "iterations": 4096, "salt": salt, "salted_password": salted},
+            {"name": "two", "mechanism": 2, "iterations": 4096, "salt": salt, "salted_password": salted},
+            {"name": "ghost", "mechanism": 1, "iterations": 4096, "salt": salt, "salted_password": salted},
+            {"name": "many", "mechanism": 1, "iterations": 16385, "salt": salt, "salted_password": salted},
+        ]})
+        assert {r.user: (r.error_code, r.error_message) for r in twice.results} == {
+            "ghost": (91, "Attempt to delete a user credential that does not exist"),
+            "two": (92, "A user credential cannot be altered twice in the same request"),
+            "many": (93, "Too many iterations")}
+        desc = await conn.request(50, 0, {"users": [{"name": "two"}]})
+        assert [(r.user, r.error_code) for r in desc.results] == [("two", 91)]
     finally:
         await conn.close()
 

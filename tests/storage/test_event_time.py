@@ -8,7 +8,10 @@ compaction. After every step the oracle is the records the log actually holds in
 [log start, high watermark), decoded batch by batch; it must agree with:
 
 - ``plan_time_window``: every record with T1 <= ts < T2 lies in a planned range
-  (a superset, never a miss), ranges sorted, disjoint, not adjacent, in bounds;
+  (a superset, never a miss), ranges sorted, disjoint, not adjacent, in bounds; and
+  it is exactly the zone-map plan of the blocks that may match, where a block the
+  sorted-timestamp index covers (built fully, partly or not at all) may match only
+  when its records, decoded from the .log, hold one in the window;
 - ``disorder_stats``: exactly the oracle's count and largest lateness;
 - every segment's zone map: exactly the map rebuilt from its .log (blocks, min, max).
 """
@@ -26,10 +29,10 @@ from hypothesis import strategies as st
 from storage import records as R
 from storage import segment as S
 from storage.config import LogConfig
-from storage.log import Log
+from storage.log import HAVE_NUMPY, Log
 from storage.planner import plan_blocks
 from storage.records import Record, build_batch, iter_batches
-from storage.zonemap import ZoneMap, count_late
+from storage.zonemap import NO_MAX, NO_MIN, ZoneMap, count_late
 from tests.helpers.event_time_machine import (
     NOW,
     RUN_SHAPES,
@@ -260,6 +263,42 @@ def test_plan_blocks_merges_adjacent_blocks_and_clips_to_bounds() -> None:
     assert plan_blocks([zm], 18, 27, 5, 35) == [(5, 20, 200), (30, 35, 100)]
     assert plan_blocks([zm], 300, 400, 0, 40) == []
     assert plan_blocks([zm], 20, 20, 0, 40) == []
+
+
+def _random_map(rng: random.Random, base: int, blocks: int) -> ZoneMap:
+    zm = ZoneMap(base, 0)
+    off = base
+    for i in range(blocks):
+        n = rng.randint(1, 5)
+        if rng.random() < 0.15:  # a block of control batches: no data record
+            mn, mx, recs = NO_MIN, NO_MAX, 0
+        else:
+            mn = rng.randint(0, 100)
+            mx, recs = mn + rng.randint(0, 40), n
+        zm.add(i * 64, rng.randint(1, 64), off, off + n - 1, recs, mn, mx, 0, 0)
+        off += n + (rng.random() < 0.2)  # compaction leaves offset gaps
+    zm.sync()
+    return zm
+
+
+@pytest.mark.skipif(not HAVE_NUMPY, reason="plan_indexed needs numpy (the arrow extra); "
+                    "without it the broker plans with plan_blocks")
+@given(seed=st.integers(0, 2**32), t1=st.integers(-5, 150), width=st.integers(0, 60),
+       bounds=st.tuples(st.integers(0, 60), st.integers(0, 80)))
+@settings(max_examples=300, deadline=None)
+def test_plan_indexed_without_indexes_equals_plan_blocks(seed: int, t1: int, width: int,
+                                                        bounds: tuple[int, int]) -> None:
+    from storage.tsindex import plan_indexed
+
+    rng = random.Random(seed)
+    maps, base = [], 0
+    for _ in range(rng.randint(1, 4)):
+        zm = _random_map(rng, base, rng.randint(0, 8))
+        maps.append(zm)
+        base = zm.next_offset if len(zm) else base
+    start, end = bounds[0], bounds[0] + bounds[1]
+    want = plan_blocks(maps, t1, t1 + width, start, end)
+    assert plan_indexed([(zm, None) for zm in maps], t1, t1 + width, start, end) == want
 
 
 def test_zone_map_sidecar_round_trips(tmp_path: Path) -> None:

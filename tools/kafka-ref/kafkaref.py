@@ -112,9 +112,11 @@ def free_port() -> int:
 class KafkaNode:
     """One KRaft combined-mode Kafka node whose files all live under ``workdir``."""
 
-    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None,
+                 jvm_opts: list[str] | None = None) -> None:
         self.workdir = Path(workdir)
         self.overrides = dict(overrides or {})
+        self.jvm_opts = JVM_OPTS if jvm_opts is None else jvm_opts  # the bench uses Kafka's own
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.controller_port = 0
@@ -174,7 +176,7 @@ class KafkaNode:
             run_java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config))
         log = open(self.log_path, "ab")
         since = log.tell()
-        cmd = java_cmd("kafka.Kafka", str(config), jvm_opts=JVM_OPTS)
+        cmd = java_cmd("kafka.Kafka", str(config), jvm_opts=self.jvm_opts)
         cmd.insert(1, f"-Dkafka.logs.dir={self.workdir / 'logs'}")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
