@@ -75,8 +75,16 @@ check-clients:
 run: $(RUN_STAMP)
 	$(BIN)/chronolog serve --data-dir $(DATA) --host $(HOST) --port $(PORT)
 
+## The in-process suites (no sockets but port-0 ones, no servers, no clock or CPU share
+## asserted, only tmp_path) run on TEST_WORKERS processes; everything that starts brokers,
+## clients, JVMs or browsers, or measures time and CPU, runs after them in one process.
+TEST_WORKERS ?= 2
+PARALLEL_TESTS := tests/protocol tests/storage \
+  tests/broker/test_kip848_assignors.py tests/broker/test_transactions_model.py
 test: install check-java check-compose check-clients check-openssl check-chromium check-go
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile $(PARALLEL_TESTS); a=$$?; \
+	  $(BIN)/python -m pytest -q -ra $(addprefix --ignore=,$(PARALLEL_TESTS)); b=$$?; \
+	  test $$a -eq 0 -a $$b -eq 0
 	$(MAKE) --no-print-directory lint
 
 bench: install check-java check-openssl ecosystem

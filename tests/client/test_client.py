@@ -22,6 +22,12 @@ from storage import records as rec
 T0 = (time.time_ns() // 1_000_000 - 2 * 86_400_000) // 1000 * 1000
 
 
+@pytest.fixture
+def broker(shared_broker):  # type: ignore[no-untyped-def]
+    """One broker for the module: every test here makes its own topics (unique_topic)."""
+    return shared_broker
+
+
 async def test_connect_uses_the_highest_version_both_sides_support(broker) -> None:  # type: ignore[no-untyped-def]
     async with await Client.connect(broker.bootstrap) as c:
         for key in (PRODUCE, LIST_OFFSETS):
