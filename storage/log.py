@@ -74,6 +74,10 @@ HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
 _INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex|zonemap|tsindex)$")
 
 
+# Kafka's ProduceResponse ErrorMessage for INVALID_TIMESTAMP (its InvalidTimestampException);
+# which records and why are in the per-record errors.
+INVALID_TIMESTAMP_MESSAGE = "One or more records have been rejected due to invalid timestamp"
+
 class AppendResult(NamedTuple):
     base_offset: int
     last_offset: int
@@ -352,15 +356,13 @@ class Log:
                 errors = [(i, "Invalid timestamp type in message: producer should not set "
                               "the timestamp type to LogAppendTime")
                           for i in range(h.records_count)]
-                raise InvalidTimestampError(errors[0][1], errors)
+                raise InvalidTimestampError(INVALID_TIMESTAMP_MESSAGE, errors)
             before = cfg.message_timestamp_before_max_ms
             after = cfg.message_timestamp_after_max_ms
             if (now_ms - scan.min_timestamp > before) or (scan.max_timestamp - now_ms > after):
                 errors = timestamp_errors(batch, 0, now_ms, before, after)
                 if errors:
-                    raise InvalidTimestampError(
-                        f"{len(errors)} record(s) have timestamps out of range: {errors[0][1]}",
-                        errors)
+                    raise InvalidTimestampError(INVALID_TIMESTAMP_MESSAGE, errors)
             max_ts = scan.max_timestamp
             mn, late, worst = scan.min_timestamp, scan.late, scan.max_lateness
             if h.max_timestamp != max_ts:  # fix a wrong producer value, as Kafka does
