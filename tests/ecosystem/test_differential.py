@@ -485,6 +485,9 @@ def _check(pair: Pair, data: st.DataObject, steps: int) -> None:
     if collect:  # exploring: gather every difference of every program, fail nothing
         with open(collect, "a") as f:
             f.write("".join(d + "\n" for d in run.differences))
+        if run.differences:
+            with open(collect + ".programs", "a") as f:
+                f.write("\n".join(["=== program", *run.log, *run.differences, ""]))
         return
     if run.differences:
         raise AssertionError("Chronolog and Kafka answered differently:\n" + "\n".join(run.differences)
