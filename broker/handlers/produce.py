@@ -10,6 +10,8 @@ Invariants:
 - An unknown topic is created first when ``auto.create.topics.enable`` is on,
   else its partitions get UNKNOWN_TOPIC_OR_PARTITION (3).
 - INVALID_TIMESTAMP carries RecordErrors (v8+) listing every offending record.
+- ErrorMessage is sent only with RecordErrors (Kafka's custom-message rule); every
+  refusal is logged with its reason.
 - A failed append answers the partition's LogStartOffset, except for the errors Kafka
   answers before it looks at the log (unknown partition, not leader, too large,
   corrupt, storage): -1 there (ReplicaManager.appendToLocalLog).
@@ -64,7 +66,9 @@ def _failed(index: int, err: PartitionError, log_start_offset: int = -1) -> dict
         "record_errors": [
             {"batch_index": i, "batch_index_error_message": msg} for i, msg in err.record_errors
         ],
-        "error_message": err.message,
+        # Kafka sends a message only with record errors (RecordValidationException); the
+        # others' reasons go to the log.
+        "error_message": err.message if err.record_errors else None,
     }
 
 
@@ -115,9 +119,8 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
                 result = pm.append(name, index, records, now_ms, syncs if acks else None)
             except Exception as exc:
                 err = partition_error(exc, f"produce to {name}-{index}")
-                if err.record_errors:
-                    log.info("produce to %s-%d refused (%s): %s", name, index, err.code.name,
-                             "; ".join(m for _, m in err.record_errors[:3]))
+                log.info("produce to %s-%d refused (%s): %s", name, index, err.code.name,
+                         "; ".join(m for _, m in err.record_errors[:3]) or err.message)
                 parts.append(_failed(index, err, _log_start(pm, name, index, err.code)))
                 failures += 1
                 continue

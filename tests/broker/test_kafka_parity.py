@@ -62,3 +62,25 @@ def test_find_coordinator_says_none_when_found(broker: Any) -> None:
     resp = raw.call(10, 4, {"key_type": 0, "coordinator_keys": ["g", "h"]})
     assert [(c.error_code, c.error_message) for c in resp.coordinators] == [(0, ""), (0, "")]
     raw.close()
+
+
+def test_an_out_of_order_sequence_has_no_message_but_a_log_line(broker: Any) -> None:
+    """Kafka sends ErrorMessage only with record errors; the reason is logged here."""
+    raw = Raw(broker.port)
+    create_topic(raw, "seq")
+    init = raw.call(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                            "producer_id": -1, "producer_epoch": -1})
+    now = int(time.time() * 1000)
+
+    def send(seq: int) -> Any:
+        batch = build_batch([Record(0, now, None, b"v", [])], producer_id=init.producer_id,
+                            producer_epoch=init.producer_epoch, base_sequence=seq)
+        return raw.call(0, 11, {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": "seq", "partition_data": [{"index": 0, "records": batch}]}]}
+        ).responses[0].partition_responses[0]
+
+    assert send(0).error_code == 0
+    gap = send(7)
+    assert (gap.error_code, gap.error_message, gap.log_start_offset) == (45, None, 0)
+    assert "produce to seq-0 refused (OUT_OF_ORDER_SEQUENCE_NUMBER)" in broker.log()
+    raw.close()

@@ -90,6 +90,10 @@ UNLISTED = frozenset({
 
 # Requests both brokers answer, differently on purpose (checked as such by the tests).
 BEHAVIOUR: dict[str, str] = {
+    "LogAppendTime never goes backwards": (
+        "Chronolog stamps a LogAppendTime batch max(clock, largest timestamp in the log), so "
+        "a topic switched to LogAppendTime after future CreateTimes keeps a time index that "
+        "never decreases (docs/storage.md); Kafka stamps its clock. Normalised by Clock."),
     "segment.bytes below 1 MiB": (
         "Kafka 4.0 raised segment.bytes' minimum to 1 MiB (KIP-1030) and answers "
         "INVALID_CONFIG (40); Chronolog keeps the old minimum of 14 bytes, so small "
@@ -98,13 +102,23 @@ BEHAVIOUR: dict[str, str] = {
 
 
 class Clock:
-    """The wall-clock window of a run: broker-assigned times fall inside it."""
+    """The wall-clock window of a run: broker-assigned times fall inside it.
+
+    Its top is now + 2 s, or the largest future CreateTime the run produced: Chronolog
+    stamps LogAppendTime no lower than the largest timestamp its log holds
+    (BEHAVIOUR["LogAppendTime never goes backwards"]), Kafka with its clock."""
 
     def __init__(self) -> None:
         self.start = int(time.time() * 1000) - 2_000
+        self.future = 0
+
+    def produced(self, ts: int) -> None:
+        if ts >= self.start:
+            self.future = max(self.future, ts)
 
     def inside(self, v: Any) -> bool:
-        return isinstance(v, int) and self.start <= v <= int(time.time() * 1000) + 2_000
+        top = max(int(time.time() * 1000) + 2_000, self.future)
+        return isinstance(v, int) and not isinstance(v, bool) and self.start <= v <= top
 
 
 @dataclass

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from storage.records import Record, build_batch
 from tests.conftest import BrokerProcess
-from tests.ecosystem.differential import Pair, Side
+from tests.ecosystem.differential import Clock, Pair, Side
 from tests.ecosystem.kafka_peer import KafkaNode
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 3, 8, 9
@@ -197,10 +197,12 @@ def _timestamps(data: st.DataObject, n: int) -> list[int]:
     return data.draw(st.lists(one, min_size=n, max_size=n), "timestamps")
 
 
-def _records(data: st.DataObject, model: Model) -> list[Record]:
+def _records(data: st.DataObject, model: Model, clock: Clock) -> list[Record]:
     n = data.draw(st.integers(1, 5), "records")
     stamps = _timestamps(data, n)
     model.stamps += stamps
+    for ts in stamps:
+        clock.produced(ts)
     return [Record(0, ts, None if i % 3 == 2 else f"k{i}".encode(), f"v{ts}".encode(),
                    [("h", b"x")] if i % 2 else []) for i, ts in enumerate(stamps)]
 
@@ -219,7 +221,7 @@ def _produce_body(topic: str, partition: int, batch: bytes, acks: int,
 def step_produce(run: Run, data: st.DataObject) -> None:
     m = run.model
     topic, partition = _partition(data, m)
-    records = _records(data, m)
+    records = _records(data, m, run.pair.clock)
     codec = data.draw(st.sampled_from([0, 1, 3]), "codec")  # none, gzip, lz4
     batch = build_batch(records, compression=codec)
     version = data.draw(st.integers(3, 11), "Produce version")
@@ -251,7 +253,7 @@ def step_idempotent(run: Run, data: st.DataObject, state: dict[str, Any]) -> Non
         for side, resp in zip(run.pair.sides, run.pair.ask_last):
             prod.ids[side.name] = (resp["producer_id"], resp["producer_epoch"])
     topic, partition = _partition(data, m)
-    records = _records(data, m)
+    records = _records(data, m, run.pair.clock)
     expected = prod.next_seq.get((topic, partition), 0)
     how = data.draw(st.sampled_from(["next", "next", "duplicate", "gap"]), "sequence")
     seq = {"next": expected, "duplicate": max(0, expected - len(records)), "gap": expected + 7}[how]
@@ -293,7 +295,7 @@ def step_transaction(run: Run, data: st.DataObject, state: dict[str, Any]) -> No
     run.check("AddPartitionsToTxn", ADD_PARTITIONS_TO_TXN, data.draw(st.integers(0, 3), "APT version"), add)
     seqs: dict[tuple[str, int], int] = state.setdefault("txn_seq", {})
     for t, p in targets:
-        records = _records(data, m)
+        records = _records(data, m, run.pair.clock)
         seq = seqs.get((t, p), 0) if ids["chronolog"][1] == state.get("txn_epoch") else 0
 
         def body(side: Side, t: str = t, p: int = p, records: list[Record] = records,
