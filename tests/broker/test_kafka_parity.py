@@ -84,3 +84,33 @@ def test_an_out_of_order_sequence_has_no_message_but_a_log_line(broker: Any) -> 
     assert (gap.error_code, gap.error_message, gap.log_start_offset) == (45, None, 0)
     assert "produce to seq-0 refused (OUT_OF_ORDER_SEQUENCE_NUMBER)" in broker.log()
     raw.close()
+
+
+def test_a_retry_after_delete_records_is_still_a_duplicate(broker: Any) -> None:
+    """DeleteRecords past every batch of an idempotent producer does not make the broker
+    forget it (Kafka keeps producer state until it expires): the retried batch is
+    answered with its original offset, not appended again."""
+    raw = Raw(broker.port)
+    create_topic(raw, "dedup")
+    init = raw.call(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                            "producer_id": -1, "producer_epoch": -1})
+    batch = build_batch([Record(0, 1_600_000_000_000, None, b"v", [])] * 2,
+                        producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                        base_sequence=0)
+
+    def send() -> Any:
+        return raw.call(0, 11, {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": "dedup", "partition_data": [{"index": 0, "records": batch}]}]}
+        ).responses[0].partition_responses[0]
+
+    assert (send().error_code, send().base_offset) == (0, 0)
+    deleted = raw.call(21, 2, {"topics": [{"name": "dedup", "partitions": [
+        {"partition_index": 0, "offset": -1}]}], "timeout_ms": 5000})
+    assert deleted.topics[0].partitions[0].low_watermark == 2
+    again = send()
+    assert (again.error_code, again.base_offset) == (0, 0)  # Kafka 4.1's answer
+    end = raw.call(2, 7, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 0, "topics": [
+        {"name": "dedup", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                          "timestamp": -1}]}]})
+    assert end.topics[0].partitions[0].offset == 2  # nothing appended twice
+    raw.close()
