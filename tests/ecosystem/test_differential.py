@@ -138,26 +138,26 @@ def _wait_config_on_kafka(pair: Pair, topic: str) -> None:
         time.sleep(0.05)
 
 
-def _wait_markers(pair: Pair, partitions: set[tuple[str, int]]) -> None:
-    """Kafka writes transaction markers after EndTxn answers: wait until the last stable
-    offset reaches the high watermark on both brokers."""
-    if not partitions:
-        return
+def _ends(side: Side, partitions: set[tuple[str, int]], isolation: int) -> dict[tuple[str, int], int]:
     topics: dict[str, list[int]] = {}
-    for t, p in partitions:
+    for t, p in sorted(partitions):
         topics.setdefault(t, []).append(p)
+    resp = side.call(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": isolation, "timeout_ms": 0,
+                                       "topics": [{"name": t, "partitions": [
+                                           {"partition_index": p, "current_leader_epoch": -1,
+                                            "timestamp": -1} for p in ps]} for t, ps in topics.items()]})
+    return {(t.name, p.partition_index): p.offset for t in resp.topics for p in t.partitions}
 
-    def body(iso: int) -> dict[str, Any]:
-        return {"replica_id": -1, "isolation_level": iso, "timeout_ms": 0, "topics": [
-            {"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
-                                        "timestamp": -1} for p in ps]} for t, ps in topics.items()]}
 
-    for side in pair.sides:
+def _wait_markers(pair: Pair, before: list[dict[tuple[str, int], int]]) -> None:
+    """Kafka writes transaction markers after EndTxn answers: wait until every partition
+    of the transaction has its marker (its end moved past where it was before EndTxn)
+    and the last stable offset reached the end, on both brokers."""
+    for side, ends in zip(pair.sides, before, strict=True):
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            lso = [p.offset for t in side.call(LIST_OFFSETS, 7, body(1)).topics for p in t.partitions]
-            hw = [p.offset for t in side.call(LIST_OFFSETS, 7, body(0)).topics for p in t.partitions]
-            if lso == hw:
+            hw, lso = _ends(side, set(ends), 0), _ends(side, set(ends), 1)
+            if all(hw[tp] > end for tp, end in ends.items()) and hw == lso:
                 break
             time.sleep(0.05)
 
@@ -320,8 +320,9 @@ def step_transaction(run: Run, data: st.DataObject, state: dict[str, Any]) -> No
         pid, epoch = ids[side.name]
         return {"transactional_id": txn, "producer_id": pid, "producer_epoch": epoch, "committed": commit}
 
+    before = [_ends(side, set(targets), 0) for side in run.pair.sides]
     run.check(f"EndTxn commit={commit}", END_TXN, data.draw(st.integers(0, 3), "EndTxn version"), end)
-    _wait_markers(run.pair, set(targets))
+    _wait_markers(run.pair, before)
 
 
 def step_list_offsets(run: Run, data: st.DataObject) -> None:
