@@ -28,6 +28,7 @@ from storage.records import (
     CONTROL_MASK,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
+    crc_ok,
     decode_batch,
     iter_batches,
 )
@@ -209,6 +210,7 @@ def batches(data: bytes | None) -> list[dict[str, Any]] | None:
         d["timestamp_type"] = "LogAppendTime" if h.attributes & TIMESTAMP_TYPE_MASK else "CreateTime"
         d["transactional"] = bool(h.attributes & TRANSACTIONAL_MASK)
         d["control"] = bool(h.attributes & CONTROL_MASK)
+        d["crc_valid"] = crc_ok(data, pos, h)
         d["records"] = [{"offset": r.offset, "timestamp": r.timestamp, "key": r.key,
                          "value": r.value, "headers": r.headers} for r in decode_batch(data, pos)]
         out.append(d)
