@@ -503,7 +503,7 @@ class PartitionManager:
             plog.advance_log_start_offset(target)
             deleted = plog.delete_segments_below_log_start()
             if self.producers is not None:
-                self.producers.evict_below(topic, partition, plog.log_start_offset)
+                self.producers.on_log_start_moved(topic, partition, plog.log_start_offset)
             self.checkpoint()
             log.info("delete-records moved the log start of %s-%d to %d (%d segment(s) deleted)",
                      topic, partition, plog.log_start_offset, deleted)
@@ -721,9 +721,9 @@ class PartitionManager:
                 log.info("retention deleted %d segment(s) of %s-%d; log start is now %d",
                          n, topic, partition, plog.log_start_offset)
                 if self.producers is not None:
-                    # As Kafka on a log-start move: forget producers and aborted
-                    # transactions wholly below the new start.
-                    self.producers.evict_below(topic, partition, plog.log_start_offset)
+                    # As Kafka on a log-start move: forget the aborted transactions
+                    # wholly below the new start (producers stay until they expire).
+                    self.producers.on_log_start_moved(topic, partition, plog.log_start_offset)
             deleted += n
         return deleted
 

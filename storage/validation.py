@@ -58,6 +58,11 @@ class ValidatedBatch(NamedTuple):
     max_lateness: int
 
 
+# Kafka's ProduceResponse ErrorMessage for INVALID_TIMESTAMP (its InvalidTimestampException);
+# which records and why are in the per-record errors.
+INVALID_TIMESTAMP_MESSAGE = "One or more records have been rejected due to invalid timestamp"
+
+
 def validate_batch(batch: Buffer, config: LogConfig, *, now_ms: int, running: int,
                    append_time: int | None, log_dir: Path) -> ValidatedBatch:
     """Every rule of Kafka's LogValidator for one client batch.
@@ -87,15 +92,13 @@ def validate_batch(batch: Buffer, config: LogConfig, *, now_ms: int, running: in
         errors = [(i, "Invalid timestamp type in message: producer should not set "
                       "the timestamp type to LogAppendTime")
                   for i in range(h.records_count)]
-        raise InvalidTimestampError(errors[0][1], errors)
+        raise InvalidTimestampError(INVALID_TIMESTAMP_MESSAGE, errors)
     before = config.message_timestamp_before_max_ms
     after = config.message_timestamp_after_max_ms
     if (now_ms - scan.min_timestamp > before) or (scan.max_timestamp - now_ms > after):
         errors = timestamp_errors(batch, 0, now_ms, before, after)
         if errors:
-            raise InvalidTimestampError(
-                f"{len(errors)} record(s) have timestamps out of range: {errors[0][1]}",
-                errors)
+            raise InvalidTimestampError(INVALID_TIMESTAMP_MESSAGE, errors)
     max_ts = scan.max_timestamp
     rewritten: bytearray | None = None
     if h.max_timestamp != max_ts:  # fix a wrong producer value, as Kafka does
@@ -120,8 +123,7 @@ def check_keys(batch: Buffer, config: LogConfig, *, now_ms: int, partition: str)
             batch, 0, now_ms, config.message_timestamp_before_max_ms,
             config.message_timestamp_after_max_ms) if e[0] not in bad]
         if ts_errors:
-            raise InvalidTimestampError("One or more records have been rejected due to "
-                                        "invalid timestamp", sorted(errors + ts_errors))
+            raise InvalidTimestampError(INVALID_TIMESTAMP_MESSAGE, sorted(errors + ts_errors))
     raise InvalidRecordError(
         f"One or more records have been rejected due to {len(errors)} record errors "
         f"in total: {msg}", errors)

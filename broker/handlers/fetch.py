@@ -9,6 +9,10 @@ Invariants:
   AbortedTransactions. LastStableOffset is always the LSO, which is the high
   watermark unless a transaction is open. A FetchOffset outside [log start, log end]
   is OFFSET_OUT_OF_RANGE (1) for that partition.
+- A partition with an error answers nothing but its code: HighWatermark,
+  LastStableOffset and LogStartOffset -1, AbortedTransactions null, no records
+  (Kafka's ``FetchResponse.partitionResponse``; checked against Kafka in
+  tests/ecosystem/test_differential.py).
 - Size limits follow KIP-74: the response limit is min(MaxBytes, broker
   ``fetch.max.bytes``); the first partition with data returns at least one whole
   batch even if it exceeds the limits (so MaxBytes 0 returns exactly one batch);
@@ -41,6 +45,8 @@ LEADER_EPOCH = 0  # this broker leads every partition in epoch 0 (Metadata says 
 
 def _partition(index: int, error: int, hw: int, log_start: int, records: bytes,
                aborted: list[Any] | None, lso: int | None = None) -> dict[str, Any]:
+    if error:  # Kafka's FetchResponse.partitionResponse(tp, error): nothing but the code
+        hw, log_start, lso, aborted, records = -1, -1, -1, None, b""
     return {
         "partition_index": index,
         "error_code": error,

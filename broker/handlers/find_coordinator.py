@@ -17,6 +17,9 @@ from protocol.errors import ErrorCode
 
 GROUP = 0
 TRANSACTION = 1
+# Kafka's ErrorMessage when the coordinator is found: Errors.NONE.message() in v1-3,
+# "" in each v4 coordinator.
+NO_ERROR_MESSAGE = "NONE"
 
 
 def advertised(ctx: Any) -> tuple[str, int]:
@@ -40,7 +43,7 @@ def _answer(ctx: Any, key: str, key_type: int, node_id: int, host: str, port: in
                 "error_message": None}
     return {
         "key": key, "node_id": node_id, "host": host, "port": port,
-        "error_code": 0, "error_message": None,
+        "error_code": 0, "error_message": NO_ERROR_MESSAGE,
     }
 
 
@@ -50,12 +53,11 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     node_id = ctx.config.node_id
     key_type = int(body.key_type)
     if request.api_version >= 4:
-        return {
-            "throttle_time_ms": 0,
-            "coordinators": [
-                _answer(ctx, k, key_type, node_id, host, port) for k in body.coordinator_keys
-            ],
-        }
+        coordinators = [_answer(ctx, k, key_type, node_id, host, port) for k in body.coordinator_keys]
+        for c in coordinators:
+            if c["error_message"] == NO_ERROR_MESSAGE:
+                c["error_message"] = ""
+        return {"throttle_time_ms": 0, "coordinators": coordinators}
     one = _answer(ctx, body.key, key_type, node_id, host, port)
     return {
         "throttle_time_ms": 0,

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from broker import group_configs
 from broker.config import LONG_MAX, BrokerConfig
 from broker.dynamic_config import dynamic_names
-from broker.handlers.describe_configs import broker_entries, select, topic_entries
+from broker.handlers.describe_configs import TOPIC_SYNONYMS, broker_entries, select, topic_entries
 from tests.helpers.kafka_socket import KafkaSocket, api_versions, create_topic
 
 DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = 1, 4, 5
@@ -84,13 +84,18 @@ def oracle_topic(broker_props: dict[str, str], overrides: dict[str, str]) -> dic
             source = STATIC_BROKER
         else:
             source = DEFAULT
-        expected_syns: set[tuple[str, str | None, int]] = set()
-        if name in overrides:
-            expected_syns.add((name, value, DYNAMIC_TOPIC))
-        expected_syns |= {(s, _raw_setting(cfg, s), STATIC_BROKER) for s in set_here}
-        expected_syns |= {(s, _raw_setting(BASE, s), DEFAULT) for s in syns
-                          if SETTINGS[s].default is not None}
-        out[name] = {"value": value, "source": source, "synonyms": expected_syns}
+        # Kafka's order (highest priority first: ServerTopicConfigSynonyms), then its
+        # dropWhile when no broker synonym is set: nothing before the first one named
+        # after the primary synonym.
+        ordered = list(TOPIC_SYNONYMS.get(name, ()))
+        assert set(ordered) == set(syns), (name, ordered, syns)
+        broker_syns = [(s, _raw_setting(cfg, s), STATIC_BROKER) for s in ordered if s in set_here]
+        broker_syns += [(s, _raw_setting(BASE, s), DEFAULT) for s in ordered
+                        if SETTINGS[s].default is not None]
+        while not set_here and broker_syns and broker_syns[0][0] != ordered[0]:
+            broker_syns.pop(0)  # only defaults: Kafka's dropWhile (a set one keeps all)
+        expected_syns = [(name, value, DYNAMIC_TOPIC)] if name in overrides else []
+        out[name] = {"value": value, "source": source, "synonyms": expected_syns + broker_syns}
     return out
 
 
@@ -139,9 +144,7 @@ def test_topic_entries_match_the_oracle(
         w = want[e.name]
         assert (e.value, e.source, e.read_only, e.is_default) == (
             w["value"], w["source"], False, e.name not in overrides)
-        assert {(s.name, s.value, s.source) for s in e.synonyms} == w["synonyms"]
-        if e.synonyms:
-            assert e.synonyms[0].source == e.source  # the winning synonym comes first
+        assert [(s.name, s.value, s.source) for s in e.synonyms] == w["synonyms"]
 
 
 def test_broker_entries_are_every_setting_with_its_value_and_source() -> None:
@@ -197,7 +200,7 @@ def test_every_version_describes_a_topic_as_the_oracle_says(configured: Any, ver
     want = oracle_topic(BROKER_PROPS, TOPIC_CONFIGS)
     (res,) = describe(raw, version, [(TOPIC, "configured", None)], synonyms=True, documentation=True)
     assert (res.error_code, res.error_message, res.resource_type, res.resource_name) == (
-        0, None, TOPIC, "configured")
+        0, "", TOPIC, "configured")  # Kafka: "" when described
     got = {c.name: c for c in res.configs}
     assert set(got) == set(want)
     for name, c in got.items():
@@ -208,7 +211,7 @@ def test_every_version_describes_a_topic_as_the_oracle_says(configured: Any, ver
             assert c.config_source == -1 and list(c.synonyms) == []  # not on the wire
         else:
             assert c.config_source == want[name]["source"], name
-            assert {(s.name, s.value, s.source) for s in c.synonyms} == want[name]["synonyms"]
+            assert [(s.name, s.value, s.source) for s in c.synonyms] == want[name]["synonyms"]
         if version >= 3:
             assert c.config_type in (1, 2, 3, 5, 6, 7)
             assert c.documentation

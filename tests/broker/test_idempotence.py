@@ -582,7 +582,7 @@ def test_aborted_transactions_below_a_new_log_start_are_forgotten(tmp_path: Path
     assert aborted is not None and (aborted.first_offset, aborted.last_offset) == (10, 12)
     assert mgr.last_stable_offset("t", 0, 13) == 13
     assert mgr.aborted_transactions("t", 0, 0, 13) == [aborted]
-    mgr.evict_below("t", 0, 12)
+    mgr.on_log_start_moved("t", 0, 12)
     assert mgr.aborted_transactions("t", 0, 0, 13) == [aborted]  # the marker is still there
-    mgr.evict_below("t", 0, 13)
+    mgr.on_log_start_moved("t", 0, 13)
     assert mgr.aborted_transactions("t", 0, 0, 13) == []
