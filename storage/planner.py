@@ -19,10 +19,12 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NamedTuple, TypeVar
 
 from storage.zonemap import NO_MAX, ZoneMap, count_late
+
+T = TypeVar("T")
 
 
 class PlannedRange(NamedTuple):
@@ -42,6 +44,22 @@ class DisorderStats(NamedTuple):
     records: int  # data records counted (those in [log start, log end))
 
 
+def overlapping(items: Iterable[T], start: int, end: int, zone: Callable[[T], ZoneMap]
+                ) -> Iterator[T]:
+    """The items (one per segment, in offset order) whose zone map ``zone(item)`` holds
+    blocks and may reach into offsets [start, end), each map synced; stops at the first
+    map that starts at or after ``end``."""
+    for item in items:
+        zm = zone(item)
+        zm.sync()
+        if not len(zm):
+            continue
+        if zm.first[0] >= end:
+            return
+        if zm.next_offset > start:
+            yield item
+
+
 def plan_blocks(maps: Iterable[ZoneMap], t1: int, t2: int, start: int, end: int
                 ) -> list[PlannedRange]:
     """The ranges of ``maps`` (consecutive segments' maps, in offset order) that may
@@ -51,15 +69,8 @@ def plan_blocks(maps: Iterable[ZoneMap], t1: int, t2: int, start: int, end: int
         return out
     cur_s = cur_e = cur_b = -1
     joined = False  # the block just before this one (in log order) is in the open range
-    for zm in maps:
-        zm.sync()
+    for zm in overlapping(maps, start, end, lambda z: z):
         n = len(zm)
-        if not n:
-            continue
-        if zm.first[0] >= end:
-            break
-        if zm.next_offset <= start:
-            continue
         mins, maxs, firsts, poss = zm.min, zm.max, zm.first, zm.pos
         for i in range(n):
             if maxs[i] < t1 or mins[i] >= t2:

@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from storage.columnar import TimestampColumns
-from storage.planner import PlannedRange
+from storage.planner import PlannedRange, overlapping
 from storage.txnindex import TxnIndexEntry
 from storage.zonemap import TSINDEX_SUFFIX, ZoneMap
 
@@ -232,15 +232,8 @@ def plan_indexed(segments: Sequence[tuple[ZoneMap, TsIndex | None]], t1: int, t2
         return out
     cur: list[int] | None = None  # the open range [start, end, bytes]
     joined = False  # the block before (in log order) is in the open range
-    for zm, tsi in segments:
-        zm.sync()
+    for zm, tsi in overlapping(segments, start, end, lambda s: s[0]):
         n = len(zm)
-        if not n:
-            continue
-        if zm.first[0] >= end:
-            break
-        if zm.next_offset <= start:
-            continue
         firsts = np.frombuffer(zm.first, dtype=np.int64)
         poss = np.frombuffer(zm.pos, dtype=np.int64)
         ends = np.empty(n, dtype=np.int64)
