@@ -7,6 +7,9 @@ the test that needs them with the reason: nothing here is skipped.
 ``make test`` runs the short set; tests marked ``ecosystem_full`` run only under
 ``make test-ecosystem`` (CHRONOLOG_ECOSYSTEM=full), and are deselected, not skipped,
 otherwise.
+
+When the selected tests need Go builds (tests/ecosystem/golang.py), they start in the
+background as soon as collection ends, so a cold build overlaps the tests before them.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BrokerProcess, free_port_number
+from tests.ecosystem import golang
 from tests.ecosystem.kafka_peer import KafkaNode, KafkaRefError, fetch
 
 FULL = os.environ.get("CHRONOLOG_ECOSYSTEM") == "full"
@@ -37,6 +41,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+# The fixture whose tests need a Go build -> that build's job in golang.PREBUILD_JOBS.
+GO_BUILD_FOR_FIXTURE = {"programs": "programs", "suite_broker": "kgo"}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the Go builds the selected tests need (none, if none is selected)."""
+    if session.config.option.collectonly:
+        return
+    jobs = {job: None for item in session.items
+            for fixture, job in GO_BUILD_FOR_FIXTURE.items()
+            if fixture in getattr(item, "fixturenames", ())}
+    golang.start_prebuilds(list(jobs))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """No build outlives the session (one still running after -x, say, is ended)."""
+    golang.stop_prebuilds()
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.conftest import BrokerProcess, free_port_number
-from tests.ecosystem.golang import REPO, franz_go_source, go_env, go_exe
+from tests.ecosystem.golang import REPO, franz_go_source, go_env, go_exe, wait_for_prebuild
 
 SCRAM_USER = ("kgo", "kgo-Secret-1")
 
@@ -84,6 +84,7 @@ def start_broker(data: Path) -> tuple[BrokerProcess, int]:
 def run_suite(broker: BrokerProcess, sasl_port: int, run: str = "", records: int = 20_000,
               timeout_s: int = 1200) -> SuiteResult:
     """``go test -json ./pkg/kgo/`` against ``broker``; ``run`` selects tests (-run)."""
+    wait_for_prebuild("kgo")
     source = franz_go_source()
     env = go_env()
     env.update(KGO_SEEDS=broker.bootstrap, KGO_TEST_RF="1", KGO_TEST_RECORDS=str(records),

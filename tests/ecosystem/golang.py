@@ -8,6 +8,11 @@ the same machine (CI's) compiles nothing again, where a build cache inside the r
 would cost every fresh clone a cold build of several minutes. A missing ``go`` or a
 refused download raises GoError with go's own output; the tests turn that into a
 failure, never a skip.
+
+A cold build takes minutes, so ``Prebuild`` starts it in the background, at low
+priority, as soon as the session has selected a test that needs it (tests/ecosystem/
+conftest.py): by the time tests/ecosystem runs in ``make test`` it is usually done, and
+the fixtures only wait for it (failing with go's output) before their own, warm, build.
 """
 
 from __future__ import annotations
@@ -15,8 +20,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,6 +66,7 @@ def go(*args: str, cwd: Path, timeout: float = 900.0,
 
 def build_programs() -> dict[str, Path]:
     """Build tests/go/* into .cache/go/bin (cached by go: a no-op rebuild takes ~1 s)."""
+    wait_for_prebuild("programs")
     BIN.mkdir(parents=True, exist_ok=True)
     go("build", "-o", str(BIN) + os.sep, "./...", cwd=GO_PROGRAMS)
     return {name: BIN / name for name in ("franzcheck", "saramacheck")}
@@ -81,3 +90,71 @@ def franz_go_source() -> Path:
             path.chmod(path.stat().st_mode | stat.S_IWUSR)
         tmp.rename(copy)
     return copy
+
+
+def compile_franz_go_tests() -> None:
+    """Compile franz-go's pkg/kgo test binary and throw it away: what a later ``go test``
+    of it needs is then in the build cache, and it only links."""
+    go("test", "-c", "-o", os.devnull, "./pkg/kgo/", cwd=franz_go_source())
+
+
+PREBUILD_JOBS = {"programs": build_programs, "kgo": compile_franz_go_tests}
+
+
+class Prebuild:
+    """One job of PREBUILD_JOBS in a niced child process (its own process group), its
+    output in an unnamed temporary file."""
+
+    def __init__(self, job: str) -> None:
+        self.job = job
+        self.output = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            ["nice", "-n", "10", sys.executable, "-m", "tests.ecosystem.golang", job],
+            cwd=REPO, stdout=self.output, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait(self) -> None:
+        """Block until the job ends; GoError with its output if it failed."""
+        if self.proc.wait() != 0:
+            self.output.seek(0)
+            text = self.output.read().decode(errors="replace")
+            raise GoError(f"the background Go build ({self.job}) exited {self.proc.returncode}:"
+                          f"\n{text[-12000:]}")
+
+    def stop(self) -> None:
+        """End the job (go and its compilers with it) if it still runs."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.output.close()
+
+
+_started: dict[str, Prebuild] = {}
+
+
+def start_prebuilds(jobs: list[str]) -> None:
+    """Start each job of PREBUILD_JOBS in the background, all at once."""
+    for job in jobs:
+        if job not in _started:
+            _started[job] = Prebuild(job)
+
+
+def wait_for_prebuild(job: str) -> None:
+    """Wait for ``job`` if it was started (GoError if it failed); else return at once."""
+    if job in _started:
+        _started[job].wait()
+
+
+def stop_prebuilds() -> None:
+    while _started:
+        _started.popitem()[1].stop()
+
+
+if __name__ == "__main__":  # python -m tests.ecosystem.golang JOB: what Prebuild runs
+    try:
+        PREBUILD_JOBS[sys.argv[1]]()
+    except GoError as e:
+        sys.exit(str(e))
