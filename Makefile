@@ -75,7 +75,7 @@ check-clients:
 run: $(RUN_STAMP)
 	$(BIN)/chronolog serve --data-dir $(DATA) --host $(HOST) --port $(PORT)
 
-test: install check-java check-compose check-clients check-openssl check-chromium
+test: install check-java check-compose check-clients check-openssl check-chromium check-rdkafka-build
 	$(BIN)/python -m pytest -q -ra
 	$(MAKE) --no-print-directory lint
 
@@ -125,3 +125,21 @@ ecosystem:
 
 test-ecosystem: install ecosystem
 	CHRONOLOG_ECOSYSTEM=full $(BIN)/python -m pytest -q -ra tests/ecosystem
+
+## librdkafka's own integration tests (its tests/, source from npm's node-rdkafka, built once
+## into .cache/librdkafka) against one Chronolog broker, both group protocols
+## (tools/peers/librdkafka.py; docs/compatibility.md lists the tests that do not apply).
+.PHONY: test-peers test-peers-rdkafka check-rdkafka-build
+check-rdkafka-build:
+	@command -v g++ >/dev/null 2>&1 && command -v make >/dev/null 2>&1 \
+	  && test -f /usr/include/openssl/ssl.h && test -f /usr/include/zlib.h \
+	  && test -f /usr/include/zstd.h && test -f /usr/include/rapidjson/document.h || { \
+	  echo "librdkafka's build needs g++, OpenSSL, zlib, zstd and RapidJSON headers: installing Debian's"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+	    build-essential libssl-dev zlib1g-dev libzstd-dev rapidjson-dev; }
+
+test-peers-rdkafka: install check-clients check-rdkafka-build ecosystem
+	$(BIN)/python tools/peers/librdkafka.py run --group-protocol classic
+	$(BIN)/python tools/peers/librdkafka.py run --group-protocol consumer
+
+test-peers: test-peers-rdkafka
