@@ -266,6 +266,11 @@ class ConsumerGroup:
         """What ListGroups shows (Kafka: "consumer" for KIP-848 groups)."""
         return "consumer"
 
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        """OffsetDelete's GROUP_SUBSCRIBED_TO_TOPIC test (Kafka's
+        ``ConsumerGroup.isSubscribedToTopic``): a member subscribes to it by name or regex."""
+        return any(topic in self._subscribed_topics(m) for m in self.members.values())
+
     def offset_expiry_base_ms(self, topic: str, commit_timestamp_ms: int) -> int | None:
         """KIP-211 for consumer groups: offsets of a topic some member subscribes to never
         expire; the others count from their last commit."""
