@@ -139,7 +139,8 @@ check-rdkafka-build:
 	    build-essential libssl-dev zlib1g-dev libzstd-dev rapidjson-dev; }
 
 test-peers-rdkafka: install check-clients check-rdkafka-build ecosystem
-	$(BIN)/python tools/peers/librdkafka.py run --group-protocol classic
-	$(BIN)/python tools/peers/librdkafka.py run --group-protocol consumer
+	$(BIN)/python tools/peers/librdkafka.py run --group-protocol classic; classic=$$?; \
+	$(BIN)/python tools/peers/librdkafka.py run --group-protocol consumer; consumer=$$?; \
+	test $$classic -eq 0 && test $$consumer -eq 0
 
 test-peers: test-peers-rdkafka
