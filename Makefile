@@ -81,7 +81,7 @@ run: $(RUN_STAMP)
 TEST_WORKERS ?= 2
 PARALLEL_TESTS := tests/protocol tests/storage \
   tests/broker/test_kip848_assignors.py tests/broker/test_transactions_model.py
-test: install check-java check-compose check-clients check-openssl check-chromium check-go
+test: install check-java check-compose check-clients check-openssl check-chromium check-go check-rdkafka-build
 	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile $(PARALLEL_TESTS); a=$$?; \
 	  $(BIN)/python -m pytest -q -ra $(addprefix --ignore=,$(PARALLEL_TESTS)); b=$$?; \
 	  test $$a -eq 0 -a $$b -eq 0
@@ -148,3 +148,21 @@ test-peers: test-peers-franz
 ## franz-go v1.22.3's whole pkg/kgo suite against one Chronolog broker (~4-6 min).
 test-peers-franz: install check-go
 	CHRONOLOG_ECOSYSTEM=full $(BIN)/python -m pytest -q -ra -s tests/ecosystem/test_franz_go_suite.py
+## librdkafka's own integration tests (its tests/, source from npm's node-rdkafka, built once
+## into .cache/librdkafka) against one Chronolog broker, both group protocols
+## (tools/peers/librdkafka.py; docs/compatibility.md lists the tests that do not apply).
+.PHONY: test-peers test-peers-rdkafka check-rdkafka-build
+check-rdkafka-build:
+	@command -v g++ >/dev/null 2>&1 && command -v make >/dev/null 2>&1 \
+	  && test -f /usr/include/openssl/ssl.h && test -f /usr/include/zlib.h \
+	  && test -f /usr/include/zstd.h && test -f /usr/include/rapidjson/document.h || { \
+	  echo "librdkafka's build needs g++, OpenSSL, zlib, zstd and RapidJSON headers: installing Debian's"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+	    build-essential libssl-dev zlib1g-dev libzstd-dev rapidjson-dev; }
+
+test-peers-rdkafka: install check-clients check-rdkafka-build ecosystem
+	$(BIN)/python tools/peers/librdkafka.py run --group-protocol classic; classic=$$?; \
+	$(BIN)/python tools/peers/librdkafka.py run --group-protocol consumer; consumer=$$?; \
+	test $$classic -eq 0 && test $$consumer -eq 0
+
+test-peers: test-peers-rdkafka

@@ -234,6 +234,9 @@ class ConsumerGroup:
         self.static_members: dict[str, str] = {}  # instance id -> member id
         self.target: dict[str, dict[str, frozenset[int]]] = {}
         self.subscription_metadata: dict[str, int] = {}
+        # Regexes whose topics count: a new one is resolved after the heartbeat that brought
+        # it (Kafka resolves regexes asynchronously), one nobody uses is dropped.
+        self.resolved_regexes: set[str] = set()
         self.created_ms = int(clock())
         self.dead = False
         # Bumped on every change worth persisting (not on a mere session refresh).
@@ -265,6 +268,11 @@ class ConsumerGroup:
     def protocol_type(self) -> str:
         """What ListGroups shows (Kafka: "consumer" for KIP-848 groups)."""
         return "consumer"
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        """OffsetDelete's GROUP_SUBSCRIBED_TO_TOPIC test (Kafka's
+        ``ConsumerGroup.isSubscribedToTopic``): a member subscribes to it by name or regex."""
+        return any(topic in self._subscribed_topics(m) for m in self.members.values())
 
     def offset_expiry_base_ms(self, topic: str, commit_timestamp_ms: int) -> int | None:
         """KIP-211 for consumer groups: offsets of a topic some member subscribes to never
@@ -310,8 +318,11 @@ class ConsumerGroup:
         now = self.clock()
         self._check_assignor_and_regex(req)
         self.expire()
+        self._resolve_regexes(prune_only=True)  # a regex nobody uses any more is forgotten
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            return self._leave(req)
+            left = self._leave(req)
+            self._resolve_regexes(prune_only=True)
+            return left
         if req.member_epoch == JOIN_EPOCH:
             member = self._join(req)
         else:
@@ -333,6 +344,7 @@ class ConsumerGroup:
         changed = member.assigned != old_assigned
         if changed or member.member_epoch != old_epoch:
             self.version += 1
+        self._resolve_regexes()
         return HeartbeatResponse(
             member.member_id, member.member_epoch, self.settings.heartbeat_interval_ms,
             dict(member.assigned) if full or changed else None,
@@ -460,10 +472,20 @@ class ConsumerGroup:
             self.version += 1
         return bump
 
+    def _resolve_regexes(self, prune_only: bool = False) -> None:
+        """Kafka resolves a new subscription regex in the background and bumps the group
+        epoch when done, so the heartbeat that brings a regex is answered with the
+        topics named literally and a later one adds the regex's topics (librdkafka's 0045
+        expects those two steps). Here a regex counts from the next heartbeat on; one no
+        member uses any more is forgotten (so subscribing to it again starts over)."""
+        used = {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
+        self.resolved_regexes = (self.resolved_regexes & used) if prune_only else used
+
     def _subscribed_topics(self, member: Member) -> frozenset[str]:
         topics = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex is not None:
-            pattern = compile_regex(member.subscribed_topic_regex)
+        regex = member.subscribed_topic_regex
+        if regex is not None and regex in self.resolved_regexes:
+            pattern = compile_regex(regex)
             topics.update(t for t in self.image.topic_names() if pattern.fullmatch(t))
         return frozenset(topics)
 
@@ -729,6 +751,7 @@ class ConsumerGroup:
             if m.instance_id is not None:
                 group.static_members[m.instance_id] = m.member_id
             group.target[m.member_id] = _freeze(r["target"])
+        group._resolve_regexes()  # resolved before the restart
         return group
 
 

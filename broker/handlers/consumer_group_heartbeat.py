@@ -12,6 +12,8 @@ Invariants:
   restart never forgets a member's epoch or assignment (librdkafka treats
   GROUP_ID_NOT_FOUND as fatal).
 - Errors carry Kafka's message; member id and epoch are then null and 0, as Kafka answers.
+- With an authorizer, subscribed topic names the principal may not DESCRIBE fail the
+  whole heartbeat with TOPIC_AUTHORIZATION_FAILED (29), as Kafka's KafkaApis checks.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from broker.acl.check import request_error
+from broker.acl.authorizer import DESCRIBE, TOPIC
+from broker.acl.check import allowed, request_error
 from broker.groups.consumer import HeartbeatRequest, consumer_group, validate_heartbeat
 from broker.groups.coordinator import Effects
 from protocol.errors import ErrorCode, KafkaError
@@ -48,6 +51,12 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     if refused:
         return error_body(request, refused)
     body = request.body
+    names = body.subscribed_topic_names
+    if names and ctx.broker.authorizer is not None and not all(
+            allowed(ctx, DESCRIBE, TOPIC, n) for n in set(names)):
+        # Kafka's KafkaApis: a subscription naming a topic the principal may not DESCRIBE
+        # fails the whole heartbeat, so it never learns whether that topic exists.
+        return error_body(request, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     req = HeartbeatRequest(
         member_id=body.member_id,
         member_epoch=body.member_epoch,

@@ -208,6 +208,8 @@ def test_unsupported_assignor_bad_regex_and_full_group() -> None:
 def test_range_assignor_on_request_and_regex_subscription() -> None:
     g, _, image = make({"orders-1": 2, "orders-2": 2, "other": 4})
     r = join(g, "a", topics=None, subscribed_topic_regex="orders-.*", server_assignor="range")
+    assert r.assignment == {}  # as Kafka: a new regex is resolved after the heartbeat bringing it
+    r = beat(g, "a", r.member_epoch, r.assignment)
     assert r.assignment == {"orders-1": fs(0, 1), "orders-2": fs(0, 1)}
     assert g.describe()["assignor_name"] == "range"
     image.topics["orders-3"] = 1  # a new topic matching the regex bumps the group epoch
@@ -372,10 +374,33 @@ def test_a_fenced_member_rejoining_with_epoch_zero_and_its_id_is_taken_back() ->
     assert g.state_name() == "Stable"
 
 
+def test_a_new_regex_counts_from_the_next_heartbeat_and_a_dropped_one_starts_over() -> None:
+    """As Kafka, which resolves regexes in the background (librdkafka 0045_resubscribe_with_regex
+    expects it): the literal topics first, the regex's one heartbeat later; once no member
+    uses the regex, subscribing to it again takes the two steps again."""
+    g, _, _ = make({"rx-1": 2, "rx-2": 2, "lit": 1})
+    both = {"lit": fs(0), "rx-1": fs(0, 1), "rx-2": fs(0, 1)}
+    r = join(g, "a", topics=["lit"], subscribed_topic_regex="rx-.*")
+    assert r.assignment == {"lit": fs(0)}
+    beat(g, "a", r.member_epoch, r.assignment)
+    settle(g)
+    assert g.members["a"].assigned == both
+    m = g.members["a"]
+    beat(g, "a", m.member_epoch, dict(m.assigned), subscribed_topic_regex="")
+    settle(g)
+    assert g.members["a"].assigned == {"lit": fs(0)}
+    m = g.members["a"]
+    beat(g, "a", m.member_epoch, dict(m.assigned), subscribed_topic_regex="rx-.*")
+    assert g.members["a"].assigned == {"lit": fs(0)}
+    settle(g)
+    assert g.members["a"].assigned == both
+
+
 def test_regex_subscriptions_use_re2_so_a_backtracking_pattern_is_answered() -> None:
     # Python's re needs ~fib(60) steps to reject this name; RE2 (Kafka's engine) is linear.
     g, _, _ = make({"a" * 60: 2, "aab": 1})
     r = join(g, "m", topics=None, subscribed_topic_regex="(a|aa)+b")
+    r = beat(g, "m", r.member_epoch, r.assignment)  # the regex counts from the next heartbeat
     assert r.assignment == {"aab": fs(0)}
     assert code_of(lambda: join(g, "n", topics=None, subscribed_topic_regex="(?<=x)y")) == \
         ErrorCode.INVALID_REGULAR_EXPRESSION  # look-behind: not RE2 (nor RE2/J)

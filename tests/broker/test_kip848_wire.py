@@ -97,3 +97,39 @@ def test_a_silent_member_expires_without_anyone_heartbeating(broker_factory: Any
         assert time.monotonic() - joined < 20, "the silent member never expired"
         time.sleep(0.1)
     assert time.monotonic() - joined >= 1.95  # not before its session ran out
+
+
+def test_offset_delete_refuses_topics_a_member_subscribes_to(broker_factory: Any) -> None:
+    """librdkafka 0081_admin under the consumer protocol: DeleteConsumerGroupOffsets of a
+    topic the live group subscribes to (by name or by regex) is GROUP_SUBSCRIBED_TO_TOPIC
+    (86) and keeps the offset, as Kafka's ConsumerGroup.isSubscribedToTopic; other topics'
+    offsets go. Once the group is empty, every offset may go."""
+    b = broker_factory(overrides=FAST)
+    raw = Raw(b.port)
+    create(raw, 7, [{"name": n, "num_partitions": 1} for n in ("t", "rx-1", "other")])
+    joined = heartbeat(raw, "g", "m1", 0)
+    assert joined.error_code == 0
+    commit_body = {"group_id": "g", "generation_id_or_member_epoch": joined.member_epoch, "member_id": "m1",
+                   "topics": [{"name": n, "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                         "committed_metadata": ""}]}
+                              for n in ("t", "rx-1", "other")]}
+    assert all(p.error_code == 0 for t in raw.call(8, 9, commit_body).topics for p in t.partitions)
+    assert heartbeat(raw, "g", "m2", 0, topics=None, subscribed_topic_regex="rx-.*").error_code == 0
+
+    def offsets(topics: tuple[str, ...]) -> list[dict[str, Any]]:
+        return [{"name": n, "partitions": [{"partition_index": 0}]} for n in topics]
+
+    def committed() -> set[str]:
+        resp = raw.call(9, 8, {"groups": [{"group_id": "g", "member_id": None, "member_epoch": -1,
+                                           "topics": None}], "require_stable": False})
+        return {t.name for t in resp.groups[0].topics for p in t.partitions if p.committed_offset >= 0}
+
+    od = raw.call(47, 0, {"group_id": "g", "topics": offsets(("t", "rx-1", "other"))})
+    assert od.error_code == 0
+    assert {t.name: t.partitions[0].error_code for t in od.topics} == {"t": 86, "rx-1": 86, "other": 0}
+    assert committed() == {"t", "rx-1"}
+    assert heartbeat(raw, "g", "m1", -1).error_code == 0
+    assert heartbeat(raw, "g", "m2", -1).error_code == 0
+    od = raw.call(47, 0, {"group_id": "g", "topics": offsets(("t", "rx-1"))})
+    assert {t.name: t.partitions[0].error_code for t in od.topics} == {"t": 0, "rx-1": 0}
+    assert committed() == set()

@@ -168,6 +168,37 @@ def test_group_read_denied_fails_the_consumer_with_group_authorization(open_brok
         c.close()
 
 
+def test_kip848_subscription_with_an_undescribable_topic_fails_the_heartbeat(open_broker):
+    """librdkafka 0109 under the consumer protocol: a subscription naming a topic the
+    principal may not DESCRIBE fails the whole ConsumerGroupHeartbeat with
+    TOPIC_AUTHORIZATION_FAILED, as Kafka's KafkaApis checks; without that topic the same
+    consumer group gets its assignment."""
+    bs = open_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bs})
+    for t in ("open848", "hidden848"):
+        admin.create_topics([NewTopic(t, 1)])[t].result()
+    assert produce_error(bs, "open848") is None
+    create(admin, acl(ResourceType.TOPIC, "hidden848", AclOperation.ALL, AclPermissionType.DENY))
+    conf = {"bootstrap.servers": bs, "group.protocol": "consumer", "auto.offset.reset": "earliest"}
+    c = Consumer({**conf, "group.id": "g848-denied"})
+    try:
+        c.subscribe(["open848", "hidden848"])
+        assert first_error(c) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        c.close()
+    c = Consumer({**conf, "group.id": "g848-fine"})
+    try:
+        c.subscribe(["open848"])
+        msg = None
+        for _ in range(30):
+            msg = c.poll(0.5)
+            if msg is not None:
+                break
+        assert msg is not None and not msg.error() and msg.value() == b"v"
+    finally:
+        c.close()
+
+
 def test_fetch_needs_read_on_the_topic(open_broker):
     bs = open_broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bs})

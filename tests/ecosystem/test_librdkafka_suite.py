@@ -1,0 +1,62 @@
+"""librdkafka's own integration tests against Chronolog: a short subset in ``make test``.
+
+The whole suite, both group protocols, is ``make test-peers-rdkafka``
+(tools/peers/librdkafka.py). Here a handful of its representative tests run against a
+fresh broker with the harness's usual settings: produce and consume with every codec,
+offsets for times, a balanced consumer group, the idempotent producer and an aborted
+transaction. The build is
+cached in ``.cache/librdkafka`` (the first one takes minutes); a missing toolchain, a
+refused download or a failed build fails this test with the reason.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: test-runner name -> what it exercises. Numbers chosen for coverage per second.
+SUBSET = {
+    "0012_produce_consume": "produce to and consume from several partitions, offsets kept",
+    "0017_compression": "produce and consume with gzip, snappy, lz4 and zstd",
+    "0031_get_offsets": "query_watermark_offsets and offsets_for_times",
+    "0054_offset_time": "offsets_for_times on CreateTime records",
+    "0056_balanced_group_mt": "a balanced consumer group on several threads",
+    "0090_idempotence": "the idempotent producer's sequence checks",
+    "0129_fetch_aborted_msgs": "fetches that hold only an aborted transaction's records",
+}
+
+
+def _load() -> ModuleType:
+    path = REPO / "tools" / "peers" / "librdkafka.py"
+    spec = importlib.util.spec_from_file_location("librdkafka_peer", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("librdkafka_peer", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+peer = _load()
+
+
+def test_librdkafka_subset(tmp_path: Path) -> None:
+    try:
+        peer.build()
+    except peer.PeerError as e:
+        pytest.fail(f"librdkafka's test suite could not be built: {e}", pytrace=False)
+    numbers = ",".join(name.split("_")[0] for name in SUBSET)
+    outcomes, output = peer.run(
+        numbers, "classic", 3, tmp_path, sys.executable, 300.0, scenarios=("default",)
+    )
+    report = peer.summary(outcomes, "classic")
+    passed = {o.name for o in outcomes if o.state == "passed"}
+    failed = [o.name for o in outcomes if o.state == "failed"]
+    assert passed == set(SUBSET) and not failed, (
+        f"{report}\n--- test-runner output (last 20000 chars) ---\n{output[-20000:]}"
+    )
