@@ -105,8 +105,8 @@ def test_offset_delete_refuses_topics_a_member_subscribes_to(broker_factory: Any
     (86) and keeps the offset, as Kafka's ConsumerGroup.isSubscribedToTopic; other topics'
     offsets go. Once the group is empty, every offset may go."""
     b = broker_factory(overrides=FAST)
-    raw = Raw(b.port)
-    create(raw, 7, [{"name": n, "num_partitions": 1} for n in ("t", "rx-1", "other")])
+    raw = KafkaSocket(b.port)
+    create_topics(raw, 7, [{"name": n, "num_partitions": 1} for n in ("t", "rx-1", "other")])
     joined = heartbeat(raw, "g", "m1", 0)
     assert joined.error_code == 0
     commit_body = {"group_id": "g", "generation_id_or_member_epoch": joined.member_epoch, "member_id": "m1",

@@ -242,10 +242,12 @@ def _iso(ms: int) -> str:
 @pytest.fixture
 def broker_without_plan(tmp_path: Path) -> Iterator[str]:
     """A real broker that does not offer PlanTimeWindow, as Kafka and older Chronologs do:
-    its handler module is made unimportable, so dispatch routes no key 10000 and
-    ApiVersions does not advertise it (broker/dispatch.py)."""
+    its handler module says it is not available (the flag a handler that needs a missing
+    extra sets), so dispatch routes no key 10000 and ApiVersions does not advertise it
+    (broker/dispatch.py)."""
     port = _free_port()
-    code = ("import sys; sys.modules['broker.handlers.plan_time_window'] = None; "
+    code = ("import sys; import broker.handlers.plan_time_window as h; h.AVAILABLE = False; "
+            "h.UNAVAILABLE_WHY = 'switched off by the test'; "
             "from broker.server import main; sys.exit(main())")
     log = tmp_path / "broker.log"
     with open(log, "wb") as out:
