@@ -8,8 +8,9 @@ the test that needs them with the reason: nothing here is skipped.
 ``make test-ecosystem`` (CHRONOLOG_ECOSYSTEM=full), and are deselected, not skipped,
 otherwise.
 
-When the selected tests need Go builds (tests/ecosystem/golang.py), they start in the
-background as soon as collection ends, so a cold build overlaps the tests before them.
+When the selected tests need slow builds (Go programs, librdkafka: tests/ecosystem/
+prebuild.py), they start in the background as soon as collection ends, so a cold build
+overlaps the tests before them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BrokerProcess, free_port_number
-from tests.ecosystem import golang
+from tests.ecosystem import prebuild
 from tests.ecosystem.kafka_peer import KafkaNode, KafkaRefError, fetch
 
 FULL = os.environ.get("CHRONOLOG_ECOSYSTEM") == "full"
@@ -43,23 +44,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
-# The fixture whose tests need a Go build -> that build's job in golang.PREBUILD_JOBS.
-GO_BUILD_FOR_FIXTURE = {"programs": "programs", "suite_broker": "kgo"}
+# The fixture whose tests need a slow build -> that build's job in prebuild.JOBS.
+PREBUILD_FOR_FIXTURE = {
+    "programs": "programs", "suite_broker": "kgo", "librdkafka_runner": "librdkafka"}
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the Go builds the selected tests need (none, if none is selected)."""
+    """Start the builds the selected tests need (none, if none is selected)."""
     if session.config.option.collectonly:
         return
     jobs = {job: None for item in session.items
-            for fixture, job in GO_BUILD_FOR_FIXTURE.items()
+            for fixture, job in PREBUILD_FOR_FIXTURE.items()
             if fixture in getattr(item, "fixturenames", ())}
-    golang.start_prebuilds(list(jobs))
+    prebuild.start(list(jobs))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """No build outlives the session (one still running after -x, say, is ended)."""
-    golang.stop_prebuilds()
+    prebuild.stop_all()
 
 
 @pytest.fixture(scope="session")

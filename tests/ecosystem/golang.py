@@ -9,8 +9,8 @@ would cost every fresh clone a cold build of several minutes. A missing ``go`` o
 refused download raises GoError with go's own output; the tests turn that into a
 failure, never a skip.
 
-A cold build takes minutes, so ``Prebuild`` starts it in the background, at low
-priority, as soon as the session has selected a test that needs it (tests/ecosystem/
+A cold build takes minutes, so tests/ecosystem/prebuild.py starts it in the background,
+at low priority, as soon as the session has selected a test that needs it (tests/ecosystem/
 conftest.py): by the time tests/ecosystem runs in ``make test`` it is usually done, and
 the fixtures only wait for it (failing with go's output) before their own, warm, build.
 """
@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from tests.ecosystem import prebuild
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "go"
@@ -98,59 +98,18 @@ def compile_franz_go_tests() -> None:
     go("test", "-c", "-o", os.devnull, "./pkg/kgo/", cwd=franz_go_source())
 
 
+# What ``python -m tests.ecosystem.golang JOB`` runs: jobs "programs" and "kgo" of
+# tests/ecosystem/prebuild.py.
 PREBUILD_JOBS = {"programs": build_programs, "kgo": compile_franz_go_tests}
 
 
-class Prebuild:
-    """One job of PREBUILD_JOBS in a niced child process (its own process group), its
-    output in an unnamed temporary file."""
-
-    def __init__(self, job: str) -> None:
-        self.job = job
-        self.output = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
-            ["nice", "-n", "10", sys.executable, "-m", "tests.ecosystem.golang", job],
-            cwd=REPO, stdout=self.output, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def wait(self) -> None:
-        """Block until the job ends; GoError with its output if it failed."""
-        if self.proc.wait() != 0:
-            self.output.seek(0)
-            text = self.output.read().decode(errors="replace")
-            raise GoError(f"the background Go build ({self.job}) exited {self.proc.returncode}:"
-                          f"\n{text[-12000:]}")
-
-    def stop(self) -> None:
-        """End the job (go and its compilers with it) if it still runs."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.output.close()
-
-
-_started: dict[str, Prebuild] = {}
-
-
-def start_prebuilds(jobs: list[str]) -> None:
-    """Start each job of PREBUILD_JOBS in the background, all at once."""
-    for job in jobs:
-        if job not in _started:
-            _started[job] = Prebuild(job)
-
-
 def wait_for_prebuild(job: str) -> None:
-    """Wait for ``job`` if it was started (GoError if it failed); else return at once."""
-    if job in _started:
-        _started[job].wait()
-
-
-def stop_prebuilds() -> None:
-    while _started:
-        _started.popitem()[1].stop()
+    """Wait for the background job ``job`` if it was started (GoError if it failed)."""
+    try:
+        prebuild.wait(job)
+    except prebuild.PrebuildFailed as e:
+        raise GoError(f"the background Go build ({job}) exited {e.returncode}:"
+                      f"\n{e.output[-12000:]}") from None
 
 
 if __name__ == "__main__":  # python -m tests.ecosystem.golang JOB: what Prebuild runs

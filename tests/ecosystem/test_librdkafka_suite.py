@@ -5,8 +5,9 @@ The whole suite, both group protocols, is ``make test-peers-rdkafka``
 fresh broker with the harness's usual settings: produce and consume with every codec,
 offsets for times, a balanced consumer group, the idempotent producer and an aborted
 transaction. The build is
-cached in ``.cache/librdkafka`` (the first one takes minutes); a missing toolchain, a
-refused download or a failed build fails this test with the reason.
+cached in ``.cache/librdkafka`` (the first one takes minutes, so tests/ecosystem/
+prebuild.py starts it in the background when collection selects this test); a missing
+toolchain, a refused download or a failed build fails this test with the reason.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.ecosystem import prebuild
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,11 +48,17 @@ def _load() -> ModuleType:
 peer = _load()
 
 
-def test_librdkafka_subset(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def librdkafka_runner() -> Path:
+    """The built test-runner: waits for the background build, then checks it (a no-op)."""
     try:
-        peer.build()
-    except peer.PeerError as e:
+        prebuild.wait("librdkafka")
+        return peer.build()
+    except (prebuild.PrebuildFailed, peer.PeerError) as e:
         pytest.fail(f"librdkafka's test suite could not be built: {e}", pytrace=False)
+
+
+def test_librdkafka_subset(librdkafka_runner: Path, tmp_path: Path) -> None:
     numbers = ",".join(name.split("_")[0] for name in SUBSET)
     outcomes, output = peer.run(
         numbers, "classic", 3, tmp_path, sys.executable, 300.0, scenarios=("default",)

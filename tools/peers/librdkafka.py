@@ -186,8 +186,9 @@ def _check_toolchain() -> None:
         )
 
 
-def build() -> Path:
-    """Configure and build librdkafka and its test-runner in the cache; a no-op once built."""
+def build(jobs: int | None = None) -> Path:
+    """Configure and build librdkafka and its test-runner in the cache; a no-op once built.
+    ``jobs`` is make's -j (default: one per CPU)."""
     fetch()
     stamp = " ".join(CONFIGURE)
     if RUNNER.exists() and BUILT_STAMP.exists() and BUILT_STAMP.read_text() == stamp:
@@ -195,10 +196,10 @@ def build() -> Path:
     _check_toolchain()
     log = SOURCE / "chronolog-build.log"
     log.write_text("")
-    jobs = f"-j{os.cpu_count() or 2}"
+    parallel = f"-j{jobs or os.cpu_count() or 2}"
     _run(["./configure", *CONFIGURE], SOURCE, log, "librdkafka ./configure")
-    _run(["make", jobs, "libs"], SOURCE, log, "make libs")
-    _run(["make", jobs, "-C", "tests", "build"], SOURCE, log, "make -C tests build")
+    _run(["make", parallel, "libs"], SOURCE, log, "make libs")
+    _run(["make", parallel, "-C", "tests", "build"], SOURCE, log, "make -C tests build")
     BUILT_STAMP.write_text(stamp)
     return RUNNER
 
@@ -477,7 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("fetch", help="unpack librdkafka's source from npm's node-rdkafka into .cache")
-    sub.add_parser("build", help="build librdkafka and its test-runner (once)")
+    b = sub.add_parser("build", help="build librdkafka and its test-runner (once)")
+    b.add_argument("--jobs", type=int, help="make's -j (default: one per CPU)")
     r = sub.add_parser("run", help="run the tests against a fresh Chronolog broker")
     r.add_argument("--tests", help="test numbers, comma-separated (default: every non-local test)")
     r.add_argument(
@@ -499,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
             print(fetch())
         elif args.cmd == "build":
             t0 = time.monotonic()
-            print(build(), f"({time.monotonic() - t0:.0f} s)")
+            print(build(args.jobs), f"({time.monotonic() - t0:.0f} s)")
         else:
             workdir = args.workdir or Path(tempfile.mkdtemp(prefix="chronolog-rdkafka-"))
             outcomes, _ = run(
