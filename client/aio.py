@@ -43,6 +43,7 @@ import protocol.describe_configs as dc
 from client._lazy import LazyModule
 from client.connection import IDLE_POLL_US, BrokerConnection, parse_bootstrap, poll_window
 from client.partitioner import StickyPartitioner, partitions_for_keys
+from protocol import messages as m
 from protocol.errors import ErrorCode, KafkaError
 from storage import records as rec
 from storage.errors import StorageError
@@ -995,17 +996,18 @@ class Client:
         version = self.api_version(PRODUCE)
         pending = []
         for leader, parts in by_leader.items():
-            body = {
-                "transactional_id": None,
-                "acks": acks,
-                "timeout_ms": int(self.request_timeout * 1000),
-                "topic_data": [
-                    {
-                        "name": topic,
-                        "partition_data": [{"index": p, "records": b} for p, b in parts.items()],
-                    }
+            body = m.ProduceRequest(
+                transactional_id=None,
+                acks=acks,
+                timeout_ms=int(self.request_timeout * 1000),
+                topic_data=[
+                    m.ProduceRequestTopicData(
+                        name=topic,
+                        partition_data=[m.ProduceRequestTopicDataPartitionData(index=p, records=b)
+                                        for p, b in parts.items()],
+                    )
                 ],
-            }
+            )
             conn = await self._conn_for(leader)
             pending.append((conn, conn.send(PRODUCE, version, body, expect_response=acks != 0)))
         for conn, _ in pending:
@@ -1085,26 +1087,26 @@ class Client:
             by_leader.setdefault(leader, {}).setdefault(tp.topic, []).append((tp.partition, ts))
         pending = []
         for leader, topics in by_leader.items():
-            body = {
-                "replica_id": -1,
-                "isolation_level": isolation_level,
-                "topics": [
-                    {
-                        "name": t,
-                        "partitions": [
-                            {
-                                "partition_index": p,
-                                "current_leader_epoch": -1,
-                                "timestamp": ts,
-                                "max_num_offsets": 1,
-                            }
+            body = m.ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=isolation_level,
+                topics=[
+                    m.ListOffsetsRequestTopics(
+                        name=t,
+                        partitions=[
+                            m.ListOffsetsRequestTopicsPartitions(
+                                partition_index=p,
+                                current_leader_epoch=-1,
+                                timestamp=ts,
+                                max_num_offsets=1,
+                            )
                             for p, ts in parts
                         ],
-                    }
+                    )
                     for t, parts in topics.items()
                 ],
-                "timeout_ms": int(self.request_timeout * 1000),
-            }
+                timeout_ms=int(self.request_timeout * 1000),
+            )
             conn = await self._conn_for(leader)
             pending.append((conn, conn.send(LIST_OFFSETS, version, body)))
         for conn, _ in pending:

@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from io import BytesIO
@@ -36,6 +37,7 @@ from protocol import (
     alter_user_scram_credentials,
     api_versions,
     client_quotas,
+    codegen,
     consumer_group_describe,
     consumer_group_heartbeat,
     count_time_windows,
@@ -65,6 +67,7 @@ from protocol import (
     list_offsets,
     list_partition_reassignments,
     list_transactions,
+    messages,
     metadata,
     offset_commit,
     offset_delete,
@@ -77,7 +80,6 @@ from protocol import (
     sync_group,
     txn_offset_commit,
 )
-from protocol import codegen, messages
 from protocol.errors import ErrorCode
 from protocol.messages import KafkaMessage
 from protocol.schema import Message
@@ -336,6 +338,8 @@ _SIZE = struct.Struct(">i")
 _SIZE_CORR = struct.Struct(">ii")
 _CODECS: dict[tuple[int, int, bool], Construct] = {}
 _GENERATED: dict[tuple[int, int, bool], tuple[codegen.Decoder, codegen.Encoder]] = {}
+_RESPONSE_FRAMES: dict[tuple[int, int], Callable[[int, Any], bytes]] = {}
+_REQUEST_FRAMES: dict[tuple[int, int], Callable[[int, str | None, Any], list[Any]]] = {}
 
 # API key -> (request class, response class), the generated types of its messages.
 CLASSES: dict[ApiKey, tuple[type[KafkaMessage], type[KafkaMessage]]] = {
@@ -397,15 +401,6 @@ def compile_all() -> int:
     return n
 
 
-def _typed(api_key: int, body: Any, response: bool) -> Any:
-    """``body`` as the API's generated class: a dict (tools, tests, the client) is
-    converted, and a key the message does not declare is an error."""
-    cls = CLASSES[_API_KEYS[api_key]][1 if response else 0]
-    if type(body) is cls:
-        return body
-    return codegen.from_mapping(cls, body)
-
-
 def decode_request(frame: bytes | bytearray | memoryview) -> Request[Any]:
     """Parse one request frame (without its size prefix)."""
     if len(frame) < 8:
@@ -465,21 +460,30 @@ def decode_request_declarative(frame: bytes | bytearray | memoryview) -> Request
     return Request(ApiKey(key), version, correlation_id, client_id, body)
 
 
-def _sized(parts: list[Any]) -> list[Any]:
-    """``parts`` (slot 0 reserved) with slot 0 set to the frame's size prefix."""
-    parts[0] = _P32(sum(map(len, parts)))
-    return parts
+def _response_frame(api_key: int, api_version: int) -> Callable[[int, Any], bytes]:
+    """The whole-frame response encoder of one version: header and body, size prefix included."""
+    encode = generated(api_key, api_version, True)[1]
+    cls = CLASSES[_API_KEYS[api_key]][1]
+    tagged_header = api_key != ApiKey.API_VERSIONS and is_flexible(api_key, api_version)
+
+    def frame(correlation_id: int, body: Any) -> bytes:
+        if type(body) is not cls:
+            body = codegen.from_mapping(cls, body)
+        head = _P32(correlation_id) + b"\x00" if tagged_header else _P32(correlation_id)
+        parts = encode(body, [b"", head])
+        parts[0] = _P32(sum(map(len, parts)))
+        return b"".join(parts)
+
+    _RESPONSE_FRAMES[(api_key, api_version)] = frame
+    return frame
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
-    """One response frame, size prefix included; header v0, or v1 when flexible (not ApiVersions)."""
+    """One response frame, size prefix included; header v0, or v1 when flexible (not ApiVersions).
+    ``body`` is the API's generated response class, or a mapping of its fields."""
     try:
-        encode = (_GENERATED.get((api_key, api_version, True)) or generated(api_key, api_version, True))[1]
-        if api_key != ApiKey.API_VERSIONS and is_flexible(api_key, api_version):
-            parts: list[Any] = [b"", _P32(correlation_id) + b"\x00"]
-        else:
-            parts = [b"", _P32(correlation_id)]
-        return b"".join(_sized(encode(_typed(api_key, body, True), parts)))
+        frame = _RESPONSE_FRAMES.get((api_key, api_version)) or _response_frame(api_key, api_version)
+        return frame(correlation_id, body)
     except _ENCODE_ERRORS as exc:
         raise EncodeError(
             f"cannot encode api {api_key} v{api_version} response: {type(exc).__name__}: {exc}"
@@ -508,6 +512,21 @@ def _request_head(api_key: int, api_version: int, correlation_id: int, client_id
     return head + b"\x00" if is_flexible(api_key, api_version) else head
 
 
+def _request_frame(api_key: int, api_version: int) -> Callable[[int, str | None, Any], list[Any]]:
+    encode = generated(api_key, api_version, False)[1]
+    cls = CLASSES[_API_KEYS[api_key]][0]
+
+    def frame(correlation_id: int, client_id: str | None, body: Any) -> list[Any]:
+        if type(body) is not cls:
+            body = codegen.from_mapping(cls, body)
+        parts = encode(body, [b"", _request_head(api_key, api_version, correlation_id, client_id)])
+        parts[0] = _P32(sum(map(len, parts)))
+        return parts
+
+    _REQUEST_FRAMES[(api_key, api_version)] = frame
+    return frame
+
+
 def encode_request_parts(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
 ) -> list[Any]:
@@ -516,9 +535,8 @@ def encode_request_parts(
     their own, never copied, for a writer that takes the list as it is
     (``transport.writelines``)."""
     try:
-        encode = (_GENERATED.get((api_key, api_version, False)) or generated(api_key, api_version, False))[1]
-        parts = [b"", _request_head(api_key, api_version, correlation_id, client_id)]
-        return _sized(encode(_typed(api_key, body, False), parts))
+        frame = _REQUEST_FRAMES.get((api_key, api_version)) or _request_frame(api_key, api_version)
+        return frame(correlation_id, client_id, body)
     except _ENCODE_ERRORS as exc:
         raise EncodeError(
             f"cannot encode api {api_key} v{api_version} request: {type(exc).__name__}: {exc}"

@@ -33,8 +33,6 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import msgspec
-
 from protocol import messages
 from protocol.primitives import read_uvarint_at, uvarint_bytes
 from protocol.schema import Field, Message, StructType
@@ -93,6 +91,23 @@ def _class_default(f: Field, names: dict[int, str]) -> str:
     return repr(default)
 
 
+def _class_blocks(fields: tuple[Field, ...], name: str, doc: str, names: dict[int, str],
+                  seen: set[str], blocks: list[list[str]]) -> None:
+    """The class of one struct, after the classes of its nested structs."""
+    if name in seen:
+        raise ValueError(f"two generated classes named {name}")
+    seen.add(name)
+    for f in fields:
+        if isinstance(f.type, StructType):
+            _class_blocks(f.type.fields, names[id(f.type)], f"{name}.{f.name}", names, seen, blocks)
+    lines = ["", "", f"class {name}(KafkaMessage, kw_only=True):", f'    """{doc}"""', ""]
+    for f in fields:
+        if keyword.iskeyword(f.name) or f.name.startswith("_"):
+            raise ValueError(f"field name {f.name!r} cannot be an attribute")
+        lines.append(f"    {f.name}: {_annotation(f, names)} = {_class_default(f, names)}")
+    blocks.append(lines)
+
+
 def classes_source(all_messages: list[Message]) -> str:
     """The source of ``protocol/messages.py``."""
     out = [
@@ -141,24 +156,8 @@ def classes_source(all_messages: list[Message]) -> str:
     ]
     seen: set[str] = set()
     for msg in all_messages:
-        names = struct_names(msg)
         blocks: list[list[str]] = []
-
-        def emit(fields: tuple[Field, ...], name: str, doc: str) -> None:
-            if name in seen:
-                raise ValueError(f"two generated classes named {name}")
-            seen.add(name)
-            for f in fields:
-                if isinstance(f.type, StructType):
-                    emit(f.type.fields, names[id(f.type)], f"{name}.{f.name}")
-            lines = ["", "", f"class {name}(KafkaMessage, kw_only=True):", f'    """{doc}"""', ""]
-            for f in fields:
-                if keyword.iskeyword(f.name) or f.name.startswith("_"):
-                    raise ValueError(f"field name {f.name!r} cannot be an attribute")
-                lines.append(f"    {f.name}: {_annotation(f, names)} = {_class_default(f, names)}")
-            blocks.append(lines)
-
-        emit(msg.fields, msg.name, f"{msg.name}, all versions.")
+        _class_blocks(msg.fields, msg.name, f"{msg.name}, all versions.", struct_names(msg), seen, blocks)
         for block in blocks:
             out.extend(block)
     out.append("")
@@ -492,6 +491,7 @@ class _Gen:
                 continue
             flush_run()
             if f.is_array:
+                segs.append(f"_w_count({expr}, {flex}, {nullable})")
                 flush()
                 self.enc_array(f, expr, nullable, lines, ind)
             elif isinstance(t, StructType):
@@ -549,8 +549,7 @@ class _Gen:
         flex = self.flexible
         a = self.var("a")
         lines.append(f"{ind}{a} = {expr}")
-        lines.append(f"{ind}parts.append(_w_count({a}, {flex}, {nullable}))")
-        lines.append(f"{ind}if {a} is not None:")
+        lines.append(f"{ind}if {a}:")
         inner = ind + "    "
         element = f.element
         if isinstance(element, StructType):
@@ -559,7 +558,12 @@ class _Gen:
                 # the whole array in one pack ("x" is each element's empty tag section)
                 e = self.var("e")
                 fields = ", ".join(f"{e}.{g.name}" for g in self.positional(element.fields))
-                lines.append(f"{inner}parts.append(struct.pack('>' + {fmt!r} * len({a}),"
+                one = self.const(f"struct.Struct('>' + {fmt!r}).pack")
+                lines.append(f"{inner}if len({a}) == 1:")
+                lines.append(f"{inner}    {e} = {a}[0]")
+                lines.append(f"{inner}    parts.append({one}({fields}))")
+                lines.append(f"{inner}else:")
+                lines.append(f"{inner}    parts.append(struct.pack('>' + {fmt!r} * len({a}),"
                              f" *[y for {e} in {a} for y in ({fields},)]))")
                 return
             e = self.var("e")
@@ -640,23 +644,22 @@ def register(msg: Message) -> None:
 
 def from_mapping(cls: type[Any], value: Any) -> Any:
     """``value`` as a ``cls`` message: a message passes through, a mapping (nested dicts and
-    Containers) is converted, and a key that is not one of ``cls``'s fields is an error."""
+    Containers) is converted, and a key that is not one of ``cls``'s fields is an error
+    (msgspec's ``TypeError: Unexpected keyword argument``)."""
     if type(value) is cls:
         return value
     if value is None:
         return cls()
     if not isinstance(value, Mapping):
         raise KafkaEncodeError(f"{cls.__name__}: expected a mapping or message, got {type(value).__name__}")
-    names, nested = _SHAPES[cls]
-    kwargs = {}
-    for key, item in value.items():
-        if key not in names:
-            raise KafkaEncodeError(f"{cls.__name__} has no field {key!r}")
-        sub = nested.get(key)
-        if sub is not None and item is not None:
-            many, child = sub
-            item = [from_mapping(child, x) for x in item] if many else from_mapping(child, item)
-        kwargs[key] = item
+    nested = _SHAPES[cls][1]
+    if not nested:
+        return cls(**value)
+    kwargs = dict(value)
+    for key, (many, child) in nested.items():
+        item = kwargs.get(key)
+        if item is not None:
+            kwargs[key] = [from_mapping(child, x) for x in item] if many else from_mapping(child, item)
     return cls(**kwargs)
 
 

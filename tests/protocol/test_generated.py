@@ -18,7 +18,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol import generate, messages
-from protocol.codegen import from_mapping
 from protocol.api import (
     API_VERSIONS,
     CLASSES,
@@ -35,6 +34,7 @@ from protocol.api import (
     encode_response,
     encode_response_declarative,
 )
+from protocol.codegen import from_mapping
 from tests.protocol.strategies import (
     all_versions,
     is_flexible,
