@@ -547,7 +547,11 @@ def encode_request(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
 ) -> bytes:
     """One request frame, size prefix included (header v1, or v2 when flexible)."""
-    return b"".join(encode_request_parts(api_key, api_version, correlation_id, client_id, body))
+    parts = encode_request_parts(api_key, api_version, correlation_id, client_id, body)
+    try:
+        return b"".join(parts)
+    except TypeError as exc:  # a bytes field that is no buffer
+        raise EncodeError(f"cannot encode api {api_key} v{api_version} request: {exc}") from exc
 
 
 def encode_request_declarative(

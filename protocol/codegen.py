@@ -119,11 +119,13 @@ def classes_source(all_messages: list[Message]) -> str:
         "",
         "from __future__ import annotations",
         "",
+        "from collections.abc import Mapping",
         "from typing import TYPE_CHECKING, Any",
         "",
         "import msgspec",
         "",
         "Buffer = bytes | bytearray | memoryview",
+        "_struct_eq = msgspec.Struct.__eq__",
         "",
         "",
         "class KafkaMessage(msgspec.Struct, kw_only=True):",
@@ -152,6 +154,15 @@ def classes_source(all_messages: list[Message]) -> str:
         "",
         "        def items(self) -> list[tuple[str, Any]]:",
         "            return [(n, getattr(self, n)) for n in self.__struct_fields__]",
+        "",
+        "        def __eq__(self, other: object) -> bool:",
+        "            if isinstance(other, Mapping):  # a message equals the dict of its fields",
+        "                return dict(self.items()) == dict(other)",
+        "            return _struct_eq(self, other)",
+        "",
+        "        def __ne__(self, other: object) -> bool:",
+        "            equal = self.__eq__(other)",
+        "            return equal if equal is NotImplemented else not equal",
         "",
     ]
     seen: set[str] = set()
@@ -257,7 +268,7 @@ def _w_bytes_len(value: Any, compact: bool, nullable: bool) -> bytes:
         if not nullable:
             raise KafkaEncodeError("non-nullable bytes is None")
         return b"\x00" if compact else b"\xff\xff\xff\xff"
-    n = value.nbytes if isinstance(value, memoryview) else len(value)
+    n = len(value) if type(value) is bytes else memoryview(value).nbytes  # not a buffer: TypeError
     return uvarint_bytes(n + 1) if compact else _p32(n)
 
 

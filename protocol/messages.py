@@ -6,11 +6,13 @@ Every field of every version, with its Kafka default; construct with keywords on
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 Buffer = bytes | bytearray | memoryview
+_struct_eq = msgspec.Struct.__eq__
 
 
 class KafkaMessage(msgspec.Struct, kw_only=True):
@@ -39,6 +41,15 @@ class KafkaMessage(msgspec.Struct, kw_only=True):
 
         def items(self) -> list[tuple[str, Any]]:
             return [(n, getattr(self, n)) for n in self.__struct_fields__]
+
+        def __eq__(self, other: object) -> bool:
+            if isinstance(other, Mapping):  # a message equals the dict of its fields
+                return dict(self.items()) == dict(other)
+            return _struct_eq(self, other)
+
+        def __ne__(self, other: object) -> bool:
+            equal = self.__eq__(other)
+            return equal if equal is NotImplemented else not equal
 
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 from broker.acl.authorizer import TOPIC, WRITE
 from broker.acl.check import allowed, txn_error
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -23,7 +25,7 @@ def _results(body: Any, code_for: Any) -> list[dict[str, Any]]:
         for t in body.v3_and_below_topics]
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.AddPartitionsToTxnRequest], ctx: Any) -> dict[str, Any]:
     body = request.body
     txn_id = body.v3_and_below_transactional_id
     denied = txn_error(ctx, txn_id)
@@ -50,6 +52,6 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             "results_by_topic_v3_and_below": _results(body, lambda _n, _p: code)}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.AddPartitionsToTxnRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0,
             "results_by_topic_v3_and_below": _results(request.body, lambda _n, _p: code)}

@@ -15,6 +15,8 @@ from typing import Any
 from broker.acl.check import request_error
 from broker.quotas.model import KEYS, Entity, InvalidQuota, check_value, entity
 from broker.quotas.store import save
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -22,7 +24,7 @@ def _entity_out(e: Any) -> list[dict[str, Any]]:
     return [{"entity_type": c.entity_type, "entity_name": c.entity_name} for c in e.entity]
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.AlterClientQuotasRequest], ctx: Any) -> dict[str, Any]:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -62,7 +64,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "entries": out}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.AlterClientQuotasRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "entries": [
         {"error_code": code, "error_message": None, "entity": _entity_out(e)}
         for e in request.body.entries]}

@@ -7,9 +7,11 @@ from typing import Any
 
 from broker import config_admin
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.AlterConfigsRequest], ctx: RequestContext) -> dict[str, Any]:
     return config_admin.handle_resources(ctx, request.body, config_admin.replacement)
 
 

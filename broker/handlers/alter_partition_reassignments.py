@@ -13,6 +13,8 @@ from typing import Any
 
 from broker.acl.check import request_error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -30,7 +32,7 @@ def _result(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
     return {"partition_index": p.partition_index, "error_code": int(code), "error_message": message}
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.AlterPartitionReassignmentsRequest], ctx: RequestContext) -> dict[str, Any]:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -42,6 +44,6 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
                 for t in body.topics]}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.AlterPartitionReassignmentsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "allow_replication_factor_change": True, "error_code": code,
             "error_message": "unexpected server error", "responses": []}

@@ -21,12 +21,14 @@ from broker.security.scram import (
     MIN_ITERATIONS,
     credential_from_salted,
 )
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 log = logging.getLogger("chronolog.broker")
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.AlterUserScramCredentialsRequest], ctx: Any) -> dict[str, Any]:
     body = request.body
     store = ctx.broker.credentials
     pairs = Counter([(d.name, d.mechanism) for d in body.deletions]

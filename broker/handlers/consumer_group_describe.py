@@ -14,6 +14,8 @@ from typing import Any
 from broker.acl.authorizer import DESCRIBE, GROUP
 from broker.acl.check import authorized_operations, error
 from broker.groups.consumer import ConsumerGroup
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 NO_OPERATIONS = -2147483648
@@ -27,7 +29,7 @@ def _failed(group_id: str, code: int, message: str) -> dict[str, Any]:
     }
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.ConsumerGroupDescribeRequest], ctx: Any) -> dict[str, Any]:
     out = []
     for group_id in request.body.group_ids:
         if not group_id:
@@ -50,6 +52,6 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "groups": out}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.ConsumerGroupDescribeRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0,
             "groups": [_failed(g, code, "unexpected server error") for g in request.body.group_ids]}

@@ -22,6 +22,8 @@ from typing import Any
 from broker.acl.check import request_error
 from broker.groups.consumer import HeartbeatRequest, consumer_group, validate_heartbeat
 from broker.groups.coordinator import Effects
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("chronolog.groups")
@@ -43,7 +45,7 @@ def client_host(ctx: Any) -> str:
     return "/" + ctx.peer.rsplit(":", 1)[0]
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.ConsumerGroupHeartbeatRequest], ctx: Any) -> dict[str, Any]:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -98,7 +100,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     }
 
 
-def error_body(request: Any, code: int, message: str | None = None) -> dict[str, Any]:
+def error_body(request: Request[m.ConsumerGroupHeartbeatRequest], code: int, message: str | None = None) -> dict[str, Any]:
     return {
         "throttle_time_ms": 0,
         "error_code": code,

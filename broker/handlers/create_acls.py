@@ -13,6 +13,8 @@ from typing import Any
 
 from broker.acl.authorizer import ALTER, AclBinding, InvalidAcl, validate
 from broker.acl.check import acl_api_error
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -20,7 +22,7 @@ def _result(code: int, message: str | None = None) -> dict[str, Any]:
     return {"error_code": code, "error_message": message}
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.CreateAclsRequest], ctx: Any) -> dict[str, Any]:
     creations = request.body.creations
     refused = acl_api_error(ctx, ALTER)
     if refused:
@@ -48,5 +50,5 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.CreateAclsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "results": [_result(code) for _ in request.body.creations]}

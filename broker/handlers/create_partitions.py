@@ -18,6 +18,8 @@ from typing import Any
 from broker.acl.authorizer import ALTER, TOPIC
 from broker.acl.check import allowed
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("chronolog.broker")
@@ -38,7 +40,7 @@ def _check_assignments(topic: Any, current: int, node_id: int) -> None:
                              f"this one ({node_id}): {list(a.broker_ids)}")
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.CreatePartitionsRequest], ctx: RequestContext) -> dict[str, Any]:
     body = request.body
     pm = ctx.partitions
     counts = Counter(t.name for t in body.topics)
@@ -61,7 +63,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "results": out}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.CreatePartitionsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "results": [
         {"name": t.name, "error_code": code, "error_message": "unexpected server error"}
         for t in request.body.topics]}

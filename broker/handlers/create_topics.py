@@ -22,6 +22,8 @@ from typing import Any
 
 from broker.acl.check import may_create_topic
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 
 ZERO_UUID = bytes(16)
@@ -83,7 +85,7 @@ def _partitions_from_assignments(topic: Any, node_id: int) -> int:
     return len(indexes)
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.CreateTopicsRequest], ctx: RequestContext) -> dict[str, Any]:
     body = request.body
     pm = ctx.partitions
     counts = Counter(t.name for t in body.topics)
@@ -116,6 +118,6 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": out}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.CreateTopicsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0,
             "topics": [_failed(t.name, code, "unexpected server error") for t in request.body.topics]}

@@ -13,6 +13,8 @@ from typing import Any
 from broker.acl.authorizer import ALTER, AclBinding, InvalidAcl, validate_filter
 from broker.acl.check import acl_api_error
 from broker.handlers.describe_acls import acl_filter
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -23,7 +25,7 @@ def _matching(b: AclBinding) -> dict[str, Any]:
             "permission_type": b.permission}
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.DeleteAclsRequest], ctx: Any) -> dict[str, Any]:
     refused = acl_api_error(ctx, ALTER)
     if refused:
         return error_body(request, refused)
@@ -53,7 +55,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "filter_results": results}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.DeleteAclsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "filter_results": [
         {"error_code": code, "error_message": None, "matching_acls": []}
         for _ in request.body.filters]}

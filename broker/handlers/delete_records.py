@@ -19,12 +19,14 @@ from typing import Any
 from broker.acl.authorizer import DELETE, TOPIC
 from broker.acl.check import error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import KafkaError
 
 log = logging.getLogger("chronolog.broker")
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.DeleteRecordsRequest], ctx: RequestContext) -> dict[str, Any]:
     pm = ctx.partitions
     topics = []
     for topic in request.body.topics:
@@ -47,7 +49,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.DeleteRecordsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "low_watermark": -1, "error_code": code}

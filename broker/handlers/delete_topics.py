@@ -13,6 +13,8 @@ from typing import Any
 from broker.acl.authorizer import DELETE, TOPIC
 from broker.acl.check import error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 
 ZERO_UUID = bytes(16)
@@ -29,7 +31,7 @@ def _entries(request: Any) -> list[tuple[str | None, bytes]]:
     return [(name, ZERO_UUID) for name in body.topic_names]
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.DeleteTopicsRequest], ctx: RequestContext) -> dict[str, Any]:
     pm = ctx.partitions
     out = []
     for name, topic_id in _entries(request):
@@ -58,6 +60,6 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "responses": out}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.DeleteTopicsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0,
             "responses": [_answer(n, i, code, "unexpected server error") for n, i in _entries(request)]}

@@ -11,6 +11,8 @@ from typing import Any
 
 from broker.acl.authorizer import DESCRIBE, AclFilter, InvalidAcl, validate_filter
 from broker.acl.check import acl_api_error
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -20,7 +22,7 @@ def acl_filter(f: Any) -> AclFilter:
                      f.principal_filter, f.host_filter, f.operation, f.permission_type)
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeAclsRequest], ctx: Any) -> dict[str, Any]:
     refused = acl_api_error(ctx, DESCRIBE)
     if refused:
         return error_body(request, refused)
@@ -41,5 +43,5 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             "resources": resources}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.DescribeAclsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "resources": []}

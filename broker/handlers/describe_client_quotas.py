@@ -18,10 +18,12 @@ from broker.quotas.model import (
     check_components,
     describe_matches,
 )
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeClientQuotasRequest], ctx: Any) -> dict[str, Any]:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -43,5 +45,5 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.DescribeClientQuotasRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "entries": None}

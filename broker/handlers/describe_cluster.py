@@ -15,6 +15,8 @@ from broker.acl.authorizer import CLUSTER
 from broker.acl.check import authorized_operations
 from broker.dispatch import RequestContext
 from protocol import describe_cluster as dcl
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -24,7 +26,7 @@ def _answer(code: int, message: str | None, endpoint_type: int, body: dict[str, 
             "cluster_authorized_operations": dcl.AUTHORIZED_OPERATIONS_OMITTED, **body}
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeClusterRequest], ctx: RequestContext) -> dict[str, Any]:
     body = request.body
     etype = body.endpoint_type if request.api_version >= 1 else dcl.ENDPOINT_BROKERS
     if etype == dcl.ENDPOINT_CONTROLLERS:
@@ -46,5 +48,5 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     })
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.DescribeClusterRequest], code: int) -> dict[str, Any]:
     return _answer(code, "unexpected server error", dcl.ENDPOINT_BROKERS, {})

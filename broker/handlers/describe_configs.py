@@ -49,6 +49,8 @@ from broker.dynamic_config import DynamicBrokerConfigs, dynamic_names
 from broker.group_configs import DEFINITIONS, INT, GroupConfigs
 from broker.group_configs import default as group_default
 from protocol import describe_configs as dc
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 
 # Topic config -> its broker synonyms, highest priority first (Kafka's ServerTopicConfigSynonyms).
@@ -342,7 +344,7 @@ def select(entries: list[Entry], keys: Sequence[str] | None) -> list[Entry]:
     return [e for e in entries if e.name in wanted]
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeConfigsRequest], ctx: RequestContext) -> dict[str, Any]:
     body = request.body
     synonyms = request.api_version >= 1 and bool(body.include_synonyms)
     documentation = request.api_version >= 3 and bool(body.include_documentation)
@@ -357,6 +359,6 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "results": out}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.DescribeConfigsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0,
             "results": [_result(r, code, "unexpected server error", []) for r in request.body.resources]}

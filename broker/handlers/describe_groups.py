@@ -15,6 +15,8 @@ from broker.acl.authorizer import DESCRIBE, GROUP
 from broker.acl.check import authorized_operations, error
 from broker.groups.classic import ClassicGroup
 from broker.groups.coordinator import GroupCoordinator
+from protocol import messages as m
+from protocol.api import Request
 from protocol.describe_groups import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.errors import ErrorCode
 
@@ -29,7 +31,7 @@ def _not_found(group_id: str, version: int, why: str) -> dict[str, Any]:
     }
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeGroupsRequest], ctx: Any) -> dict[str, Any]:
     b = request.body
     v = request.api_version
     coord: GroupCoordinator = ctx.broker.groups
@@ -58,7 +60,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "groups": out}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.DescribeGroupsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "groups": [
         {"error_code": code, "error_message": None, "group_id": gid, "group_state": "",
          "protocol_type": "", "protocol_data": "", "members": [],

@@ -14,9 +14,11 @@ from typing import Any
 
 from broker.acl.check import request_error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeLogDirsRequest], ctx: RequestContext) -> dict[str, Any]:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -54,5 +56,5 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     }]}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.DescribeLogDirsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": code, "results": []}

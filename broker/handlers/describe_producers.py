@@ -14,6 +14,8 @@ from typing import Any
 from broker.acl.authorizer import READ, TOPIC
 from broker.acl.check import error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import KafkaError
 
 
@@ -34,7 +36,7 @@ def _partition(ctx: RequestContext, topic: str, partition: int) -> dict[str, Any
                 for pid, e in sorted(active.items())]}
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeProducersRequest], ctx: RequestContext) -> dict[str, Any]:
     topics = []
     for t in request.body.topics:
         refused = error(ctx, READ, TOPIC, t.name)
@@ -45,7 +47,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.DescribeProducersRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p, "error_code": code, "error_message": "unexpected server error",

@@ -23,6 +23,8 @@ from broker.acl.check import allowed, authorized_operations
 from broker.dispatch import RequestContext
 from broker.partitions import validate_topic_name
 from protocol import describe_topic_partitions as dtp
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 
 ZERO_UUID = bytes(16)
@@ -41,7 +43,7 @@ def _partition(node: int, p: int) -> dict[str, Any]:
             "last_known_elr": [], "offline_replicas": []}
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeTopicPartitionsRequest], ctx: RequestContext) -> dict[str, Any]:
     body = request.body
     pm = ctx.partitions
     node = ctx.config.node_id
@@ -84,6 +86,6 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": out, "next_cursor": next_cursor}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.DescribeTopicPartitionsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "next_cursor": None,
             "topics": [_topic(t.name, code, []) for t in request.body.topics]}

@@ -14,6 +14,8 @@ from typing import Any
 from broker.acl.authorizer import DESCRIBE, TOPIC, TRANSACTIONAL_ID
 from broker.acl.check import allowed
 from broker.txn.coordinator import STATE_NAMES, TxnState
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -35,7 +37,7 @@ def _state(ctx: Any, txn_id: str) -> dict[str, Any]:
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeTransactionsRequest], ctx: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0,
             "transaction_states": [_state(ctx, t) for t in request.body.transactional_ids]}
 
@@ -46,6 +48,6 @@ def _failed(txn_id: str, code: int) -> dict[str, Any]:
             "producer_epoch": -1, "topics": []}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.DescribeTransactionsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0,
             "transaction_states": [_failed(t, code) for t in request.body.transactional_ids]}

@@ -12,6 +12,8 @@ from collections import Counter
 from typing import Any
 
 from broker.security.scram import MECHANISMS
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -20,7 +22,7 @@ def _infos(creds: dict[str, Any]) -> list[dict[str, int]]:
             for m, c in sorted(creds.items())]
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeUserScramCredentialsRequest], ctx: Any) -> dict[str, Any]:
     store = ctx.broker.credentials
     everyone = store.users()
     asked = [u.name for u in request.body.users or []]

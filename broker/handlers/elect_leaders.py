@@ -12,6 +12,8 @@ from typing import Any
 
 from broker.acl.check import request_error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -23,7 +25,7 @@ def _result(ctx: RequestContext, topic: str, p: int) -> dict[str, Any]:
             "error_message": "The partition does not exist."}
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.ElectLeadersRequest], ctx: RequestContext) -> dict[str, Any]:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -33,5 +35,5 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
         for t in wanted]}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.ElectLeadersRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": code, "replica_election_results": []}

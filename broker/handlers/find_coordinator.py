@@ -13,6 +13,8 @@ from typing import Any
 from broker.acl import authorizer as acl
 from broker.acl.authorizer import DESCRIBE
 from broker.acl.check import error
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 GROUP = 0
@@ -44,7 +46,7 @@ def _answer(ctx: Any, key: str, key_type: int, node_id: int, host: str, port: in
     }
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.FindCoordinatorRequest], ctx: Any) -> dict[str, Any]:
     body = request.body
     host, port = advertised(ctx)
     node_id = ctx.config.node_id
@@ -67,7 +69,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     }
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.FindCoordinatorRequest], code: int) -> dict[str, Any]:
     """Every key (or the one key) answered with ``code``."""
     body = request.body
     if request.api_version >= 4:

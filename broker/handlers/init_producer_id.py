@@ -20,6 +20,8 @@ from typing import Any
 from broker.acl.authorizer import TRANSACTIONAL_ID, WRITE
 from broker.acl.check import error, may_write_idempotently
 from broker.producers import ProducerStateManager
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 log = logging.getLogger("chronolog.broker")
@@ -30,7 +32,7 @@ def producer_state(ctx: Any) -> ProducerStateManager:
     return ctx.partitions.producers  # type: ignore[no-any-return]
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.InitProducerIdRequest], ctx: Any) -> dict[str, Any]:
     body = request.body
     txn_id = body.transactional_id
     if txn_id is None:
@@ -60,5 +62,5 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             "producer_epoch": result.producer_epoch}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.InitProducerIdRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}

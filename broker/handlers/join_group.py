@@ -16,6 +16,8 @@ from typing import Any
 from broker.acl.check import request_error
 from broker.groups.classic import JoinRequest
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -32,7 +34,7 @@ def _shape(version: int, body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.JoinGroupRequest], ctx: Any) -> dict[str, Any]:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -68,5 +70,5 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return _shape(v, answer)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.JoinGroupRequest], code: int) -> dict[str, Any]:
     return _shape(request.api_version, _error(request.body.member_id, ErrorCode(code)))

@@ -12,6 +12,8 @@ from typing import Any
 
 from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -34,7 +36,7 @@ def _answer(request: Any, leaving: list[tuple[str, str | None]], codes: list[int
     }
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.LeaveGroupRequest], ctx: Any) -> dict[str, Any]:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -54,7 +56,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return _answer(request, leaving, codes)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.LeaveGroupRequest], code: int) -> dict[str, Any]:
     """The whole request failed with ``code`` (top level, and for each member from v3)."""
     leaving = _leaving(request)
     return _answer(request, leaving, [code] * len(leaving), code)

@@ -11,9 +11,11 @@ from typing import Any
 from broker.acl.authorizer import CLUSTER, DESCRIBE, GROUP
 from broker.acl.check import allowed
 from broker.groups.coordinator import GroupCoordinator
+from protocol import messages as m
+from protocol.api import Request
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.ListGroupsRequest], ctx: Any) -> dict[str, Any]:
     b = request.body
     coord: GroupCoordinator = ctx.broker.groups
     groups = coord.list_groups(b.states_filter or (), b.types_filter or ())
@@ -30,5 +32,5 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     }
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.ListGroupsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": code, "groups": []}

@@ -13,9 +13,11 @@ from typing import Any
 from broker.acl.authorizer import DESCRIBE, TRANSACTIONAL_ID
 from broker.acl.check import allowed
 from broker.txn.coordinator import STATE_NAMES, TxnState
+from protocol import messages as m
+from protocol.api import Request
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.ListTransactionsRequest], ctx: Any) -> dict[str, Any]:
     body = request.body
     service = ctx.broker.txns
     known = set(STATE_NAMES.values())
@@ -41,6 +43,6 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             "transaction_states": out}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.ListTransactionsRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": [],
             "transaction_states": []}

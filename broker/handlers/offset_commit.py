@@ -27,6 +27,8 @@ from broker.acl.authorizer import READ, TOPIC
 from broker.acl.check import allowed, request_error
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import CommittedOffset
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 log = logging.getLogger("chronolog.broker")
@@ -48,7 +50,7 @@ def group_error(coord: GroupCoordinator, body: Any, version: int) -> int:
     return group.validate_offset_commit(body.member_id, generation, body.group_instance_id, version)
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.OffsetCommitRequest], ctx: Any) -> dict[str, Any]:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -106,7 +108,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": topics_out}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.OffsetCommitRequest], code: int) -> dict[str, Any]:
     return {
         "throttle_time_ms": 0,
         "topics": [

@@ -12,6 +12,8 @@ from typing import Any
 
 from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -24,7 +26,7 @@ def _topics(request: Any, code_for: Any) -> list[dict[str, Any]]:
     ]
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.OffsetDeleteRequest], ctx: Any) -> dict[str, Any]:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -54,5 +56,5 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return {"error_code": 0, "throttle_time_ms": 0, "topics": topics}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.OffsetDeleteRequest], code: int) -> dict[str, Any]:
     return {"error_code": code, "throttle_time_ms": 0, "topics": []}

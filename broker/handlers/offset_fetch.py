@@ -20,6 +20,8 @@ from broker.acl.authorizer import DESCRIBE, GROUP, TOPIC
 from broker.acl.check import allowed, error
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import GroupStore
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -71,7 +73,7 @@ def _group_error(coord: GroupCoordinator, group_id: str, member_id: str | None, 
     return 0 if group is None else group.validate_offset_fetch(member_id, epoch)
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.OffsetFetchRequest], ctx: Any) -> dict[str, Any]:
     body = request.body
     v = request.api_version
     coord: GroupCoordinator = ctx.broker.groups
@@ -99,7 +101,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     }
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.OffsetFetchRequest], code: int) -> dict[str, Any]:
     body = request.body
     if request.api_version >= 8:
         return {"throttle_time_ms": 0,

@@ -20,6 +20,8 @@ from typing import Any
 from broker.acl.authorizer import DESCRIBE, TOPIC
 from broker.acl.check import error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 from storage.log import Log
 
@@ -60,7 +62,7 @@ def _partition(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
     return {"error_code": 0, "partition": p.partition, "leader_epoch": epoch, "end_offset": end}
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.OffsetForLeaderEpochRequest], ctx: RequestContext) -> dict[str, Any]:
     topics = []
     for t in request.body.topics:
         refused = error(ctx, DESCRIBE, TOPIC, t.topic)
@@ -70,7 +72,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.OffsetForLeaderEpochRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": [
         {"topic": t.topic, "partitions": [
             {"error_code": code, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.SaslAuthenticateRequest], ctx: Any) -> dict[str, Any]:
     return {
         "error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
         "error_message": "SaslAuthenticate is only valid during authentication",

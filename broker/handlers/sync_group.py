@@ -12,6 +12,8 @@ from typing import Any
 
 from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -20,7 +22,7 @@ def _error(code: ErrorCode | int) -> dict[str, Any]:
             "protocol_name": None, "assignment": b""}
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.SyncGroupRequest], ctx: Any) -> dict[str, Any]:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -44,5 +46,5 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return dict(answer, throttle_time_ms=0)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.SyncGroupRequest], code: int) -> dict[str, Any]:
     return _error(code)

@@ -18,10 +18,12 @@ from typing import Any
 from broker.acl.authorizer import READ, TOPIC
 from broker.acl.check import allowed, txn_error
 from broker.txn.coordinator import PendingOffset
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.TxnOffsetCommitRequest], ctx: Any) -> dict[str, Any]:
     body = request.body
     denied = txn_error(ctx, body.transactional_id, body.group_id)
     if denied:
@@ -64,7 +66,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.TxnOffsetCommitRequest], code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
                                         for p in t.partitions]}
