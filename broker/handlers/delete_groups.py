@@ -17,7 +17,7 @@ from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-async def handle(request: Request[m.DeleteGroupsRequest], ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.DeleteGroupsRequest], ctx: Any) -> m.DeleteGroupsResponse:
     coord: GroupCoordinator = ctx.broker.groups
     results = []
     for gid in request.body.groups_names:
@@ -35,10 +35,10 @@ async def handle(request: Request[m.DeleteGroupsRequest], ctx: Any) -> dict[str,
                 await coord.delete(gid)
             except OSError:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        results.append({"group_id": gid, "error_code": int(code)})
-    return {"throttle_time_ms": 0, "results": results}
+        results.append(m.DeleteGroupsResponseResults(group_id=gid, error_code=int(code)))
+    return m.DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
 
-def error_body(request: Request[m.DeleteGroupsRequest], code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0,
-            "results": [{"group_id": g, "error_code": code} for g in request.body.groups_names]}
+def error_body(request: Request[m.DeleteGroupsRequest], code: int) -> m.DeleteGroupsResponse:
+    return m.DeleteGroupsResponse(throttle_time_ms=0, results=[
+        m.DeleteGroupsResponseResults(group_id=g, error_code=code) for g in request.body.groups_names])

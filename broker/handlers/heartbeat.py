@@ -17,11 +17,11 @@ from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-def _answer(code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code}
+def _answer(code: int) -> m.HeartbeatResponse:
+    return m.HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
 
-async def handle(request: Request[m.HeartbeatRequest], ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.HeartbeatRequest], ctx: Any) -> m.HeartbeatResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -40,5 +40,5 @@ async def handle(request: Request[m.HeartbeatRequest], ctx: Any) -> dict[str, An
     return _answer(code)
 
 
-def error_body(request: Request[m.HeartbeatRequest], code: int) -> dict[str, Any]:
+def error_body(request: Request[m.HeartbeatRequest], code: int) -> m.HeartbeatResponse:
     return _answer(code)
