@@ -28,7 +28,7 @@ from protocol.errors import ErrorCode
 log = logging.getLogger("chronolog.broker")
 
 
-async def handle(request: Request[m.AlterUserScramCredentialsRequest], ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.AlterUserScramCredentialsRequest], ctx: Any) -> m.AlterUserScramCredentialsResponse:
     body = request.body
     store = ctx.broker.credentials
     pairs = Counter([(d.name, d.mechanism) for d in body.deletions]
@@ -77,6 +77,7 @@ async def handle(request: Request[m.AlterUserScramCredentialsRequest], ctx: Any)
         store.apply(upserts, deletions)
         log.info("SCRAM credentials changed by %s: %d upserted, %d deleted",
                  getattr(ctx, "principal", "?"), len(upserts), len(deletions))
-    return {"throttle_time_ms": 0, "results": [
-        {"user": u, "error_code": errors.get(u, (0, None))[0],
-         "error_message": errors.get(u, (0, None))[1]} for u in users]}
+    return m.AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+        m.AlterUserScramCredentialsResponseResults(
+            user=u, error_code=errors.get(u, (0, None))[0], error_message=errors.get(u, (0, None))[1])
+        for u in users])
