@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from broker.groups.coordinator import CLASSIC, Effects, register_group_type
+from protocol import messages as msg
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -299,18 +300,18 @@ class ClassicGroup:
         subscribed = self.subscribed_topics()
         return subscribed is None or topic in subscribed
 
-    def describe_members(self) -> list[dict[str, Any]]:
+    def describe_members(self) -> list[msg.DescribeGroupsResponseGroupsMembers]:
         """DescribeGroups' members: metadata and assignment only once Stable, as Kafka."""
         stable = self.state == STABLE
         return [
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.instance_id,
-                "client_id": m.client_id,
-                "client_host": m.client_host,
-                "member_metadata": m.metadata(self.protocol_name) if stable else b"",
-                "member_assignment": m.assignment if stable else b"",
-            }
+            msg.DescribeGroupsResponseGroupsMembers(
+                member_id=m.member_id,
+                group_instance_id=m.instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata(self.protocol_name) if stable else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
             for m in self.members.values()
         ]
 
