@@ -75,11 +75,19 @@ check-clients:
 run: $(RUN_STAMP)
 	$(BIN)/chronolog serve --data-dir $(DATA) --host $(HOST) --port $(PORT)
 
-test: install check-java check-compose check-clients check-openssl check-chromium
-	$(BIN)/python -m pytest -q -ra
+## The in-process suites (no sockets but port-0 ones, no servers, no clock or CPU share
+## asserted, only tmp_path) run on TEST_WORKERS processes; everything that starts brokers,
+## clients, JVMs or browsers, or measures time and CPU, runs after them in one process.
+TEST_WORKERS ?= 2
+PARALLEL_TESTS := tests/protocol tests/storage \
+  tests/broker/test_kip848_assignors.py tests/broker/test_transactions_model.py
+test: install check-java check-compose check-clients check-openssl check-chromium check-go
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile $(PARALLEL_TESTS); a=$$?; \
+	  $(BIN)/python -m pytest -q -ra $(addprefix --ignore=,$(PARALLEL_TESTS)); b=$$?; \
+	  test $$a -eq 0 -a $$b -eq 0
 	$(MAKE) --no-print-directory lint
 
-bench: install check-java check-openssl
+bench: install check-java check-openssl ecosystem
 	$(BIN)/python -m bench
 
 ## kill -9 rounds under load and simulated power loss, longer than the short run in `make test`.
@@ -126,6 +134,21 @@ ecosystem:
 	@command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || { \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless maven; }
 	$(PYTHON) tools/kafka-ref/kafkaref.py fetch
+	$(PYTHON) tools/kafka-ref/kafkaref.py spark-kafka
 
 test-ecosystem: install ecosystem
 	CHRONOLOG_ECOSYSTEM=full $(BIN)/python -m pytest -q -ra tests/ecosystem
+
+## Go >= 1.26 (this machine kind ships it in /usr/local/go) builds tests/go and runs
+## franz-go's own tests; modules come from the Go proxy into .cache/go (tests/ecosystem/golang.py).
+.PHONY: check-go test-peers test-peers-franz
+check-go:
+	@go version 2>/dev/null | grep -Eq 'go1\.(2[6-9]|[3-9][0-9])' || { \
+	  echo "Go >= 1.26 is needed by tests/go and franz-go's tests; found: $$(go version 2>&1)"; exit 1; }
+
+## The peers' own test suites against Chronolog (docs/compatibility.md, "Go clients").
+test-peers: test-peers-franz
+
+## franz-go v1.22.3's whole pkg/kgo suite against one Chronolog broker (~4-6 min).
+test-peers-franz: install check-go
+	CHRONOLOG_ECOSYSTEM=full $(BIN)/python -m pytest -q -ra -s tests/ecosystem/test_franz_go_suite.py

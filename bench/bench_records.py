@@ -87,6 +87,42 @@ def _columnar(
                        note="same batch, same run")
 
 
+def _varint_inline_vs_call(report: Report, batch: bytes) -> None:
+    """Why the record loops decode one- and two-byte varints inline: the same decode of
+    every record-length varint of a batch, inline vs one storage.primitives call each."""
+    from storage.primitives import read_varint
+
+    data = bytes(batch)
+    end = len(data)
+    starts = []
+    p = R.HEADER_SIZE
+    for _ in range(R.parse_header(data).records_count):
+        starts.append(p)
+        length, q = read_varint(data, p, end)
+        p = q + length
+
+    def inline() -> None:
+        for p in starts:
+            b = data[p]
+            if b < 0x80:
+                (b >> 1) ^ -(b & 1)
+            elif data[p + 1] < 0x80:
+                u = (b & 0x7F) | (data[p + 1] << 7)
+                (u >> 1) ^ -(u & 1)
+            else:
+                read_varint(data, p, end)
+
+    def call() -> None:
+        for p in starts:
+            read_varint(data, p, end)
+
+    inline_us = _best_us(inline, repeat=3)
+    call_us = _best_us(call, repeat=3)
+    report.add(SECTION, "varint decode: a call per field vs inline", call_us / inline_us, "x",
+               note=f"inline {inline_us * 1000 / len(starts):.0f} ns/field, call "
+                    f"{call_us * 1000 / len(starts):.0f} ns/field (loop included), same run")
+
+
 def _best_us(fn: Callable[[], object], min_seconds: float = 0.3, repeat: int = 5) -> float:
     """Best-of-``repeat`` mean CPU microseconds per call (each sample >= min_seconds/repeat).
 
@@ -177,6 +213,7 @@ def run(report: Report, scratch: str) -> None:
     report.add(SECTION, "build_batch, 1 MiB uncompressed", size_mb / build_us * 1e6, "MB/s",
                note=f"{build_us * 1000 / n:.0f} ns/record")
     _columnar(report, regular, irregular, plain, irr, size_mb, build_us, dec_all)
+    _varint_inline_vs_call(report, plain)
     mutable = bytearray(plain)
 
     def rewrite_same() -> None:

@@ -34,10 +34,10 @@ import uvloop
 
 from bench.harness import free_port, start_broker, stop_broker
 from bench.report import Report
-from broker.security.scram import ScramClient
 from client.connection import BrokerConnection
 from client.security import ClientSecurity, open_connection
 from protocol import api
+from protocol.scram import ScramClient
 
 SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
 N_RECORDS = int(300_000 * SCALE)

@@ -18,7 +18,6 @@ import importlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from protocol.api import API_VERSIONS
@@ -115,24 +114,13 @@ class Route:
     error_body: ErrorBody | None
 
 
-def _load(name: str) -> ModuleType | None:
-    full = f"broker.handlers.{name}"
-    try:
-        return importlib.import_module(full)
-    except ModuleNotFoundError as exc:
-        if exc.name == full:
-            return None
-        raise
-
-
 def build_table() -> dict[int, Route]:
-    """Import every handler module that exists; missing ones are simply not routed."""
+    """Import every handler module of the table; one that cannot be imported is an
+    error, not an API quietly left unserved. A handler that needs an optional extra
+    says so with its AVAILABLE / UNAVAILABLE_WHY flags and is not routed."""
     table: dict[int, Route] = {}
     for key, name in HANDLER_MODULES.items():
-        module = _load(name)
-        if module is None:
-            log.debug("no handler module broker.handlers.%s; API key %d not served", name, key)
-            continue
+        module = importlib.import_module(f"broker.handlers.{name}")
         if not getattr(module, "AVAILABLE", True):  # it needs an extra that is not installed
             log.info("API key %d (%s) not served: %s", key, name, module.UNAVAILABLE_WHY)
             continue

@@ -12,8 +12,9 @@ Invariants:
   bytes mapped) are *not* pushed by the append path: a custom collector reads
   them from ``broker.partitions`` at scrape time, on the broker's event loop
   when one is running, so a scrape never sees a half-applied append.
-- Reading partition state is defensive: attributes that a storage or broker
-  version does not have are skipped, never an exception in the scrape.
+- Partition state is read through declared accessors (``PartitionManager.logs``,
+  ``Log.usage``, ``Log.disorder_stats``); a failure is logged with its traceback and
+  the scrape answers without the per-partition gauges, never a silent None.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import concurrent.futures
 import logging
 import threading
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
@@ -39,7 +40,8 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from storage.log import Log
+if TYPE_CHECKING:
+    from broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -226,177 +228,25 @@ class PartitionSnapshot:
     max_lateness_ms: int | None = None
 
 
-def _int_attr(obj: object, *names: str) -> int | None:
-    """First of ``names`` that exists on ``obj`` as an int (or a no-arg method returning one)."""
-    for name in names:
-        value = getattr(obj, name, None)
-        if value is None:
-            continue
-        if callable(value):
-            try:
-                value = value()
-            except Exception:
-                continue
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int):
-            return value
-    return None
-
-
-def _segments_of(log_obj: object) -> list[object] | None:
-    segs = getattr(log_obj, "segments", None)
-    if segs is None:
-        return None
-    if callable(segs):
-        try:
-            segs = segs()
-        except Exception:
-            return None
-    if isinstance(segs, dict):
-        return list(segs.values())
-    try:
-        return list(segs)
-    except TypeError:
-        return None
-
-
-def _one_index(idx: object) -> tuple[int | None, int]:
-    """(entries, bytes mapped) of one index without forcing a lazily loaded one to map."""
-    loaded = getattr(idx, "is_loaded", None)
-    if loaded is False:
-        # Reading .entries would mmap the file; a scrape must not undo lazy loading.
-        length = _int_attr(idx, "file_length")
-        entry = _int_attr(idx, "ENTRY")
-        entries = length // entry if length is not None and entry else None
-        return entries, 0
-    entries = _int_attr(idx, "entries", "entry_count", "__len__")
-    mapped = _int_attr(idx, "mapped_bytes", "bytes_mapped")
-    if mapped is None:
-        mm = getattr(idx, "_mm", None) or getattr(idx, "_mmap", None) or getattr(idx, "mmap", None)
-        try:
-            mapped = len(mm) if mm is not None else 0
-        except (TypeError, ValueError):
-            mapped = 0
-    return entries, mapped
-
-
-def _index_figures(segment: object) -> tuple[int | None, int | None, int]:
-    """(offset entries, time entries, bytes mapped) for one segment's indexes."""
-    off_idx = getattr(segment, "offset_index", None) or getattr(segment, "index", None)
-    time_idx = getattr(segment, "time_index", None)
-    off_entries, time_entries, mapped = None, None, 0
-    if off_idx is not None:
-        off_entries, m = _one_index(off_idx)
-        mapped += m
-    if time_idx is not None:
-        time_entries, m = _one_index(time_idx)
-        mapped += m
-    return off_entries, time_entries, mapped
-
-
-def _iter_partition_logs(broker: object) -> Iterator[tuple[str, int, object]]:
-    """Yield (topic, partition, Log) from whatever shape the partition manager has."""
-    pm = getattr(broker, "partitions", broker)
-    candidates: list[Any] = []
-    for name in ("logs", "all_logs", "items"):
-        attr = getattr(pm, name, None)
-        if callable(attr):
-            try:
-                candidates.append(attr())
-            except Exception:
-                continue
-        elif attr is not None:
-            candidates.append(attr)
-    logdir = getattr(pm, "logdir", None) or getattr(pm, "log_dir", None)
-    if logdir is not None:
-        attr = getattr(logdir, "logs", None)
-        candidates.append(attr() if callable(attr) else attr)
-    for source in candidates:
-        if source is None:
-            continue
-        items: Iterable[Any]
-        if isinstance(source, dict):
-            items = list(source.items())
-        else:
-            try:
-                items = list(source)
-            except TypeError:
-                continue
-        found = False
-        for item in items:
-            parsed = _as_tp_log(item)
-            if parsed is not None:
-                found = True
-                yield parsed
-        if found:
-            return
-
-
-def _as_tp_log(item: Any) -> tuple[str, int, object] | None:
-    """Accept ((topic, partition), log), (topic, partition, log) or a Log with topic/partition."""
-    if isinstance(item, tuple):
-        if len(item) == 2 and isinstance(item[0], tuple) and len(item[0]) == 2:
-            (topic, part), log_obj = item
-            return str(topic), int(part), log_obj
-        if len(item) == 2 and isinstance(item[0], str):
-            name, log_obj = item
-            topic, _, part = name.rpartition("-")
-            if part.isdigit():
-                return topic, int(part), log_obj
-            return None
-        if len(item) == 3:
-            topic, part, log_obj = item
-            return str(topic), int(part), log_obj
-        return None
-    topic = getattr(item, "topic", None)
-    part = getattr(item, "partition", None)
-    if isinstance(topic, str) and isinstance(part, int):
-        return topic, part, getattr(item, "log", item)
-    return None
-
-
-def snapshot_partitions(broker: object) -> list[PartitionSnapshot]:
-    """Read every partition's figures; called on the event loop when there is one."""
+def snapshot_partitions(broker: Broker) -> list[PartitionSnapshot]:
+    """Read every partition's figures through the storage accessors (``Log.usage``,
+    ``Log.disorder_stats``); called on the event loop when there is one."""
     out: list[PartitionSnapshot] = []
-    for topic, part, log_obj in _iter_partition_logs(broker):
-        segments = _segments_of(log_obj)
-        off_total: int | None = None
-        time_total: int | None = None
-        mapped_total: int | None = None
-        size_total = _int_attr(log_obj, "size_in_bytes", "size_bytes", "size")
-        if segments is not None:
-            mapped_total = 0
-            seg_sizes = 0
-            for seg in segments:
-                o, t, m = _index_figures(seg)
-                if o is not None:
-                    off_total = (off_total or 0) + o
-                if t is not None:
-                    time_total = (time_total or 0) + t
-                mapped_total += m
-                seg_sizes += _int_attr(seg, "size", "size_bytes", "size_in_bytes") or 0
-            if size_total is None:
-                size_total = seg_sizes
-        late = lateness = None
-        if isinstance(log_obj, Log):  # the declared accessor (storage/planner.py), no guessing
-            try:
-                stats = log_obj.disorder_stats()
-                late, lateness = stats.late_records, stats.max_lateness_ms
-            except Exception:
-                log.exception("disorder counts of %s-%s", topic, part)
+    for (topic, part), plog in sorted(broker.partitions.logs().items()):
+        u = plog.usage()
+        stats = plog.disorder_stats()
         out.append(PartitionSnapshot(
             topic=topic,
             partition=part,
-            late_records=late,
-            max_lateness_ms=lateness,
-            log_start_offset=_int_attr(log_obj, "log_start_offset"),
-            log_end_offset=_int_attr(log_obj, "log_end_offset"),
-            segments=len(segments) if segments is not None else None,
-            size_bytes=size_total,
-            offset_index_entries=off_total,
-            time_index_entries=time_total,
-            index_bytes_mapped=mapped_total,
+            late_records=stats.late_records,
+            max_lateness_ms=stats.max_lateness_ms,
+            log_start_offset=u.log_start_offset,
+            log_end_offset=u.log_end_offset,
+            segments=u.segments,
+            size_bytes=u.size_bytes,
+            offset_index_entries=u.offset_index_entries,
+            time_index_entries=u.time_index_entries,
+            index_bytes_mapped=u.index_bytes_mapped,
         ))
     return out
 
@@ -419,7 +269,7 @@ _PARTITION_GAUGES: tuple[tuple[str, str, str], ...] = (
 class PartitionCollector(Collector):
     """Exports per-partition gauges by snapshotting the broker at scrape time."""
 
-    def __init__(self, broker: object, loop: asyncio.AbstractEventLoop | None) -> None:
+    def __init__(self, broker: Broker, loop: asyncio.AbstractEventLoop | None) -> None:
         self._broker = broker
         self._loop = loop
 
@@ -559,7 +409,7 @@ def _make_app(
 
 
 def start_metrics_server(
-    host: str, port: int, broker: object, registry: CollectorRegistry = REGISTRY
+    host: str, port: int, broker: Broker, registry: CollectorRegistry = REGISTRY
 ) -> MetricsServer:
     """Serve ``/metrics`` and ``/healthz`` on host:port from a daemon thread.
 

@@ -37,6 +37,7 @@ from broker.config import BrokerConfig, ConfigError
 from broker.dynamic_config import DynamicBrokerConfigs
 from broker.group_commit import GroupCommit
 from broker.groups.store import GroupStore, store_for
+from broker.metrics import METRICS
 from broker.producers import ProducerStateManager
 from broker.retention_notice import OldTimestampRetention
 from protocol.errors import ErrorCode, KafkaError
@@ -55,14 +56,6 @@ META_FILE = "meta.properties"
 MAX_TOPIC_NAME = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_PARTITIONS = 10_000
-
-
-def _metrics() -> Any:
-    try:
-        from broker.metrics import METRICS
-    except ImportError:
-        return None
-    return METRICS
 
 
 def validate_topic_name(name: str | None) -> str:
@@ -113,7 +106,7 @@ class PartitionManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._default_log_config = config.topic_config()
         self.dynamic = DynamicBrokerConfigs(self.state_dir, config)
-        self._metrics = _metrics()
+        self._metrics = METRICS
         self.cluster_id = ""
         # Partitions whose newest batches may lack lookup summaries (see summarize_step).
         self._unsummarised: set[tuple[str, int]] = set()
@@ -510,7 +503,7 @@ class PartitionManager:
             plog.advance_log_start_offset(target)
             deleted = plog.delete_segments_below_log_start()
             if self.producers is not None:
-                self.producers.evict_below(topic, partition, plog.log_start_offset)
+                self.producers.on_log_start_moved(topic, partition, plog.log_start_offset)
             self.checkpoint()
             log.info("delete-records moved the log start of %s-%d to %d (%d segment(s) deleted)",
                      topic, partition, plog.log_start_offset, deleted)
@@ -728,9 +721,9 @@ class PartitionManager:
                 log.info("retention deleted %d segment(s) of %s-%d; log start is now %d",
                          n, topic, partition, plog.log_start_offset)
                 if self.producers is not None:
-                    # As Kafka on a log-start move: forget producers and aborted
-                    # transactions wholly below the new start.
-                    self.producers.evict_below(topic, partition, plog.log_start_offset)
+                    # As Kafka on a log-start move: forget the aborted transactions
+                    # wholly below the new start (producers stay until they expire).
+                    self.producers.on_log_start_moved(topic, partition, plog.log_start_offset)
             deleted += n
         return deleted
 
@@ -746,6 +739,30 @@ class PartitionManager:
                 self._last_flush_ms[key] = now_ms
                 flushed += 1
         return flushed
+
+    async def event_time_ready(self, topic: str, partition: int, *, sorted_index: bool) -> None:
+        """Build what an event-time request reads before it reads it: the zone maps and
+        disorder counts, and with ``sorted_index`` (CountTimeWindows) the sorted-timestamp
+        indexes, in slices of EVENT_TIME_SLICE_MS with the event loop free between them:
+        the resumable steps of the background task (summarize_step). Right after a start,
+        a kill -9 without sidecars or a burst of appends, a first request would otherwise
+        decode the .log in one go and hold every other connection meanwhile. Stops
+        waiting after EVENT_TIME_WAIT_S (a partition appended to faster than it is
+        indexed): the request then reads the rest from the .log itself."""
+        key = (topic, partition)
+        if key not in self._unsummarised or self.logdir is None:
+            return  # summarised since its last append: nothing to build
+        plog = self.logdir.get(topic, partition)
+        if plog is None:
+            return  # the handler answers UNKNOWN_TOPIC_OR_PARTITION
+        deadline = time.monotonic() + EVENT_TIME_WAIT_S
+        while not (plog.build_zone_maps(EVENT_TIME_SLICE_MS)
+                   and (not sorted_index or plog.build_ts_indexes(EVENT_TIME_SLICE_MS))):
+            if time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(0)
+            if self.logdir.get(topic, partition) is not plog:
+                return  # deleted or recreated meanwhile
 
     def summarize_step(self, budget_ms: float) -> bool:
         """One slice of background work: load or rebuild timestamp zone maps (storage's
@@ -786,6 +803,12 @@ class PartitionManager:
         """Write the recovery-point and log-start-offset checkpoint files."""
         if self.logdir is not None:
             self.logdir.checkpoint()
+
+
+#: event_time_ready's slice of work between two turns of the event loop, and how long
+#: a request waits for the slices before reading what is left itself.
+EVENT_TIME_SLICE_MS = 20.0
+EVENT_TIME_WAIT_S = 30.0
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

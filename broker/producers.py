@@ -588,19 +588,14 @@ class ProducerStateManager:
     def entry(self, topic: str, partition: int, producer_id: int) -> ProducerEntry | None:
         return self._partitions.get((topic, partition), {}).get(producer_id)
 
-    def evict_below(self, topic: str, partition: int, log_start_offset: int) -> int:
-        """Forget the producers whose last batch lies wholly below a new log start
-        (Kafka's ``evictUnretainedProducers`` after DeleteRecords), as a restart that
-        replays the log from that start would; returns how many."""
-        entries = self._partitions.get((topic, partition), {})
-        gone = [pid for pid, e in entries.items()
-                if e.batches and e.batches[-1].last_offset < log_start_offset]
-        for pid in gone:
-            del entries[pid]
+    def on_log_start_moved(self, topic: str, partition: int, log_start_offset: int) -> None:
+        """Forget the aborted transactions wholly below a new log start. Producers stay:
+        since KIP-360 Kafka keeps a producer's state until it expires
+        (``producer.id.expiration.ms``), however far DeleteRecords or retention move the
+        log start, so a retried batch is still answered as the duplicate it is."""
         txns = self._txns.get((topic, partition))
         if txns is not None:
             txns.aborted = [a for a in txns.aborted if a.last_offset >= log_start_offset]
-        return len(gone)
 
     def active(self, topic: str, partition: int) -> dict[int, ProducerEntry]:
         """Producer id -> state of every producer still tracked on the partition

@@ -68,6 +68,8 @@ from broker.dispatch import RequestContext, Route
 from broker.group_configs import GroupConfigs
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import forget_store
+from broker.logs import setup_logging
+from broker.metrics import METRICS
 from broker.partitions import PartitionManager
 from broker.pump import WAKE_COST_S, Pump
 from broker.quotas.model import (
@@ -113,35 +115,12 @@ SUMMARY_IDLE_S = 1.0
 SSL_HANDSHAKE_TIMEOUT_S = 10.0
 
 
-
 def _with(body: Any, **changes: Any) -> Any:
     """A copy of a response body (a generated message, or a dict from an unconverted
     handler) with ``changes``."""
     if isinstance(body, KafkaMessage):
         return msgspec.structs.replace(body, **changes)
     return {**body, **changes}
-
-class _NullMetrics:
-    """Stands in for broker.metrics.METRICS when prometheus_client cannot be imported."""
-
-    def request(self, api_name: str, seconds: float) -> None: ...
-    def bytes_in(self, n: int) -> None: ...
-    def bytes_out(self, n: int) -> None: ...
-    def records_appended(self, topic: str, partition: int, n: int) -> None: ...
-    def lookup(self, seconds: float) -> None: ...
-    def connection_opened(self) -> None: ...
-    def connection_closed(self) -> None: ...
-
-
-def _metrics() -> Any:
-    try:
-        from broker.metrics import METRICS
-    except ImportError:
-        return _NullMetrics()
-    return METRICS
-
-
-METRICS: Any = _metrics()
 
 
 class _Slot:
@@ -1348,11 +1327,6 @@ def _missing_udp_modules(config: BrokerConfig) -> list[str]:
 
 
 def _setup_logging(fmt: str, level: str) -> None:
-    try:
-        from broker.logs import setup_logging
-    except ImportError:
-        logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        return
     setup_logging(fmt, level)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-import protocol.api as api
 import protocol.describe_configs as dc
 import protocol.incremental_alter_configs as iac
 from client.aio import Client
@@ -49,25 +48,10 @@ class DeletedRecords(NamedTuple):
     low_watermark: int
 
 
-def _negotiate(client: Client, key: int) -> None:
-    """Record the version of ``key`` both sides speak in the client's table, so
-    ``Client._request`` can send it; raises UNSUPPORTED_VERSION if there is none."""
-    if key in client._versions:
-        return
-    lo, hi = ADMIN_VERSIONS[key]
-    ours = api.API_VERSIONS[ApiKey(key)]
-    lo, hi = max(lo, ours.min_version), min(hi, ours.max_version)
-    broker = client._broker_ranges.get(key)
-    if broker is None or min(hi, broker[1]) < max(lo, broker[0]):
-        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
-                         f"{ours.name}: client supports v{lo}-v{hi}, broker "
-                         + (f"v{broker[0]}-v{broker[1]}" if broker else "does not support it"))
-    client._versions[key] = min(hi, broker[1])
-
-
 async def _call(client: Client, key: int, body: dict[str, Any]) -> Any:
-    _negotiate(client, key)
-    return await client._request(key, body)
+    lo, hi = ADMIN_VERSIONS[key]
+    client.use_version(key, lo, hi)  # UNSUPPORTED_VERSION before anything is sent
+    return await client.request(key, body)
 
 
 def _raise(code: int, what: str, message: str | None) -> None:
@@ -136,7 +120,7 @@ async def create_partitions(
     resp = await _call(client, ApiKey.CREATE_PARTITIONS, body)
     for r in resp["results"]:
         _raise(r["error_code"], f"create partitions of {topic!r}", r["error_message"])
-    client._topics.pop(topic, None)
+    client.forget_topic(topic)
 
 
 async def delete_records(

@@ -93,7 +93,7 @@ class ActiveGroupError(Exception):
 def _version(client: Client, api_key: int) -> int:
     lo, hi = GROUP_VERSIONS[api_key]
     codec = api.API_VERSIONS.get(api_key)  # type: ignore[call-overload]
-    broker = client._broker_ranges.get(api_key)
+    broker = client.broker_versions(api_key)
     if codec is not None and broker is not None:
         lo, hi = max(lo, codec.min_version, broker[0]), min(hi, codec.max_version, broker[1])
         if hi >= lo:
@@ -108,7 +108,7 @@ def _version(client: Client, api_key: int) -> int:
 
 async def _call(client: Client, api_key: int, body: dict[str, Any], node_id: int | None = None) -> Any:
     version = _version(client, api_key)
-    conn = await (client._any_conn() if node_id is None else client._conn_for(node_id))
+    conn = await client.connection(node_id)
     return await conn.request(api_key, version, body)
 
 
@@ -116,7 +116,7 @@ async def _coordinator(client: Client, group: str) -> int:
     """The node id of ``group``'s coordinator (FindCoordinator, key type 0 = group)."""
     resp = await _call(client, FIND_COORDINATOR, {"key": group, "key_type": 0})
     _raise_for(resp["error_code"], f"find coordinator of group {group!r}", resp.get("error_message"))
-    client._brokers.setdefault(resp["node_id"], (resp["host"], resp["port"]))
+    client.add_broker(resp["node_id"], resp["host"], resp["port"])
     node_id: int = resp["node_id"]
     return node_id
 
@@ -136,11 +136,11 @@ async def list_groups(client: Client, states: Sequence[str] = (),
                       types: Sequence[str] = ()) -> list[GroupListing]:
     """Every group the cluster knows: ListGroups to each broker (each lists the groups it
     coordinates), brokers from a topic-less Metadata request."""
-    await client._metadata([])
+    await client.cluster_metadata([])
     version = _version(client, LIST_GROUPS)
     body = {"states_filter": list(states), "types_filter": list(types)}
     found: dict[str, GroupListing] = {}
-    nodes: list[int | None] = [*sorted(client._brokers)] or [None]
+    nodes: list[int | None] = [*sorted(client.brokers)] or [None]
     for node_id in nodes:
         resp = await _call(client, LIST_GROUPS, body, node_id)
         _raise_for(resp["error_code"], "list groups")
@@ -229,7 +229,7 @@ async def _describe_consumer(client: Client, group: str, coordinator: int) -> Gr
     """A KIP-848 group through ConsumerGroupDescribe; None when the broker answers
     GROUP_ID_NOT_FOUND (the group is gone, or classic after all) or does not serve the
     API, so the caller falls back to DescribeGroups as Kafka's Admin does."""
-    if CONSUMER_GROUP_DESCRIBE not in client._broker_ranges:
+    if client.broker_versions(CONSUMER_GROUP_DESCRIBE) is None:
         return None
     resp = await _call(client, CONSUMER_GROUP_DESCRIBE,
                        {"group_ids": [group], "include_authorized_operations": False}, coordinator)

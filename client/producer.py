@@ -287,9 +287,9 @@ class Producer:
         client = self.client
         if not self.idempotent:
             batch = self._build(pend)
-            sent = await client._send_produce(topic, {partition: batch}, self.acks)
+            sent = await client.send_produce(topic, {partition: batch}, self.acks)
             written.set_result(None)
-            return (await client._wait_produce(topic, {partition: batch}, sent))[partition]
+            return (await client.wait_produce(topic, {partition: batch}, sent))[partition]
         pid, epoch = await self._producer_id()
         seq = self._seq.get(key, 0)
         self._seq[key] = (seq + len(pend.futures)) % _SEQUENCE_MODULUS
@@ -297,11 +297,11 @@ class Producer:
         for attempt in range(self.retries + 1):
             try:
                 try:
-                    sent = await client._send_produce(topic, {partition: batch}, self.acks)
+                    sent = await client.send_produce(topic, {partition: batch}, self.acks)
                 finally:
                     if not written.done():
                         written.set_result(None)  # the next batch may follow (or fail) now
-                return (await client._wait_produce(topic, {partition: batch}, sent))[partition]
+                return (await client.wait_produce(topic, {partition: batch}, sent))[partition]
             except KafkaError as e:
                 # OUT_OF_ORDER_SEQUENCE_NUMBER behind an unresolved batch means that
                 # batch was lost: re-send after it, as for a lost answer.

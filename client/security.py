@@ -22,17 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.security.listeners import is_sasl, is_tls
-from broker.security.scram import MECHANISMS, AuthenticationFailed, ScramClient
 from client.connection import IDLE_POLL_US, BrokerConnection
+from protocol import plain
 from protocol.errors import ErrorCode, KafkaError
+from protocol.scram import MECHANISMS, AuthenticationFailed, ScramClient
+from protocol.security import PROTOCOLS, is_sasl, is_tls
 
 KNOWN = frozenset({
     "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
     "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
     "ssl.endpoint.identification.algorithm", "client.id",
 })
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SECURITY_PREFIXES = ("ssl.", "sasl.")
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
@@ -167,7 +167,7 @@ async def authenticate(conn: BrokerConnection, sec: ClientSecurity) -> None:
         raise KafkaError(ErrorCode(resp.error_code),
                          f"broker offers {', '.join(resp.mechanisms)}, not {sec.mechanism}")
     if sec.mechanism == "PLAIN":
-        await _token(conn, b"\x00" + sec.username.encode() + b"\x00" + sec.password.encode())
+        await _token(conn, plain.token(sec.username, sec.password))
         return
     client = ScramClient(sec.mechanism, sec.username, sec.password)
     server_first = await _token(conn, client.first())

@@ -26,6 +26,8 @@ import threading
 from collections.abc import Coroutine, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import uvloop
+
 from client.aio import (
     DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_MAX_IN_FLIGHT,
@@ -43,8 +45,11 @@ from client.producer import Producer, RecordMetadata
 from storage.planner import DisorderStats, PlannedRange
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
     import pyarrow as pa
 
+    from client.aio import ProduceWindow
     from client.security import ClientSecurity
 
 __all__ = ["SyncClient", "SyncProducer"]
@@ -67,12 +72,7 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-
-        return uvloop.new_event_loop()
-    except ImportError:  # uvloop is a dependency, but the sync client must not need it
-        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def _loop() -> asyncio.AbstractEventLoop:
@@ -167,9 +167,11 @@ class SyncClient:
     # ------------------------------------------------------------ admin and metadata
 
     def create_topic(
-        self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None
+        self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None, *,
+        replication_factor: int = 1,
     ) -> None:
-        self._call(self._client.create_topic(name, partitions, configs))
+        self._call(self._client.create_topic(name, partitions, configs,
+                                             replication_factor=replication_factor))
 
     def delete_topic(self, name: str) -> None:
         self._call(self._client.delete_topic(name))
@@ -212,7 +214,7 @@ class SyncClient:
         *,
         partition: int | None = None,
         acks: int = 1,
-        compression: str | None = None,
+        compression: str | int | None = None,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> list[int]:
@@ -224,15 +226,45 @@ class SyncClient:
             )
         )
 
-    def produce_arrow(self, topic: str, table: pa.Table | pa.RecordBatch, **kwargs: Any) -> Placement:
+    def produce_arrow(
+        self,
+        topic: str,
+        table: pa.Table | pa.RecordBatch,
+        *,
+        acks: int = 1,
+        compression: str | int | None = None,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    ) -> Placement:
         """Bulk-produce an Arrow table; see :meth:`client.Client.produce_arrow`."""
-        return self._call(self._client.produce_arrow(topic, table, **kwargs))
+        return self._call(self._client.produce_arrow(
+            topic, table, acks=acks, compression=compression, max_batch_bytes=max_batch_bytes,
+            max_in_flight=max_in_flight))
 
-    def produce_columns(self, topic: str, values: Any, keys: Any = None, timestamps: Any = None,
-                        headers: Any = None, **kwargs: Any) -> Placement:
+    def produce_columns(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any = None,
+        timestamps: Any = None,
+        headers: Any = None,
+        *,
+        partition: int | None = None,
+        partitions: npt.NDArray[np.int64] | None = None,
+        acks: int = 1,
+        compression: str | int | None = None,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        window: ProduceWindow | None = None,
+    ) -> Placement:
         """Produce records given as columns; see :meth:`client.Client.produce_columns`."""
-        return self._call(
-            self._client.produce_columns(topic, values, keys, timestamps, headers, **kwargs))
+        return self._call(self._client.produce_columns(
+            topic, values, keys, timestamps, headers, partition=partition, partitions=partitions,
+            acks=acks, compression=compression, max_batch_bytes=max_batch_bytes,
+            max_in_flight=max_in_flight, window=window))
+
+    def init_producer_id(self) -> tuple[int, int]:
+        return self._call(self._client.init_producer_id())
 
     def produce_batch(self, topic: str, partition: int, batch: bytes, *, acks: int = 1) -> int:
         return self._call(self._client.produce_batch(topic, partition, batch, acks=acks))
@@ -259,10 +291,10 @@ class SyncClient:
             try:
                 if prev is not None:
                     await asyncio.wrap_future(prev)
-                sent = await aio._send_produce(topic, batches, acks)
+                sent = await aio.send_produce(topic, batches, acks)
             finally:
                 written.set_result(None)
-            return await aio._wait_produce(topic, batches, sent)
+            return await aio.wait_produce(topic, batches, sent)
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop)
 
@@ -278,15 +310,18 @@ class SyncClient:
         return self._call(self._client.list_offsets(query, isolation_level))
 
     def offsets_for_times(
-        self, topic: str, ts_ms: int, partitions: Iterable[int] | None = None
+        self, topic: str, ts_ms: int, partitions: Iterable[int] | None = None,
+        isolation_level: int = 0,
     ) -> dict[int, tuple[int, int] | None]:
-        return self._call(self._client.offsets_for_times(topic, ts_ms, partitions))
+        return self._call(self._client.offsets_for_times(topic, ts_ms, partitions,
+                                                         isolation_level))
 
     def earliest(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, int]:
         return self._call(self._client.earliest(topic, partitions))
 
-    def latest(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, int]:
-        return self._call(self._client.latest(topic, partitions))
+    def latest(self, topic: str, partitions: Iterable[int] | None = None,
+               isolation_level: int = 0) -> dict[int, int]:
+        return self._call(self._client.latest(topic, partitions, isolation_level))
 
     def max_timestamp(
         self, topic: str, partitions: Iterable[int] | None = None
@@ -301,9 +336,13 @@ class SyncClient:
     # ------------------------------------------------------------ fetch
 
     def fetch_raw(
-        self, topic: str, partition: int, offset: int, max_bytes: int = 4 * 1024 * 1024, **kw: Any
+        self, topic: str, partition: int, offset: int, max_bytes: int = 4 * 1024 * 1024, *,
+        max_wait_ms: int = 0, min_bytes: int = 1, isolation_level: int = 0,
+        timeout: float | None = None,
     ) -> FetchResult:
-        return self._call(self._client.fetch_raw(topic, partition, offset, max_bytes, **kw))
+        return self._call(self._client.fetch_raw(
+            topic, partition, offset, max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+            isolation_level=isolation_level, timeout=timeout))
 
     def fetch(
         self, topic: str, partition: int, offset: int, max_bytes: int = 4 * 1024 * 1024
@@ -332,12 +371,14 @@ class SyncClient:
         end_offset: int | None = None,
         *,
         follow: bool = False,
+        max_bytes: int = 4 * 1024 * 1024,
+        poll_ms: int = 500,
         isolation_level: int = 0,
     ) -> Generator[list[Record], None, None]:
         """Like :meth:`consume`, one list per Fetch (one thread hop per list, not per record)."""
         chunks = self._client.consume_chunks(
-            topic, partition, start_offset, end_offset, follow=follow,
-            isolation_level=isolation_level,
+            topic, partition, start_offset, end_offset, follow=follow, max_bytes=max_bytes,
+            poll_ms=poll_ms, isolation_level=isolation_level,
         )
         return self._iterate_chunks(chunks)
 
@@ -349,12 +390,14 @@ class SyncClient:
         end_offset: int | None = None,
         *,
         follow: bool = False,
+        max_bytes: int = 4 * 1024 * 1024,
+        poll_ms: int = 500,
         isolation_level: int = 0,
     ) -> Generator[pa.RecordBatch, None, None]:
         """Arrow record batches, one per Fetch; see :meth:`client.Client.consume_arrow`."""
         chunks = self._client.consume_arrow(
-            topic, partition, start_offset, end_offset, follow=follow,
-            isolation_level=isolation_level,
+            topic, partition, start_offset, end_offset, follow=follow, max_bytes=max_bytes,
+            poll_ms=poll_ms, isolation_level=isolation_level,
         )
         return self._iterate_chunks(chunks)
 

@@ -55,12 +55,8 @@ class Overview:
 
 
 async def cluster_metadata(client: Client) -> dict[str, Any]:
-    """The Metadata answer for every topic (brokers included).
-
-    ``Client`` exposes topics but not brokers; its metadata call is reused as is
-    rather than encoding Metadata a second time here.
-    """
-    return await client._metadata(None)
+    """The Metadata answer for every topic (brokers included)."""
+    return await client.cluster_metadata(None)
 
 
 async def _offsets(client: Client, tps: list[TopicPartition], ts: int) -> dict[TopicPartition, tuple[int, int]]:

@@ -82,6 +82,7 @@ from protocol import (
 )
 from protocol.errors import ErrorCode
 from protocol.messages import KafkaMessage
+from protocol.primitives import VarintError
 from protocol.schema import Message
 from protocol.wire import read_string, read_uvarint, skip_tag
 
@@ -318,6 +319,7 @@ class Request(Generic[B]):
 # Errors that bytes from the network can provoke inside the codecs.
 _DECODE_ERRORS = (
     ConstructError,
+    VarintError,  # a truncated or over-long uvarint in a generated codec
     struct.error,
     UnicodeDecodeError,
     ValueError,

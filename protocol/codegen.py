@@ -23,7 +23,9 @@ Invariants:
   (except inside tagged fields, decoded from their own copy, as construct does);
   encoded ``bytes``/``records`` are parts of their own, copied only by the final join.
 - Every length is checked: a short or damaged frame raises ``IndexError``,
-  ``struct.error`` or ``KafkaDecodeError``, never a silently short value.
+  ``struct.error``, ``KafkaDecodeError`` or (a truncated or over-5-byte uvarint,
+  from the one varint module ``protocol.primitives``) ``VarintError``, never a
+  silently short value.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from protocol import messages
-from protocol.primitives import read_uvarint_at, uvarint_bytes
+from protocol.primitives import read_uvarint, uvarint_bytes
 from protocol.schema import Field, Message, StructType
 from protocol.wire import KafkaDecodeError, KafkaEncodeError
 
@@ -196,7 +198,7 @@ def _len(buf: Any, pos: int, compact: bool, width: int, nullable: bool, what: st
         if b < 0x80:
             n, pos = b - 1, pos + 1
         else:
-            n, pos = read_uvarint_at(buf, pos)
+            n, pos = read_uvarint(buf, pos, len(buf), 5)
             n -= 1
     elif width == 2:
         n, pos = _u16(buf, pos)[0], pos + 2
@@ -236,11 +238,11 @@ def _r_count(buf: Any, pos: int, compact: bool, nullable: bool) -> tuple[int, in
 
 def _r_tags(buf: Any, pos: int) -> tuple[list[tuple[int, bytes]], int]:
     """The tag section at ``pos`` (its first byte known non-zero): [(tag, data)] and the end."""
-    n, pos = read_uvarint_at(buf, pos)
+    n, pos = read_uvarint(buf, pos, len(buf), 5)
     out = []
     for _ in range(n):
-        tag, pos = read_uvarint_at(buf, pos)
-        size, pos = read_uvarint_at(buf, pos)
+        tag, pos = read_uvarint(buf, pos, len(buf), 5)
+        size, pos = read_uvarint(buf, pos, len(buf), 5)
         end = pos + size
         if end > len(buf):
             raise _short(pos, size, len(buf))
@@ -301,7 +303,7 @@ def _null_struct() -> None:
 
 
 _RUNTIME: dict[str, Any] = {
-    "struct": struct, "read_uvarint_at": read_uvarint_at, "uvarint_bytes": uvarint_bytes,
+    "struct": struct, "uvarint_bytes": uvarint_bytes,
     "KafkaDecodeError": KafkaDecodeError, "KafkaEncodeError": KafkaEncodeError,
     "_short": _short, "_r_str": _r_str, "_r_bytes": _r_bytes, "_r_count": _r_count, "_r_tags": _r_tags,
     "_w_str": _w_str, "_w_bytes_len": _w_bytes_len, "_w_count": _w_count, "_w_uuid": _w_uuid,

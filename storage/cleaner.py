@@ -97,6 +97,7 @@ import crc32c as _crc32c
 
 from storage import codecs, swap
 from storage.checkpoint import read_checkpoint, write_checkpoint
+from storage.primitives import read_varint, read_varlong, write_varint
 from storage.records import (
     COMPRESSION_MASK,
     CONTROL_MASK,
@@ -111,8 +112,6 @@ from storage.records import (
     _lanes_list,
     _layout,
     _next_has_same_size,
-    _read_varint,
-    _read_varlong,
     _run_keys,
     _run_length,
     _run_offsets_ok,
@@ -341,7 +340,9 @@ def _batches(fd: int, start: int, end: int, throttler: Throttler | None,
 
 
 def _zz(data: bytes, p: int, end: int) -> tuple[int, int]:
-    """A zig-zag varint at p: (value, position after it); one-byte values inline."""
+    """A zig-zag varint at p: (value, position after it). One- and two-byte values
+    are decoded here without a call (the compaction walk runs this per field of every
+    record); longer ones go to ``storage.primitives.read_varlong``."""
     b = data[p]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), p + 1
@@ -349,7 +350,7 @@ def _zz(data: bytes, p: int, end: int) -> tuple[int, int]:
     if c < 0x80:
         u = (b & 0x7F) | (c << 7)
         return (u >> 1) ^ -(u & 1), p + 2
-    return _read_varlong(data, p, end)
+    return read_varlong(data, p, end)
 
 
 class _Records:
@@ -485,25 +486,17 @@ def empty_batch(h: BatchHeader) -> bytes:
     return bytes(head)
 
 
-def _zigzag(v: int, out: bytearray) -> None:
-    u = (v << 1) ^ (v >> 63)
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-
-
 def _rebase(data: bytes, p: int, size: int, old_base: int, new_base: int) -> bytes:
     """The record at p with its timestamp delta re-based from old_base to new_base."""
     end = p + size
-    length, q = _read_varint(data, p, end)
+    length, q = read_varint(data, p, end)
     ts_at = q + 1
-    delta, r = _read_varlong(data, ts_at, end)
+    delta, r = read_varlong(data, ts_at, end)
     body = bytearray(data[q:ts_at])  # attributes
-    _zigzag(old_base + delta - new_base, body)
+    write_varint(old_base + delta - new_base, body)
     body += data[r:end]
     out = bytearray()
-    _zigzag(len(body), out)
+    write_varint(len(body), out)
     return bytes(out + body)
 
 

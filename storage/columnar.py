@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 
 from storage import codecs
 from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.primitives import read_varint, varint_bytes, write_uvarint
 from storage.records import (
     CONTROL_MASK,
     HEADER_SIZE,
@@ -352,12 +353,6 @@ def _one_length(length: I64) -> bool:
     return -64 <= first < 8192 and bool((length == first).all())
 
 
-def _zigzag_bytes(v: int) -> bytes:
-    out = bytearray()
-    _uvarint((v << 1) ^ (v >> 63), out)
-    return bytes(out)
-
-
 _SUFFIXES_KEPT = 16
 """Offset-delta columns cached (one per suffix: each shared length is a suffix)."""
 
@@ -411,25 +406,18 @@ def header_section_sizes(headers: Sequence[Any] | pa.Array | None, n: int) -> I6
     return _encode_headers(headers, n)[1] - 1
 
 
-def _uvarint(v: int, out: bytearray) -> None:
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
 def _header_blob(headers: Sequence[tuple[str, bytes | str | None]]) -> bytes:
     out = bytearray()
-    _uvarint(2 * len(headers), out)
+    write_uvarint(2 * len(headers), out)
     for hkey, hval in headers:
         kb = hkey.encode("utf-8")
-        _uvarint(2 * len(kb), out)
+        write_uvarint(2 * len(kb), out)
         out += kb
         if hval is None:
             out.append(1)
         else:
             vb = hval.encode("utf-8") if isinstance(hval, str) else hval
-            _uvarint(2 * len(vb), out)
+            write_uvarint(2 * len(vb), out)
             out += vb
     return bytes(out)
 
@@ -506,9 +494,9 @@ def build_batch_columns(
         fold_k = klen is not None and _one_length(klen)
         fold_v = no_keys and _one_length(vlen)
         if fold_k:
-            suffix = _zigzag_bytes(int(klen[0]))  # type: ignore[index]
+            suffix = varint_bytes(int(klen[0]))  # type: ignore[index]
         elif fold_v:
-            suffix += _zigzag_bytes(int(vlen[0]))
+            suffix += varint_bytes(int(vlen[0]))
         od_col, s_od = _offset_deltas(n, suffix)
         body = (2 if same_ts else 1) + s_od + np.maximum(vlen, 0) + hlen
         if not fold_v:
@@ -964,12 +952,12 @@ def _headers(data: bytes, rows: dict[str, I64], ends: I64, where: str, offsets: 
         p = int(hpos[i])
         end = int(ends[i])
         for _ in range(int(counts[i])):
-            klen, p = _read_varint(data, p, end)
+            klen, p = read_varint(data, p, end)
             if klen < 0 or p + klen > end:
                 raise _corrupt(where, int(offsets[i]), "header key does not fit")
             keys.append(data[p : p + klen].decode("utf-8", errors="replace"))
             p += klen
-            vlen, p = _read_varint(data, p, end)
+            vlen, p = read_varint(data, p, end)
             if vlen < 0:
                 values.append(None)
             elif p + vlen > end:
@@ -986,17 +974,3 @@ def _headers(data: bytes, rows: dict[str, I64], ends: I64, where: str, offsets: 
         fields=list(HEADER_STRUCT_TYPE),
     )
     return pa.ListArray.from_arrays(pa.array(list_offsets), struct_arr, type=HEADERS_TYPE)
-
-
-def _read_varint(data: bytes, p: int, end: int) -> tuple[int, int]:
-    v = 0
-    shift = 0
-    while True:
-        if p >= end or shift > 28:
-            raise CorruptRecordError("bad varint in record headers")
-        b = data[p]
-        p += 1
-        v |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (v >> 1) ^ -(v & 1), p
-        shift += 7

@@ -110,7 +110,7 @@ class LogConfig:
             )
         policies = self.cleanup_policy.split(",")
         if not policies or any(p not in CLEANUP_POLICIES for p in policies) \
-                or ",".join(sorted(set(policies))) != self.cleanup_policy:
+                or len(set(policies)) != len(policies):
             raise ValueError(
                 f"cleanup.policy={self.cleanup_policy!r} must be a list of {', '.join(CLEANUP_POLICIES)}")
         ratio = self.min_cleanable_dirty_ratio
@@ -171,7 +171,9 @@ class LogConfig:
                 changes["message_timestamp_type"] = str(raw).strip()
             elif name == "cleanup.policy":
                 items = [p.strip().lower() for p in str(raw).split(",") if p.strip()]
-                changes["cleanup_policy"] = ",".join(sorted(set(items)))
+                # Kafka keeps a list config in the order given ("delete,compact" after an
+                # APPEND of compact to delete); only repeats are dropped here.
+                changes["cleanup_policy"] = ",".join(dict.fromkeys(items))
             elif name == "min.cleanable.dirty.ratio":
                 try:
                     changes["min_cleanable_dirty_ratio"] = float(str(raw).strip())

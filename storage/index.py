@@ -152,6 +152,13 @@ class _MmapIndex:
     def is_loaded(self) -> bool:
         return self._loaded
 
+    def usage(self) -> tuple[int, int]:
+        """(entries, bytes memory-mapped), without loading an index that is not loaded
+        yet: the metrics scrape reads this and must not undo lazy loading."""
+        if not self._loaded:
+            return self.file_length() // self.ENTRY, 0
+        return self._entries, len(self._mm) if self._mm is not None else 0
+
     def file_length(self) -> int:
         if self._loaded:
             return self._size

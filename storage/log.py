@@ -29,16 +29,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from storage import planner, swap, txnindex, zonemap
-from storage.cleaner import null_key_indexes
+from storage.batch_search import offset_of_first_max
 from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
-    InvalidRecordError,
-    InvalidTimestampError,
     LogStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
-    RecordTooLargeError,
 )
 from storage.fsutil import fsync_dir
 from storage.planner import DisorderStats, PlannedRange
@@ -51,14 +48,11 @@ from storage.records import (
     build_control_batch,
     iter_batches,
     set_base_offset,
-    set_max_timestamp,
     set_partition_leader_epoch,
-    timestamp_errors,
-    validate_client_batch,
 )
-from storage.recovery import recover_segment
-from storage.segment import LogSegment, offset_of_first_max
+from storage.segment import LogSegment
 from storage.txnindex import TxnIndexEntry
+from storage.validation import validate_batch
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -80,6 +74,18 @@ class AppendResult(NamedTuple):
     max_timestamp: int
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
+
+
+class LogUsage(NamedTuple):
+    """A partition's figures for the broker's metrics (``Log.usage``)."""
+
+    log_start_offset: int
+    log_end_offset: int
+    segments: int
+    size_bytes: int
+    offset_index_entries: int
+    time_index_entries: int
+    index_bytes_mapped: int
 
 
 class TimestampOffset(NamedTuple):
@@ -167,6 +173,7 @@ class Log:
         # DeleteRecords, compaction, truncation): disorder counts restart then.
         self._layout_gen = 0
         self._disorder_cursor: planner.DisorderCursor | None = None
+        self._max_ts_cache: tuple[tuple[int, ...], TimestampOffset | None] | None = None
         self._load(log_start_offset, recovery_point, clean_shutdown)
         self._roll_flush_upto = max(self._roll_flush_upto, self.recovery_point)
 
@@ -230,12 +237,11 @@ class Log:
             if i < start_recovery and i in needs_rebuild:
                 # Only an index is missing from data that was flushed: rebuild it, and
                 # never cut the .log or drop later segments for it.
-                recover_segment(seg, min_offset=prev_end, cut=False,
-                                allow_gaps=self._gaps_allowed(seg))
+                seg.recover(min_offset=prev_end, cut=False, allow_gaps=self._gaps_allowed(seg))
                 self.recovered_segments += 1
                 prev_end = seg.next_offset
             elif i >= start_recovery:
-                cut = recover_segment(seg, min_offset=prev_end, allow_gaps=self._gaps_allowed(seg))
+                cut = seg.recover(min_offset=prev_end, allow_gaps=self._gaps_allowed(seg))
                 self.recovered_segments += 1
                 if cut:
                     self.recovered_bytes_cut += cut
@@ -259,8 +265,8 @@ class Log:
         except CorruptRecordError:
             # A damaged tail despite a clean-shutdown marker: recover the active
             # segment rather than refuse to open the partition.
-            self.recovered_bytes_cut += recover_segment(
-                self.active, allow_gaps=self._gaps_allowed(self.active))
+            self.recovered_bytes_cut += self.active.recover(
+                allow_gaps=self._gaps_allowed(self.active))
             self.recovered_segments += 1
             leo = self.active.next_offset
         # An empty active segment after an earlier one: its base is the LEO.
@@ -293,6 +299,20 @@ class Log:
     def size_in_bytes(self) -> int:
         return sum(max(s.size, 0) for s in self.segments)
 
+    def usage(self) -> LogUsage:
+        """Offsets, sizes and index figures for metrics; maps no index that is not
+        mapped already (a scrape must not undo lazy loading)."""
+        off_entries = time_entries = mapped = 0
+        for seg in self.segments:
+            n, m = seg.offset_index.usage()
+            off_entries += n
+            mapped += m
+            n, m = seg.time_index.usage()
+            time_entries += n
+            mapped += m
+        return LogUsage(self.log_start_offset, self.log_end_offset, len(self.segments),
+                        self.size_in_bytes(), off_entries, time_entries, mapped)
+
     def update_config(self, config: LogConfig) -> None:
         """Apply changed topic settings (used for segments created from now on too)."""
         self.config = config
@@ -317,55 +337,24 @@ class Log:
         """
         cfg = self.config
         size = len(batch)
-        if size > cfg.max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {size} bytes exceeds max.message.bytes={cfg.max_message_bytes}")
-        if size > cfg.segment_bytes:
-            raise RecordListTooLargeError(
-                f"append of {size} bytes exceeds segment.bytes={cfg.segment_bytes}")
-        # Late records are counted against the running max before the batch, in the
-        # validation walk itself; nothing awaits between here and add_zone below.
-        running = self.active.zone_map_running()
-        scan = validate_client_batch(batch, running=running)
-        h = scan.header
-        if cfg.compact:
-            self._check_keys(batch, now_ms)
-        # Only the 61-byte header changes unless maxTimestamp/timestamp type must be
-        # rewritten (CRC over the whole batch): then the batch is copied once.
-        head = bytearray(memoryview(batch)[:HEADER_SIZE])
-        buf: bytearray | None = None
-        log_append_time = -1
+        append_time: int | None = None
         if cfg.log_append_time:
             if self._last_append_time is None:
                 # KIP-32's leader rule: never stamp below what the log already holds.
                 self._last_append_time = self._prefix_max_list()[-1]
-            ts = max(self._last_append_time, now_ms)
-            self._last_append_time = ts
-            buf = bytearray(batch)
-            set_max_timestamp(buf, 0, ts, LOG_APPEND_TIME)
-            max_ts = ts
-            log_append_time = ts
-            mn = ts
-            late, worst = (h.records_count, running - ts) if ts < running else (0, 0)
-        else:
-            if h.timestamp_type == LOG_APPEND_TIME:
-                errors = [(i, "Invalid timestamp type in message: producer should not set "
-                              "the timestamp type to LogAppendTime")
-                          for i in range(h.records_count)]
-                raise InvalidTimestampError(errors[0][1], errors)
-            before = cfg.message_timestamp_before_max_ms
-            after = cfg.message_timestamp_after_max_ms
-            if (now_ms - scan.min_timestamp > before) or (scan.max_timestamp - now_ms > after):
-                errors = timestamp_errors(batch, 0, now_ms, before, after)
-                if errors:
-                    raise InvalidTimestampError(
-                        f"{len(errors)} record(s) have timestamps out of range: {errors[0][1]}",
-                        errors)
-            max_ts = scan.max_timestamp
-            mn, late, worst = scan.min_timestamp, scan.late, scan.max_lateness
-            if h.max_timestamp != max_ts:  # fix a wrong producer value, as Kafka does
-                buf = bytearray(batch)
-                set_max_timestamp(buf, 0, max_ts, CREATE_TIME)
+            append_time = max(self._last_append_time, now_ms)
+        # Late records are counted against the running max before the batch, in the
+        # validation walk itself; nothing awaits between here and add_zone below.
+        running = self.active.zone_map_running()
+        # Only the 61-byte header changes unless maxTimestamp/timestamp type was
+        # rewritten (CRC over the whole batch): then ``buf`` is that one copy.
+        h, buf, mn, max_ts, late, worst = validate_batch(
+            batch, cfg, now_ms=now_ms, running=running, append_time=append_time,
+            log_dir=self.dir)
+        if append_time is not None:
+            self._last_append_time = append_time
+        log_append_time = -1 if append_time is None else append_time
+        head = bytearray(memoryview(batch)[:HEADER_SIZE])
         if precheck is not None:
             answered = precheck(h)
             if answered is not None:
@@ -388,28 +377,6 @@ class Log:
         seg.add_zone(size, base, last, h.records_count, mn, max_ts, late, worst)
         self._after_append(last, max_ts, leader_epoch)
         return AppendResult(base, last, max_ts, log_append_time, self.log_start_offset)
-
-    def _check_keys(self, batch: bytes | bytearray | memoryview, now_ms: int) -> None:
-        """Kafka's LogValidator.validateKey for a compacted topic: every record needs a
-        key. The batch fails with INVALID_RECORD and one record error per keyless
-        record, or INVALID_TIMESTAMP when another record's timestamp is also bad."""
-        missing = null_key_indexes(batch)
-        if not missing:
-            return
-        msg = f"Compacted topic cannot accept message without key in topic partition {self.dir.name}"
-        errors = [(i, msg) for i in missing]
-        cfg = self.config
-        if not cfg.log_append_time:
-            bad = set(missing)
-            ts_errors = [e for e in timestamp_errors(
-                batch, 0, now_ms, cfg.message_timestamp_before_max_ms,
-                cfg.message_timestamp_after_max_ms) if e[0] not in bad]
-            if ts_errors:
-                raise InvalidTimestampError("One or more records have been rejected due to "
-                                            "invalid timestamp", sorted(errors + ts_errors))
-        raise InvalidRecordError(
-            f"One or more records have been rejected due to {len(errors)} record errors "
-            f"in total: {msg}", errors)
 
     def append_as_is(self, data: bytes | bytearray | memoryview, *,
                      now_ms: int | None = None) -> AppendResult:
@@ -699,15 +666,25 @@ class Log:
                          ) -> list[PlannedRange]:
         """The offset ranges in [log start, min(high watermark, max_offset)) whose zone-map
         blocks may hold a record with t1 <= timestamp < t2 (never missing one), merged
-        where adjacent, with their bytes. Unlike offset_range_for_times this is the
+        where adjacent, with their bytes. With numpy, blocks the sorted-timestamp indexes
+        cover are planned only when they hold such a record (tsindex.plan_indexed). Unlike offset_range_for_times this is the
         event-time question: out-of-order records anywhere in the log are found.
         ``max_offset`` is the last stable offset for a read_committed reader."""
         end = self.high_watermark if max_offset is None else min(max_offset, self.high_watermark)
         start = self.log_start_offset
         segs = self.segments
         first = max(0, bisect_right(self._bases, start) - 1)
-        return planner.plan_blocks(
-            (seg.zone_map() for seg in segs[first:] if seg.base_offset < end), t1, t2, start, end)
+        live = [(j, seg) for j, seg in enumerate(segs) if j >= first and seg.base_offset < end]
+        if not HAVE_NUMPY:
+            return planner.plan_blocks((seg.zone_map() for _, seg in live), t1, t2, start, end)
+        from storage import tsindex
+
+        last = len(segs) - 1
+        indexed = []
+        for j, seg in live:
+            zm = seg.zone_map()
+            indexed.append((zm, seg.ts_index(zm, sealed=j < last)))
+        return tsindex.plan_indexed(indexed, t1, t2, start, end)
 
     def disorder_stats(self) -> DisorderStats:
         """How many records in [log start, log end) arrived with a timestamp below the
@@ -872,6 +849,17 @@ class Log:
         return self.latest_epoch()
 
     def _max_timestamp_offset(self) -> TimestampOffset | None:
+        """ListOffsets MAX_TIMESTAMP (-3). The answer is kept until the log changes: finding
+        the first record at the max decodes its batch (a 1 MB batch takes milliseconds,
+        and the console asks for every chart)."""
+        key = (self._layout_gen, self._leo, self.high_watermark, self.log_start_offset)
+        if self._max_ts_cache is not None and self._max_ts_cache[0] == key:
+            return self._max_ts_cache[1]
+        hit = self._find_max_timestamp_offset()
+        self._max_ts_cache = (key, hit)
+        return hit
+
+    def _find_max_timestamp_offset(self) -> TimestampOffset | None:
         best: LogSegment | None = None
         for seg in self.segments:
             if best is None or seg.max_timestamp > best.max_timestamp:

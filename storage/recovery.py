@@ -22,6 +22,10 @@ a batch when more than ``index.interval.bytes`` lie between its position and the
 last indexed batch's position), the final time entry (segment max) is added and
 the index files are trimmed.
 
+``scan_log`` does the validation and collects the index entries; it touches no
+segment state. ``LogSegment.recover`` (Kafka's name) cuts the file, writes the
+indexes and resets the segment's own fields from the scan's result.
+
 Invariant: a batch that was completely written (its CRC holds) and lies before any
 damage is never removed; a torn tail or the first corrupt batch and everything after
 it in the segment are removed. The caller (``Log``) deletes all later segments when
@@ -32,36 +36,46 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import NamedTuple
 
 import crc32c as _crc32c
 
 from storage.records import HEADER_SIZE, HEADER_STRUCT, LOG_OVERHEAD, MAGIC
-from storage.segment import INT32_MAX, LogSegment
+
+INT32_MAX = 0x7FFFFFFF
+"""A segment's offsets lie within base + Int32.MAX (index entries hold int32 deltas)."""
 
 _OI = struct.Struct(">ii")
 _TI = struct.Struct(">qi")
 _CHUNK = 16 * 1024 * 1024
 
 
-def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool = True,
-                    allow_gaps: bool = False) -> int:
-    """Validate ``seg`` and rebuild its indexes; returns the number of bytes cut.
+class LogScan(NamedTuple):
+    """What ``scan_log`` found in a segment's .log."""
+
+    valid_end: int
+    """Bytes of the valid prefix (where the first failing batch starts)."""
+    offset_entries: bytes
+    """The offset index rebuilt over the prefix (Kafka's recover-time rule)."""
+    time_entries: bytes
+    """The time index over the prefix, its last entry the segment max."""
+    max_timestamp: int
+    offset_of_max: int
+    next_offset: int
+    first_timestamp: int | None
+    """The first batch's max timestamp (the segment's rolling base), None when empty."""
+
+
+def scan_log(fd: int, size: int, *, base: int, min_offset: int | None, allow_gaps: bool,
+             index_interval: int, max_offset_entries: int, max_time_entries: int) -> LogScan:
+    """Validate the .log open at ``fd`` (``size`` bytes) batch by batch under the gap
+    rule (module docstring) and collect the index entries for its valid prefix.
 
     ``min_offset`` is the first offset the segment may hold (the previous segment's
-    end); batches below it are treated as corruption. With ``cut=False`` (an index
-    found damaged during normal operation) the .log is never shortened: indexes
-    cover the valid prefix only. ``allow_gaps`` selects the gap rule (module
-    docstring); an index-only rebuild (``cut=False``) always allows gaps, since it
-    removes nothing.
+    end); batches below it are treated as corruption. Reads only; writes nothing.
     """
-    gaps = allow_gaps or not cut
-    fd = seg.fd()
-    seg._unmap()
-    size = os.fstat(fd).st_size
-    seg.size = size
-    seg.reset_state_for_rebuild()
-    interval = seg.config.index_interval_bytes
-    base = seg.base_offset
+    gaps = allow_gaps
+    interval = index_interval
     expected = base if min_offset is None else max(base, min_offset)
     max_ts = -1
     shallow = base
@@ -74,16 +88,14 @@ def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool
     buf_pos = 0
     unpack = HEADER_STRUCT.unpack_from
     crc = _crc32c.crc32c
-    off_index = seg.offset_index
-    time_index = seg.time_index
     # Entries are collected and written once at the end (Kafka's rules inlined:
     # offset entries while room, time entries only when the max grows, the last time
     # slot kept for the final entry).
     oi = bytearray()
     ti = bytearray()
     n_oi = n_ti = 0
-    max_oi = off_index.max_entries
-    max_ti = time_index.max_entries
+    max_oi = max_offset_entries
+    max_ti = max_time_entries
     last_tts = -1
     pack_oi = _OI.pack
     pack_ti = _TI.pack
@@ -131,20 +143,6 @@ def recover_segment(seg: LogSegment, *, min_offset: int | None = None, cut: bool
         expected = last + 1
         next_offset = last + 1
         pos += bsize
-    removed = size - pos if cut else 0
-    if removed:
-        os.ftruncate(fd, pos)
-        seg.size = pos
     if max_ts > last_tts and n_ti < max_ti:
         ti += pack_ti(max_ts, shallow - base)  # the final entry: the segment's max
-    off_index.replace_entries(bytes(oi))
-    time_index.replace_entries(bytes(ti))
-    seg._max_ts = max_ts
-    seg._offset_of_max = shallow
-    seg._next_offset = next_offset
-    seg._rolling_base_ts = first_ts
-    seg._rolling_loaded = True
-    seg.bytes_since_last_index_entry = 0
-    os.fsync(fd)
-    seg.mark_indexes_checked()
-    return removed
+    return LogScan(pos, bytes(oi), bytes(ti), max_ts, shallow, next_offset, first_ts)

@@ -117,11 +117,7 @@ def _load_group_types() -> None:
         return
     _TYPES_LOADED = True
     for name in ("broker.groups.classic", "broker.groups.consumer"):
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
+        importlib.import_module(name)
 
 
 def wall_ms() -> int:

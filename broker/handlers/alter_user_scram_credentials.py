@@ -4,7 +4,9 @@ Invariants (Kafka's ``ScramControlManager.alterCredentials``), judged per user:
 - an empty name -> UNACCEPTABLE_CREDENTIAL (93); an unknown mechanism ->
   UNSUPPORTED_SASL_MECHANISM (33); iterations outside 4096..16384 -> 93; an empty salt or
   salted password -> 93; deleting a credential that does not exist -> RESOURCE_NOT_FOUND
-  (91); the same (user, mechanism) twice in the request -> DUPLICATE_RESOURCE (92).
+  (91); a user altered twice in one request (any mechanisms, deletions and upsertions
+  alike) -> DUPLICATE_RESOURCE (92), as Kafka's KRaft controller answers (the Java admin's
+  two upsertions of one user in one call are refused; one request per mechanism works).
 - A user with any error changes nothing; the others' changes are persisted together.
 - The broker derives StoredKey/ServerKey from the salted password and keeps only those.
 """
@@ -12,7 +14,6 @@ Invariants (Kafka's ``ScramControlManager.alterCredentials``), judged per user:
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from typing import Any
 
 from broker.security.scram import (
@@ -31,39 +32,25 @@ log = logging.getLogger("chronolog.broker")
 async def handle(request: Request[m.AlterUserScramCredentialsRequest], ctx: Any) -> m.AlterUserScramCredentialsResponse:
     body = request.body
     store = ctx.broker.credentials
-    pairs = Counter([(d.name, d.mechanism) for d in body.deletions]
-                    + [(u.name, u.mechanism) for u in body.upsertions])
     users = list(dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions]))
     errors: dict[str, tuple[int, str]] = {}
+    accepted: set[str] = set()  # users with one valid alteration so far
 
-    def fail(user: str, code: ErrorCode, message: str) -> None:
-        errors.setdefault(user, (int(code), message))
-
-    for d in body.deletions:
-        mech = MECHANISM_BY_CODE.get(d.mechanism)
-        if not d.name:
-            fail(d.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
-        elif mech is None:
-            fail(d.name, ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
-        elif pairs[(d.name, d.mechanism)] > 1:
-            fail(d.name, ErrorCode.DUPLICATE_RESOURCE,
-                 "A user credential cannot be altered twice in the same request")
-        elif store.get(d.name, mech) is None:
-            fail(d.name, ErrorCode.RESOURCE_NOT_FOUND,
-                 "Attempt to delete a user credential that does not exist")
-    for u in body.upsertions:
-        if not u.name:
-            fail(u.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
-        elif MECHANISM_BY_CODE.get(u.mechanism) is None:
-            fail(u.name, ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
-        elif pairs[(u.name, u.mechanism)] > 1:
-            fail(u.name, ErrorCode.DUPLICATE_RESOURCE,
-                 "A user credential cannot be altered twice in the same request")
-        elif not MIN_ITERATIONS <= u.iterations <= MAX_ITERATIONS:
-            fail(u.name, ErrorCode.UNACCEPTABLE_CREDENTIAL,
-                 f"Iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}")
-        elif not u.salt or not u.salted_password:
-            fail(u.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
+    # Kafka's order: deletions, then upsertions; a user's first error stands, and a second
+    # alteration of a user whose first one was valid (any mechanism) is the duplicate.
+    for alteration, problem in ([(d, _deletion_problem(d, store)) for d in body.deletions]
+                                + [(u, _upsertion_problem(u)) for u in body.upsertions]):
+        name = alteration.name
+        if name in errors:
+            continue
+        if name in accepted:
+            accepted.discard(name)
+            problem = (ErrorCode.DUPLICATE_RESOURCE,
+                       "A user credential cannot be altered twice in the same request")
+        if problem is None:
+            accepted.add(name)
+        else:
+            errors[name] = (int(problem[0]), problem[1])
     deletions = [(d.name, MECHANISM_BY_CODE[d.mechanism]) for d in body.deletions
                  if d.name not in errors]
     upserts = []
@@ -81,3 +68,31 @@ async def handle(request: Request[m.AlterUserScramCredentialsRequest], ctx: Any)
         m.AlterUserScramCredentialsResponseResults(
             user=u, error_code=errors.get(u, (0, None))[0], error_message=errors.get(u, (0, None))[1])
         for u in users])
+
+
+Problem = tuple[ErrorCode, str] | None
+
+
+def _deletion_problem(d: Any, store: Any) -> Problem:
+    mech = MECHANISM_BY_CODE.get(d.mechanism)
+    if not d.name:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    if mech is None:
+        return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+    if store.get(d.name, mech) is None:
+        return ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"
+    return None
+
+
+def _upsertion_problem(u: Any) -> Problem:
+    if not u.name:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    if MECHANISM_BY_CODE.get(u.mechanism) is None:
+        return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+    if u.iterations < MIN_ITERATIONS:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"
+    if u.iterations > MAX_ITERATIONS:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations"
+    if not u.salt or not u.salted_password:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty"
+    return None

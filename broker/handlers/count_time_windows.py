@@ -10,9 +10,10 @@ Invariants (protocol/count_time_windows.py):
 - boundaries that do not ascend, fewer than two or more than MAX_BOUNDARIES are
   INVALID_REQUEST (42) for each partition; an unknown partition is
   UNKNOWN_TOPIC_OR_PARTITION (3).
-Counted on the event loop like every other storage call: blocks the broker's
-background step has indexed are binary searches, the rest (the newest blocks, or
-everything right after a start or a burst of appends) is decoded from the .log.
+Blocks the sorted-timestamp indexes cover are binary searches. What is not indexed yet
+(everything right after a start or a burst of appends) is indexed first, in slices
+with the event loop free between them (``PartitionManager.event_time_ready``), so
+other connections are served meanwhile; the newest blocks are decoded from the .log.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ async def handle(request: Request[m.CountTimeWindowsRequest], ctx: RequestContex
             topics.append(m.CountTimeWindowsResponseTopics(
                 name=name, partitions=[_answer(p, bad) for p in topic.partitions]))
             continue
+        for p in topic.partitions:
+            await ctx.partitions.event_time_ready(name, p, sorted_index=True)
         topics.append(m.CountTimeWindowsResponseTopics(name=name, partitions=[
             _partition(ctx, name, p, bounds, committed) for p in topic.partitions]))
     return m.CountTimeWindowsResponse(throttle_time_ms=0, topics=topics)

@@ -26,7 +26,10 @@ Invariants:
 - Any other resource type -> INVALID_REQUEST (42) with a message naming it.
 - ``configuration_keys`` null or empty = every config; unknown keys are skipped.
 - Synonyms (v1+, only when IncludeSynonyms): the topic override first, then set
-  broker synonyms (4), then broker synonyms that have a default (5). The config
+  broker synonyms (4), then broker synonyms that have a default (5); of a topic
+  config's defaults, only those from the first one named after its primary synonym on
+  (Kafka's ``dropWhile``: ``segment.ms`` lists no ``log.roll.hours``) unless a broker
+  synonym is set. The config
   type is always sent (v3+), the documentation only when IncludeDocumentation.
 - v0 has no source: ``is_default`` is true when the config is not set on the
   resource itself (a topic: no override; the broker: not set).
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -198,6 +202,18 @@ def _broker_synonyms(config: BrokerConfig, names: Sequence[str],
     return out
 
 
+def _kafka_synonyms(overridden: bool, synonyms: list[Synonym], names: Sequence[str]) -> list[Synonym]:
+    """Kafka lists a topic config's broker synonyms from the first one named after the
+    primary synonym on (ConfigHelper.configSynonyms' dropWhile), so with no broker
+    setting made, segment.ms (primary log.roll.ms, no default) lists no log.roll.hours.
+    When a broker setting is made, every synonym stays listed: Kafka would hide
+    log.retention.minutes=90 and call retention.ms DEFAULT_CONFIG (docs/compatibility.md)."""
+    own, broker = (synonyms[:1], synonyms[1:]) if overridden else ([], synonyms)
+    if not names or any(s.source != dc.SOURCE_DEFAULT_CONFIG for s in broker):
+        return synonyms
+    return own + list(itertools.dropwhile(lambda s: s.name != names[0], broker))
+
+
 def topic_entries(
     config: BrokerConfig, overrides: Mapping[str, str], effective: Mapping[str, str],
     dynamic: DynamicBrokerConfigs | None = None,
@@ -205,10 +221,12 @@ def topic_entries(
     """Every config of a topic with these overrides and effective values, sorted by name."""
     out = []
     for name in sorted(effective):
-        synonyms = _broker_synonyms(config, TOPIC_SYNONYMS.get(name, ()), dynamic)
+        names = TOPIC_SYNONYMS.get(name, ())
+        synonyms = _broker_synonyms(config, names, dynamic)
         if name in overrides:
             synonyms.insert(0, Synonym(name, effective[name], dc.SOURCE_DYNAMIC_TOPIC_CONFIG))
         source = synonyms[0].source if synonyms else dc.SOURCE_DEFAULT_CONFIG
+        synonyms = _kafka_synonyms(name in overrides, synonyms, names)
         out.append(Entry(
             name=name,
             value=effective[name],
@@ -356,7 +374,8 @@ async def handle(request: Request[m.DescribeConfigsRequest], ctx: RequestContext
         except KafkaError as exc:
             out.append(_result(resource, int(exc.code), exc.message or None, []))
             continue
-        out.append(_result(resource, 0, None, [_wire(e, synonyms, documentation) for e in entries]))
+        # Kafka answers a described resource with the message "", not null.
+        out.append(_result(resource, 0, "", [_wire(e, synonyms, documentation) for e in entries]))
     return m.DescribeConfigsResponse(throttle_time_ms=0, results=out)
 
 

@@ -9,6 +9,10 @@ Invariants:
   AbortedTransactions. LastStableOffset is always the LSO, which is the high
   watermark unless a transaction is open. A FetchOffset outside [log start, log end]
   is OFFSET_OUT_OF_RANGE (1) for that partition.
+- A partition with an error answers nothing but its code: HighWatermark,
+  LastStableOffset and LogStartOffset -1, AbortedTransactions null, no records
+  (Kafka's ``FetchResponse.partitionResponse``; checked against Kafka in
+  tests/ecosystem/test_differential.py).
 - Size limits follow KIP-74: the response limit is min(MaxBytes, broker
   ``fetch.max.bytes``); the first partition with data returns at least one whole
   batch even if it exceeds the limits (so MaxBytes 0 returns exactly one batch);
@@ -47,6 +51,8 @@ Aborted = m.FetchResponseResponsesPartitionsAbortedTransactions
 
 def _partition(index: int, error: int, hw: int, log_start: int, records: Buffer,
                aborted: list[Aborted] | None, lso: int | None = None) -> Answer:
+    if error:  # Kafka's FetchResponse.partitionResponse(tp, error): nothing but the code
+        hw, log_start, lso, aborted, records = -1, -1, -1, None, b""
     return Answer(partition_index=index, error_code=error, high_watermark=hw,
                   last_stable_offset=hw if lso is None else lso, log_start_offset=log_start,
                   aborted_transactions=aborted, preferred_read_replica=-1, records=records)

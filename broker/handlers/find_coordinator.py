@@ -20,6 +20,9 @@ from protocol.errors import ErrorCode
 GROUP = 0
 Coordinator = m.FindCoordinatorResponseCoordinators
 TRANSACTION = 1
+# Kafka's ErrorMessage when the coordinator is found: Errors.NONE.message() in v1-3,
+# "" in each v4 coordinator.
+NO_ERROR_MESSAGE = "NONE"
 
 
 def advertised(ctx: Any) -> tuple[str, int]:
@@ -30,14 +33,14 @@ def advertised(ctx: Any) -> tuple[str, int]:
 
 
 def _answer(ctx: Any, key: str, key_type: int, node_id: int, host: str, port: int,
-            ) -> Coordinator:
+            found_message: str = NO_ERROR_MESSAGE) -> Coordinator:
     if key_type not in (GROUP, TRANSACTION):
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=int(ErrorCode.INVALID_REQUEST),
                            error_message=f"unknown coordinator key type {key_type}")
     refused = error(ctx, DESCRIBE, acl.GROUP if key_type == GROUP else acl.TRANSACTIONAL_ID, key)
     if refused:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=refused, error_message=None)
-    return Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=0, error_message=None)
+    return Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=0, error_message=found_message)
 
 
 async def handle(request: Request[m.FindCoordinatorRequest], ctx: Any) -> m.FindCoordinatorResponse:
@@ -46,9 +49,10 @@ async def handle(request: Request[m.FindCoordinatorRequest], ctx: Any) -> m.Find
     node_id = ctx.config.node_id
     key_type = int(body.key_type)
     if request.api_version >= 4:
+        # Each v4 coordinator found says "" where v1-3 say "NONE".
         return m.FindCoordinatorResponse(
             throttle_time_ms=0,
-            coordinators=[_answer(ctx, k, key_type, node_id, host, port) for k in body.coordinator_keys],
+            coordinators=[_answer(ctx, k, key_type, node_id, host, port, "") for k in body.coordinator_keys],
         )
     one = _answer(ctx, body.key, key_type, node_id, host, port)
     return m.FindCoordinatorResponse(throttle_time_ms=0, error_code=one.error_code, error_message=one.error_message,

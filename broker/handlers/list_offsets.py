@@ -43,10 +43,8 @@ _perf = time.perf_counter
 
 
 def _metrics() -> Any:
-    try:
-        from broker.metrics import METRICS
-    except ImportError:
-        return None
+    from broker.metrics import METRICS
+
     return METRICS
 
 

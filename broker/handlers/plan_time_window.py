@@ -75,6 +75,8 @@ async def handle(request: Request[m.PlanTimeWindowRequest], ctx: RequestContext)
             topics.append(m.PlanTimeWindowResponseTopics(
                 name=name, partitions=[_answer(p, denied) for p in topic.partitions]))
             continue
+        for p in topic.partitions:
+            await ctx.partitions.event_time_ready(name, p, sorted_index=False)
         topics.append(m.PlanTimeWindowResponseTopics(name=name, partitions=[
             _partition(ctx, name, p, t1, t2, committed) for p in topic.partitions]))
     return m.PlanTimeWindowResponse(throttle_time_ms=0, topics=topics)

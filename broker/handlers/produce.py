@@ -10,6 +10,11 @@ Invariants:
 - An unknown topic is created first when ``auto.create.topics.enable`` is on,
   else its partitions get UNKNOWN_TOPIC_OR_PARTITION (3).
 - INVALID_TIMESTAMP carries RecordErrors (v8+) listing every offending record.
+- ErrorMessage is sent only with RecordErrors (Kafka's custom-message rule); every
+  refusal is logged with its reason.
+- A failed append answers the partition's LogStartOffset, except for the errors Kafka
+  answers before it looks at the log (unknown partition, not leader, too large,
+  corrupt, storage): -1 there (ReplicaManager.appendToLocalLog).
 - With an authorizer, transactional batches need WRITE on the request's transactional
   id (a null one is refused): TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53) everywhere,
   nothing appended; then WRITE per topic (29).
@@ -18,7 +23,9 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from typing import Any
 
 from broker.acl.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE
 from broker.acl.check import allowed, may_create_topic
@@ -30,7 +37,15 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.errors import CorruptRecordError
 from storage.records import TRANSACTIONAL_MASK, iter_batches
 
+log = logging.getLogger(__name__)
+
 Answer = m.ProduceResponseResponsesPartitionResponses
+
+# The append errors Kafka answers with LogStartOffset -1; every other one carries it.
+_NO_LOG_START = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.KAFKA_STORAGE_ERROR})
 
 
 def _ok(index: int, base_offset: int, log_append_time_ms: int, log_start_offset: int) -> Answer:
@@ -43,9 +58,12 @@ def _record_errors(err: PartitionError) -> list[m.ProduceResponseResponsesPartit
         batch_index=i, batch_index_error_message=msg) for i, msg in err.record_errors]
 
 
-def _failed(index: int, err: PartitionError) -> Answer:
+def _failed(index: int, err: PartitionError, log_start_offset: int = -1) -> Answer:
+    # Kafka sends a message only with record errors (RecordValidationException); the
+    # others' reasons go to the log.
     return Answer(index=index, error_code=int(err.code), base_offset=-1, log_append_time_ms=-1,
-                  log_start_offset=-1, record_errors=_record_errors(err), error_message=err.message)
+                  log_start_offset=log_start_offset, record_errors=_record_errors(err),
+                  error_message=err.message if err.record_errors else None)
 
 
 async def handle(request: Request[m.ProduceRequest], ctx: RequestContext) -> m.ProduceResponse | None:
@@ -94,7 +112,10 @@ async def handle(request: Request[m.ProduceRequest], ctx: RequestContext) -> m.P
                 waiting = len(syncs)
                 result = pm.append(name, index, records, now_ms, syncs if acks else None)
             except Exception as exc:
-                parts.append(_failed(index, partition_error(exc, f"produce to {name}-{index}")))
+                err = partition_error(exc, f"produce to {name}-{index}")
+                log.info("produce to %s-%d refused (%s): %s", name, index, err.code.name,
+                         "; ".join(msg for _, msg in err.record_errors[:3]) or err.message)
+                parts.append(_failed(index, err, _log_start(pm, name, index, err.code)))
                 failures += 1
                 continue
             parts.append(_ok(index, result.base_offset, result.log_append_time_ms,
@@ -109,6 +130,15 @@ async def handle(request: Request[m.ProduceRequest], ctx: RequestContext) -> m.P
             ctx.close_after = f"acks=0 produce failed for {failures} partition(s)"
         return None
     return m.ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+def _log_start(pm: Any, topic: str, partition: int, code: ErrorCode) -> int:
+    if code in _NO_LOG_START:
+        return -1
+    try:
+        return int(pm.get_log(topic, partition).log_start_offset)
+    except KafkaError:
+        return -1
 
 
 def _has_transactional_records(body: m.ProduceRequest) -> bool:
@@ -139,7 +169,7 @@ async def _durable(syncs: list[asyncio.Future[None]], synced: list[Answer]) -> N
         part.error_code = int(err.code)
         part.base_offset = part.log_append_time_ms = part.log_start_offset = -1
         part.record_errors = _record_errors(err)
-        part.error_message = err.message
+        part.error_message = err.message if err.record_errors else None
 
 
 def _all_failed(body: m.ProduceRequest, err: PartitionError) -> m.ProduceResponse:

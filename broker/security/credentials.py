@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from broker.security.scram import ScramCredential
+from protocol.scram import ScramCredential
 from storage.fsutil import atomic_write_text
 
 STATE_DIR = "__chronolog"

@@ -16,21 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.config import ConfigError, parse_listener_items
+from protocol.security import PROTOCOLS, is_sasl, is_tls
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
 
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _WILDCARDS = ("", "0.0.0.0", "::")
-
-
-def is_tls(protocol: str) -> bool:
-    return protocol in ("SSL", "SASL_SSL")
-
-
-def is_sasl(protocol: str) -> bool:
-    return protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ import re
 from typing import TYPE_CHECKING
 
 from broker.config import LISTENER_PREFIX, ConfigError
-from broker.security.scram import AuthenticationFailed
+from protocol.plain import parse_token
+from protocol.scram import AuthenticationFailed
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -68,17 +69,7 @@ def jaas_users(cfg: BrokerConfig, listener: str) -> dict[str, str]:
 
 def authenticate(token: bytes, users: dict[str, str]) -> str:
     """The authenticated user of a PLAIN token; raises AuthenticationFailed."""
-    parts = token.split(b"\x00")
-    if len(parts) != 3:
-        raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens")
-    try:
-        authzid, user, password = (p.decode("utf-8") for p in parts)
-    except UnicodeDecodeError:
-        raise AuthenticationFailed("Invalid SASL/PLAIN response encoding") from None
-    if not user:
-        raise AuthenticationFailed("Authentication failed: username not specified")
-    if not password:
-        raise AuthenticationFailed("Authentication failed: password not specified")
+    authzid, user, password = parse_token(token)
     expected = users.get(user)
     # Compare against something even for an unknown user: no timing difference.
     ok = hmac.compare_digest((expected or "\x00" + password).encode(), password.encode())

@@ -25,10 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.security import plain
-from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from broker.security.scram import AuthenticationFailed, ScramCredential, ScramServer
 from protocol import api as papi
 from protocol.errors import ErrorCode
+from protocol.scram import MECHANISMS as SCRAM_MECHANISMS
+from protocol.scram import AuthenticationFailed, ScramCredential, ScramServer
 
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17

@@ -10,12 +10,13 @@ stdout pipe (``| head``) ends the command quietly with 0.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import re
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
+
+import uvloop
 
 from client.timeparse import TimeParseError, parse_time, seconds_for_ms_warning
 from protocol.errors import ErrorCode, KafkaError
@@ -144,12 +145,7 @@ def config_arg(text: str) -> tuple[str, str]:
 
 def run(main: Callable[[], Coroutine[Any, Any, int | None]]) -> int:
     """Run an async command on uvloop, turning errors into messages and exit codes."""
-    try:
-        import uvloop
-
-        runner: Callable[[Coroutine[Any, Any, int | None]], int | None] = uvloop.run
-    except ImportError:
-        runner = asyncio.run
+    runner: Callable[[Coroutine[Any, Any, int | None]], int | None] = uvloop.run
     try:
         return int(runner(main()) or 0)
     except KafkaError as e:

@@ -94,10 +94,8 @@ def render() -> str:
 
 def _topic_section(config_cls: Any) -> list[str]:
     """Topic configs with the broker default each inherits (ranges from storage's LogConfig)."""
-    try:
-        from storage.config import LogConfig
-    except ImportError:
-        return []
+    from storage.config import LogConfig
+
     ranges: dict[str, tuple[str, int, int]] = dict(getattr(LogConfig, "_RANGES", {}) or {})
     defaults = config_cls().topic_defaults()
     lines = ["", "## Topic settings", "",

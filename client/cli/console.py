@@ -16,11 +16,13 @@ once it answers (console/link.py).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from typing import Any
 
 from client.cli._common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, add_command
+from client.extras import install_hint
 from protocol.errors import KafkaError
 
 
@@ -40,15 +42,16 @@ def register(subparsers: Any) -> None:
 
 
 def _console(args: argparse.Namespace) -> int:
-    try:
-        import uvloop
-
-        from console.app import ConsoleConfig, serve
-        from console.settings import SettingsError, load_client_settings
-    except ImportError as e:
-        print(f"error: the console needs its extra: pip install 'chronolog[console]' ({e})",
+    missing = [m for m in ("aiohttp", "jinja2") if importlib.util.find_spec(m) is None]
+    if missing:  # the console extra: say what to install rather than trace an import
+        print(f"error: {install_hint('console')} (missing: {', '.join(missing)})",
               file=sys.stderr)
         return 2
+    import uvloop
+
+    from console.app import ConsoleConfig, serve
+    from console.settings import SettingsError, load_client_settings
+
     try:
         settings = load_client_settings(args.client_config)
     except SettingsError as e:

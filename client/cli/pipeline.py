@@ -53,6 +53,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", metavar="HOST:PORT",
                    default=os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP,
                    help=f"broker the Spark tasks connect to (default ${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})")
+    p.add_argument("--event-time", action="store_true",
+                   help="the records with FROM <= timestamp < TO wherever they are in the log "
+                        "(exact on out-of-order data; needs a Chronolog broker). Default: "
+                        "Kafka's positional window, from the first offset at or after FROM "
+                        "to the first at or after TO")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -84,6 +89,7 @@ def _run(args: argparse.Namespace, job: str) -> int:
             min_partitions=args.min_partitions,
             overwrite=args.overwrite,
             show_progress=not args.quiet,
+            event_time=args.event_time,
         )
         if job == "export":
             result = jobs.export(

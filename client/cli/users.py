@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from broker.security.scram import MECHANISM_BY_CODE, MECHANISMS, MIN_ITERATIONS, salted_password
 from client.cli._common import BOOTSTRAP_ENV, add_command, run
 from protocol.errors import ErrorCode, KafkaError
+from protocol.scram import MECHANISM_BY_CODE, MECHANISMS, MIN_ITERATIONS, salted_password
 
 DESCRIBE = 50
 ALTER = 51
@@ -69,7 +69,7 @@ def _print(users: dict[str, dict[str, int]]) -> None:
 
 def _offline(args: argparse.Namespace) -> int:
     from broker.security.credentials import CredentialStore, DataDirLock, DataDirLocked
-    from broker.security.scram import make_credential
+    from protocol.scram import make_credential
 
     data_dir = Path(args.data_dir)
     try:
@@ -132,9 +132,12 @@ async def _online(args: argparse.Namespace) -> int:
                 desc = await conn.request(DESCRIBE, 0, {"users": [{"name": args.user}]})
                 _check(desc.results)
                 mechs = [MECHANISM_BY_CODE[i.mechanism] for i in desc.results[0].credential_infos]
-            resp = await conn.request(ALTER, 0, {"upsertions": [], "deletions": [
-                {"name": args.user, "mechanism": MECHANISMS[m][1]} for m in mechs]})
-            _check(resp.results)
+            # One request per mechanism: a broker refuses two alterations of one user in
+            # one request (DUPLICATE_RESOURCE), as Kafka's controller does.
+            for m in mechs:
+                resp = await conn.request(ALTER, 0, {"upsertions": [], "deletions": [
+                    {"name": args.user, "mechanism": MECHANISMS[m][1]}]})
+                _check(resp.results)
     finally:
         await conn.close()
     return 0

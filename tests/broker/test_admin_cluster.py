@@ -35,8 +35,8 @@ from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest
 from client import admin
 from client.aio import Client, ProducerRecord
 from tests.broker.admin_common import Shared, admin_broker
-from tests.broker.test_core_server import Raw
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.broker import BrokerProcess, free_port_number
+from tests.helpers.kafka_socket import KafkaSocket
 
 TIMEOUT = 15.0
 
@@ -83,12 +83,12 @@ def test_describe_cluster_is_this_broker_as_its_own_controller(
             return await admin.describe_cluster(c)
     assert asyncio.run(ours()) == {"cluster_id": cluster_id, "controller_id": 0,
                                    "brokers": [{"id": 0, "host": "127.0.0.1", "port": b.port}]}
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     try:
         for etype, code in [(2, 114), (7, 115)]:
-            resp = raw.call(60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": etype})
+            resp = raw.request(60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": etype})
             assert resp.error_code == code and resp.brokers == []
-        resp = raw.call(60, 0, {"include_cluster_authorized_operations": False})
+        resp = raw.request(60, 0, {"include_cluster_authorized_operations": False})
         assert resp.cluster_authorized_operations == -2147483648  # not asked for
     finally:
         raw.close()
@@ -189,13 +189,13 @@ def test_describe_topic_partitions_pages_through_every_partition_in_name_order(
     named = kp.describe_topic_partitions(["gamma", "nowhere", "alpha"])
     assert [(t["name"], t["error_code"], len(t["partitions"])) for t in named["topics"]] == \
         [("alpha", 0, 3), ("gamma", 0, 1), ("nowhere", 3, 0)]
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     try:
         for cursor in ({"topic_name": "beta", "partition_index": 0}, {"topic_name": "alpha", "partition_index": -1}):
-            resp = raw.call(75, 0, {"topics": [{"name": "alpha"}], "response_partition_limit": 10,
+            resp = raw.request(75, 0, {"topics": [{"name": "alpha"}], "response_partition_limit": 10,
                                     "cursor": cursor})
             assert [t.error_code for t in resp.topics] == [42]
-        resp = raw.call(75, 0, {"topics": [{"name": "alpha"}], "response_partition_limit": 2,
+        resp = raw.request(75, 0, {"topics": [{"name": "alpha"}], "response_partition_limit": 2,
                                 "cursor": {"topic_name": "alpha", "partition_index": 1}})
         assert [p.partition_index for p in resp.topics[0].partitions] == [1, 2]
         assert resp.next_cursor is None
@@ -221,9 +221,9 @@ def test_describe_producers_lists_the_idempotent_producers_of_a_partition(
     assert sorted(s.last_sequence for s in states) == [2, 4]  # 3 and 5 records, sequences from 0
     assert all(s.producer_epoch == 0 and s.current_transaction_start_offset == -1 for s in states)
     assert got[KpTP("idem", 1)].active_producers == []
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     try:
-        resp = raw.call(61, 0, {"topics": [{"name": "idem", "partition_indexes": [0, 5]}]})
+        resp = raw.request(61, 0, {"topics": [{"name": "idem", "partition_indexes": [0, 5]}]})
         (t,) = resp.topics
         assert sorted(p.producer_id for p in t.partitions[0].active_producers) == \
             sorted(s.producer_id for s in states)
@@ -246,9 +246,9 @@ def test_elect_leaders_is_never_needed_on_one_node(
              for r in resp.replica_election_results for p in r.partition_result}
     assert codes == {("alpha", 0): 84, ("nowhere", 0): 3}
     # None = every partition: the broker omits them all, none needs an election
-    raw = Raw(shared[0].port)
+    raw = KafkaSocket(shared[0].port)
     try:
-        resp = raw.call(43, 2, {"election_type": 1, "topic_partitions": None, "timeout_ms": 1000})
+        resp = raw.request(43, 2, {"election_type": 1, "topic_partitions": None, "timeout_ms": 1000})
     finally:
         raw.close()
     assert resp.error_code == 0 and resp.replica_election_results == []

@@ -35,7 +35,7 @@ from broker.config import BrokerConfig
 from client import admin
 from client.aio import Client, ProducerRecord
 from protocol.errors import ErrorCode, KafkaError
-from tests.conftest import BrokerProcess
+from tests.helpers.broker import BrokerProcess
 
 TIMEOUT = 15.0
 DEFAULTS = BrokerConfig().topic_config().to_kafka()

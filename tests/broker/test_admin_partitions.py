@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka.admin import NewPartitions as KpNewPartitions
 
 from tests.broker.admin_common import Shared, admin_broker
-from tests.broker.test_core_server import Raw
+from tests.helpers.kafka_socket import KafkaSocket
 
 TIMEOUT = 15.0
 
@@ -93,9 +93,9 @@ def test_a_topic_named_twice_is_invalid_request_for_each(
         shared: Shared) -> None:
     b, ck, _ = shared
     ck.create_topics([NewTopic("twice", 1, 1)])["twice"].result(TIMEOUT)
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     try:
-        resp = raw.call(37, 3, {"topics": [{"name": "twice", "count": 2, "assignments": None}] * 2,
+        resp = raw.request(37, 3, {"topics": [{"name": "twice", "count": 2, "assignments": None}] * 2,
                                 "timeout_ms": 1000, "validate_only": False})
     finally:
         raw.close()
@@ -106,17 +106,17 @@ def test_a_topic_named_twice_is_invalid_request_for_each(
 def test_absurd_counts_and_partitions_get_kafkas_errors_and_the_broker_serves_on(shared: Shared) -> None:
     b, ck, _ = shared
     ck.create_topics([NewTopic("absurd", 1, 1)])["absurd"].result(TIMEOUT)
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     try:
         for count in (-5, 0, 2**31 - 1):
-            resp = raw.call(37, 0, {"topics": [{"name": "absurd", "count": count, "assignments": None}],
+            resp = raw.request(37, 0, {"topics": [{"name": "absurd", "count": count, "assignments": None}],
                                     "timeout_ms": 1000, "validate_only": False})
             assert [r.error_code for r in resp.results] == [37], count
-        resp = raw.call(21, 0, {"topics": [{"name": "absurd", "partitions": [
+        resp = raw.request(21, 0, {"topics": [{"name": "absurd", "partitions": [
             {"partition_index": -1, "offset": 0}, {"partition_index": 2**31 - 1, "offset": -1}]}],
             "timeout_ms": 1000})
         assert [p.error_code for p in resp.topics[0].partitions] == [3, 3]
-        resp = raw.call(44, 1, {"resources": [{"resource_type": 2, "resource_name": "absurd", "configs": [
+        resp = raw.request(44, 1, {"resources": [{"resource_type": 2, "resource_name": "absurd", "configs": [
             {"name": "x" * 5000, "config_operation": 9, "value": None}]}], "validate_only": False})
         assert [r.error_code for r in resp.responses] == [42]
     finally:

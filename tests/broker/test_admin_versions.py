@@ -43,8 +43,8 @@ from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest
 from client import admin
 from client.aio import Client, ProducerRecord
 from protocol.api import API_VERSIONS, ApiKey
-from tests.broker.test_describe_configs_clients import Relay
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.broker import BrokerProcess, free_port_number
+from tests.helpers.relay import Relay
 
 TIMEOUT = 15.0
 DOC = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"

@@ -19,16 +19,16 @@ from hypothesis import strategies as st
 
 from protocol.api import encode_request
 from storage.records import Record, build_batch
-from tests.broker.test_clients_common import (
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import (
     BASE_TS,
-    RawConnection,
     fetch_all,
     list_offset,
     partition_errors,
     produce_body,
     running_broker,
 )
-from tests.conftest import BrokerProcess
+from tests.helpers.kafka_socket import KafkaSocket, size_prefixed
 
 LEDGER_TOPIC = "acknowledged-ledger"  # never the target of a fuzzed frame (see FUZZ_TOPIC)
 FUZZ_TOPIC = "fz"  # a byte flip or truncation cannot turn this name into LEDGER_TOPIC
@@ -45,7 +45,7 @@ def rec(i: int, ts: int) -> Record:
 
 class State:
     broker: BrokerProcess
-    witness: RawConnection
+    witness: KafkaSocket
     ledger: dict[int, list[Record]]
 
 
@@ -62,7 +62,7 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[State]:
         s = State()
         s.broker = b
         s.ledger = {0: [], 1: []}
-        with RawConnection(b) as conn:
+        with KafkaSocket(b.port) as conn:
             for round_ in range(3):
                 for p in (0, 1):
                     recs = [rec(i, BASE_TS + (i * 37) % 500) for i in range(round_ * 10, round_ * 10 + 10)]
@@ -70,7 +70,7 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[State]:
                     errs = partition_errors(conn.request(0, 9, produce_body(LEDGER_TOPIC, {p: batch})))
                     assert errs[(LEDGER_TOPIC, p)] == (0, len(s.ledger[p]))
                     s.ledger[p] += recs
-        s.witness = RawConnection(b)
+        s.witness = KafkaSocket(b.port)
         yield s
         s.witness.close()
 
@@ -104,37 +104,33 @@ def log_has(b: BrokerProcess, *needles: str, timeout: float = 5.0) -> bool:
     return False
 
 
-def frame(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
-
-
 # ---- framing ----------------------------------------------------------------------
 
 
 def test_negative_size_closes_the_connection_and_says_why(state: State) -> None:
-    with RawConnection(state.broker) as c:
+    with KafkaSocket(state.broker.port) as c:
         c.send(struct.pack(">i", -5) + b"xxxx")
         assert c.outcome() == "closed"
     assert log_has(state.broker, "request size -5")
 
 
 def test_oversized_frame_is_refused_before_its_body_arrives(state: State) -> None:
-    with RawConnection(state.broker) as c:
+    with KafkaSocket(state.broker.port) as c:
         c.send(struct.pack(">i", REQUEST_MAX + 1) + b"\x00" * 100)
         assert c.outcome() == "closed"
     assert log_has(state.broker, f"request size {REQUEST_MAX + 1}", "socket.request.max.bytes")
 
 
 def test_frame_too_short_for_a_header_closes_the_connection(state: State) -> None:
-    with RawConnection(state.broker) as c:
-        c.send(frame(b"\x00\x12\x00"))
+    with KafkaSocket(state.broker.port) as c:
+        c.send(size_prefixed(b"\x00\x12\x00"))
         assert c.outcome() == "closed"
     assert log_has(state.broker, "too short for a request header")
 
 
 def test_a_frame_split_across_writes_is_reassembled(state: State) -> None:
     f = api_versions_frame(7)
-    with RawConnection(state.broker) as c:
+    with KafkaSocket(state.broker.port) as c:
         c.send(f[:3])
         time.sleep(0.05)
         c.send(f[3:11])
@@ -146,9 +142,9 @@ def test_a_frame_split_across_writes_is_reassembled(state: State) -> None:
 
 def test_truncated_frame_then_disconnect_harms_no_one(state: State) -> None:
     f = api_versions_frame()
-    with RawConnection(state.broker) as c:
+    with KafkaSocket(state.broker.port) as c:
         c.send(f[: len(f) // 2])
-    with RawConnection(state.broker) as c:
+    with KafkaSocket(state.broker.port) as c:
         c.send(f)
         assert len(c.read_frame()) > 4
 
@@ -157,22 +153,22 @@ def test_truncated_frame_then_disconnect_harms_no_one(state: State) -> None:
 
 
 def test_unknown_api_key_closes_the_connection_and_logs_it(state: State) -> None:
-    with RawConnection(state.broker) as c:
-        c.send(frame(struct.pack(">hhih", 999, 0, 1, -1)))
+    with KafkaSocket(state.broker.port) as c:
+        c.send(size_prefixed(struct.pack(">hhih", 999, 0, 1, -1)))
         assert c.outcome() == "closed"
     assert log_has(state.broker, "unsupported API key 999")
 
 
 def test_unknown_version_closes_the_connection_and_logs_it(state: State) -> None:
-    with RawConnection(state.broker) as c:
-        c.send(frame(struct.pack(">hhih", 0, 99, 1, -1) + b"\x00" * 20))
+    with KafkaSocket(state.broker.port) as c:
+        c.send(size_prefixed(struct.pack(">hhih", 0, 99, 1, -1) + b"\x00" * 20))
         assert c.outcome() == "closed"
     assert log_has(state.broker, "unsupported version 99")
 
 
 def test_unknown_api_versions_version_gets_error_35_in_a_v0_body(state: State) -> None:
-    with RawConnection(state.broker) as c:
-        c.send(frame(struct.pack(">hhih", 18, 77, 5, -1) + b"garbage"))
+    with KafkaSocket(state.broker.port) as c:
+        c.send(size_prefixed(struct.pack(">hhih", 18, 77, 5, -1) + b"garbage"))
         body = c.read_frame()
         cid, error, n = struct.unpack_from(">ihi", body)
         assert (cid, error) == (5, UNSUPPORTED_VERSION)
@@ -188,7 +184,7 @@ def test_corrupt_crc_is_corrupt_message_and_other_partitions_append(state: State
     good = build_batch([rec(1, BASE_TS)])
     bad = bytearray(build_batch([rec(2, BASE_TS), rec(3, BASE_TS)]))
     bad[-1] ^= 0xFF
-    with RawConnection(state.broker) as c:
+    with KafkaSocket(state.broker.port) as c:
         before = list_offset(c, FUZZ_TOPIC, 0, -1)[0]
         errs = partition_errors(c.request(0, 9, produce_body(FUZZ_TOPIC, {0: bytes(bad), 1: good})))
         assert errs[(FUZZ_TOPIC, 0)][0] == CORRUPT_MESSAGE
@@ -200,7 +196,7 @@ def test_future_timestamp_rejects_the_whole_partition_batch_only(state: State) -
     now = int(time.time() * 1000)
     late = build_batch([rec(1, now), rec(2, now + 2 * 3_600_000), rec(3, now)])
     ok = build_batch([rec(4, now)])
-    with RawConnection(state.broker) as c:
+    with KafkaSocket(state.broker.port) as c:
         before = list_offset(c, FUZZ_TOPIC, 0, -1)[0]
         resp = c.request(0, 9, produce_body(FUZZ_TOPIC, {0: late, 1: ok}))
         errs = partition_errors(resp)
@@ -212,7 +208,7 @@ def test_future_timestamp_rejects_the_whole_partition_batch_only(state: State) -
 
 
 def test_produce_to_unknown_topic_without_auto_create_is_error_3(state: State) -> None:
-    with RawConnection(state.broker) as c:
+    with KafkaSocket(state.broker.port) as c:
         errs = partition_errors(c.request(0, 9, produce_body("no-such-topic", {0: build_batch([rec(0, BASE_TS)])})))
         assert errs[("no-such-topic", 0)][0] == UNKNOWN_TOPIC_OR_PARTITION
         errs = partition_errors(c.request(0, 9, produce_body(FUZZ_TOPIC, {7: build_batch([rec(0, BASE_TS)])})))
@@ -224,7 +220,7 @@ def test_produce_to_unknown_topic_without_auto_create_is_error_3(state: State) -
 def test_batch_over_max_message_bytes_is_message_too_large(state: State) -> None:
     big = build_batch([Record(0, BASE_TS, None, b"x" * 3000, [])])
     fits = build_batch([Record(0, BASE_TS, None, b"x" * 1000, [])])
-    with RawConnection(state.broker) as c:
+    with KafkaSocket(state.broker.port) as c:
         assert partition_errors(c.request(0, 9, produce_body(SMALL_TOPIC, {0: big})))[
             (SMALL_TOPIC, 0)][0] == MESSAGE_TOO_LARGE
         assert partition_errors(c.request(0, 9, produce_body(SMALL_TOPIC, {0: fits})))[
@@ -234,7 +230,7 @@ def test_batch_over_max_message_bytes_is_message_too_large(state: State) -> None
 
 def test_invalid_acks_and_malformed_record_sets_are_refused(state: State) -> None:
     one = build_batch([rec(1, BASE_TS)])
-    with RawConnection(state.broker) as c:
+    with KafkaSocket(state.broker.port) as c:
         before = list_offset(c, FUZZ_TOPIC, 0, -1)[0]
         errs = partition_errors(c.request(0, 9, produce_body(FUZZ_TOPIC, {0: one}, acks=2)))
         assert errs[(FUZZ_TOPIC, 0)][0] == INVALID_REQUIRED_ACKS
@@ -253,7 +249,7 @@ def test_payloads_that_are_not_one_v2_batch_are_invalid_record(state: State) -> 
     """Kafka answers 87 (not the retriable 2) for magic 0/1 message sets and scraps."""
     magic1 = bytearray(build_batch([rec(1, BASE_TS)]))
     magic1[16] = 1
-    with RawConnection(state.broker) as c:
+    with KafkaSocket(state.broker.port) as c:
         before = list_offset(c, FUZZ_TOPIC, 0, -1)[0]
         for payload in (bytes(magic1), b"\x00" * 20):
             errs = partition_errors(c.request(0, 9, produce_body(FUZZ_TOPIC, {0: payload})))
@@ -265,7 +261,7 @@ def test_a_damaged_idempotent_batch_is_corrupt_message_not_a_sequence_error(
         state: State) -> None:
     """Records are validated before producer state, as in Kafka: a flipped byte in a
     batch whose sequence would also be out of order is CORRUPT_MESSAGE (retriable)."""
-    with RawConnection(state.broker) as c:
+    with KafkaSocket(state.broker.port) as c:
         pid = c.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
                                 "producer_id": -1, "producer_epoch": -1}).producer_id
         first = build_batch([rec(1, BASE_TS)], producer_id=pid, producer_epoch=0, base_sequence=0)
@@ -288,7 +284,7 @@ def test_a_failed_auto_create_fails_only_its_topic(broker: BrokerProcess) -> Non
     """An I/O error creating a topic's directory (here: a file already in its place)
     is KAFKA_STORAGE_ERROR for that topic; partitions appended in the same request
     keep their acknowledgement, so a client never retries data that was written."""
-    with RawConnection(broker) as c:
+    with KafkaSocket(broker.port) as c:
         ok = partition_errors(c.request(0, 9, produce_body("kept", {0: build_batch([rec(0, BASE_TS)])})))
         assert ok[("kept", 0)] == (0, 0)
         (broker.data_dir / "blocked-0").write_text("not a directory")
@@ -345,7 +341,7 @@ def send_and_observe(state: State, data: bytes) -> str:
     - closed: the broker logged why it closed this very connection;
     - pending: only a Fetch (long poll) or a Produce (acks=0 has no response) may wait.
     """
-    with RawConnection(state.broker) as c:
+    with KafkaSocket(state.broker.port) as c:
         port = c.sock.getsockname()[1]
         api_key = struct.unpack_from(">h", data, 4)[0] if len(data) >= 6 else None
         try:
@@ -371,7 +367,7 @@ def send_and_observe(state: State, data: bytes) -> str:
 @settings(max_examples=40)
 @given(payload=st.binary(min_size=0, max_size=300))
 def test_random_frames_are_answered_or_dropped(state: State, payload: bytes) -> None:
-    event(send_and_observe(state, frame(payload)))
+    event(send_and_observe(state, size_prefixed(payload)))
 
 
 @settings(max_examples=60)
@@ -389,13 +385,13 @@ def test_corrupted_and_truncated_valid_frames_are_answered_or_dropped(
         body[4 + pos % (len(body) - 4)] ^= x
     if cut is not None:
         body = body[: 8 + cut % (len(body) - 7)]
-    event(send_and_observe(state, frame(bytes(body))))
+    event(send_and_observe(state, size_prefixed(bytes(body))))
 
 
 def test_every_closed_connection_was_logged_with_a_reason(state: State) -> None:
     """Drive a few known-bad frames, then check one log line per close with its cause."""
     before = state.broker.log().count("closing connection")
-    for data in (frame(b"\x00"), frame(struct.pack(">hhih", 4242, 0, 1, -1)), struct.pack(">i", -1)):
+    for data in (size_prefixed(b"\x00"), size_prefixed(struct.pack(">hhih", 4242, 0, 1, -1)), struct.pack(">i", -1)):
         assert send_and_observe(state, data) == "closed"
     deadline = time.monotonic() + 5
     while state.broker.log().count("closing connection") < before + 3 and time.monotonic() < deadline:
@@ -407,4 +403,4 @@ def test_acknowledged_data_survives_a_crash_after_the_abuse(state: State) -> Non
     state.witness.close()
     state.broker.kill()
     state.broker.start()
-    state.witness = RawConnection(state.broker)
+    state.witness = KafkaSocket(state.broker.port)

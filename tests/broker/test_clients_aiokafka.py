@@ -19,7 +19,8 @@ from aiokafka.structs import OffsetAndMetadata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.broker.test_clients_common import (
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import (
     CODECS,
     Rec,
     assert_appended_after,
@@ -34,7 +35,6 @@ from tests.broker.test_clients_common import (
     timestamp_lists,
     topic_name,
 )
-from tests.conftest import BrokerProcess
 
 TIMEOUT = 15.0
 

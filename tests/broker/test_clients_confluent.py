@@ -26,7 +26,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.broker.test_clients_common import (
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import (
     CODECS,
     Rec,
     assert_appended_after,
@@ -40,9 +41,7 @@ from tests.broker.test_clients_common import (
     timestamp_lists,
     topic_name,
 )
-from tests.conftest import BrokerProcess
-
-TIMEOUT = 15.0
+from tests.helpers.confluent import TIMEOUT, create_topic, produce
 
 
 @pytest.fixture(scope="module")
@@ -51,36 +50,8 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield b
 
 
-def create_topic(b: BrokerProcess, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
-        operation_timeout=10,
-    )
-    futures[name].result(TIMEOUT)
 
 
-def produce(b: BrokerProcess, topic: str, recs: list[Rec], partition: int = 0, **conf: Any) -> list[int]:
-    """Produce in order (one batch when it fits); returns the delivered offsets."""
-    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 20, **conf})
-    delivered: list[tuple[int, int]] = []
-    errors: list[object] = []
-
-    def on_delivery(err: object, msg: object) -> None:
-        if err is not None:
-            errors.append(err)
-        else:
-            delivered.append((msg.offset(), msg.timestamp()[1]))  # type: ignore[attr-defined]
-
-    for r in recs:
-        p.produce(
-            topic, value=r.value, key=r.key, partition=partition,
-            headers=list(r.headers) or None, timestamp=r.timestamp, on_delivery=on_delivery,
-        )
-    assert p.flush(TIMEOUT) == 0
-    assert errors == []
-    assert len(delivered) == len(recs)
-    return [off for off, _ in delivered]
 
 
 def consumer(b: BrokerProcess, group: str = "chronolog-tests", **conf: Any) -> Consumer:

@@ -20,7 +20,8 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
-from tests.broker.test_clients_common import (
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import (
     Rec,
     assert_appended_after,
     assert_stored_with,
@@ -34,7 +35,6 @@ from tests.broker.test_clients_common import (
     timestamp_lists,
     topic_name,
 )
-from tests.conftest import BrokerProcess
 
 TIMEOUT_MS = 15_000
 

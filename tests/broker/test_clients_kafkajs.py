@@ -9,27 +9,21 @@ own Node process: a JSON job in, one JSON result per step out, bytes as base64.
 
 from __future__ import annotations
 
-import base64
-import json
-import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.broker.test_clients_common import (
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import (
     BASE_TS,
-    RawConnection,
     Rec,
     assert_stored_with,
     fetch_all,
-    first_at_or_after,
     fixed_records,
     index_valued,
     probe_times,
@@ -37,12 +31,17 @@ from tests.broker.test_clients_common import (
     timestamp_lists,
     topic_name,
 )
-from tests.broker.test_core_server import Raw
-from tests.broker.test_core_topics import metadata
-from tests.conftest import BrokerProcess
+from tests.helpers.kafka_socket import KafkaSocket, metadata
+from tests.helpers.kafkajs import (
+    JS_DIR,
+    NODE,
+    as_messages,
+    create,
+    expected_by_time,
+    kafkajs,
+    unb64,
+)
 
-JS_DIR = Path(__file__).resolve().parents[1] / "js"
-NODE = shutil.which("node")
 DEFAULT_PARTITIONS = 2
 
 
@@ -55,33 +54,14 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield b
 
 
-def run_driver(job: dict[str, Any], timeout: float = 60.0) -> subprocess.CompletedProcess[bytes]:
-    """One Node process running driver.js on the job (brokers, steps, optional sasl/caFile)."""
-    env = {**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
-    return subprocess.run([NODE or "node", str(JS_DIR / "driver.js")], input=json.dumps(job).encode(),
-                          capture_output=True, timeout=timeout, env=env)
 
 
-def kafkajs(b: BrokerProcess, steps: list[dict[str, Any]], timeout: float = 60.0) -> list[Any]:
-    """Run the steps with one kafkajs client in a Node process; one result per step."""
-    done = run_driver({"brokers": [b.bootstrap], "steps": steps}, timeout)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
-    result: list[Any] = json.loads(done.stdout)
-    return result
 
 
-def b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode()
 
 
-def unb64(data: str | None) -> bytes | None:
-    return None if data is None else base64.b64decode(data)
 
 
-def as_messages(recs: Sequence[Rec], partition: int = 0) -> list[dict[str, Any]]:
-    """kafkajs takes headers as an object: one value per name, none null."""
-    return [{"partition": partition, "key": b64(r.key), "value": b64(r.value), "timestamp": r.timestamp,
-             "headers": [[k, b64(v)] for k, v in r.headers]} for r in recs]
 
 
 def for_kafkajs(recs: Sequence[Rec]) -> list[Rec]:
@@ -93,16 +73,6 @@ def for_kafkajs(recs: Sequence[Rec]) -> list[Rec]:
     return out
 
 
-def create(b: BrokerProcess, *topics: str, partitions: int | None = None) -> None:
-    """Topics through kafkajs admin (broker defaults) or, with a count, over a raw socket."""
-    if partitions is None:
-        assert kafkajs(b, [{"op": "createTopics", "topics": list(topics)}]) == [True]
-        return
-    raw = Raw(b.port)
-    resp = raw.call(19, 7, {"topics": [{"name": t, "num_partitions": partitions, "replication_factor": 1,
-                                        "assignments": [], "configs": []} for t in topics],
-                            "timeout_ms": 5000, "validate_only": False})
-    assert [t.error_code for t in resp.topics] == [0] * len(topics)
 
 
 def test_admin_creates_topics_with_broker_defaults_and_lists_them(kb: BrokerProcess) -> None:
@@ -111,7 +81,7 @@ def test_admin_creates_topics_with_broker_defaults_and_lists_them(kb: BrokerProc
     created, listed = kafkajs(kb, [{"op": "createTopics", "topics": names}, {"op": "listTopics"}])
     assert created is True
     assert set(names) <= set(listed)
-    md = metadata(Raw(kb.port), 12, names, auto=False)
+    md = metadata(KafkaSocket(kb.port), 12, names, auto=False)
     assert {t.name: (t.error_code, len(t.partitions)) for t in md.topics} == \
         {n: (0, DEFAULT_PARTITIONS) for n in names}
     # Creating again: kafkajs reports TOPIC_ALREADY_EXISTS as "nothing created" (false).
@@ -124,7 +94,7 @@ def test_producer_records_read_back_exactly(kb: BrokerProcess) -> None:
     recs = for_kafkajs(fixed_records(40, "js"))
     [offsets] = kafkajs(kb, [{"op": "produce", "topic": topic, "messages": as_messages(recs)}])
     assert [(o["partition"], o["offset"], o["error"]) for o in offsets] == [(0, i, 0) for i in range(40)]
-    with RawConnection(kb) as conn:
+    with KafkaSocket(kb.port) as conn:
         stored = fetch_all(conn, topic)
     assert [Rec(r.key, r.value, tuple(r.headers), r.timestamp) for r in stored] == recs
 
@@ -135,16 +105,12 @@ def test_gzip_batches_read_back_exactly(kb: BrokerProcess) -> None:
     create(kb, topic, partitions=1)
     recs = for_kafkajs(fixed_records(30, "gz", seed=3))
     kafkajs(kb, [{"op": "produce", "topic": topic, "messages": as_messages(recs), "gzip": True}])
-    with RawConnection(kb) as conn:
+    with KafkaSocket(kb.port) as conn:
         stored = fetch_all(conn, topic)
     assert [Rec(r.key, r.value, tuple(r.headers), r.timestamp) for r in stored] == recs
     assert_stored_with(kb, topic, "gzip")
 
 
-def expected_by_time(stamped: Sequence[tuple[int, int]], t: int) -> int:
-    """kafkajs's fetchTopicOffsetsByTimestamp: the oracle's offset, or the high watermark."""
-    hit = first_at_or_after(stamped, t)
-    return len(stamped) if hit is None else hit
 
 
 @settings(max_examples=4)

@@ -19,10 +19,10 @@ from hypothesis import given, settings
 
 from client import SyncClient
 from client.groups import SyncGroupAdmin
-from tests.broker.test_clients_common import (
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import (
     BASE_TS,
     CODECS,
-    RawConnection,
     assert_stored_with,
     fetch_all,
     first_at_or_after,
@@ -32,9 +32,9 @@ from tests.broker.test_clients_common import (
     timestamp_lists,
     topic_name,
 )
-from tests.broker.test_clients_confluent import create_topic
-from tests.broker.test_clients_confluent import produce as confluent_produce
-from tests.conftest import BrokerProcess
+from tests.helpers.confluent import create_topic
+from tests.helpers.confluent import produce as confluent_produce
+from tests.helpers.kafka_socket import KafkaSocket
 
 KCAT = shutil.which("kcat")
 TIMEOUT = 30.0
@@ -107,7 +107,7 @@ def test_produce_with_every_codec_reads_back_exactly(kb: BrokerProcess, tmp_path
     expected = [(k or None, v or None) for k, v in keyed] + [(None, p) for p in binary_payloads(codec)]
     got = consume_exact(kb, topic)
     assert [(o, k, v) for o, k, v, _ in got] == [(i, k, v) for i, (k, v) in enumerate(expected)]
-    with RawConnection(kb) as conn:
+    with KafkaSocket(kb.port) as conn:
         stored = fetch_all(conn, topic)
     assert [(r.key, r.value) for r in stored] == expected
     assert [tuple(r.headers) for r in stored[:len(keyed)]] == [(("h1", b"one"), ("h2", b""))] * len(keyed)

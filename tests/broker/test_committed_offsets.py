@@ -18,8 +18,9 @@ from broker.groups.store import (
     CommittedOffset,
     GroupStore,
 )
-from tests.broker.test_clients_common import RawConnection, bring_back
-from tests.conftest import BrokerProcess
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import bring_back
+from tests.helpers.kafka_socket import KafkaSocket
 
 NOW = 1_700_000_000_000
 
@@ -117,14 +118,14 @@ UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, ILLEGAL_GENERATION = 3, 1
 UNKNOWN_MEMBER_ID, INVALID_REQUEST = 25, 42
 
 
-def create(conn: RawConnection, name: str, partitions: int) -> None:
+def create(conn: KafkaSocket, name: str, partitions: int) -> None:
     resp = conn.request(19, 5, {"topics": [{"name": name, "num_partitions": partitions,
                                             "replication_factor": 1, "assignments": [],
                                             "configs": []}], "timeout_ms": 5000})
     assert resp.topics[0].error_code == 0
 
 
-def commit(conn: RawConnection, version: int, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]],
+def commit(conn: KafkaSocket, version: int, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]],
            generation: int = -1, member: str = "") -> dict[tuple[str, int], int]:
     by_topic: dict[str, list[dict[str, object]]] = {}
     for (t, p), (o, m) in offsets.items():
@@ -138,7 +139,7 @@ def commit(conn: RawConnection, version: int, group: str, offsets: dict[tuple[st
     return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
 
 
-def fetch(conn: RawConnection, version: int, group: str,
+def fetch(conn: KafkaSocket, version: int, group: str,
           wanted: dict[str, list[int]] | None) -> dict[tuple[str, int], tuple[int, int, str | None]]:
     topics = None if wanted is None else [{"name": t, "partition_indexes": ps} for t, ps in wanted.items()]
     if version >= 8:
@@ -159,14 +160,14 @@ def fetch(conn: RawConnection, version: int, group: str,
 
 
 @pytest.fixture
-def conn(broker: BrokerProcess) -> Iterator[RawConnection]:
-    with RawConnection(broker) as c:
+def conn(broker: BrokerProcess) -> Iterator[KafkaSocket]:
+    with KafkaSocket(broker.port) as c:
         create(c, "co", 3)
         yield c
 
 
 def test_every_offset_commit_version_is_read_back_by_every_offset_fetch_version(
-    conn: RawConnection,
+    conn: KafkaSocket,
 ) -> None:
     for commit_version in range(2, 10):
         group = f"g{commit_version}"
@@ -183,7 +184,7 @@ def test_every_offset_commit_version_is_read_back_by_every_offset_fetch_version(
                                                        ("co", 2): (7, read_epoch, "")}
 
 
-def test_offset_commit_errors_are_per_partition_as_in_kafka(conn: RawConnection) -> None:
+def test_offset_commit_errors_are_per_partition_as_in_kafka(conn: KafkaSocket) -> None:
     errs = commit(conn, 8, "ge", {("co", 0): (1, "x" * 4097), ("co", 9): (1, None),
                                   ("nope", 0): (1, None), ("co", 1): (5, "ok")})
     assert errs == {("co", 0): OFFSET_METADATA_TOO_LARGE, ("co", 9): UNKNOWN_TOPIC_OR_PARTITION,
@@ -199,7 +200,7 @@ def test_offset_commit_errors_are_per_partition_as_in_kafka(conn: RawConnection)
     assert fetch(conn, 3, "ge", {"co": [1]}) == {("co", 1): (8, -1, "")}
 
 
-def test_offset_fetch_v8_answers_several_groups_at_once(conn: RawConnection) -> None:
+def test_offset_fetch_v8_answers_several_groups_at_once(conn: KafkaSocket) -> None:
     commit(conn, 8, "a", {("co", 0): (1, "a")})
     commit(conn, 8, "b", {("co", 0): (2, "b")})
     resp = conn.request(9, 8, {"groups": [
@@ -214,12 +215,12 @@ def test_offset_fetch_v8_answers_several_groups_at_once(conn: RawConnection) -> 
 
 @pytest.mark.parametrize("how", ["graceful", "crash"])
 def test_committed_offsets_survive_restarts(broker: BrokerProcess, how: str) -> None:
-    with RawConnection(broker) as c:
+    with KafkaSocket(broker.port) as c:
         create(c, "co", 2)
         for i in range(20):
             assert commit(c, 8, "durable", {("co", i % 2): (i, f"m{i}")}) == {("co", i % 2): 0}
     bring_back(broker, how)
-    with RawConnection(broker) as c:
+    with KafkaSocket(broker.port) as c:
         assert fetch(c, 8, "durable", None) == {("co", 0): (18, 3, "m18"), ("co", 1): (19, 3, "m19")}
 
 
@@ -229,7 +230,7 @@ def test_find_coordinator_names_this_broker_at_every_version(broker: BrokerProce
 
 
 def check_find_coordinator(broker: BrokerProcess, version: int) -> None:
-    with RawConnection(broker) as c:
+    with KafkaSocket(broker.port) as c:
         if version >= 4:
             resp = c.request(10, version, {"key_type": 0, "coordinator_keys": ["g1", "g2"]})
             assert [(x.key, x.node_id, x.host, x.port, x.error_code) for x in resp.coordinators] == [
@@ -258,7 +259,7 @@ async def test_async_commits_apply_in_arrival_order_and_are_durable(tmp_path: Pa
 
 def test_find_coordinator_answers_the_advertised_listener(broker_factory) -> None:  # type: ignore[no-untyped-def]
     b = broker_factory(overrides={"advertised.listeners": "PLAINTEXT://localhost:19092"})
-    with RawConnection(b) as c:
+    with KafkaSocket(b.port) as c:
         resp = c.request(10, 4, {"key_type": 0, "coordinator_keys": ["g"]})
         assert [(x.host, x.port) for x in resp.coordinators] == [("localhost", 19092)]
         md = c.request(3, 12, {"topics": None})
@@ -284,7 +285,7 @@ async def test_compaction_during_in_flight_commits_keeps_every_durable_commit(tm
     assert GroupStore(tmp_path).fetch_group("g") == expected
 
 
-def test_a_recreated_topic_does_not_inherit_the_deleted_topics_commits(conn: RawConnection) -> None:
+def test_a_recreated_topic_does_not_inherit_the_deleted_topics_commits(conn: KafkaSocket) -> None:
     assert commit(conn, 8, "reborn", {("co", 0): (42, "old"), ("co", 1): (7, None)}) == {
         ("co", 0): 0, ("co", 1): 0}
     resp = conn.request(20, 4, {"topic_names": ["co"], "timeout_ms": 5000})

@@ -17,10 +17,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-OVERRIDES = {
-    "log.cleaner.backoff.ms": "50",
-    "log.retention.check.interval.ms": "3600000",
-}
+from tests.helpers.compaction import OVERRIDES, cleaned_upto  # noqa: E402
 
 
 def _create(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
@@ -102,7 +99,7 @@ def test_consumer_from_offset_zero_sees_the_compacted_view(broker_factory) -> No
     # the oracle's boundary is the first offset the cleaner did not touch.
     offsets = [o for o, _, _ in seen]
     assert offsets == sorted(set(offsets))
-    upto = _cleaned_upto(b.data_dir, topic)
+    upto = cleaned_upto(b.data_dir, topic)
     assert seen == _oracle(produced, upto)
     assert offsets[-1] == end - 1  # the active segment's records are all there
 
@@ -116,13 +113,6 @@ def _alive(pid: str) -> bool:
     return "\nState:\tZ" not in status
 
 
-def _cleaned_upto(data_dir: Path, topic: str) -> int:
-    text = (data_dir / "cleaner-offset-checkpoint").read_text().split("\n")
-    for line in text[2:]:
-        parts = line.split()
-        if parts and parts[0] == topic:
-            return int(parts[2])
-    raise AssertionError("no cleaner checkpoint for the topic")
 
 
 def test_record_without_key_is_refused_with_invalid_record(broker_factory) -> None:  # type: ignore[no-untyped-def]
@@ -181,7 +171,7 @@ def test_broker_killed_while_cleaning_restarts_to_a_consistent_log(broker_factor
     assert set(latest.values()) <= {o for o, _, _ in seen}
     deadline = time.time() + 30
     while time.time() < deadline:
-        upto = _cleaned_upto(b.data_dir, topic) if (b.data_dir / "cleaner-offset-checkpoint").exists() else 0
+        upto = cleaned_upto(b.data_dir, topic) if (b.data_dir / "cleaner-offset-checkpoint").exists() else 0
         if upto and _consume_all(b.bootstrap, topic, end) == _oracle(produced, upto):
             return
         time.sleep(0.3)

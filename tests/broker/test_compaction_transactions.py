@@ -35,8 +35,8 @@ from storage.records import (  # noqa: E402
     decode_batch,
     iter_batches,
 )
-from tests.broker.test_compaction_clients import OVERRIDES, _cleaned_upto  # noqa: E402
-from tests.broker.test_transactions_confluent import _consume, _txn_producer  # noqa: E402
+from tests.helpers.compaction import OVERRIDES, cleaned_upto  # noqa: E402
+from tests.helpers.confluent import consume_isolated, txn_producer  # noqa: E402
 
 
 def _send(p: Producer, topic: str, key: bytes, value: bytes, offsets: dict[bytes, int]) -> None:
@@ -61,19 +61,19 @@ def test_aborted_update_does_not_remove_the_committed_value(broker_factory) -> N
     offsets: dict[bytes, int] = {}
     plain = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
 
-    committer = _txn_producer(b.bootstrap, "committer")
+    committer = txn_producer(b.bootstrap, "committer")
     committer.begin_transaction()
     _send(committer, topic, b"k", b"committed", offsets)
     committer.commit_transaction(10)
 
-    aborter = _txn_producer(b.bootstrap, "aborter")
+    aborter = txn_producer(b.bootstrap, "aborter")
     aborter.begin_transaction()
     _send(aborter, topic, b"k", b"aborted", offsets)
     aborter.abort_transaction(10)
     for i in range(12):  # roll segments below the open transaction
         _send(plain, topic, f"f{i}".encode(), f"before-{i}".encode(), offsets)
 
-    pending = _txn_producer(b.bootstrap, "pending")
+    pending = txn_producer(b.bootstrap, "pending")
     pending.begin_transaction()
     _send(pending, topic, b"k", b"pending", offsets)
     for i in range(12):  # and above it, so that the LSO lies below the active segment
@@ -83,15 +83,15 @@ def test_aborted_update_does_not_remove_the_committed_value(broker_factory) -> N
     deadline = time.time() + 30
     while time.time() < deadline:
         if (b.data_dir / "cleaner-offset-checkpoint").exists() and \
-                _cleaned_upto(b.data_dir, topic) >= lso:
+                cleaned_upto(b.data_dir, topic) >= lso:
             break
         time.sleep(0.2)
     # The clean went up to the LSO and not past it.
-    assert _cleaned_upto(b.data_dir, topic) == lso
+    assert cleaned_upto(b.data_dir, topic) == lso
 
-    committed_view = [v for _, _, v in _consume(b.bootstrap, topic, 1, "read_committed")]
+    committed_view = [v for _, _, v in consume_isolated(b.bootstrap, topic, 1, "read_committed")]
     assert committed_view == [b"committed"] + [f"before-{i}".encode() for i in range(12)]
-    uncommitted = {v: o for _, o, v in _consume(b.bootstrap, topic, 1, "read_uncommitted",
+    uncommitted = {v: o for _, o, v in consume_isolated(b.bootstrap, topic, 1, "read_uncommitted",
                                                 expect=26)}
     assert b"aborted" not in uncommitted  # removed by the clean
     assert uncommitted[b"committed"] == offsets[b"committed"]
@@ -99,7 +99,7 @@ def test_aborted_update_does_not_remove_the_committed_value(broker_factory) -> N
     assert sorted(uncommitted) == sorted(v for v in offsets if v != b"aborted")
 
     pending.commit_transaction(10)
-    after = [v for _, _, v in _consume(b.bootstrap, topic, 1, "read_committed", expect=26)]
+    after = [v for _, _, v in consume_isolated(b.bootstrap, topic, 1, "read_committed", expect=26)]
     assert [v for v in after if v in (b"committed", b"pending")] == [b"committed", b"pending"]
 
 
@@ -171,8 +171,8 @@ def test_markers_go_once_their_data_has_gone_and_delete_retention_passed(broker_
         else:
             p.abort_transaction(10)
 
-    t1 = _txn_producer(b.bootstrap, "t1")
-    t2 = _txn_producer(b.bootstrap, "t2")
+    t1 = txn_producer(b.bootstrap, "t1")
+    t2 = txn_producer(b.bootstrap, "t2")
     txn(t1, [(b"a", b"a1"), (b"b", b"b1")], True)   # superseded below: marker goes
     txn(t1, [(b"a", b"aX")], False)                 # aborted: data and marker go
     txn(t1, [(b"c", b"c1")], True)                  # superseded below: marker goes
@@ -199,9 +199,9 @@ def test_markers_go_once_their_data_has_gone_and_delete_retention_passed(broker_
                     break
                 disk = later
             live = sum(not aborted for *_, aborted in disk.data)
-            committed = _consume(b.bootstrap, topic, 1, "read_committed", expect=live,
+            committed = consume_isolated(b.bootstrap, topic, 1, "read_committed", expect=live,
                                  timeout=5)
-            uncommitted = _consume(b.bootstrap, topic, 1, "read_uncommitted",
+            uncommitted = consume_isolated(b.bootstrap, topic, 1, "read_uncommitted",
                                    expect=len(disk.data), timeout=5)
             with SyncClient(b.bootstrap) as c:
                 res = c.fetch_raw(topic, 0, 0, 1 << 20, isolation_level=1)
@@ -277,8 +277,8 @@ def test_markers_go_once_their_data_has_gone_and_delete_retention_passed(broker_
     b.start()
     check()
     assert producers() == state  # rebuilt from the cleaned log alone
-    again = _txn_producer(b.bootstrap, "t1")  # the same transactional.id goes on
+    again = txn_producer(b.bootstrap, "t1")  # the same transactional.id goes on
     txn(again, [(b"a", b"a3")], True)
-    committed = [v for _, _, v in _consume(b.bootstrap, topic, 1, "read_committed",
+    committed = [v for _, _, v in consume_isolated(b.bootstrap, topic, 1, "read_committed",
                                            expect=len(_disk(part).data))]
     assert committed[-1] == b"a3" and not {b"a1", b"aX", b"cX"} & set(committed)

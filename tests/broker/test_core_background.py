@@ -6,28 +6,20 @@ import time
 from typing import Any
 
 from storage.checkpoint import read_checkpoint
-from tests.broker.test_core_server import Raw, create_topic, produce_frame
+from tests.helpers.kafka_socket import KafkaSocket, create_topic, produce_frame
+from tests.helpers.wait import wait_until
 
 
-def offsets(raw: Raw, topic: str, ts: int) -> int:
-    resp = raw.call(2, 7, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 0, "topics": [
+def offsets(raw: KafkaSocket, topic: str, ts: int) -> int:
+    resp = raw.request(2, 7, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 0, "topics": [
         {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
                                         "timestamp": ts}]}]})
     return int(resp.topics[0].partitions[0].offset)
 
 
-def wait_until(predicate: Any, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_retention_runs_on_its_interval_and_moves_the_log_start(broker_factory: Any) -> None:
     b = broker_factory(overrides={"log.retention.check.interval.ms": "200"})
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     create_topic(raw, "old", configs={"retention.ms": "60000", "segment.bytes": "1024"})
     create_topic(raw, "young", configs={"segment.bytes": "1024"})
     day_ago = int(time.time() * 1000) - 86_400_000
@@ -38,7 +30,7 @@ def test_retention_runs_on_its_interval_and_moves_the_log_start(broker_factory: 
             assert raw.read()[1].responses[0].partition_responses[0].error_code == 0
     # Every segment of "old" is a day old: retention removes them (the active one too,
     # after a roll, as Kafka does); "young" keeps the 7-day default.
-    assert wait_until(lambda: offsets(raw, "old", -2) > 0)
+    assert wait_until(lambda: offsets(raw, "old", -2) > 0, 15.0, "retention to move the log start")
     assert offsets(raw, "old", -1) == 18
     assert offsets(raw, "young", -2) == 0
     start = offsets(raw, "old", -2)
@@ -51,26 +43,28 @@ def test_time_based_flush_and_checkpoints_record_the_recovery_point(broker_facto
     b = broker_factory(overrides={"log.flush.scheduler.interval.ms": "100",
                                   "log.flush.interval.ms": "0",
                                   "log.flush.offset.checkpoint.interval.ms": "200"})
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     create_topic(raw, "durable")
     cid, frame = produce_frame(raw, "durable", [b"a"] * 10)
     raw.send(frame)
     raw.read()
     path = b.data_dir / "recovery-point-offset-checkpoint"
-    assert wait_until(lambda: read_checkpoint(path).get(("durable", 0)) == 10)
+    assert wait_until(lambda: read_checkpoint(path).get(("durable", 0)) == 10, 15.0,
+                      "the recovery checkpoint to reach 10")
 
 
 def test_flush_every_n_messages(broker_factory: Any) -> None:
     b = broker_factory(overrides={"log.flush.interval.messages": "5",
                                   "log.flush.offset.checkpoint.interval.ms": "200"})
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     create_topic(raw, "counted")
     for n in (3, 3):
         cid, frame = produce_frame(raw, "counted", [b"a"] * n)
         raw.send(frame)
         raw.read()
     path = b.data_dir / "recovery-point-offset-checkpoint"
-    assert wait_until(lambda: read_checkpoint(path).get(("counted", 0)) == 6)
+    assert wait_until(lambda: read_checkpoint(path).get(("counted", 0)) == 6, 15.0,
+                      "the recovery checkpoint to reach 6")
 
 
 def test_a_roll_is_synced_off_the_request_path_and_moves_the_recovery_point(
@@ -80,7 +74,7 @@ def test_a_roll_is_synced_off_the_request_path_and_moves_the_recovery_point(
     and then the recovery point reaches the base offset of the newest segment (what
     the checkpoint file records)."""
     b = broker_factory(overrides={"log.flush.offset.checkpoint.interval.ms": "200"})
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     create_topic(raw, "rolling", configs={"segment.bytes": "1024"})
     for _ in range(6):
         cid, frame = produce_frame(raw, "rolling", [b"x" * 200] * 3)
@@ -89,4 +83,5 @@ def test_a_roll_is_synced_off_the_request_path_and_moves_the_recovery_point(
     segment_bases = sorted(int(p.stem) for p in (b.data_dir / "rolling-0").glob("*.log"))
     assert len(segment_bases) > 1
     path = b.data_dir / "recovery-point-offset-checkpoint"
-    assert wait_until(lambda: read_checkpoint(path).get(("rolling", 0)) == segment_bases[-1])
+    assert wait_until(lambda: read_checkpoint(path).get(("rolling", 0)) == segment_bases[-1], 15.0,
+                      "the recovery checkpoint to reach the last segment")

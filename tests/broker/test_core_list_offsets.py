@@ -13,20 +13,29 @@ import itertools
 import time
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol import api
 from storage.records import Record, build_batch
-from tests.broker.test_core_server import Raw, create_topic
+from tests.helpers.kafka_socket import KafkaSocket, create_topic
+from tests.helpers.list_offsets_oracle import expected
 
 NOW = int(time.time() * 1000)
 _names = itertools.count()
 
 
-def produce(raw: Raw, topic: str, timestamps: list[int]) -> int:
+@pytest.fixture
+def broker(shared_broker):  # type: ignore[no-untyped-def]
+    """One broker for the module: each test uses its own topic names; the
+    restart test restarts it in place."""
+    return shared_broker
+
+
+def produce(raw: KafkaSocket, topic: str, timestamps: list[int]) -> int:
     batch = build_batch([Record(0, ts, None, b"v%d" % i, []) for i, ts in enumerate(timestamps)])
-    resp = raw.call(0, 9, {
+    resp = raw.request(0, 9, {
         "transactional_id": None, "acks": -1, "timeout_ms": 5000,
         "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
     })
@@ -35,43 +44,22 @@ def produce(raw: Raw, topic: str, timestamps: list[int]) -> int:
     return int(part.base_offset)
 
 
-def list_offsets(raw: Raw, version: int, parts: list[tuple[str, int, int]],
+def list_offsets(raw: KafkaSocket, version: int, parts: list[tuple[str, int, int]],
                  isolation: int = 0, leader_epoch: int = -1) -> list[Any]:
     topics: dict[str, list[dict[str, int]]] = {}
     for name, index, ts in parts:
         topics.setdefault(name, []).append({
             "partition_index": index, "current_leader_epoch": leader_epoch, "timestamp": ts,
             "max_num_offsets": 1})
-    resp = raw.call(2, version, {
+    resp = raw.request(2, version, {
         "replica_id": -1, "isolation_level": isolation, "timeout_ms": 1000,
         "topics": [{"name": n, "partitions": p} for n, p in topics.items()]})
     return [p for t in resp.topics for p in t.partitions]
 
 
-def expected(version: int, timestamps: list[int], target: int) -> tuple[int, int, int, int]:
-    """Kafka's answer (error, timestamp, offset, leader epoch) for one partition, v1+."""
-    n = len(timestamps)
-    gate = {-3: 7, -4: 8, -5: 9}
-    if target in gate and version < gate[target]:
-        return 35, -1, -1, -1
-    if target == -1:
-        return 0, -1, n, 0
-    if target in (-2, -4):
-        return 0, -1, 0, 0
-    if target == -5:
-        return 0, -1, -1, -1
-    if target == -3:
-        if n == 0:
-            return 0, -1, -1, -1
-        top = max(timestamps)
-        return 0, top, timestamps.index(top), 0
-    hit = next((o for o, t in enumerate(timestamps) if t >= target), None)
-    if hit is None:
-        return 0, -1, -1, -1
-    return 0, timestamps[hit], hit, 0
 
 
-def check(raw: Raw, topic: str, timestamps: list[int], targets: list[int]) -> None:
+def check(raw: KafkaSocket, topic: str, timestamps: list[int], targets: list[int]) -> None:
     for version in range(1, 11):
         isolation = version % 2 if version >= 2 else 0  # both isolation levels agree
         for target in targets:
@@ -92,7 +80,7 @@ batches_strategy = st.lists(st.lists(timestamp, min_size=1, max_size=40), min_si
 
 
 def test_every_version_answers_every_question_as_kafka_does(broker: Any) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
 
     @settings(max_examples=25)
     @given(batches_strategy, st.lists(st.integers(NOW - 31 * 86_400_000, NOW + 1_900_000),
@@ -111,13 +99,13 @@ def test_every_version_answers_every_question_as_kafka_does(broker: Any) -> None
 
 
 def test_empty_partition_answers(broker: Any) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     create_topic(raw, "empty")
     check(raw, "empty", [], [-1, -2, -3, -4, -5, 0, NOW])
 
 
 def test_answers_are_the_same_after_a_restart(broker: Any) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     create_topic(raw, "again", configs={"segment.bytes": "1024", "index.interval.bytes": "64"})
     timestamps = [NOW - (i * 7919) % 500_000 for i in range(120)]
     for i in range(0, 120, 20):
@@ -126,14 +114,14 @@ def test_answers_are_the_same_after_a_restart(broker: Any) -> None:
     check(raw, "again", timestamps, targets)
     raw.close()
     broker.restart()
-    check(Raw(broker.port), "again", timestamps, targets)
+    check(KafkaSocket(broker.port), "again", timestamps, targets)
 
 
 def test_version_zero_answers_old_style_offsets(broker: Any) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     create_topic(raw, "old")
     produce(raw, "old", [NOW - 5, NOW - 4, NOW - 3])
-    resp = raw.call(2, 0, {"replica_id": -1, "topics": [{"name": "old", "partitions": [
+    resp = raw.request(2, 0, {"replica_id": -1, "topics": [{"name": "old", "partitions": [
         {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1},
         {"partition_index": 0, "timestamp": -2, "max_num_offsets": 5},
         {"partition_index": 0, "timestamp": -3, "max_num_offsets": 1},
@@ -149,7 +137,7 @@ def test_version_zero_answers_old_style_offsets(broker: Any) -> None:
 
 
 def test_duplicate_partitions_unknown_partitions_and_leader_epochs(broker: Any) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     create_topic(raw, "dup", partitions=2)
     produce(raw, "dup", [NOW])
     got = list_offsets(raw, 7, [("dup", 0, -1), ("dup", 0, -2), ("dup", 1, -1), ("nope", 0, -1),
@@ -165,7 +153,7 @@ def test_duplicate_partitions_unknown_partitions_and_leader_epochs(broker: Any) 
 
 def test_every_version_is_encoded_as_its_schema_says(broker: Any) -> None:
     """Answers decode with the requested version's schema (fields present only where they exist)."""
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     create_topic(raw, "shape")
     produce(raw, "shape", [NOW - 100, NOW - 50])
     for version in range(0, 11):

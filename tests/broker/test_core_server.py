@@ -17,98 +17,23 @@ import pytest
 
 from protocol import api
 from storage.records import Record, build_batch
-from tests.broker.test_clients_common import recv_exact
+from tests.helpers.kafka_socket import (
+    KafkaSocket,
+    api_versions,
+    create_topic,
+    fetch_body,
+    produce_frame,
+)
+from tests.helpers.wait import wait_until
+
+# tests/ecosystem imports the raw socket helper from here by this name.
+Raw = KafkaSocket
 
 TIMEOUT = 10.0
 
 
-class Raw:
-    """A blocking Kafka-protocol socket: send frames, read frames."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.next_id = 0
-        self.sent: dict[int, tuple[int, int]] = {}
-
-    def frame(self, key: int, version: int, body: dict[str, Any]) -> tuple[int, bytes]:
-        self.next_id += 1
-        cid = self.next_id
-        self.sent[cid] = (key, version)
-        return cid, api.encode_request(key, version, cid, "core-test", body)
-
-    def send(self, *frames: bytes) -> None:
-        self.sock.sendall(b"".join(frames))
-
-    def read_frame(self) -> bytes:
-        head = self._exact(4)
-        (size,) = struct.unpack(">i", head)
-        return self._exact(size)
-
-    def read(self) -> tuple[int, Any]:
-        frame = self.read_frame()
-        (cid,) = struct.unpack_from(">i", frame)
-        key, version = self.sent[cid]
-        return api.decode_response(key, version, frame)
-
-    def call(self, key: int, version: int, body: dict[str, Any]) -> Any:
-        cid, data = self.frame(key, version, body)
-        self.send(data)
-        got, resp = self.read()
-        assert got == cid
-        return resp
-
-    def closed_by_peer(self, timeout: float = TIMEOUT) -> bool:
-        self.sock.settimeout(timeout)
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-
-    def _exact(self, n: int) -> bytes:
-        return recv_exact(self.sock, n)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def api_versions(raw: Raw) -> Any:
-    return raw.call(18, 3, {"client_software_name": "core-test", "client_software_version": "1.0"})
-
-
-def create_topic(raw: Raw, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> Any:
-    resp = raw.call(19, 7, {
-        "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
-                    "assignments": [],
-                    "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
-        "timeout_ms": 5000, "validate_only": False,
-    })
-    assert resp.topics[0].error_code == 0, resp
-    return resp
-
-
-def produce_frame(raw: Raw, topic: str, values: list[bytes], acks: int = 1, ts: int | None = None) -> tuple[int, bytes]:
-    now = int(time.time() * 1000) if ts is None else ts
-    batch = build_batch([Record(0, now + i, None, v, []) for i, v in enumerate(values)])
-    return raw.frame(0, 9, {
-        "transactional_id": None, "acks": acks, "timeout_ms": 5000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
-    })
-
-
-def fetch_body(topic: str, offset: int, max_wait_ms: int, min_bytes: int = 1) -> dict[str, Any]:
-    return {
-        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
-        "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": topic, "partitions": [{
-            "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
-            "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
-        "forgotten_topics_data": [], "rack_id": "",
-    }
-
-
 def test_pipelined_requests_are_answered_in_order_behind_a_long_poll(broker: Any) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     create_topic(raw, "pipe")
     fetch_cid, fetch = raw.frame(1, 12, fetch_body("pipe", 0, max_wait_ms=700))
     av_cid, av = raw.frame(18, 3, {"client_software_name": "x", "client_software_version": "1"})
@@ -127,8 +52,8 @@ def test_pipelined_requests_are_answered_in_order_behind_a_long_poll(broker: Any
 
 
 def test_long_poll_wakes_on_append_from_another_connection(broker: Any) -> None:
-    consumer = Raw(broker.port)
-    producer = Raw(broker.port)
+    consumer = KafkaSocket(broker.port)
+    producer = KafkaSocket(broker.port)
     create_topic(consumer, "wake")
     cid, fetch = consumer.frame(1, 12, fetch_body("wake", 0, max_wait_ms=30000))
     started = time.monotonic()
@@ -154,7 +79,7 @@ def test_long_poll_wakes_on_append_from_another_connection(broker: Any) -> None:
 
 
 def test_acks_zero_produce_gets_no_response_and_order_is_kept(broker: Any) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     create_topic(raw, "acks0")
     _, p0 = produce_frame(raw, "acks0", [b"a"], acks=0)
     _, p1 = produce_frame(raw, "acks0", [b"b"], acks=0)
@@ -162,7 +87,7 @@ def test_acks_zero_produce_gets_no_response_and_order_is_kept(broker: Any) -> No
     raw.send(p0, p1, av)
     cid, _ = raw.read()
     assert cid == av_cid
-    lo = raw.call(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+    lo = raw.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
         {"name": "acks0", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
                                           "timestamp": -1}]}], "timeout_ms": 0})
     assert lo.topics[0].partitions[0].offset == 2
@@ -171,21 +96,19 @@ def test_acks_zero_produce_gets_no_response_and_order_is_kept(broker: Any) -> No
 @pytest.mark.parametrize("size", [2000, -5])
 def test_bad_frame_size_closes_only_that_connection(broker_factory: Any, size: int) -> None:
     b = broker_factory(overrides={"socket.request.max.bytes": "1000"})
-    good = Raw(b.port)
-    bad = Raw(b.port)
+    good = KafkaSocket(b.port)
+    bad = KafkaSocket(b.port)
     bad.send(struct.pack(">i", size) + b"\x00" * 16)
     assert bad.closed_by_peer()
     assert api_versions(good).error_code == 0
-    deadline = time.monotonic() + 5
-    while "socket.request.max.bytes" not in b.log() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: "socket.request.max.bytes" in b.log(), 5.0, "the broker to log why it closed")
     assert f"request size {size}" in b.log()
 
 
 def test_unknown_api_key_and_version_close_the_connection_and_log_why(broker: Any) -> None:
-    good = Raw(broker.port)
+    good = KafkaSocket(broker.port)
     for header in (struct.pack(">hhih", 999, 0, 7, -1), struct.pack(">hhih", 2, 77, 8, -1)):
-        bad = Raw(broker.port)
+        bad = KafkaSocket(broker.port)
         bad.send(struct.pack(">i", len(header)) + header)
         assert bad.closed_by_peer()
     assert api_versions(good).error_code == 0
@@ -195,7 +118,7 @@ def test_unknown_api_key_and_version_close_the_connection_and_log_why(broker: An
 
 
 def test_newer_api_versions_version_gets_error_35_in_a_v0_body(broker: Any) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     header = struct.pack(">hhih", 18, 42, 5, -1) + b"\x00\x01\x02"
     raw.send(struct.pack(">i", len(header)) + header)
     frame = raw.read_frame()
@@ -208,7 +131,7 @@ def test_newer_api_versions_version_gets_error_35_in_a_v0_body(broker: Any) -> N
 
 
 def test_api_versions_advertises_produce_from_zero_and_every_routed_api(broker: Any) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     keys = {k.api_key: (k.min_version, k.max_version) for k in api_versions(raw).api_keys}
     assert keys[0] == (0, 11)
     assert keys[1] == (4, 12)
@@ -220,8 +143,8 @@ def test_api_versions_advertises_produce_from_zero_and_every_routed_api(broker: 
 
 
 def test_undecodable_body_closes_that_connection_only(broker: Any) -> None:
-    good = Raw(broker.port)
-    bad = Raw(broker.port)
+    good = KafkaSocket(broker.port)
+    bad = KafkaSocket(broker.port)
     header = struct.pack(">hhih", 3, 1, 9, -1) + b"\x00\x00\x00\x05\x00"  # 5 topics, then nothing
     bad.send(struct.pack(">i", len(header)) + header)
     assert bad.closed_by_peer()
@@ -230,26 +153,26 @@ def test_undecodable_body_closes_that_connection_only(broker: Any) -> None:
 
 
 def test_truncated_frame_then_disconnect_leaves_the_server_serving(broker: Any) -> None:
-    bad = Raw(broker.port)
+    bad = KafkaSocket(broker.port)
     bad.send(struct.pack(">i", 500) + b"\x00" * 100)
     bad.close()
-    good = Raw(broker.port)
+    good = KafkaSocket(broker.port)
     assert api_versions(good).error_code == 0
 
 
 def test_max_connections_closes_the_extra_connection(broker_factory: Any) -> None:
     b = broker_factory(overrides={"max.connections": "2"})
-    first, second = Raw(b.port), Raw(b.port)
+    first, second = KafkaSocket(b.port), KafkaSocket(b.port)
     assert api_versions(first).error_code == 0
     assert api_versions(second).error_code == 0
-    third = Raw(b.port)
+    third = KafkaSocket(b.port)
     assert third.closed_by_peer()
     second.close()
     # The slot frees once the broker has seen the close (later on a loaded machine):
     # connect again until served; a slot that never frees fails at the deadline.
     deadline = time.monotonic() + 10
     while True:
-        fourth = Raw(b.port)
+        fourth = KafkaSocket(b.port)
         try:
             assert api_versions(fourth).error_code == 0
             break
@@ -261,14 +184,14 @@ def test_max_connections_closes_the_extra_connection(broker_factory: Any) -> Non
 
 def test_idle_connections_are_closed(broker_factory: Any) -> None:
     b = broker_factory(overrides={"connections.max.idle.ms": "300"})
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     assert api_versions(raw).error_code == 0
     assert raw.closed_by_peer(timeout=5)
     assert "connections.max.idle.ms" in b.log()
 
 
 def test_graceful_shutdown_finishes_in_flight_requests_and_marks_a_clean_shutdown(broker: Any) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     create_topic(raw, "bye")
     cid, frame = produce_frame(raw, "bye", [b"x"] * 10)
     raw.send(frame)
@@ -290,7 +213,7 @@ def test_port_opens_only_when_udp_ingest_and_metrics_are_up(broker_factory: Any)
     """Whoever waits for the Kafka port (the fixture, scripts) finds the whole broker up."""
     import urllib.request
 
-    from tests.conftest import free_port_number
+    from tests.helpers.broker import free_port_number
 
     udp_port, metrics_port = free_port_number(), free_port_number()
     b = broker_factory(overrides={"udp.listeners": f"127.0.0.1:{udp_port}",
@@ -300,11 +223,11 @@ def test_port_opens_only_when_udp_ingest_and_metrics_are_up(broker_factory: Any)
             u.sendto(b"datagram %d" % i, ("127.0.0.1", udp_port))
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read()
     assert b"chronolog_requests" in text
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     deadline = time.monotonic() + 10
     latest = -1
     while time.monotonic() < deadline and latest < 50:
-        parts = raw.call(2, 7, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 0, "topics": [
+        parts = raw.request(2, 7, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 0, "topics": [
             {"name": "udp", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
                                             "timestamp": -1}]}]}).topics[0].partitions
         latest = parts[0].offset
@@ -321,7 +244,7 @@ def _chronolog() -> list[str]:
 def test_chronolog_serve_takes_a_properties_file_and_overrides(tmp_path: Any) -> None:
     import subprocess
 
-    from tests.conftest import free_port_number
+    from tests.helpers.broker import free_port_number
 
     port = free_port_number()
     props = tmp_path / "server.properties"
@@ -338,8 +261,8 @@ def test_chronolog_serve_takes_a_properties_file_and_overrides(tmp_path: Any) ->
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
-        raw = Raw(port)
-        md = raw.call(3, 12, {"topics": [{"name": "auto", "topic_id": bytes(16)}],
+        raw = KafkaSocket(port)
+        md = raw.request(3, 12, {"topics": [{"name": "auto", "topic_id": bytes(16)}],
                               "allow_auto_topic_creation": True,
                               "include_topic_authorized_operations": False})
         assert len(md.topics[0].partitions) == 3
@@ -388,7 +311,7 @@ def test_json_log_format_and_a_taken_port(tmp_path: Any) -> None:
 
 
 def test_fetch_checks_the_leader_epoch_and_offsets(broker: Any) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     create_topic(raw, "epochs")
     cid, frame = produce_frame(raw, "epochs", [b"a", b"b"])
     raw.send(frame)
@@ -397,7 +320,7 @@ def test_fetch_checks_the_leader_epoch_and_offsets(broker: Any) -> None:
     def fetch(offset: int, epoch: int) -> Any:
         body = fetch_body("epochs", offset, max_wait_ms=0, min_bytes=0)
         body["topics"][0]["partitions"][0]["current_leader_epoch"] = epoch
-        return raw.call(1, 12, body).responses[0].partitions[0]
+        return raw.request(1, 12, body).responses[0].partitions[0]
 
     assert fetch(0, 0).error_code == 0 and fetch(0, -1).error_code == 0
     assert fetch(0, 1).error_code == 75
@@ -417,12 +340,12 @@ def test_fetch_size_limits_follow_kip_74(broker_factory: Any, fetch_max_bytes: i
     overrides = {} if fetch_max_bytes is None else {"fetch.max.bytes": str(fetch_max_bytes)}
     broker = broker_factory(overrides=overrides)
     cap = 57671680 if fetch_max_bytes is None else fetch_max_bytes  # Kafka's default: 55 MiB
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     create_topic(raw, "sizes", partitions=2)
     for index in (0, 1):
         for _ in range(3):
             batch = build_batch([Record(0, int(time.time() * 1000), None, b"v" * 300, [])] * 2)
-            resp = raw.call(0, 9, {
+            resp = raw.request(0, 9, {
                 "transactional_id": None, "acks": 1, "timeout_ms": 5000,
                 "topic_data": [{"name": "sizes", "partition_data": [{"index": index, "records": batch}]}],
             })
@@ -436,7 +359,7 @@ def test_fetch_size_limits_follow_kip_74(broker_factory: Any, fetch_max_bytes: i
             {"partition": i, "current_leader_epoch": -1, "fetch_offset": 0,
              "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": partition_max}
             for i in (0, 1)]
-        parts = raw.call(1, 12, body).responses[0].partitions
+        parts = raw.request(1, 12, body).responses[0].partitions
         return [bytes(p.records) for p in parts]
 
     def expect(max_bytes: int, partition_max: int) -> list[int]:

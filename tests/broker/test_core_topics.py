@@ -4,25 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.broker.test_core_server import Raw, produce_frame
-
-
-def create(raw: Raw, version: int, topics: list[dict[str, Any]], validate_only: bool = False) -> list[Any]:
-    body_topics = [{"name": t["name"], "num_partitions": t.get("num_partitions", 1),
-                    "replication_factor": t.get("replication_factor", 1),
-                    "assignments": t.get("assignments", []),
-                    "configs": [{"name": k, "value": v} for k, v in t.get("configs", {}).items()]}
-                   for t in topics]
-    resp = raw.call(19, version, {"topics": body_topics, "timeout_ms": 5000,
-                                  "validate_only": validate_only})
-    return list(resp.topics)
-
-
-def metadata(raw: Raw, version: int, names: list[str] | None, auto: bool = True) -> Any:
-    topics = None if names is None else [{"name": n, "topic_id": bytes(16)} for n in names]
-    return raw.call(3, version, {"topics": topics, "allow_auto_topic_creation": auto,
-                                 "include_cluster_authorized_operations": False,
-                                 "include_topic_authorized_operations": False})
+from tests.helpers.kafka_socket import KafkaSocket, create_topics, metadata, produce_frame
 
 
 def topic_errors(md: Any) -> dict[str, int]:
@@ -31,8 +13,8 @@ def topic_errors(md: Any) -> dict[str, int]:
 
 def test_create_topics_answers_per_topic_with_kafkas_codes(broker_factory: Any) -> None:
     b = broker_factory(overrides={"num.partitions": "3"})
-    raw = Raw(b.port)
-    got = create(raw, 7, [
+    raw = KafkaSocket(b.port)
+    got = create_topics(raw, 7, [
         {"name": "ok", "num_partitions": 2, "configs": {"retention.ms": "1000",
                                                           "message.timestamp.type": "LogAppendTime"}},
         {"name": "defaults", "num_partitions": -1, "replication_factor": -1},
@@ -62,7 +44,7 @@ def test_create_topics_answers_per_topic_with_kafkas_codes(broker_factory: Any) 
     assert "segment.bytes" in got[6].error_message
     assert got[9].num_partitions == 2
     assert by[("ok", 0)].error_message is None
-    again = create(raw, 7, [{"name": "ok"}])
+    again = create_topics(raw, 7, [{"name": "ok"}])
     assert again[0].error_code == 36
     md = metadata(raw, 12, ["ok", "defaults", "assigned", "rf2"], auto=False)
     assert {t.name: len(t.partitions) for t in md.topics} == {"ok": 2, "defaults": 3, "assigned": 2,
@@ -71,24 +53,24 @@ def test_create_topics_answers_per_topic_with_kafkas_codes(broker_factory: Any) 
 
 
 def test_create_topics_versions_and_validate_only(broker: Any) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     for version in range(2, 8):
-        got = create(raw, version, [{"name": f"v{version}", "num_partitions": 2}])
+        got = create_topics(raw, version, [{"name": f"v{version}", "num_partitions": 2}])
         assert got[0].error_code == 0
     for version in range(2, 8):  # -1 = broker default in every version, as Kafka's broker
-        got = create(raw, version, [{"name": f"dflt{version}", "num_partitions": -1,
+        got = create_topics(raw, version, [{"name": f"dflt{version}", "num_partitions": -1,
                                      "replication_factor": -1}])
         assert (got[0].error_code, got[0].name) == (0, f"dflt{version}")
         md = metadata(raw, 12, [f"dflt{version}"], auto=False)
         assert len(md.topics[0].partitions) == 1  # num.partitions default
-    checked = create(raw, 7, [{"name": "dry", "num_partitions": 4}], validate_only=True)
+    checked = create_topics(raw, 7, [{"name": "dry", "num_partitions": 4}], validate_only=True)
     assert checked[0].error_code == 0 and checked[0].num_partitions == 4
     assert topic_errors(metadata(raw, 12, ["dry"], auto=False))["dry"] == 3
 
 
 def test_metadata_topic_lists_by_version(broker: Any) -> None:
-    raw = Raw(broker.port)
-    create(raw, 7, [{"name": "a"}, {"name": "b", "num_partitions": 3}])
+    raw = KafkaSocket(broker.port)
+    create_topics(raw, 7, [{"name": "a"}, {"name": "b", "num_partitions": 3}])
     assert sorted(t.name for t in metadata(raw, 0, []).topics) == ["a", "b"]  # v0: empty = all
     assert sorted(t.name for t in metadata(raw, 1, None).topics) == ["a", "b"]  # v1+: null = all
     assert metadata(raw, 1, []).topics == []  # v1+: empty = none
@@ -102,28 +84,28 @@ def test_metadata_topic_lists_by_version(broker: Any) -> None:
     cluster = md.cluster_id
     assert cluster
     broker.restart()
-    assert metadata(Raw(broker.port), 12, ["b"]).cluster_id == cluster
+    assert metadata(KafkaSocket(broker.port), 12, ["b"]).cluster_id == cluster
 
 
 def test_metadata_auto_creates_only_when_allowed(broker_factory: Any) -> None:
     b = broker_factory()
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     assert topic_errors(metadata(raw, 4, ["x"], auto=False))["x"] == 3
     assert topic_errors(metadata(raw, 4, ["x"], auto=True))["x"] == 0
     assert topic_errors(metadata(raw, 1, ["y"]))["y"] == 0  # before v4: broker setting decides
     assert topic_errors(metadata(raw, 9, ["no/slash"]))["no/slash"] == 17
     off = broker_factory(overrides={"auto.create.topics.enable": "false"})
-    assert topic_errors(metadata(Raw(off.port), 1, ["z"]))["z"] == 3
+    assert topic_errors(metadata(KafkaSocket(off.port), 1, ["z"]))["z"] == 3
 
 
 def test_delete_topics_removes_logs_and_a_recreated_topic_starts_empty(broker: Any) -> None:
-    raw = Raw(broker.port)
-    create(raw, 7, [{"name": "gone", "num_partitions": 2}])
+    raw = KafkaSocket(broker.port)
+    create_topics(raw, 7, [{"name": "gone", "num_partitions": 2}])
     cid, frame = produce_frame(raw, "gone", [b"a", b"b"])
     raw.send(frame)
     raw.read()
     assert (broker.data_dir / "gone-0").exists()
-    resp = raw.call(20, 6, {"topics": [{"name": "gone", "topic_id": bytes(16)},
+    resp = raw.request(20, 6, {"topics": [{"name": "gone", "topic_id": bytes(16)},
                                        {"name": None, "topic_id": b"\x01" * 16},
                                        {"name": "never", "topic_id": bytes(16)}],
                             "timeout_ms": 5000})
@@ -131,21 +113,21 @@ def test_delete_topics_removes_logs_and_a_recreated_topic_starts_empty(broker: A
     assert not (broker.data_dir / "gone-0").exists()
     assert topic_errors(metadata(raw, 12, ["gone"], auto=False))["gone"] == 3
     for version in range(1, 6):
-        create(raw, 7, [{"name": f"d{version}"}])
-        old = raw.call(20, version, {"topic_names": [f"d{version}"], "timeout_ms": 5000})
+        create_topics(raw, 7, [{"name": f"d{version}"}])
+        old = raw.request(20, version, {"topic_names": [f"d{version}"], "timeout_ms": 5000})
         assert old.responses[0].error_code == 0
-    create(raw, 7, [{"name": "gone"}])
+    create_topics(raw, 7, [{"name": "gone"}])
     cid, frame = produce_frame(raw, "gone", [b"new"])
     raw.send(frame)
     assert raw.read()[1].responses[0].partition_responses[0].base_offset == 0
     broker.restart()
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     assert sorted(t.name for t in metadata(raw, 12, None).topics) == ["gone"]
 
 
 def test_delete_topics_disabled(broker_factory: Any) -> None:
     b = broker_factory(overrides={"delete.topic.enable": "false"})
-    raw = Raw(b.port)
-    create(raw, 7, [{"name": "stay"}])
-    resp = raw.call(20, 4, {"topic_names": ["stay"], "timeout_ms": 5000})
+    raw = KafkaSocket(b.port)
+    create_topics(raw, 7, [{"name": "stay"}])
+    resp = raw.request(20, 4, {"topic_names": ["stay"], "timeout_ms": 5000})
     assert resp.responses[0].error_code == 73

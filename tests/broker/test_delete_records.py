@@ -29,6 +29,7 @@ from client import admin
 from client.aio import Client, ProducerRecord
 from protocol.errors import ErrorCode, KafkaError
 from tests.broker.admin_common import Shared, admin_broker
+from tests.helpers.wait import wait_until
 
 TIMEOUT = 15.0
 T0 = int(time.time() * 1000) - 600_000
@@ -115,7 +116,8 @@ def test_kafkas_answers_for_bad_deletes(shared: Shared) -> None:
     b, ck, kp = shared
     ck.create_topics([NewTopic("dr-codes", 2, 1), NewTopic("dr-compacted", 1, 1,
                       config={"cleanup.policy": "compact"})])["dr-codes"].result(TIMEOUT)
-    time.sleep(0.2)
+    wait_until(lambda: {"dr-codes", "dr-compacted"} <= set(ck.list_topics(timeout=5).topics), 10.0,
+               "both topics in the metadata")
     asyncio.run(produce(b.bootstrap, "dr-codes", [[1, 2, 3]]))
     cases = [(CkTP("dr-codes", 0, 4), 1),          # beyond the high watermark
              (CkTP("dr-codes", 0, -7), 1),         # negative, and not -1

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from broker import group_configs
 from broker.config import LONG_MAX, BrokerConfig
 from broker.dynamic_config import dynamic_names
-from broker.handlers.describe_configs import broker_entries, select, topic_entries
-from tests.broker.test_core_server import Raw, api_versions, create_topic
+from broker.handlers.describe_configs import TOPIC_SYNONYMS, broker_entries, select, topic_entries
+from tests.helpers.kafka_socket import KafkaSocket, api_versions, create_topic
 
 DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = 1, 4, 5
 TOPIC, BROKER = 2, 4
@@ -84,13 +84,18 @@ def oracle_topic(broker_props: dict[str, str], overrides: dict[str, str]) -> dic
             source = STATIC_BROKER
         else:
             source = DEFAULT
-        expected_syns: set[tuple[str, str | None, int]] = set()
-        if name in overrides:
-            expected_syns.add((name, value, DYNAMIC_TOPIC))
-        expected_syns |= {(s, _raw_setting(cfg, s), STATIC_BROKER) for s in set_here}
-        expected_syns |= {(s, _raw_setting(BASE, s), DEFAULT) for s in syns
-                          if SETTINGS[s].default is not None}
-        out[name] = {"value": value, "source": source, "synonyms": expected_syns}
+        # Kafka's order (highest priority first: ServerTopicConfigSynonyms), then its
+        # dropWhile when no broker synonym is set: nothing before the first one named
+        # after the primary synonym.
+        ordered = list(TOPIC_SYNONYMS.get(name, ()))
+        assert set(ordered) == set(syns), (name, ordered, syns)
+        broker_syns = [(s, _raw_setting(cfg, s), STATIC_BROKER) for s in ordered if s in set_here]
+        broker_syns += [(s, _raw_setting(BASE, s), DEFAULT) for s in ordered
+                        if SETTINGS[s].default is not None]
+        while not set_here and broker_syns and broker_syns[0][0] != ordered[0]:
+            broker_syns.pop(0)  # only defaults: Kafka's dropWhile (a set one keeps all)
+        expected_syns = [(name, value, DYNAMIC_TOPIC)] if name in overrides else []
+        out[name] = {"value": value, "source": source, "synonyms": expected_syns + broker_syns}
     return out
 
 
@@ -139,9 +144,7 @@ def test_topic_entries_match_the_oracle(
         w = want[e.name]
         assert (e.value, e.source, e.read_only, e.is_default) == (
             w["value"], w["source"], False, e.name not in overrides)
-        assert {(s.name, s.value, s.source) for s in e.synonyms} == w["synonyms"]
-        if e.synonyms:
-            assert e.synonyms[0].source == e.source  # the winning synonym comes first
+        assert [(s.name, s.value, s.source) for s in e.synonyms] == w["synonyms"]
 
 
 def test_broker_entries_are_every_setting_with_its_value_and_source() -> None:
@@ -160,9 +163,9 @@ def test_broker_entries_are_every_setting_with_its_value_and_source() -> None:
 # ------------------------------------------------------------------ the real broker
 
 
-def describe(raw: Raw, version: int, resources: list[tuple[int, str, list[str] | None]],
+def describe(raw: KafkaSocket, version: int, resources: list[tuple[int, str, list[str] | None]],
              synonyms: bool = False, documentation: bool = False) -> list[Any]:
-    resp = raw.call(32, version, {
+    resp = raw.request(32, version, {
         "resources": [{"resource_type": t, "resource_name": n, "configuration_keys": k}
                       for t, n, k in resources],
         "include_synonyms": synonyms, "include_documentation": documentation,
@@ -178,12 +181,12 @@ TOPIC_CONFIGS = {"retention.ms": "3600000", "cleanup.policy": "delete", "segment
 
 @pytest.fixture(scope="module")
 def configured(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from tests.conftest import BrokerProcess, free_port_number
+    from tests.helpers.broker import BrokerProcess, free_port_number
 
     data = tmp_path_factory.mktemp("describe-configs") / "data"
     data.mkdir()
     b = BrokerProcess(data, free_port_number(), dict(BROKER_PROPS)).start()
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     assert create_topic(raw, "configured", 2, TOPIC_CONFIGS).topics[0].error_code == 0
     assert create_topic(raw, "plain", 1).topics[0].error_code == 0
     raw.close()
@@ -193,11 +196,11 @@ def configured(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @pytest.mark.parametrize("version", range(5))
 def test_every_version_describes_a_topic_as_the_oracle_says(configured: Any, version: int) -> None:
-    raw = Raw(configured.port)
+    raw = KafkaSocket(configured.port)
     want = oracle_topic(BROKER_PROPS, TOPIC_CONFIGS)
     (res,) = describe(raw, version, [(TOPIC, "configured", None)], synonyms=True, documentation=True)
     assert (res.error_code, res.error_message, res.resource_type, res.resource_name) == (
-        0, None, TOPIC, "configured")
+        0, "", TOPIC, "configured")  # Kafka: "" when described
     got = {c.name: c for c in res.configs}
     assert set(got) == set(want)
     for name, c in got.items():
@@ -208,7 +211,7 @@ def test_every_version_describes_a_topic_as_the_oracle_says(configured: Any, ver
             assert c.config_source == -1 and list(c.synonyms) == []  # not on the wire
         else:
             assert c.config_source == want[name]["source"], name
-            assert {(s.name, s.value, s.source) for s in c.synonyms} == want[name]["synonyms"]
+            assert [(s.name, s.value, s.source) for s in c.synonyms] == want[name]["synonyms"]
         if version >= 3:
             assert c.config_type in (1, 2, 3, 5, 6, 7)
             assert c.documentation
@@ -219,7 +222,7 @@ def test_every_version_describes_a_topic_as_the_oracle_says(configured: Any, ver
 
 
 def test_synonyms_and_documentation_only_when_asked(configured: Any) -> None:
-    raw = Raw(configured.port)
+    raw = KafkaSocket(configured.port)
     (res,) = describe(raw, 4, [(TOPIC, "plain", None)])
     assert all(list(c.synonyms) == [] and c.documentation is None for c in res.configs)
     types = {c.name: c.config_type for c in res.configs}
@@ -228,7 +231,7 @@ def test_synonyms_and_documentation_only_when_asked(configured: Any) -> None:
 
 
 def test_configuration_keys_filter_and_per_resource_errors(configured: Any) -> None:
-    raw = Raw(configured.port)
+    raw = KafkaSocket(configured.port)
     results = describe(raw, 4, [
         (TOPIC, "configured", ["retention.ms", "no.such.config", "segment.ms"]),
         (TOPIC, "configured", []),
@@ -261,7 +264,7 @@ def test_configuration_keys_filter_and_per_resource_errors(configured: Any) -> N
 
 
 def test_broker_resource_lists_every_setting_with_the_values_it_was_started_with(configured: Any) -> None:
-    raw = Raw(configured.port)
+    raw = KafkaSocket(configured.port)
     (res,) = describe(raw, 4, [(BROKER, "0", None)], synonyms=True)
     got = {c.name: c for c in res.configs}
     cfg = BrokerConfig.load(overrides=[f"{k}={v}" for k, v in BROKER_PROPS.items()],
@@ -277,7 +280,7 @@ def test_broker_resource_lists_every_setting_with_the_values_it_was_started_with
 
 
 def test_api_versions_advertises_describe_configs(broker: Any) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     keys = {k.api_key: (k.min_version, k.max_version) for k in api_versions(raw).api_keys}
     assert keys[32] == (0, 4)
     raw.close()
@@ -285,11 +288,11 @@ def test_api_versions_advertises_describe_configs(broker: Any) -> None:
 
 def test_topic_configs_survive_a_restart(broker_factory: Any) -> None:
     b = broker_factory(overrides={"log.retention.ms": "86400000"})
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     assert create_topic(raw, "kept", 1, {"max.message.bytes": "4096"}).topics[0].error_code == 0
     raw.close()
     b.restart()
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     (res,) = describe(raw, 4, [(TOPIC, "kept", ["max.message.bytes", "retention.ms"])])
     assert [(c.name, c.value, c.config_source) for c in res.configs] == [
         ("max.message.bytes", "4096", 1), ("retention.ms", "86400000", 4)]

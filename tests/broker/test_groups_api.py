@@ -14,9 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.api import decode_response, encode_request
-from tests.broker.test_clients_common import RawConnection, bring_back, running_broker
-from tests.conftest import BrokerProcess
+from protocol.api import encode_request
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import bring_back, running_broker
+from tests.helpers.kafka_socket import KafkaSocket
+from tests.helpers.wait import wait_until
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE = 0, 3, 12
 ILLEGAL_GENERATION, INCONSISTENT, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID = 22, 23, 24, 25
@@ -37,7 +39,7 @@ OVERRIDES = {
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(tmp_path_factory, "groups-api", OVERRIDES) as b:
-        with RawConnection(b) as c:
+        with KafkaSocket(b.port) as c:
             for name, n in (("gt", 3), ("other", 2)):
                 c.request(19, 5, {"topics": [{"name": name, "num_partitions": n, "replication_factor": 1,
                                               "assignments": [], "configs": []}], "timeout_ms": 5000})
@@ -57,7 +59,7 @@ class Member:
 
     def __init__(self, b: BrokerProcess, group: str, *, session: int = 5000, topics: list[str] | None = None,
                  protocol_type: str = "consumer") -> None:
-        self.conn = RawConnection(b)
+        self.conn = KafkaSocket(b.port, client_id="raw-member")
         self.group = group
         self.session = session
         self.meta = subscription(topics or ["gt"])
@@ -66,7 +68,7 @@ class Member:
         self.generation = -1
         self.leader = ""
         self.members: list[Any] = []
-        self._sent: tuple[int, int, int] | None = None
+        self._sent: int | None = None  # the correlation id of the request awaiting its answer
 
     def send_join(self, version: int = 5, rebalance: int = 10_000) -> None:
         body = {"group_id": self.group, "session_timeout_ms": self.session,
@@ -76,18 +78,17 @@ class Member:
         self._send(11, version, body)
 
     def _send(self, key: int, version: int, body: dict[str, Any]) -> None:
-        self.conn.correlation_id += 1
-        self._sent = (key, version, self.conn.correlation_id)
-        self.conn.send(encode_request(key, version, self.conn.correlation_id, "raw-member", body))
+        self._sent, frame = self.conn.frame(key, version, body)
+        self.conn.send(frame)
 
     def ready(self, timeout: float = 0.0) -> bool:
         return bool(select.select([self.conn.sock], [], [], timeout)[0])
 
     def receive(self) -> Any:
         assert self._sent is not None
-        key, version, corr = self._sent
-        cid, resp = decode_response(key, version, self.conn.read_frame())
-        assert cid == corr
+        cid, resp = self.conn.read()
+        assert cid == self._sent
+        key, _ = self.conn.sent[cid]
         if key == 11 and resp.error_code in (NONE, MEMBER_ID_REQUIRED):
             self.member_id = resp.member_id
             if resp.error_code == NONE:
@@ -155,7 +156,7 @@ def stable_group(b: BrokerProcess, group: str, n: int, **kw: Any) -> list[Member
 
 
 def request(b: BrokerProcess, key: int, version: int, body: dict[str, Any]) -> Any:
-    with RawConnection(b) as c:
+    with KafkaSocket(b.port) as c:
         return c.request(key, version, body)
 
 
@@ -235,7 +236,7 @@ def test_a_ten_thousand_byte_group_id_works_like_any_other(shared: BrokerProcess
 
 
 def test_join_flood_is_bounded_by_group_max_size_and_pending_ids_expire(shared: BrokerProcess) -> None:
-    with RawConnection(shared) as c:
+    with KafkaSocket(shared.port) as c:
         codes = []
         for _ in range(3 * MAX_SIZE):
             resp = c.request(11, 5, {"group_id": "flood", "session_timeout_ms": 200, "rebalance_timeout_ms": 200,
@@ -351,10 +352,8 @@ def test_describe_list_delete_and_offset_delete_follow_kafka(shared: BrokerProce
     assert request(shared, 47, 0, {"group_id": "never-was", "topics": []}).error_code == GROUP_ID_NOT_FOUND
 
     assert a.leave() == NONE and b.leave() == NONE
-    deadline = time.monotonic() + 5
-    while describe(shared, "tools").group_state != "Empty":
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(lambda: describe(shared, "tools").group_state == "Empty", 5.0, "the group to become Empty",
+               interval=0.02)
     assert listed(4, ["EMPTY"])["tools"] == ("Empty", "")
     deleted = request(shared, 42, 1, {"groups_names": ["tools"]}).results
     assert [(r.group_id, r.error_code) for r in deleted] == [("tools", NONE)]
@@ -378,7 +377,7 @@ def test_offset_delete_on_an_active_non_consumer_group_is_non_empty(shared: Brok
 @pytest.mark.parametrize("how", ["graceful", "crash"])
 def test_group_state_survives_a_restart(broker_factory: Any, how: str) -> None:
     b = broker_factory(overrides=OVERRIDES)
-    with RawConnection(b) as c:
+    with KafkaSocket(b.port) as c:
         c.request(19, 5, {"topics": [{"name": "gt", "num_partitions": 3, "replication_factor": 1,
                                       "assignments": [], "configs": []}], "timeout_ms": 5000})
     a, m2 = stable_group(b, "kept", 2)
@@ -386,10 +385,8 @@ def test_group_state_survives_a_restart(broker_factory: Any, how: str) -> None:
     (gone,) = stable_group(b, "emptied", 1)
     assert gone.commit({("gt", 2): 5}) == {("gt", 2): NONE}
     assert gone.leave() == NONE
-    deadline = time.monotonic() + 5
-    while describe(b, "emptied").group_state != "Empty":
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(lambda: describe(b, "emptied").group_state == "Empty", 5.0, "the group to become Empty",
+               interval=0.02)
     # Becoming Empty is no answer to anyone, so nothing promised it durable yet; the store
     # writes in order, so an acknowledged commit made after it proves it is on disk.
     assert a.commit({("gt", 1): 77}) == {("gt", 1): NONE}
@@ -400,7 +397,7 @@ def test_group_state_survives_a_restart(broker_factory: Any, how: str) -> None:
     assert d.group_state == "Stable" and {m.member_id for m in d.members} == {a.member_id, m2.member_id}
     assert {m.member_assignment for m in d.members} == {a.member_id.encode(), m2.member_id.encode()}
     for m in (a, m2):  # the same members carry on without a rebalance
-        m.conn = RawConnection(b)
+        m.conn = KafkaSocket(b.port)
         assert m.heartbeat() == NONE
     assert fetch(b, "kept") == {("gt", 1): 77}
     e = describe(b, "emptied")
@@ -452,10 +449,10 @@ def test_mangled_group_requests_are_answered_or_close_their_connection(
         body[8 + pos % max(1, len(body) - 8)] = value  # the header's key/version stay valid
     if cut is not None:
         body = body[: 8 + cut % max(1, len(body) - 7)]
-    with RawConnection(shared) as c:
+    with KafkaSocket(shared.port) as c:
         c.send(len(body).to_bytes(4, "big") + bytes(body))
         assert c.outcome(3.0) in ("answered", "closed")
-    with RawConnection(shared) as c:  # and everyone else is still served
+    with KafkaSocket(shared.port) as c:  # and everyone else is still served
         assert c.request(18, 3, {"client_software_name": "x", "client_software_version": "1"}).error_code == 0
 
 

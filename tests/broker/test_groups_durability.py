@@ -25,8 +25,8 @@ from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import CommittedOffset, GroupStore
 from broker.partitions import STATE_DIR
 from protocol.api import decode_response, encode_request
-from tests.broker.test_clients_common import RawConnection
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.broker import BrokerProcess, free_port_number
+from tests.helpers.kafka_socket import KafkaSocket
 
 GROUPS = ["d0", "d1"]
 PARTITIONS = 2
@@ -65,7 +65,7 @@ def commit_frame(corr: int, group: str, partition: int, offset: int, epoch: int,
 
 
 def fetch_all(b: BrokerProcess) -> dict[tuple[str, int], tuple[int, int, str]]:
-    with RawConnection(b) as c:
+    with KafkaSocket(b.port) as c:
         resp = c.request(9, 8, {"groups": [{"group_id": g, "topics": None} for g in GROUPS]})
     return {(g.group_id, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata)
             for g in resp.groups for t in g.topics for p in t.partitions}
@@ -87,11 +87,11 @@ def test_every_acknowledged_commit_survives_kill_minus_nine(
     b = BrokerProcess(data, free_port_number()).start()
     allowed: dict[tuple[str, int], Allowed] = {}
     try:
-        with RawConnection(b) as c:
+        with KafkaSocket(b.port) as c:
             c.request(19, 5, {"topics": [{"name": "dt", "num_partitions": PARTITIONS, "replication_factor": 1,
                                           "assignments": [], "configs": []}], "timeout_ms": 5000})
         for burst, fraction, kill in plan:
-            with RawConnection(b) as c:
+            with KafkaSocket(b.port) as c:
                 frames = [commit_frame(i + 1, *commit) for i, commit in enumerate(burst)]
                 sent = now_ms()
                 c.send(b"".join(frames))

@@ -1,7 +1,7 @@
 """kafkajs members in a consumer group, each in its own Node process (issue #9's
 integration scenario for the fourth client).
 
-The harness is test_groups_clients.py's ``Group`` (same broker settings, same files
+The harness is tests/helpers/groups.py's ``Group`` (same broker settings, same files
 per member, same oracle: every produced record processed, its commit acknowledged,
 exactly once across the group); only the member process differs:
 ``tests/js/group_member.js``. kafkajs joins with JoinGroup v5 (two-step), its own
@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker import test_groups_clients
-from tests.broker.test_clients_common import running_broker
-from tests.broker.test_groups_clients import OVERRIDES, Group
-from tests.conftest import BrokerProcess
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import running_broker
+from tests.helpers.groups import OVERRIDES, Group, share_partitions_through_joins_leaves_and_crashes
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 NODE = shutil.which("node")
@@ -49,11 +48,8 @@ class KafkajsGroup(Group):
 
 
 def test_kafkajs_members_share_partitions_through_joins_leaves_and_crashes(
-    jb: BrokerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    jb: BrokerProcess, tmp_path: Path
 ) -> None:
-    """test_groups_clients' scenario itself (two members, a third joins, it leaves, one is
-    SIGKILLed; exactly once), run with kafkajs members: its ``Group`` is swapped for the
-    subclass above, so the scenario is written once and followed as it evolves."""
-    monkeypatch.setattr(test_groups_clients, "Group", KafkajsGroup)
-    test_groups_clients.test_members_share_partitions_through_joins_leaves_and_crashes(
-        jb, tmp_path, "kafkajs", "roundrobin")
+    """test_groups_clients' scenario (two members, a third joins, it leaves, one is
+    SIGKILLed; exactly once), written once in tests/helpers/groups.py, with kafkajs members."""
+    share_partitions_through_joins_leaves_and_crashes(KafkajsGroup(jb, tmp_path, "kafkajs", "roundrobin"))

@@ -29,16 +29,16 @@ from broker.producers import (
 )
 from protocol.errors import ErrorCode, KafkaError
 from storage.records import BatchHeader, Record, build_batch
-from tests.broker.test_clients_common import (
+from tests.helpers.broker import BrokerProcess, free_port_number
+from tests.helpers.clients import (
     BASE_TS,
-    RawConnection,
     bring_back,
     fetch_all,
     list_offset,
     partition_errors,
     produce_body,
 )
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.kafka_socket import KafkaSocket, split_frames
 
 
 class Header(NamedTuple):
@@ -279,7 +279,7 @@ def test_duplicate_reports_the_original_log_append_time(tmp_path: Path) -> None:
 # ---- end to end: retried batches over a real socket against the broker subprocess ----
 
 
-def init_producer_id(conn: RawConnection, version: int = 4, txn: str | None = None) -> tuple[int, int, int]:
+def init_producer_id(conn: KafkaSocket, version: int = 4, txn: str | None = None) -> tuple[int, int, int]:
     r = conn.request(22, version, {"transactional_id": txn, "transaction_timeout_ms": 60000})
     return r.error_code, r.producer_id, r.producer_epoch
 
@@ -290,14 +290,14 @@ def idem_batch(pid: int, epoch: int, seq: int, n: int, tag: str = "") -> bytes:
     return build_batch(recs, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
 
 
-def send(conn: RawConnection, topic: str, batch: bytes, partition: int = 0) -> tuple[int, int]:
+def send(conn: KafkaSocket, topic: str, batch: bytes, partition: int = 0) -> tuple[int, int]:
     return partition_errors(conn.request(0, 9, produce_body(topic, {partition: batch})))[(topic, partition)]
 
 
 def test_broker_appends_a_retried_batch_once_and_enforces_sequences(
     broker: BrokerProcess,
 ) -> None:
-    with RawConnection(broker) as c:
+    with KafkaSocket(broker.port) as c:
         c.request(19, 5, {"topics": [{"name": "idem", "num_partitions": 1, "replication_factor": 1,
                                       "assignments": [], "configs": []}], "timeout_ms": 5000})
         err, pid, epoch = init_producer_id(c)
@@ -321,14 +321,14 @@ def test_broker_appends_a_retried_batch_once_and_enforces_sequences(
 
 @pytest.mark.parametrize("how", ["graceful", "crash"])
 def test_duplicates_are_still_recognised_after_a_restart(broker: BrokerProcess, how: str) -> None:
-    with RawConnection(broker) as c:
+    with KafkaSocket(broker.port) as c:
         c.request(19, 5, {"topics": [{"name": "idem-rs", "num_partitions": 1, "replication_factor": 1,
                                       "assignments": [], "configs": []}], "timeout_ms": 5000})
         _, pid, _ = init_producer_id(c)
         for seq in range(0, 12, 2):
             send(c, "idem-rs", idem_batch(pid, 0, seq, 2))
     bring_back(broker, how)
-    with RawConnection(broker) as c:
+    with KafkaSocket(broker.port) as c:
         assert send(c, "idem-rs", idem_batch(pid, 0, 10, 2)) == (0, 10)
         assert send(c, "idem-rs", idem_batch(pid, 0, 4, 2)) == (0, 4)
         assert send(c, "idem-rs", idem_batch(pid, 0, 12, 2)) == (0, 12)
@@ -340,7 +340,7 @@ def test_duplicates_are_still_recognised_after_a_restart(broker: BrokerProcess, 
 def test_transactional_init_gets_an_id_and_idempotent_init_at_every_version(
     broker: BrokerProcess,
 ) -> None:
-    with RawConnection(broker) as c:
+    with KafkaSocket(broker.port) as c:
         pids = []
         for v in range(5):
             err, pid, epoch = init_producer_id(c, v)
@@ -358,7 +358,7 @@ def test_transactional_init_gets_an_id_and_idempotent_init_at_every_version(
 
 
 def test_transactional_batch_outside_a_transaction_is_refused_and_not_appended(broker: BrokerProcess) -> None:
-    with RawConnection(broker) as c:
+    with KafkaSocket(broker.port) as c:
         c.request(19, 5, {"topics": [{"name": "txn", "num_partitions": 1, "replication_factor": 1,
                                       "assignments": [], "configs": []}], "timeout_ms": 5000})
         _, pid, _ = init_producer_id(c)
@@ -407,22 +407,6 @@ class LossyProxy:
             threading.Thread(target=self._responses, args=(upstream, client, produce_ids), daemon=True).start()
 
     @staticmethod
-    def _frames(src: socket.socket) -> Iterator[bytes]:
-        buf = b""
-        while True:
-            try:
-                chunk = src.recv(65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            buf += chunk
-            while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
-                n = 4 + struct.unpack_from(">i", buf)[0]
-                yield buf[:n]
-                buf = buf[n:]
-
-    @staticmethod
     def _shut(*socks: socket.socket) -> None:
         """shutdown() wakes the other pump's blocked recv and sends the FIN; close() alone does not."""
         for s in socks:
@@ -433,7 +417,7 @@ class LossyProxy:
             s.close()
 
     def _requests(self, src: socket.socket, dst: socket.socket, produce_ids: set[int]) -> None:
-        for f in self._frames(src):
+        for f in split_frames(src):
             api_key, _v, cid = struct.unpack_from(">hhi", f, 4)
             if api_key == 0:
                 produce_ids.add(cid)
@@ -444,7 +428,7 @@ class LossyProxy:
         self._shut(src, dst)
 
     def _responses(self, src: socket.socket, dst: socket.socket, produce_ids: set[int]) -> None:
-        for f in self._frames(src):
+        for f in split_frames(src):
             (cid,) = struct.unpack_from(">i", f, 4)
             if cid in produce_ids:
                 with self.lock:
@@ -476,7 +460,7 @@ def lossy(broker_factory) -> Iterator[tuple[BrokerProcess, LossyProxy]]:  # type
 
 
 def read_values(b: BrokerProcess, topic: str) -> list[int]:
-    with RawConnection(b) as c:
+    with KafkaSocket(b.port) as c:
         return [int(r.value or b"") for r in fetch_all(c, topic)]
 
 
@@ -569,7 +553,7 @@ def test_retries_after_lost_acks_and_a_broker_crash_are_recognised_by_the_rebuil
 def test_retry_on_a_log_append_time_topic_reports_the_original_append_time(
     broker: BrokerProcess,
 ) -> None:
-    with RawConnection(broker) as c:
+    with KafkaSocket(broker.port) as c:
         c.request(19, 5, {"topics": [{"name": "lat-idem", "num_partitions": 1, "replication_factor": 1,
                                       "assignments": [], "configs": [
                                           {"name": "message.timestamp.type", "value": "LogAppendTime"}]}],
@@ -598,7 +582,7 @@ def test_aborted_transactions_below_a_new_log_start_are_forgotten(tmp_path: Path
     assert aborted is not None and (aborted.first_offset, aborted.last_offset) == (10, 12)
     assert mgr.last_stable_offset("t", 0, 13) == 13
     assert mgr.aborted_transactions("t", 0, 0, 13) == [aborted]
-    mgr.evict_below("t", 0, 12)
+    mgr.on_log_start_moved("t", 0, 12)
     assert mgr.aborted_transactions("t", 0, 0, 13) == [aborted]  # the marker is still there
-    mgr.evict_below("t", 0, 13)
+    mgr.on_log_start_moved("t", 0, 13)
     assert mgr.aborted_transactions("t", 0, 0, 13) == []

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.broker.test_core_server import Raw
+from tests.helpers.kafka_socket import KafkaSocket
 
 API_VERSIONS_BODY = {"client_software_name": "t", "client_software_version": "1"}
 
@@ -48,7 +48,7 @@ def asleep(cpu_share: float, runnable_share: float) -> bool:
 def test_polling_stops_when_requests_stop(broker_factory: Any, window_us: str) -> None:
     b = broker_factory(overrides={"idle.poll.us": window_us})
     assert b.proc is not None
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     for _ in range(2000):  # requests one after another: the poller has work in each gap
         cid, frame = raw.frame(18, 3, API_VERSIONS_BODY)
         raw.send(frame)
@@ -68,7 +68,7 @@ def test_a_long_window_spins_while_it_lasts_and_then_sleeps(broker_factory: Any)
     deadline = time.monotonic() + 30
     while not asleep(*(idle := shares(b.proc.pid, 0.5))):
         assert time.monotonic() < deadline, f"the broker never went idle after starting: {idle}"
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     _, start = sched_seconds(b.proc.pid)
     cid, frame = raw.frame(18, 3, API_VERSIONS_BODY)
     raw.send(frame)

@@ -18,19 +18,12 @@ from typing import Any
 
 import pytest
 
-from tests.broker.test_core_server import Raw
+from tests.helpers.kafka_socket import KafkaSocket
+from tests.helpers.kip848 import FAST_GROUPS, SESSION_MS
+from tests.helpers.wait import wait_until
 
 TOPIC = "kip848"
 PARTITIONS = 6
-# Seconds, lowered from Kafka's 45 s / 5 s through the min settings.
-SESSION_MS = 3000
-HEARTBEAT_MS = 250
-FAST_GROUPS = {
-    "group.consumer.session.timeout.ms": str(SESSION_MS),
-    "group.consumer.min.session.timeout.ms": "1000",
-    "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
-    "group.consumer.min.heartbeat.interval.ms": "100",
-}
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -83,15 +76,6 @@ class Member:
         self.proc.kill()
         self.proc.wait(10)
         self.killed_at = time.time()
-
-
-def wait_until(what: str, cond: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting until {what}")
 
 
 def split(members: list[Member], sizes: list[int] | None = None) -> Callable[[], bool]:
@@ -167,20 +151,19 @@ def test_members_split_rebalance_and_take_over_without_double_ownership_and_each
 
     produce(b.bootstrap, 0, 300)
     a, bb = start("a"), start("b")
-    wait_until("two members split 6 partitions 3/3", split([a, bb], [3, 3]))
+    wait_until(split([a, bb], [3, 3]), 20.0, "two members split 6 partitions 3/3")
     c = start("c")
     produce(b.bootstrap, 300, 300)
-    wait_until("a third member gets 2 of them", split([a, bb, c], [2, 2, 2]))
+    wait_until(split([a, bb, c], [2, 2, 2]), 20.0, "a third member gets 2 of them")
     c.close()
-    wait_until("the closed member's partitions return", split([a, bb], [3, 3]))
-    wait_until("all 600 records are processed", lambda: len(set(a.done() + bb.done() + c.done())) >= 600)
+    wait_until(split([a, bb], [3, 3]), 20.0, "the closed member's partitions return")
+    wait_until(lambda: len(set(a.done() + bb.done() + c.done())) >= 600, 20.0, "all 600 records are processed")
     bb.kill()  # no LeaveGroup: only the session timeout frees its partitions
     killed = time.monotonic()
     produce(b.bootstrap, 600, 60)
-    wait_until("the survivor takes over after the session timeout", split([a], [6]), timeout=SESSION_MS / 1000 + 10)
+    wait_until(split([a], [6]), SESSION_MS / 1000 + 10, "the survivor takes over after the session timeout")
     assert time.monotonic() - killed >= SESSION_MS / 1000 * 0.9  # not before the session ran out
-    wait_until("the records after the kill are processed",
-               lambda: len(set(a.done() + bb.done() + c.done())) >= 660)
+    wait_until(lambda: len(set(a.done() + bb.done() + c.done())) >= 660, 20.0, "the records after the kill are processed")
     time.sleep(0.5)
     assert_never_owned_twice(members)
     done = a.done() + bb.done() + c.done()
@@ -208,22 +191,22 @@ def test_group_survives_a_broker_restart_without_fatal_errors(cluster: Any, tmp_
     a = Member("a", b.bootstrap, "g-restart", tmp_path)
     c = Member("c", b.bootstrap, "g-restart", tmp_path)
     members += [a, c]
-    wait_until("two members split the topic", split([a, c], [3, 3]))
+    wait_until(split([a, c], [3, 3]), 20.0, "two members split the topic")
     b.restart()
     produce(b.bootstrap, 0, 60)
-    wait_until("records produced after the restart are consumed", lambda: len(a.done() + c.done()) >= 60)
+    wait_until(lambda: len(a.done() + c.done()) >= 60, 20.0, "records produced after the restart are consumed")
     assert not a.fatal() and not c.fatal(), (a.fatal(), c.fatal())
     assert split([a, c], [3, 3])()
-    raw = Raw(b.port)
-    desc = raw.call(69, 1, {"group_ids": ["g-restart", "nope"], "include_authorized_operations": False})
+    raw = KafkaSocket(b.port)
+    desc = raw.request(69, 1, {"group_ids": ["g-restart", "nope"], "include_authorized_operations": False})
     g, missing = desc.groups
     assert (g.error_code, g.group_state, missing.error_code) == (0, "Stable", 69)
     assert sorted(len(m.assignment.topic_partitions[0].partitions) for m in g.members) == [3, 3]
     assert {m.member_type for m in g.members} == {1}
-    listed = raw.call(16, 5, {"states_filter": [], "types_filter": ["CONSUMER"]})
+    listed = raw.request(16, 5, {"states_filter": [], "types_filter": ["CONSUMER"]})
     assert [(x.group_id, x.group_type, x.protocol_type, x.group_state) for x in listed.groups] == [
         ("g-restart", "consumer", "consumer", "Stable")]
-    assert raw.call(16, 5, {"states_filter": [], "types_filter": ["classic"]}).groups == []
+    assert raw.request(16, 5, {"states_filter": [], "types_filter": ["classic"]}).groups == []
     # librdkafka's AdminClient asks ConsumerGroupDescribe first (falls back to DescribeGroups on 69)
     from confluent_kafka import ConsumerGroupType
     from confluent_kafka.admin import AdminClient
@@ -243,23 +226,23 @@ def test_a_static_member_restarting_gets_its_partitions_back_without_a_rebalance
     a = Member("a", b.bootstrap, "g-static", tmp_path, instance_id="host-a")
     c = Member("c", b.bootstrap, "g-static", tmp_path, instance_id="host-c")
     members += [a, c]
-    wait_until("two static members split the topic", split([a, c], [3, 3]))
-    raw = Raw(b.port)
+    wait_until(split([a, c], [3, 3]), 20.0, "two static members split the topic")
+    raw = KafkaSocket(b.port)
 
     def describe() -> Any:
-        return raw.call(69, 1, {"group_ids": ["g-static"], "include_authorized_operations": False}).groups[0]
+        return raw.request(69, 1, {"group_ids": ["g-static"], "include_authorized_operations": False}).groups[0]
 
     before = describe()
     mine = a.owned()
     # a second process with the same instance id while the first is alive: refused (111), fatal
     dup = Member("dup", b.bootstrap, "g-static", tmp_path, instance_id="host-a")
     members.append(dup)
-    wait_until("the duplicate instance is refused", lambda: bool(dup.fatal()))
+    wait_until(lambda: bool(dup.fatal()), 20.0, "the duplicate instance is refused")
     assert "instance" in dup.fatal()[0]["text"].lower()
     a.close()  # a static member's close is a temporary leave (epoch -2): its partitions wait
     a2 = Member("a2", b.bootstrap, "g-static", tmp_path, instance_id="host-a")
     members.append(a2)
-    wait_until("the restarted instance owns what it owned", lambda: a2.owned() == mine)
+    wait_until(lambda: a2.owned() == mine, 20.0, "the restarted instance owns what it owned")
     after = describe()
     assert after.group_epoch == before.group_epoch  # no rebalance
     assert c.owned() == set(range(PARTITIONS)) - mine

@@ -17,47 +17,17 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from tests.broker.test_core_server import Raw, create_topic, produce_frame
-
-WAIT_S = 20.0
-
-
-def latest_offsets(port: int, topic: str, partitions: int) -> list[int]:
-    raw = Raw(port)
-    try:
-        resp = raw.call(2, 7, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 0,
-                               "topics": [{"name": topic, "partitions": [
-                                   {"partition_index": p, "current_leader_epoch": -1,
-                                    "timestamp": -1} for p in range(partitions)]}]})
-    finally:
-        raw.close()
-    got = {p.partition_index: p.offset for p in resp.topics[0].partitions}
-    return [got[p] for p in range(partitions)]
+from tests.helpers.kafka_socket import KafkaSocket, produce_frame
+from tests.helpers.offsets import WAIT_S, latest_offsets, new_topic, settled_offsets
 
 
-def settled_offsets(port: int, topic: str, partitions: int, want: list[int]) -> list[int]:
-    """The log end offsets once they reach ``want`` or stop moving for a second."""
-    deadline = time.monotonic() + WAIT_S
-    last, since = None, time.monotonic()
-    while time.monotonic() < deadline:
-        now = latest_offsets(port, topic, partitions)
-        if now == want:
-            return now
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since > 1.0:
-            return now
-        time.sleep(0.05)
-    return latest_offsets(port, topic, partitions)
+@pytest.fixture
+def broker(shared_broker):  # type: ignore[no-untyped-def]
+    """One broker for the module: every test here writes to its own topics."""
+    return shared_broker
 
 
-def new_topic(port: int, topic: str, partitions: int = 1) -> None:
-    raw = Raw(port)
-    create_topic(raw, topic, partitions=partitions)
-    raw.close()
-
-
-def _acks0_frames(raw: Raw, topic: str, requests: int, per_request: int) -> list[bytes]:
+def _acks0_frames(raw: KafkaSocket, topic: str, requests: int, per_request: int) -> list[bytes]:
     return [produce_frame(raw, topic, [b"v%d-%d" % (r, i) for i in range(per_request)],
                           acks=0)[1] for r in range(requests)]
 
@@ -66,7 +36,7 @@ def _acks0_frames(raw: Raw, topic: str, requests: int, per_request: int) -> list
 def test_acks_zero_requests_written_then_closed_are_all_appended(broker: Any, how: str) -> None:
     topic = f"peer-close-{how}"
     new_topic(broker.port, topic)
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     frames = _acks0_frames(raw, topic, requests=60, per_request=25)
     raw.send(*frames)
     if how == "half-close":
@@ -81,7 +51,7 @@ def test_frames_held_by_back_pressure_are_served_after_the_peer_closes(
     # One request may be queued at a time: the rest of one write waits unparsed.
     b = broker_factory(overrides={"queued.max.requests": "1"})
     new_topic(b.port, "held")
-    raw = Raw(b.port)
+    raw = KafkaSocket(b.port)
     frames = _acks0_frames(raw, "held", requests=40, per_request=50)
     raw.send(*frames)
     raw.close()
@@ -90,7 +60,7 @@ def test_frames_held_by_back_pressure_are_served_after_the_peer_closes(
 
 def test_an_offset_commit_behind_acks_zero_produces_is_kept_after_the_close(broker: Any) -> None:
     new_topic(broker.port, "commit-behind")
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     frames = _acks0_frames(raw, "commit-behind", requests=20, per_request=10)
     _, commit = raw.frame(8, 8, {
         "group_id": "g-close", "generation_id_or_member_epoch": -1, "member_id": "",
@@ -100,10 +70,10 @@ def test_an_offset_commit_behind_acks_zero_produces_is_kept_after_the_close(brok
     raw.send(*frames, commit)
     raw.close()
     assert settled_offsets(broker.port, "commit-behind", 1, [200]) == [200]
-    check = Raw(broker.port)
+    check = KafkaSocket(broker.port)
     deadline = time.monotonic() + WAIT_S
     while True:
-        resp = check.call(9, 8, {"groups": [{"group_id": "g-close", "topics": [
+        resp = check.request(9, 8, {"groups": [{"group_id": "g-close", "topics": [
             {"name": "commit-behind", "partition_indexes": [0]}]}], "require_stable": False})
         part = resp.groups[0].topics[0].partitions[0] if resp.groups[0].topics else None
         if part is not None and part.committed_offset == 200 or time.monotonic() > deadline:
@@ -116,7 +86,7 @@ def test_an_offset_commit_behind_acks_zero_produces_is_kept_after_the_close(brok
 def test_a_bad_frame_still_stops_what_follows_it(broker: Any) -> None:
     """Serving what a leaving peer sent must not serve past a request the broker refused."""
     new_topic(broker.port, "bad-behind")
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     before = _acks0_frames(raw, "bad-behind", requests=5, per_request=10)
     after = _acks0_frames(raw, "bad-behind", requests=5, per_request=10)
     unknown = b"\x7f\x00" + b"\x00" * 10  # API key 32512: not served, closes the connection

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage.records import Record, build_batch
-from tests.broker.test_core_list_offsets import expected
-from tests.broker.test_core_server import Raw, create_topic, fetch_body
+from tests.helpers.kafka_socket import KafkaSocket, create_topic, fetch_body
+from tests.helpers.list_offsets_oracle import expected
 
 NOW = int(time.time() * 1000)
 _topics = itertools.count()
@@ -35,7 +35,7 @@ ops = st.lists(st.one_of(produce, lookup, fetch, cheap), min_size=1, max_size=25
 @given(ops=ops)
 def test_pipelined_mixes_are_answered_in_order_as_if_served_one_by_one(broker: Any,
                                                                        ops: list[Any]) -> None:
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     topic = f"pump-{next(_topics)}"
     create_topic(raw, topic)
     frames: list[bytes] = []
@@ -84,7 +84,7 @@ def test_pipelined_mixes_are_answered_in_order_as_if_served_one_by_one(broker: A
     raw.close()
 
 
-def _produce(raw: Raw, topic: str, timestamps: list[int]) -> tuple[int, bytes]:
+def _produce(raw: KafkaSocket, topic: str, timestamps: list[int]) -> tuple[int, bytes]:
     batch = build_batch([Record(i, t, None, b"v", []) for i, t in enumerate(timestamps)])
     return raw.frame(0, 9, {
         "transactional_id": None, "acks": 1, "timeout_ms": 5000,

@@ -22,7 +22,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from storage import txnindex
 from storage.records import control_type, iter_batches
 from storage.txnindex import TxnIndexEntry
-from tests.broker.test_clients_common import RawConnection
+from tests.helpers.confluent import consume_isolated, txn_producer
+from tests.helpers.kafka_socket import KafkaSocket
 
 
 def _topic(bootstrap: str, name: str, partitions: int = 1) -> str:
@@ -32,44 +33,13 @@ def _topic(bootstrap: str, name: str, partitions: int = 1) -> str:
     return name
 
 
-def _txn_producer(bootstrap: str, txn_id: str, **extra: Any) -> Producer:
-    conf = {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5}
-    conf.update(extra)
-    p = Producer(conf)
-    p.init_transactions(15)
-    return p
 
 
-def _consume(bootstrap: str, topic: str, partitions: int, isolation: str,
-             expect: int | None = None, timeout: float = 10.0) -> list[tuple[int, int, bytes]]:
-    """(partition, offset, value) of every record delivered, read from the start."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{time.monotonic_ns()}",
-                  "isolation.level": isolation, "enable.auto.commit": False,
-                  "enable.partition.eof": True})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list[tuple[int, int, bytes]] = []
-    eof: set[int] = set()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        m = c.poll(0.2)
-        if m is None:
-            continue
-        if m.error():
-            if m.error().code() == -191:  # _PARTITION_EOF
-                eof.add(m.partition())
-                if len(eof) == partitions and (expect is None or len(out) >= expect):
-                    break
-                continue
-            raise KafkaException(m.error())
-        out.append((m.partition(), m.offset(), m.value()))
-        eof.discard(m.partition())
-    c.close()
-    return out
 
 
 def _open_transaction(bs: str, topic: str, txn_id: str, timeout_ms: int, value: bytes) -> Producer:
     """A producer whose transaction holds one record of ``topic`` and stays open."""
-    p = _txn_producer(bs, txn_id, **{"transaction.timeout.ms": timeout_ms})
+    p = txn_producer(bs, txn_id, **{"transaction.timeout.ms": timeout_ms})
     p.begin_transaction()
     p.produce(topic, value=value)
     p.flush(10)
@@ -87,7 +57,7 @@ def _watermarks(bootstrap: str, topic: str, isolation: str, partition: int = 0) 
 def test_commit_and_abort_are_seen_per_isolation_level(broker: Any) -> None:
     bs = broker.bootstrap
     topic = _topic(bs, "txn-basic")
-    p = _txn_producer(bs, "t-basic")
+    p = txn_producer(bs, "t-basic")
     p.begin_transaction()
     for i in range(5):
         p.produce(topic, value=b"c1-%d" % i)
@@ -101,9 +71,9 @@ def test_commit_and_abort_are_seen_per_isolation_level(broker: Any) -> None:
     for i in range(3):
         p.produce(topic, value=b"c2-%d" % i)
     p.commit_transaction(15)
-    committed = [v for _, _, v in _consume(bs, topic, 1, "read_committed", 8)]
+    committed = [v for _, _, v in consume_isolated(bs, topic, 1, "read_committed", 8)]
     assert committed == [b"c1-%d" % i for i in range(5)] + [b"c2-%d" % i for i in range(3)]
-    uncommitted = [v for _, _, v in _consume(bs, topic, 1, "read_uncommitted", 12)]
+    uncommitted = [v for _, _, v in consume_isolated(bs, topic, 1, "read_uncommitted", 12)]
     assert uncommitted == ([b"c1-%d" % i for i in range(5)] + [b"ab-%d" % i for i in range(4)]
                            + [b"c2-%d" % i for i in range(3)])
     # 12 data records + 3 markers; no transaction open: LSO = HW = LEO at both levels.
@@ -118,7 +88,7 @@ def test_open_transaction_pins_the_last_stable_offset(broker: Any) -> None:
     for i in range(3):
         plain.produce(topic, value=b"before-%d" % i)
     plain.flush(10)
-    p = _txn_producer(bs, "t-open")
+    p = txn_producer(bs, "t-open")
     p.begin_transaction()
     p.produce(topic, value=b"open")
     p.flush(10)
@@ -128,18 +98,18 @@ def test_open_transaction_pins_the_last_stable_offset(broker: Any) -> None:
     # Offsets 0-2 plain, 3 the open transaction, 4-5 plain: LSO 3, LEO 6.
     assert _watermarks(bs, topic, "read_committed") == (0, 3)
     assert _watermarks(bs, topic, "read_uncommitted") == (0, 6)
-    assert [v for _, _, v in _consume(bs, topic, 1, "read_committed", 3, timeout=3)] == [
+    assert [v for _, _, v in consume_isolated(bs, topic, 1, "read_committed", 3, timeout=3)] == [
         b"before-0", b"before-1", b"before-2"]
     p.commit_transaction(15)
     assert _watermarks(bs, topic, "read_committed") == (0, 7)
-    assert [v for _, _, v in _consume(bs, topic, 1, "read_committed", 6)] == [
+    assert [v for _, _, v in consume_isolated(bs, topic, 1, "read_committed", 6)] == [
         b"before-0", b"before-1", b"before-2", b"open", b"after-0", b"after-1"]
 
 
 def test_multi_partition_transaction_commits_everywhere(broker: Any) -> None:
     bs = broker.bootstrap
     topic = _topic(bs, "txn-multi", 3)
-    p = _txn_producer(bs, "t-multi")
+    p = txn_producer(bs, "t-multi")
     p.begin_transaction()
     for part in range(3):
         p.produce(topic, value=b"x%d" % part, partition=part)
@@ -149,7 +119,7 @@ def test_multi_partition_transaction_commits_everywhere(broker: Any) -> None:
         p.produce(topic, value=b"y%d" % part, partition=part)
     p.flush(10)
     p.abort_transaction(15)
-    got = sorted((part, v) for part, _, v in _consume(bs, topic, 3, "read_committed", 3))
+    got = sorted((part, v) for part, _, v in consume_isolated(bs, topic, 3, "read_committed", 3))
     assert got == [(0, b"x0"), (1, b"x1"), (2, b"x2")]
     for part in range(3):
         assert _watermarks(bs, topic, "read_committed", part) == (0, 4)  # 2 data + 2 markers
@@ -174,7 +144,7 @@ def test_consume_transform_produce_commits_offsets_only_with_the_transaction(bro
         if m is not None and not m.error():
             msgs.append(m)
     assert len(msgs) == 10
-    p = _txn_producer(bs, "t-ctp")
+    p = txn_producer(bs, "t-ctp")
 
     def transform(batch: list[Any], commit: bool) -> None:
         p.begin_transaction()
@@ -189,7 +159,7 @@ def test_consume_transform_produce_commits_offsets_only_with_the_transaction(bro
             p.abort_transaction(15)
 
     def stable_fetch() -> tuple[int, int]:
-        with RawConnection(broker) as raw:
+        with KafkaSocket(broker.port) as raw:
             r = raw.request(9, 7, {"group_id": group, "require_stable": True,
                                    "topics": [{"name": src, "partition_indexes": [0]}]})
         part = r.topics[0].partitions[0]
@@ -210,18 +180,18 @@ def test_consume_transform_produce_commits_offsets_only_with_the_transaction(bro
     transform(msgs[4:10], commit=True)
     assert consumer.committed([TopicPartition(src, 0)], 10)[0].offset == 10
     consumer.close()
-    out = [v for _, _, v in _consume(bs, dst, 1, "read_committed", 10)]
+    out = [v for _, _, v in consume_isolated(bs, dst, 1, "read_committed", 10)]
     assert out == [b"%d!" % i for i in range(10)]
 
 
 def test_second_producer_with_the_same_id_fences_the_first(broker: Any) -> None:
     bs = broker.bootstrap
     topic = _topic(bs, "txn-zombie")
-    zombie = _txn_producer(bs, "t-zombie")
+    zombie = txn_producer(bs, "t-zombie")
     zombie.begin_transaction()
     zombie.produce(topic, value=b"zombie")
     zombie.flush(10)
-    successor = _txn_producer(bs, "t-zombie")  # aborts the zombie's open transaction
+    successor = txn_producer(bs, "t-zombie")  # aborts the zombie's open transaction
     successor.begin_transaction()
     successor.produce(topic, value=b"successor")
     successor.commit_transaction(15)
@@ -229,7 +199,7 @@ def test_second_producer_with_the_same_id_fences_the_first(broker: Any) -> None:
     with pytest.raises(KafkaException) as exc:
         zombie.commit_transaction(15)
     assert exc.value.args[0].fatal() or "fenced" in str(exc.value).lower()
-    assert [v for _, _, v in _consume(bs, topic, 1, "read_committed", 1)] == [b"successor"]
+    assert [v for _, _, v in consume_isolated(bs, topic, 1, "read_committed", 1)] == [b"successor"]
 
 
 def test_abandoned_transaction_is_aborted_after_its_timeout_even_across_kill_9(
@@ -247,8 +217,8 @@ def test_abandoned_transaction_is_aborted_after_its_timeout_even_across_kill_9(
     while time.monotonic() < deadline and _watermarks(bs, topic, "read_committed") != (0, 2):
         time.sleep(0.3)
     assert _watermarks(bs, topic, "read_committed") == (0, 2)  # data + ABORT marker
-    assert _consume(bs, topic, 1, "read_committed", timeout=3) == []
-    assert [v for _, _, v in _consume(bs, topic, 1, "read_uncommitted", 1)] == [b"abandoned"]
+    assert consume_isolated(bs, topic, 1, "read_committed", timeout=3) == []
+    assert [v for _, _, v in consume_isolated(bs, topic, 1, "read_uncommitted", 1)] == [b"abandoned"]
 
 
 def test_describe_and_list_transactions_and_producers_show_an_open_transaction(
@@ -256,7 +226,7 @@ def test_describe_and_list_transactions_and_producers_show_an_open_transaction(
     bs = broker.bootstrap
     topic = _topic(bs, "txn-describe")
     p = _open_transaction(bs, topic, "t-describe", 45_000, b"open")
-    with RawConnection(broker) as raw:
+    with KafkaSocket(broker.port) as raw:
         lso, leo = (raw.request(2, 7, {"replica_id": -1, "isolation_level": level, "topics": [
             {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
                                             "timestamp": -1}]}]}).topics[0].partitions[0].offset
@@ -276,7 +246,7 @@ def test_describe_and_list_transactions_and_producers_show_an_open_transaction(
         assert [a.current_txn_start_offset for a in active if a.producer_id == d.producer_id] \
             == [lso]
     p.commit_transaction(15)
-    with RawConnection(broker) as raw:
+    with KafkaSocket(broker.port) as raw:
         [d] = raw.request(65, 0, {"transactional_ids": ["t-describe"]}).transaction_states
         assert (d.transaction_state, list(d.topics)) == ("CompleteCommit", [])
 
@@ -298,12 +268,12 @@ def test_kill_9_between_prepare_commit_and_its_markers_commits_on_restart(
         f.write(json.dumps(last) + "\n")
     broker.start()
     assert _watermarks(bs, topic, "read_committed") == (0, 2)  # data + COMMIT marker
-    assert [v for _, _, v in _consume(bs, topic, 1, "read_committed", 1)] == [b"prepared"]
-    again = _txn_producer(bs, "t-prepare")  # CompleteCommit: a new session starts clean
+    assert [v for _, _, v in consume_isolated(bs, topic, 1, "read_committed", 1)] == [b"prepared"]
+    again = txn_producer(bs, "t-prepare")  # CompleteCommit: a new session starts clean
     again.begin_transaction()
     again.produce(topic, value=b"next")
     again.commit_transaction(15)
-    assert [v for _, _, v in _consume(bs, topic, 1, "read_committed", 2)] == [
+    assert [v for _, _, v in consume_isolated(bs, topic, 1, "read_committed", 2)] == [
         b"prepared", b"next"]
 
 
@@ -339,7 +309,7 @@ def test_txnindex_files_hold_every_abort_and_are_rebuilt_after_a_crash(broker_fa
     broker = broker_factory({"log.segment.bytes": "2000"})
     bs = broker.bootstrap
     topic = _topic(bs, "txn-index")
-    a, b = _txn_producer(bs, "t-idx-a"), _txn_producer(bs, "t-idx-b")
+    a, b = txn_producer(bs, "t-idx-a"), txn_producer(bs, "t-idx-b")
     for i in range(12):
         a.begin_transaction()
         a.produce(topic, value=b"a%d" % i)
@@ -361,7 +331,7 @@ def test_txnindex_files_hold_every_abort_and_are_rebuilt_after_a_crash(broker_fa
     broker.start()
     assert _txnindex_files(part) == want
     assert "rewrote 2 .txnindex file(s)" in broker.log()
-    committed = sorted(v for _, _, v in _consume(bs, topic, 1, "read_committed", expect=4 + 6))
+    committed = sorted(v for _, _, v in consume_isolated(bs, topic, 1, "read_committed", expect=4 + 6))
     assert committed == sorted([b"a%d" % i for i in range(0, 12, 3)] + [b"b%d" % i for i in range(0, 12, 2)])
     # dump-log prints each entry as Kafka's DumpLogSegments does.
     chronolog = str(Path(sys.executable).parent / "chronolog")

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.broker.test_clients_common import BASE_TS, running_broker, topic_name
-from tests.broker.test_clients_kafkajs import JS_DIR, NODE, b64, create, kafkajs, unb64
-from tests.broker.test_transactions_confluent import _consume
-from tests.conftest import BrokerProcess
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import BASE_TS, running_broker, topic_name
+from tests.helpers.confluent import consume_isolated
+from tests.helpers.kafkajs import JS_DIR, NODE, b64, create, kafkajs, unb64
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_commits_and_aborts_are_seen_per_isolation_level_by_kafkajs_and_librdkaf
             assert [unb64(m["value"]) for m in mine] == _values(txns, p, committed_only)
     # librdkafka reads what kafkajs wrote the same way (markers and aborted list included).
     for isolation, committed_only in (("read_committed", True), ("read_uncommitted", False)):
-        got = _consume(kb.bootstrap, topic, 2, isolation, expect=committed if committed_only else everything)
+        got = consume_isolated(kb.bootstrap, topic, 2, isolation, expect=committed if committed_only else everything)
         for p in (0, 1):
             assert [v for q, _, v in sorted(got) if q == p] == _values(txns, p, committed_only)
 
@@ -106,5 +106,5 @@ def test_a_second_producer_with_the_same_id_fences_the_first(kb: BrokerProcess) 
                           "transactions": txns, "fencedBy": True}], timeout=90)
     assert ran[0] == {"committed": True}
     assert ran[1]["fenced"] in ("INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED"), ran
-    got = _consume(kb.bootstrap, topic, 1, "read_committed", expect=3)
+    got = consume_isolated(kb.bootstrap, topic, 1, "read_committed", expect=3)
     assert [v for _, _, v in sorted(got)] == _values(txns[:1], 0, True)

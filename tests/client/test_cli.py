@@ -35,6 +35,12 @@ def cli(*args: str, stdin: bytes | None = None, check: bool = True) -> subproces
 
 
 @pytest.fixture
+def broker(shared_broker):  # type: ignore[no-untyped-def]
+    """One broker for the module: every test here makes its own topics (unique_topic)."""
+    return shared_broker
+
+
+@pytest.fixture
 def dataset(broker, tmp_path: Path) -> tuple[str, list[Produced]]:  # type: ignore[no-untyped-def]
     """A 3-partition topic filled by `chronolog produce` from a key<TAB>ts<TAB>value file."""
     topic = unique_topic("cli")

@@ -22,6 +22,12 @@ from storage import records as rec
 T0 = (time.time_ns() // 1_000_000 - 2 * 86_400_000) // 1000 * 1000
 
 
+@pytest.fixture
+def broker(shared_broker):  # type: ignore[no-untyped-def]
+    """One broker for the module: every test here makes its own topics (unique_topic)."""
+    return shared_broker
+
+
 async def test_connect_uses_the_highest_version_both_sides_support(broker) -> None:  # type: ignore[no-untyped-def]
     async with await Client.connect(broker.bootstrap) as c:
         for key in (PRODUCE, LIST_OFFSETS):
@@ -428,7 +434,7 @@ def test_idempotent_producer_refuses_acks_zero() -> None:
 
 
 async def test_recreated_topic_is_seen_once_metadata_expires(broker, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import client.aio as aio_module
+    import client.parts.core as aio_module
 
     topic = unique_topic("recreate")
     async with await Client.connect(broker.bootstrap) as c, \

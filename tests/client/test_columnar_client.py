@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 
 import pyarrow as pa
+import pytest
 from client_oracle import unique_topic
 
 from client import Client, ProducerRecord
@@ -24,6 +25,12 @@ from storage import records as rec
 from storage.columnar import build_batch_columns
 
 T0 = (time.time_ns() // 1_000_000 - 2 * 86_400_000) // 1000 * 1000
+
+
+@pytest.fixture
+def broker(shared_broker):  # type: ignore[no-untyped-def]
+    """One broker for the module: every test here makes its own topics (unique_topic)."""
+    return shared_broker
 
 
 def _rows(n: int) -> list[tuple[bytes | None, bytes | None, int | None, int | None, list]]:

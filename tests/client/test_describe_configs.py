@@ -52,7 +52,8 @@ def test_sync_client_describes_values_sources_and_filters(configured: Any) -> No
         for name, e in entries.items():
             assert e.source == expected_source(name, TOPIC_CONFIGS), name
             assert (e.read_only, e.sensitive) == (False, False)
-            assert e.synonyms[0].source == e.source
+            # segment.ms and the like list no synonym when no broker setting is made (Kafka)
+            assert not e.synonyms or e.synonyms[0].source == e.source
             assert e.config_type is not None and e.documentation
         assert entries["segment.bytes"].config_type == "INT"
         assert [(s.name, s.value, s.source) for s in entries["retention.ms"].synonyms][:1] == [

@@ -20,7 +20,7 @@ from bench.datasets import SAMPLE_WINDOWS, day_ms, month_shuffled
 from client import SyncClient
 from client.aio import ProducerRecord
 from storage.records import decode_batch, iter_batches
-from tests.conftest import free_port_number
+from tests.helpers.broker import free_port_number
 from tests.helpers.metrics import bytes_out
 
 N = 30_000

@@ -26,15 +26,15 @@ from client import SyncClient
 from client.groups import SyncGroupAdmin, parse_duration
 from protocol.consumer_protocol import decode_assignment, decode_subscription, encode_assignment
 from protocol.errors import ErrorCode, KafkaError
-from tests.broker.test_clients_common import (
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import (
     BASE_TS,
     first_at_or_after,
     index_valued,
     running_broker,
     topic_name,
 )
-from tests.broker.test_clients_confluent import create_topic, produce
-from tests.conftest import BrokerProcess
+from tests.helpers.confluent import create_topic, produce
 
 CHRONOLOG = str(Path(sys.executable).parent / "chronolog")
 TIMEOUT = 30.0

@@ -26,8 +26,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from bench.harness import start_console, stop_console
 from client import SyncClient
 from client.groups import SyncGroupAdmin
-from tests.broker.test_kip848_clients import FAST_GROUPS
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.broker import BrokerProcess, free_port_number
+from tests.helpers.kip848 import FAST_GROUPS
 
 CHRONOLOG = str(Path(sys.executable).parent / "chronolog")
 TOPIC = "orders"

@@ -14,6 +14,12 @@ from client import KafkaError, ProducerRecord, SyncClient
 from protocol.errors import ErrorCode
 
 
+@pytest.fixture
+def broker(shared_broker):  # type: ignore[no-untyped-def]
+    """One broker for the module: every test here makes its own topics (unique_topic)."""
+    return shared_broker
+
+
 def test_many_threads_share_one_client(sync_client: SyncClient) -> None:
     topic = unique_topic("threads")
     sync_client.create_topic(topic, partitions=4)

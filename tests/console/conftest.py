@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from consolehelp import start_console, stop_console  # noqa: E402
 
-from tests.conftest import BrokerProcess, free_port_number  # noqa: E402
+from tests.helpers.broker import BrokerProcess, free_port_number  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

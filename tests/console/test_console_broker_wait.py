@@ -25,7 +25,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from client import ProducerRecord, SyncClient
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.broker import BrokerProcess, free_port_number
 
 PATIENCE = 60.0  # seconds the console may take to notice a broker on a loaded machine
 

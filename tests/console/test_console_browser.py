@@ -37,7 +37,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from client import ProducerRecord, SyncClient
 from client.timeparse import format_time
-from tests.conftest import free_port_number
+from tests.helpers.broker import free_port_number
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
 N = 60  # records per partition, one a minute, every 7th shifted 7 minutes back

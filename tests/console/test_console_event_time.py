@@ -439,7 +439,7 @@ def test_a_chart_is_one_count_time_windows_request_when_the_broker_has_it(  # ty
     per chart (its request metric), no Fetch, nothing cached; the counts are exact."""
     import re
 
-    from tests.conftest import free_port_number
+    from tests.helpers.broker import free_port_number
 
     mport = free_port_number()
     b = broker_factory({"metrics.listener": f"127.0.0.1:{mport}"})

@@ -34,7 +34,7 @@ from client import ProducerRecord
 from client.aio import Client
 from client.security import ClientSecurity
 from console.settings import parse_properties
-from tests.conftest import free_port_number
+from tests.helpers.broker import free_port_number
 from tests.security.secure_broker import BOB, SecureBroker, start_secure_broker
 
 ROOT = Path(__file__).resolve().parents[2]

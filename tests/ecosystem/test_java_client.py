@@ -69,10 +69,11 @@ def _first_at_or_after(records: Lines, ts: int) -> dict[str, Any] | None:
     return next((r for r in records if r["timestamp"] >= ts), None)
 
 
-def check_against_oracle(lines: Lines) -> None:
+def check_against_oracle(lines: Lines, host: str = "127.0.0.1") -> None:
+    """``host``: the one the listener the program used advertises."""
     [cluster] = _events(lines, "cluster")
     assert cluster == {"event": "cluster", "nodes": 1, "clusterIdSet": True,
-                       "controllerIsTheNode": True, "host": "127.0.0.1"}
+                       "controllerIsTheNode": True, "host": host}
     [config] = _events(lines, "topicConfig")
     assert config == {"event": "topicConfig", "retention.ms": "86400000",
                       "retention.ms.source": "DYNAMIC_TOPIC_CONFIG",

@@ -4,6 +4,8 @@ Each tool's answer is compared with what Chronolog's own client says about the
 same topic (the oracle), never with hard-coded numbers. The same tests run
 against the real Apache Kafka node too (under ``make test-ecosystem``), which
 checks both the tools' parsing here and that the two brokers answer alike.
+Tests that start many tool JVMs (about 3 s each on two shared cores) are in the long
+set only (``ecosystem_full``).
 """
 
 from __future__ import annotations
@@ -309,3 +311,170 @@ def test_consumer_groups_describe_a_live_kip848_group(target: Target) -> None:
         assert ("uniform", "Stable", "1") == (row[3], row[4], row[-1])
     finally:
         c.close()
+
+
+@pytest.mark.ecosystem_full  # several JVM starts each: the long set
+def test_topics_alter_partitions_and_delete(target: Target) -> None:
+    topic = _topic(target, "cli-topics-alter")
+    bs = ("--bootstrap-server", target.bootstrap)
+    tool(TOPICS, *bs, "--alter", "--topic", topic, "--partitions", str(PARTITIONS + 2))
+    deadline = time.monotonic() + 10  # Kafka: until the change reaches its metadata cache
+    while len(target.client.partitions_for(topic)) != PARTITIONS + 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert target.client.partitions_for(topic) == list(range(PARTITIONS + 2))
+    head = tool(TOPICS, *bs, "--describe", "--topic", topic).stdout.splitlines()[0]
+    assert f"PartitionCount: {PARTITIONS + 2}" in head
+    shrink = tool(TOPICS, *bs, "--alter", "--topic", topic, "--partitions", "1", check=False)
+    assert shrink.returncode == 1
+    assert "InvalidPartitionsException" in shrink.stdout + shrink.stderr
+    tool(TOPICS, *bs, "--delete", "--topic", topic)
+    deadline = time.monotonic() + 10
+    while topic in tool(TOPICS, *bs, "--list").stdout.split():
+        assert time.monotonic() < deadline, f"{topic} still listed"
+        time.sleep(0.2)
+    assert topic not in target.client.list_topics()
+
+
+@pytest.mark.ecosystem_full  # several JVM starts each: the long set
+def test_console_tools_on_a_log_append_time_topic(target: Target) -> None:
+    """The console producer cannot set a record's time (Kafka 4.1 has no such property),
+    so a LogAppendTime topic is how its records get a time of the broker's: the console
+    consumer prints ``LogAppendTime:<ms>``, the time the broker wrote them."""
+    name = f"cli-lat-{time.time_ns() % 10**9}"
+    bs = ("--bootstrap-server", target.bootstrap)
+    tool(TOPICS, *bs, "--create", "--topic", name, "--partitions", "1", "--replication-factor",
+         "1", "--config", "message.timestamp.type=LogAppendTime")
+    before = int(time.time() * 1000)
+    tool(CONSOLE_PRODUCER, *bs, "--topic", name, stdin="".join(f"line{i}\n" for i in range(5)))
+    after = int(time.time() * 1000)
+    out = tool(CONSOLE_CONSUMER, *bs, "--topic", name, "--from-beginning", "--max-messages",
+               "5", "--timeout-ms", "30000", "--property", "print.timestamp=true",
+               "--property", "print.offset=true").stdout
+    got = []
+    for line in out.splitlines():
+        ts, off, value = line.split("\t")
+        assert ts.startswith("LogAppendTime:"), line
+        got.append((int(off.removeprefix("Offset:")), int(ts.removeprefix("LogAppendTime:")), value))
+    served = [(r.offset, r.timestamp, r.value.decode() if r.value is not None else None)
+              for r in target.client.consume(name, 0, 0, target.client.latest(name, [0])[0])]
+    assert got == served and [v for _, _, v in got] == [f"line{i}" for i in range(5)]
+    assert all(before <= ts <= after for _, ts, _ in got)
+
+
+def _committed(target: Target, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets as librdkafka reads them (OffsetFetch); -1001 = none."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group})
+    try:
+        return {tp.partition: tp.offset for tp in c.committed(
+            [TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=15)}
+    finally:
+        c.close()
+
+
+@pytest.mark.ecosystem_full  # several JVM starts each: the long set
+def test_consumer_groups_list_reset_variants_delete_offsets_and_delete(target: Target) -> None:
+    topic = _topic(target, "cli-grp2", _stamps(6))
+    group = f"g2-{topic}"
+    bs = ("--bootstrap-server", target.bootstrap)
+    reset = (CONSUMER_GROUPS, *bs, "--reset-offsets", "--group", group, "--topic", topic)
+    latest, earliest = target.client.latest(topic), target.client.earliest(topic)
+    tool(*reset, "--to-latest", "--execute")
+    assert _committed(target, group, topic) == latest
+    assert group in tool(CONSUMER_GROUPS, *bs, "--list").stdout.split()
+    # Without --execute it is a dry run: the plan is printed, nothing changes.
+    plan = tool(*reset, "--to-earliest").stdout
+    planned = {int(r[2]): int(r[3]) for r in (line.split() for line in plan.splitlines())
+               if r[:2] == [group, topic]}
+    assert planned == earliest
+    assert _committed(target, group, topic) == latest
+    tool(*reset, "--shift-by", "-2", "--execute")
+    assert _committed(target, group, topic) == {p: max(earliest[p], o - 2) for p, o in latest.items()}
+    tool(CONSUMER_GROUPS, *bs, "--reset-offsets", "--group", group, "--topic", f"{topic}:1",
+         "--to-offset", "1", "--execute")
+    assert _committed(target, group, topic)[1] == 1
+    out = tool(CONSUMER_GROUPS, *bs, "--delete-offsets", "--group", group, "--topic",
+               f"{topic}:0").stdout
+    assert re.search(rf"{re.escape(topic)}\s+0\s+Successful", out), out
+    assert _committed(target, group, topic)[0] == -1001  # OFFSET_INVALID: none
+    out = tool(CONSUMER_GROUPS, *bs, "--delete", "--group", group).stdout
+    assert f"Deletion of requested consumer groups ('{group}') was successful." in out
+    assert group not in tool(CONSUMER_GROUPS, *bs, "--list").stdout.split()
+    assert set(_committed(target, group, topic).values()) == {-1001}
+
+
+@pytest.mark.ecosystem_full  # several JVM starts each: the long set
+def test_configs_scram_users_and_a_broker(target: Target) -> None:
+    """kafka-configs --entity-type users adds and deletes SCRAM credentials (through
+    AlterUserScramCredentials), one mechanism per call, as Kafka's controller wants;
+    --entity-type brokers describes the node's dynamic settings."""
+    from confluent_kafka.admin import AdminClient
+
+    user = f"cli-user-{time.time_ns() % 10**9}"
+    args = ("--bootstrap-server", target.bootstrap, "--entity-type", "users", "--entity-name", user)
+    tool(CONFIGS, *args, "--alter", "--add-config", "SCRAM-SHA-256=[iterations=8192,password=pw1]")
+    tool(CONFIGS, *args, "--alter", "--add-config", "SCRAM-SHA-512=[password=pw2]")
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+
+    def credentials() -> list[tuple[str, int]]:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                d = admin.describe_user_scram_credentials([user])[user].result(15)
+                got = sorted((i.mechanism.name, i.iterations) for i in d.scram_credential_infos)
+            except Exception:  # RESOURCE_NOT_FOUND: none (yet, or any more)
+                got = []
+            if got == want or time.monotonic() > deadline:
+                return got
+
+    want = [("SCRAM_SHA_256", 8192), ("SCRAM_SHA_512", 4096)]
+    assert credentials() == want
+    described = tool(CONFIGS, *args, "--describe").stdout.strip()
+    head = f"SCRAM credential configs for user-principal '{user}' are "
+    assert described.startswith(head), described
+    # In the order of the broker's answer, which Kafka does not fix (a hash map there).
+    assert sorted(described.removeprefix(head).split(", ")) == [
+        "SCRAM-SHA-256=iterations=8192", "SCRAM-SHA-512=iterations=4096"]
+    tool(CONFIGS, *args, "--alter", "--delete-config", "SCRAM-SHA-256")
+    want = [("SCRAM_SHA_512", 4096)]
+    assert credentials() == want
+    both = tool(CONFIGS, *args, "--alter", "--add-config",
+                "SCRAM-SHA-256=[password=a],SCRAM-SHA-512=[password=b]", check=False)
+    assert both.returncode != 0
+    assert "A user credential cannot be altered twice in the same request" in both.stdout + both.stderr
+    assert credentials() == want  # nothing of the refused request applied
+
+    node = str(_node_id(target))
+    brokers = ("--bootstrap-server", target.bootstrap, "--entity-type", "brokers",
+               "--entity-name", node)
+    tool(CONFIGS, *brokers, "--alter", "--add-config", "log.retention.ms=7200000")
+    deadline = time.monotonic() + 10
+    while "log.retention.ms=7200000" not in (out := tool(CONFIGS, *brokers, "--describe").stdout):
+        assert time.monotonic() < deadline, out
+        time.sleep(0.2)
+    assert f"Dynamic configs for broker {node} are:" in out
+    tool(CONFIGS, *brokers, "--alter", "--delete-config", "log.retention.ms")
+    deadline = time.monotonic() + 10
+    while "log.retention.ms=" in (out := tool(CONFIGS, *brokers, "--describe").stdout):
+        assert time.monotonic() < deadline, out
+        time.sleep(0.2)
+
+
+def test_transactions_find_hanging_finds_none_after_commit_and_abort(target: Target) -> None:
+    from confluent_kafka import Producer
+
+    topic = _topic(target, "cli-hang")
+    p = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": f"tx-{topic}"})
+    p.init_transactions(15)
+    for commit in (True, False):
+        p.begin_transaction()
+        p.produce(topic, b"x", partition=0)
+        p.flush(15)
+        (p.commit_transaction if commit else p.abort_transaction)(15)
+    out = tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server",
+               target.bootstrap, "find-hanging", "--broker-id", str(_node_id(target))).stdout
+    # The table's header and no row (Kafka 4.1 prints the header even when none hangs).
+    assert out.strip().splitlines() == ["\t".join([
+        "Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+        "LastTimestamp", "Duration(min)"])]

@@ -15,7 +15,7 @@ import pytest
 
 from client import ProducerRecord, SyncClient
 from pipeline.fetcher import read_ranges
-from tests.conftest import free_port_number
+from tests.helpers.broker import free_port_number
 from tests.helpers.metrics import bytes_out
 
 T0 = 1_700_000_000_000

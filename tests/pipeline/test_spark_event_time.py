@@ -272,6 +272,20 @@ def test_the_export_job_reads_an_event_time_window(spark: Any, evt_broker: Any, 
     assert result.rows == len(want)
     back = spark.read.parquet(str(tmp_path / "out")).select("partition", "offset").collect()
     assert sorted((r.partition, r.offset) for r in back) == [(p, o) for p, o, _, _ in want]
+    # The same window from the CLI, as docs/cli.md shows it: export and rollup.
+    from client.cli import main
+
+    for job, extra in (("export", []), ("rollup", ["--every", "1d"])):
+        out = tmp_path / f"cli-{job}"
+        assert main(["pipeline", job, "--topic", "sevt-export", "--from", str(t1), "--to", str(t2),
+                     *extra, "--out", str(out), "--bootstrap-server", evt_broker.bootstrap,
+                     "--quiet", "--event-time"]) == 0
+        table = spark.read.parquet(str(out))
+        if job == "export":
+            got = sorted((r.partition, r.offset) for r in table.select("partition", "offset").collect())
+            assert got == [(p, o) for p, o, _, _ in want]
+        else:
+            assert sum(r.records for r in table.collect()) == len(want)
 
 
 def test_read_committed_stops_at_an_open_transaction_and_read_uncommitted_does_not(

@@ -267,7 +267,7 @@ def fuzz(broker: object, requests: int, seconds: float, seed: int, findings: Pat
 
 
 def main(argv: list[str]) -> int:
-    from tests.conftest import BrokerProcess, free_port_number
+    from tests.helpers.broker import BrokerProcess, free_port_number
 
     p = argparse.ArgumentParser(prog="fuzz_live", description=__doc__.split("\n\n")[0])
     p.add_argument("--requests", type=int, default=1_000_000)

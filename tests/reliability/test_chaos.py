@@ -33,7 +33,7 @@ import pytest
 
 from client import SyncClient
 from storage.records import decode_batch, iter_batches
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.broker import BrokerProcess, free_port_number
 
 ROUNDS = int(os.environ.get("CHRONOLOG_CHAOS_ROUNDS", "3"))
 PARTITIONS = 3

@@ -31,7 +31,7 @@ from storage.config import LogConfig
 from storage.errors import LogStorageError
 from storage.log import Log
 from storage.records import Record, build_batch, decode_batch, iter_batches
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.broker import BrokerProcess, free_port_number
 
 T0 = 1_700_000_000_000
 

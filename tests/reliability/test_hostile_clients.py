@@ -20,7 +20,7 @@ from pathlib import Path
 from client import ProducerRecord, SyncClient
 from protocol import api as papi
 from protocol.errors import KafkaError
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.broker import BrokerProcess, free_port_number
 
 RSS_BOUND_MIB = 150  # growth allowed over the broker's RSS before the attack
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from client import ProducerRecord, SyncClient
 from storage.records import decode_batch, iter_batches
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.broker import BrokerProcess, free_port_number
 
 PARTITIONS = 2
 CRC_COVERED_FROM = 21  # attributes onward; the CRC itself is at 17..20

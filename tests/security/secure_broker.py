@@ -9,7 +9,6 @@ alice, from the JAAS setting) and SCRAM-SHA-256/512 (user bob, created offline w
 from __future__ import annotations
 
 import socket
-import struct
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -17,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from protocol import api as papi
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.broker import BrokerProcess, free_port_number
+from tests.helpers.kafka_socket import read_frame_or_none, request_frame
 from tests.security.certs import Pki, make_pki
 
 ALICE = ("alice", "alice-Secret-1")
@@ -77,37 +77,6 @@ def start_secure_broker(tmp: Path, extra: dict[str, str] | None = None,
     return SecureBroker(proc, pki, ports)
 
 
-def frame(api_key: int, version: int, body: dict[str, Any], correlation_id: int = 1) -> bytes:
-    return papi.encode_request(api_key, version, correlation_id, "raw", body)
-
-
-def read_frame(sock: socket.socket) -> bytes | None:
-    """One response frame, or None when the broker closed the connection."""
-    head = b""
-    while len(head) < 4:
-        chunk = sock.recv(4 - len(head))
-        if not chunk:
-            return None
-        head += chunk
-    (size,) = struct.unpack(">i", head)
-    body = b""
-    while len(body) < size:
-        chunk = sock.recv(size - len(body))
-        if not chunk:
-            return None
-        body += chunk
-    return body
-
-
-def closed_without_answer(sock: socket.socket, timeout: float = 5.0) -> bool:
-    """True when the peer closes (or resets) the connection without sending anything."""
-    sock.settimeout(timeout)
-    try:
-        return sock.recv(1) == b""
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-
-
 METADATA_ALL = {"topics": None, "allow_auto_topic_creation": False,
                 "include_topic_authorized_operations": False}
 
@@ -118,8 +87,8 @@ def sasl_socket(sb: SecureBroker) -> socket.socket:
 
 def handshake(s: socket.socket, mechanism: str, version: int = 1) -> Any:
     """Send SaslHandshake and return its decoded answer."""
-    s.sendall(frame(17, version, {"mechanism": mechanism}))
-    resp = read_frame(s)
+    s.sendall(request_frame(17, version, {"mechanism": mechanism}))
+    resp = read_frame_or_none(s)
     assert resp is not None
     return papi.decode_response(17, version, resp)[1]
 
@@ -128,7 +97,7 @@ def plain_login(s: socket.socket, user: tuple[str, str], correlation_id: int = 2
     """SaslHandshake v1 + one SaslAuthenticate v1 with a PLAIN token; the decoded answer."""
     handshake(s, "PLAIN")
     token = b"\x00" + user[0].encode() + b"\x00" + user[1].encode()
-    s.sendall(frame(36, 1, {"auth_bytes": token}, correlation_id))
-    resp = read_frame(s)
+    s.sendall(request_frame(36, 1, {"auth_bytes": token}, correlation_id))
+    resp = read_frame_or_none(s)
     assert resp is not None
     return papi.decode_response(36, 1, resp)[1]

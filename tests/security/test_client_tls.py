@@ -21,7 +21,7 @@ from client.connection import BrokerConnection
 from client.security import ClientSecurity, open_connection
 from protocol.errors import ErrorCode, KafkaError
 from storage.records import Record, build_batch, decode_batch, iter_batches
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.broker import BrokerProcess, free_port_number
 from tests.security.certs import Pki, make_pki
 
 USER = ("carol", "carol-Secret-3")

@@ -16,22 +16,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.security.scram import ScramClient
 from protocol import api as papi
+from protocol.scram import ScramClient
+from tests.helpers.kafka_socket import closed_by_peer, read_frame_or_none, request_frame
 from tests.security.secure_broker import (
     ALICE,
     BOB,
     METADATA_ALL,
     SecureBroker,
-    closed_without_answer,
-    frame,
     plain_login,
-    read_frame,
     sasl_socket,
     start_secure_broker,
 )
 
-API_VERSIONS = frame(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+API_VERSIONS = request_frame(18, 3, {"client_software_name": "t", "client_software_version": "1"})
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +45,7 @@ def sb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
 def _still_serving(sb: SecureBroker) -> None:
     with socket.create_connection(("127.0.0.1", sb.ports["PLAINTEXT"]), timeout=5) as s:
         s.sendall(API_VERSIONS)
-        assert read_frame(s) is not None
+        assert read_frame_or_none(s) is not None
 
 
 def _ends_closed(s: socket.socket, deadline_s: float = 5.0) -> None:
@@ -73,23 +71,23 @@ def _ends_closed(s: socket.socket, deadline_s: float = 5.0) -> None:
 def test_malformed_sasl_tokens_close_the_connection_and_nothing_else(
         sb: SecureBroker, mech: str, tokens: list[bytes], version: int) -> None:
     with socket.create_connection(("127.0.0.1", sb.ports["SASL_PLAINTEXT"]), timeout=5) as s:
-        s.sendall(frame(17, 1, {"mechanism": mech}))
-        assert read_frame(s) is not None
+        s.sendall(request_frame(17, 1, {"mechanism": mech}))
+        assert read_frame_or_none(s) is not None
         closed = False
         for i, token in enumerate(tokens):
-            s.sendall(frame(36, version, {"auth_bytes": token}, 2 + i))
-            resp = read_frame(s)
+            s.sendall(request_frame(36, version, {"auth_bytes": token}, 2 + i))
+            resp = read_frame_or_none(s)
             if resp is None:
                 closed = True
                 break
             body = papi.decode_response(36, version, resp)[1]
             if body.error_code:
                 assert body.error_code == 58
-                assert closed_without_answer(s)
+                assert closed_by_peer(s)
                 closed = True
                 break
         if not closed:  # a token that happened to be a valid first step: give up mid-way
-            s.sendall(frame(3, 12, METADATA_ALL, 99))
+            s.sendall(request_frame(3, 12, METADATA_ALL, 99))
             _ends_closed(s)
     _still_serving(sb)
 
@@ -112,8 +110,8 @@ def test_garbage_on_tls_ports_is_closed_without_an_answer(sb: SecureBroker, junk
 @given(junk=st.binary(max_size=64))
 def test_legacy_raw_tokens_that_are_garbage_close_the_connection(sb: SecureBroker, junk: bytes) -> None:
     with socket.create_connection(("127.0.0.1", sb.ports["SASL_PLAINTEXT"]), timeout=5) as s:
-        s.sendall(frame(17, 0, {"mechanism": "PLAIN"}))
-        assert read_frame(s) is not None
+        s.sendall(request_frame(17, 0, {"mechanism": "PLAIN"}))
+        assert read_frame_or_none(s) is not None
         s.sendall(struct.pack(">i", len(junk)) + junk)
         _ends_closed(s)
     _still_serving(sb)
@@ -121,37 +119,37 @@ def test_legacy_raw_tokens_that_are_garbage_close_the_connection(sb: SecureBroke
 
 def test_legacy_v0_framing_authenticates_plain_and_scram_with_raw_tokens(sb: SecureBroker) -> None:
     with socket.create_connection(("127.0.0.1", sb.ports["SASL_PLAINTEXT"]), timeout=5) as s:
-        s.sendall(frame(17, 0, {"mechanism": "PLAIN"}))
-        assert read_frame(s) is not None
+        s.sendall(request_frame(17, 0, {"mechanism": "PLAIN"}))
+        assert read_frame_or_none(s) is not None
         token = b"\x00" + ALICE[0].encode() + b"\x00" + ALICE[1].encode()
         s.sendall(struct.pack(">i", len(token)) + token)
-        assert read_frame(s) == b""  # PLAIN success: an empty frame
-        s.sendall(frame(3, 12, METADATA_ALL, 5))
-        resp = read_frame(s)
+        assert read_frame_or_none(s) == b""  # PLAIN success: an empty frame
+        s.sendall(request_frame(3, 12, METADATA_ALL, 5))
+        resp = read_frame_or_none(s)
         assert resp is not None and papi.decode_response(3, 12, resp)[1].brokers
     with socket.create_connection(("127.0.0.1", sb.ports["SASL_PLAINTEXT"]), timeout=5) as s:
-        s.sendall(frame(17, 0, {"mechanism": "SCRAM-SHA-512"}))
-        assert read_frame(s) is not None
+        s.sendall(request_frame(17, 0, {"mechanism": "SCRAM-SHA-512"}))
+        assert read_frame_or_none(s) is not None
         client = ScramClient("SCRAM-SHA-512", *BOB)
         first = client.first()
         s.sendall(struct.pack(">i", len(first)) + first)
-        server_first = read_frame(s)
+        server_first = read_frame_or_none(s)
         assert server_first is not None
         final = client.final(server_first)
         s.sendall(struct.pack(">i", len(final)) + final)
-        server_final = read_frame(s)
+        server_final = read_frame_or_none(s)
         assert server_final is not None
         client.verify(server_final)
-        s.sendall(frame(3, 12, METADATA_ALL, 5))
-        assert read_frame(s) is not None
+        s.sendall(request_frame(3, 12, METADATA_ALL, 5))
+        assert read_frame_or_none(s) is not None
 
 
 def test_authenticate_after_success_gets_34(sb: SecureBroker) -> None:
     with sasl_socket(sb) as s:
         assert plain_login(s, ALICE).session_lifetime_ms == 1500
         token = b"\x00" + ALICE[0].encode() + b"\x00" + ALICE[1].encode()
-        s.sendall(frame(36, 1, {"auth_bytes": token}, 3))
-        resp = read_frame(s)
+        s.sendall(request_frame(36, 1, {"auth_bytes": token}, 3))
+        resp = read_frame_or_none(s)
         assert resp is not None and papi.decode_response(36, 1, resp)[1].error_code == 34
 
 
@@ -159,8 +157,8 @@ def test_expired_session_closes_at_the_next_request(sb: SecureBroker) -> None:
     with sasl_socket(sb) as s:
         assert plain_login(s, ALICE).error_code == 0
         time.sleep(1.7)
-        s.sendall(frame(3, 12, METADATA_ALL, 3))
-        assert closed_without_answer(s)
+        s.sendall(request_frame(3, 12, METADATA_ALL, 3))
+        assert closed_by_peer(s)
 
 
 def test_librdkafka_reauthenticates_and_keeps_producing_past_the_session_lifetime(

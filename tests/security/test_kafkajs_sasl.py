@@ -14,15 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.broker.test_clients_common import BASE_TS, index_valued, probe_times, topic_name
-from tests.broker.test_clients_kafkajs import (
-    JS_DIR,
-    NODE,
-    as_messages,
-    expected_by_time,
-    run_driver,
-    unb64,
-)
+from tests.helpers.clients import BASE_TS, index_valued, probe_times, topic_name
+from tests.helpers.kafkajs import JS_DIR, NODE, as_messages, expected_by_time, run_driver, unb64
 from tests.security.secure_broker import ALICE, BOB, SecureBroker, start_secure_broker
 
 PARTITIONS = 2

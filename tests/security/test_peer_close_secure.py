@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Producer
 
-from tests.broker.test_peer_close import new_topic, settled_offsets
+from tests.helpers.offsets import new_topic, settled_offsets
 from tests.security.secure_broker import BOB, SecureBroker, start_secure_broker
 
 

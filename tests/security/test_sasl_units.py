@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 
 from broker.security import plain
 from broker.security.sasl import SaslGate
-from broker.security.scram import (
+from broker.security.tls import principal
+from protocol import api as papi
+from protocol.scram import (
     AuthenticationFailed,
     ScramClient,
     ScramCredential,
@@ -30,8 +32,7 @@ from broker.security.scram import (
     make_credential,
     salted_password,
 )
-from broker.security.tls import principal
-from protocol import api as papi
+from tests.helpers.kafka_socket import request_frame
 from tests.security.certs import CLIENT_PRINCIPAL, make_pki
 
 
@@ -149,7 +150,7 @@ def test_jaas_users_parse_with_quotes_and_escapes() -> None:
 
 
 def _frame(api_key: int, version: int, body: dict) -> bytes:  # type: ignore[type-arg]
-    return papi.encode_request(api_key, version, 7, "test", body)[4:]
+    return request_frame(api_key, version, body, 7, "test")[4:]
 
 
 def _gate(reauth_ms: int = 0) -> SaslGate:

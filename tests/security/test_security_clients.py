@@ -24,17 +24,15 @@ import pytest
 from client.security import ClientSecurity, open_connection
 from protocol import api as papi
 from protocol.errors import ErrorCode, KafkaError
+from tests.helpers.kafka_socket import closed_by_peer, read_frame_or_none, request_frame
 from tests.security.secure_broker import (
     ALICE,
     BOB,
     METADATA_ALL,
     SecureBroker,
     chronolog,
-    closed_without_answer,
-    frame,
     handshake,
     plain_login,
-    read_frame,
     sasl_socket,
     start_secure_broker,
 )
@@ -247,26 +245,26 @@ async def test_authenticated_connection_serves_metadata_with_its_listeners_addre
 
 def test_sasl_port_without_sasl_closes_on_the_first_real_request(sb: SecureBroker) -> None:
     with sasl_socket(sb) as s:
-        s.sendall(frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
-        assert read_frame(s) is not None  # ApiVersions is served before authentication
-        s.sendall(frame(3, 12, METADATA_ALL, 2))
-        assert closed_without_answer(s)
+        s.sendall(request_frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
+        assert read_frame_or_none(s) is not None  # ApiVersions is served before authentication
+        s.sendall(request_frame(3, 12, METADATA_ALL, 2))
+        assert closed_by_peer(s)
 
 
 def test_requests_after_a_handshake_but_before_authentication_get_34_then_close(
         sb: SecureBroker) -> None:
     with sasl_socket(sb) as s:
         assert handshake(s, "PLAIN").error_code == 0
-        s.sendall(frame(3, 12, {**METADATA_ALL, "topics": [{"name": "t", "topic_id": bytes(16)}]}, 2))
-        resp = read_frame(s)
+        s.sendall(request_frame(3, 12, {**METADATA_ALL, "topics": [{"name": "t", "topic_id": bytes(16)}]}, 2))
+        resp = read_frame_or_none(s)
         assert resp is not None
         [topic] = papi.decode_response(3, 12, resp)[1].topics
         assert topic.error_code == 34
-        assert closed_without_answer(s)
+        assert closed_by_peer(s)
     with sasl_socket(sb) as s:  # legacy v0: the next frame is a token, not a request
         assert handshake(s, "PLAIN", version=0).error_code == 0
-        s.sendall(frame(3, 12, METADATA_ALL, 2))
-        assert closed_without_answer(s)
+        s.sendall(request_frame(3, 12, METADATA_ALL, 2))
+        assert closed_by_peer(s)
 
 
 def test_sasl_requests_after_success_without_reauthentication_get_34_and_the_connection_serves_on(
@@ -277,15 +275,15 @@ def test_sasl_requests_after_success_without_reauthentication_get_34_and_the_con
     with sasl_socket(sb) as s:
         login = plain_login(s, ALICE)
         assert login.error_code == 0 and login.session_lifetime_ms == 0
-        s.sendall(frame(17, 1, {"mechanism": "PLAIN"}, 3))
-        resp = read_frame(s)
+        s.sendall(request_frame(17, 1, {"mechanism": "PLAIN"}, 3))
+        resp = read_frame_or_none(s)
         assert resp is not None and papi.decode_response(17, 1, resp)[1].error_code == 34
         token = b"\x00" + ALICE[0].encode() + b"\x00" + ALICE[1].encode()
-        s.sendall(frame(36, 1, {"auth_bytes": token}, 4))
-        resp = read_frame(s)
+        s.sendall(request_frame(36, 1, {"auth_bytes": token}, 4))
+        resp = read_frame_or_none(s)
         assert resp is not None and papi.decode_response(36, 1, resp)[1].error_code == 34
-        s.sendall(frame(3, 12, METADATA_ALL, 5))
-        resp = read_frame(s)
+        s.sendall(request_frame(3, 12, METADATA_ALL, 5))
+        resp = read_frame_or_none(s)
         assert resp is not None and papi.decode_response(3, 12, resp)[0] == 5  # correlation id
 
 
@@ -294,7 +292,7 @@ def test_unsupported_mechanism_gets_33_with_the_enabled_list(sb: SecureBroker) -
         body = handshake(s, "GSSAPI")
         assert body.error_code == 33
         assert sorted(body.mechanisms) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-        assert closed_without_answer(s)
+        assert closed_by_peer(s)
 
 
 async def test_client_that_does_not_trust_the_brokers_ca_cannot_connect(sb: SecureBroker) -> None:
@@ -308,7 +306,7 @@ async def test_client_that_does_not_trust_the_brokers_ca_cannot_connect(sb: Secu
 def test_plaintext_request_on_a_tls_port_is_closed_without_a_kafka_answer(
         sb: SecureBroker, listener: str) -> None:
     with socket.create_connection(("127.0.0.1", sb.ports[listener]), timeout=5) as s:
-        s.sendall(frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
+        s.sendall(request_frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
         s.settimeout(15)
         data = b""
         try:
@@ -336,16 +334,16 @@ def test_mutual_tls_refuses_no_or_a_foreign_client_certificate(sb: SecureBroker,
         return  # refused during the handshake
     with s:  # TLS 1.3: the client learns of the refusal at its first read
         try:
-            s.sendall(frame(3, 12, METADATA_ALL))
-            assert read_frame(s) is None
+            s.sendall(request_frame(3, 12, METADATA_ALL))
+            assert read_frame_or_none(s) is None
         except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
             pass
 
 
 def test_mutual_tls_with_the_client_certificate_is_served(sb: SecureBroker) -> None:
     with _mtls(sb, "client") as s:
-        s.sendall(frame(3, 12, METADATA_ALL))
-        resp = read_frame(s)
+        s.sendall(request_frame(3, 12, METADATA_ALL))
+        resp = read_frame_or_none(s)
         assert resp is not None
         assert papi.decode_response(3, 12, resp)[1].brokers[0].port == sb.ports["SSL"]
 
@@ -362,19 +360,23 @@ def test_users_cli_online_adds_lists_and_deletes_a_user_who_can_then_log_in_or_n
     r = chronolog("users", "add", "--user", "carol", "--password", "carol-pw",
                   "--mechanism", "SCRAM-SHA-256", "--iterations", "8192", *online)
     assert r.returncode == 0, r.stderr
+    r = chronolog("users", "add", "--user", "carol", "--password", "carol-pw",
+                  "--mechanism", "SCRAM-SHA-512", *online)
+    assert r.returncode == 0, r.stderr
     listed = chronolog("users", "list", *online)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines() == [
         "bob SCRAM-SHA-256 iterations=4096", "bob SCRAM-SHA-512 iterations=4096",
-        "carol SCRAM-SHA-256 iterations=8192"]
+        "carol SCRAM-SHA-256 iterations=8192", "carol SCRAM-SHA-512 iterations=4096"]
     async def login() -> None:
         conn = await _connect(sb, "SASL_PLAINTEXT", _sec(
             sb, "SASL_PLAINTEXT", "SCRAM-SHA-256", ("carol", "carol-pw")))
         await conn.close()
 
     asyncio.run(login())
-    r = chronolog("users", "delete", "--user", "carol", *online)
+    r = chronolog("users", "delete", "--user", "carol", *online)  # both mechanisms
     assert r.returncode == 0, r.stderr
+    assert "carol" not in chronolog("users", "list", *online).stdout
     with pytest.raises(KafkaError):
         asyncio.run(login())
     again = chronolog("users", "delete", "--user", "carol", "--mechanism", "SCRAM-SHA-256", *online)
@@ -473,6 +475,24 @@ async def test_scram_credential_apis_answer_kafkas_error_codes(sb: SecureBroker)
         gone = await conn.request(51, 0, {"deletions": [{"name": "fine", "mechanism": 2}],
                                           "upsertions": []})
         assert [r.error_code for r in gone.results] == [0]
+
+        # Kafka's controller judges per user, not per (user, mechanism): a user altered
+        # twice in one request is DUPLICATE_RESOURCE whatever the mechanisms, and none of
+        # its changes is applied; a user's first error stands.
+        twice = await conn.request(51, 0, {"deletions": [
+            {"name": "ghost", "mechanism": 1},          # 91 first: the upsertion is not judged
+        ], "upsertions": [
+            {"name": "two", "mechanism": 1, "iterations": 4096, "salt": salt, "salted_password": salted},
+            {"name": "two", "mechanism": 2, "iterations": 4096, "salt": salt, "salted_password": salted},
+            {"name": "ghost", "mechanism": 1, "iterations": 4096, "salt": salt, "salted_password": salted},
+            {"name": "many", "mechanism": 1, "iterations": 16385, "salt": salt, "salted_password": salted},
+        ]})
+        assert {r.user: (r.error_code, r.error_message) for r in twice.results} == {
+            "ghost": (91, "Attempt to delete a user credential that does not exist"),
+            "two": (92, "A user credential cannot be altered twice in the same request"),
+            "many": (93, "Too many iterations")}
+        desc = await conn.request(50, 0, {"users": [{"name": "two"}]})
+        assert [(r.user, r.error_code) for r in desc.results] == [("two", 91)]
     finally:
         await conn.close()
 
@@ -484,10 +504,10 @@ def test_connection_limits_hold_across_listeners(tmp_path: Path) -> None:
         held = [socket.create_connection(("127.0.0.1", b.ports["SASL_PLAINTEXT"]), timeout=5),
                 socket.create_connection(("127.0.0.1", b.ports["PLAINTEXT"]), timeout=5)]
         for s in held:  # both are served (ApiVersions needs no authentication)
-            s.sendall(frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
-            assert read_frame(s) is not None
+            s.sendall(request_frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
+            assert read_frame_or_none(s) is not None
         with socket.create_connection(("127.0.0.1", b.ports["PLAINTEXT"]), timeout=5) as third:
-            assert closed_without_answer(third)
+            assert closed_by_peer(third)
         for s in held:
             s.close()
         assert "max.connections.per.ip (2) reached" in b.proc.log()

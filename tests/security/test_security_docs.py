@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 
 from client.security import ClientSecurity, open_connection
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.broker import BrokerProcess, free_port_number
 from tests.security.certs import make_pki
 from tests.security.secure_broker import ROOT, chronolog
 

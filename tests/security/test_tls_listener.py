@@ -13,7 +13,9 @@ import pytest
 
 from broker.server import SSL_HANDSHAKE_TIMEOUT_S
 from protocol import api as papi
-from tests.security.secure_broker import SecureBroker, frame, read_frame, start_secure_broker
+from tests.helpers.kafka_socket import read_frame_or_none, request_frame
+from tests.helpers.wait import wait_until
+from tests.security.secure_broker import SecureBroker, start_secure_broker
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +32,7 @@ def _tls(sb: SecureBroker) -> ssl.SSLSocket:
 
 
 def _api_versions(correlation_id: int) -> bytes:
-    return frame(18, 3, {"client_software_name": "t" * (1 + correlation_id % 50),
+    return request_frame(18, 3, {"client_software_name": "t" * (1 + correlation_id % 50),
                          "client_software_version": "1"}, correlation_id)
 
 
@@ -51,7 +53,7 @@ def test_pipelined_requests_are_answered_in_order_however_tls_records_cut_them(
                 s.sendall(stream[i:i + 37])
         got = []
         for _ in requests:
-            resp = read_frame(s)
+            resp = read_frame_or_none(s)
             assert resp is not None
             got.append(struct.unpack_from(">i", resp)[0])
             assert papi.decode_response(18, 3, resp)[1].error_code == 0
@@ -71,7 +73,7 @@ def test_a_stalled_handshake_is_closed_after_the_timeout_and_others_are_served(
         stalled.sendall(partial)
         with _tls(sb) as other:  # meanwhile the listener serves everyone else
             other.sendall(_api_versions(7))
-            assert read_frame(other) is not None
+            assert read_frame_or_none(other) is not None
         stalled.settimeout(SSL_HANDSHAKE_TIMEOUT_S + 10)
         try:
             assert stalled.recv(65536) == b""
@@ -91,7 +93,5 @@ def test_a_failed_handshake_is_logged_with_its_reason(sb: SecureBroker) -> None:
                 pass
         except ConnectionResetError:
             pass
-    deadline = time.monotonic() + 5
-    while "TLS handshake failed" not in sb.proc.log() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: "TLS handshake failed" in sb.proc.log(), 5.0, "the failed handshake to be logged")
     assert "TLS handshake failed" in sb.proc.log()

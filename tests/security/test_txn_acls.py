@@ -24,9 +24,9 @@ from broker.acl import authorizer as A
 from broker.acl.authorizer import AclBinding, Authorizer
 from protocol.errors import ErrorCode
 from storage.records import Record, build_batch
-from tests.broker.test_core_server import Raw
-from tests.conftest import BrokerProcess, free_port_number
-from tests.security.test_authorizer import oracle
+from tests.helpers.acl_oracle import oracle
+from tests.helpers.broker import BrokerProcess, free_port_number
+from tests.helpers.kafka_socket import KafkaSocket
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ME, HOST = "User:ANONYMOUS", "127.0.0.1"
@@ -97,18 +97,18 @@ def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broke
         "authorizer.class.name": AUTHORIZER, "allow.everyone.if.no.acl.found": "true",
         "auto.create.topics.enable": "false"}).start()
     try:
-        raw = Raw(b.port)
-        made = raw.call(19, 7, {"topics": [
+        raw = KafkaSocket(b.port)
+        made = raw.request(19, 7, {"topics": [
             {"name": t, "num_partitions": 1, "replication_factor": 1, "assignments": [],
              "configs": []} for t in ("ta", "tb")], "timeout_ms": 5000, "validate_only": False})
         assert [t.error_code for t in made.topics] == [0, 0]
         pids = {}
         for txn in ("xa", "xb"):
-            got = raw.call(22, 4, {"transactional_id": txn, "transaction_timeout_ms": 600_000,
+            got = raw.request(22, 4, {"transactional_id": txn, "transaction_timeout_ms": 600_000,
                                    "producer_id": -1, "producer_epoch": -1})
             assert got.error_code == 0
             pids[txn] = (got.producer_id, got.producer_epoch)
-        added = raw.call(24, 3, {
+        added = raw.request(24, 3, {
             "v3_and_below_transactional_id": "xa", "v3_and_below_producer_id": pids["xa"][0],
             "v3_and_below_producer_epoch": pids["xa"][1],
             "v3_and_below_topics": [{"name": "ta", "partitions": [0]},
@@ -146,21 +146,21 @@ def _by_topic(parts: list[tuple[str, int]]) -> dict[str, list[int]]:
     return out
 
 
-def ask(raw: Raw, txn: str, pid: int, group: str, parts: list[tuple[str, int]]) -> dict[str, Any]:
+def ask(raw: KafkaSocket, txn: str, pid: int, group: str, parts: list[tuple[str, int]]) -> dict[str, Any]:
     """Every transaction API once; the answers as plain comparable values."""
     topics = _by_topic(parts)
     out: dict[str, Any] = {}
-    r = raw.call(24, 3, {"v3_and_below_transactional_id": txn, "v3_and_below_producer_id": pid,
+    r = raw.request(24, 3, {"v3_and_below_transactional_id": txn, "v3_and_below_producer_id": pid,
                          "v3_and_below_producer_epoch": 0,
                          "v3_and_below_topics": [{"name": t, "partitions": ps}
                                                  for t, ps in topics.items()]})
     out["add_partitions"] = {(t.name, p.partition_index): p.partition_error_code
                              for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
-    out["add_offsets"] = raw.call(25, 3, {"transactional_id": txn, "producer_id": pid,
+    out["add_offsets"] = raw.request(25, 3, {"transactional_id": txn, "producer_id": pid,
                                           "producer_epoch": 0, "group_id": group}).error_code
-    out["end_txn"] = raw.call(26, 3, {"transactional_id": txn, "producer_id": pid,
+    out["end_txn"] = raw.request(26, 3, {"transactional_id": txn, "producer_id": pid,
                                       "producer_epoch": 0, "committed": True}).error_code
-    r = raw.call(28, 2, {"transactional_id": txn, "group_id": group, "producer_id": pid,
+    r = raw.request(28, 2, {"transactional_id": txn, "group_id": group, "producer_id": pid,
                          "producer_epoch": 0, "topics": [
                              {"name": t, "partitions": [
                                  {"partition_index": p, "committed_offset": 0,
@@ -176,20 +176,20 @@ def ask(raw: Raw, txn: str, pid: int, group: str, parts: list[tuple[str, int]]) 
                             producer_id=next(PRODUCER_IDS) if transactional else -1,
                             producer_epoch=0 if transactional else -1,
                             base_sequence=0 if transactional else -1)
-        r = raw.call(0, 9, {"transactional_id": txn_field, "acks": -1, "timeout_ms": 5000,
+        r = raw.request(0, 9, {"transactional_id": txn_field, "acks": -1, "timeout_ms": 5000,
                             "topic_data": [{"name": t, "partition_data": [
                                 {"index": p, "records": batch} for p in ps]}
                                 for t, ps in topics.items()]})
         out[key] = {(t.name, p.index): p.error_code for t in r.responses
                     for p in t.partition_responses}
-    r = raw.call(22, 4, {"transactional_id": None, "transaction_timeout_ms": -1,
+    r = raw.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": -1,
                          "producer_id": -1, "producer_epoch": -1})
     out["idempotent_init"] = r.error_code
-    r = raw.call(65, 0, {"transactional_ids": TXN_IDS})
+    r = raw.request(65, 0, {"transactional_ids": TXN_IDS})
     out["describe"] = {s.transactional_id: (s.error_code, s.transaction_state,
                                             tuple((t.topic, tuple(t.partitions)) for t in s.topics))
                        for s in r.transaction_states}
-    r = raw.call(66, 1, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1})
+    r = raw.request(66, 1, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1})
     out["list"] = sorted(s.transactional_id for s in r.transaction_states)
     return out
 
@@ -231,14 +231,14 @@ def expected(acls: list[AclBinding], base: dict[str, Any], txn: str, group: str,
     return out
 
 
-def _acl_call(raw: Raw, key: int, body: dict[str, Any]) -> Any:
-    got = raw.call(key, 2, body)
+def _acl_call(raw: KafkaSocket, key: int, body: dict[str, Any]) -> Any:
+    got = raw.request(key, 2, body)
     codes = [r.error_code for r in (got.results if key == 30 else got.filter_results)]
     assert codes == [0] * len(codes)
     return got
 
 
-def set_acls(raw: Raw, acls: list[AclBinding]) -> None:
+def set_acls(raw: KafkaSocket, acls: list[AclBinding]) -> None:
     for batch in ([MANAGE], acls):  # MANAGE first: it is what lets the second batch in
         _acl_call(raw, 30, {"creations": [
             {"resource_type": b.resource_type, "resource_name": b.resource_name,
@@ -246,7 +246,7 @@ def set_acls(raw: Raw, acls: list[AclBinding]) -> None:
              "operation": b.operation, "permission_type": b.permission} for b in batch]})
 
 
-def clear_acls(raw: Raw) -> None:
+def clear_acls(raw: KafkaSocket) -> None:
     _acl_call(raw, 31, {"filters": [{
         "resource_type_filter": A.ANY, "resource_name_filter": None, "pattern_type_filter": A.ANY,
         "principal_filter": None, "host_filter": None, "operation": A.ANY,
@@ -258,7 +258,7 @@ def clear_acls(raw: Raw) -> None:
        st.lists(st.sampled_from(PARTITIONS), min_size=1, max_size=4, unique=True))
 def test_transaction_apis_answer_what_kafkas_checks_decide(txn_broker, acls, txn, group, parts):
     broker, wrong_pid = txn_broker
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     try:
         base = ask(raw, txn, wrong_pid, group, parts)
         set_acls(raw, acls)
@@ -275,7 +275,7 @@ def test_baseline_is_not_itself_an_authorization_failure(txn_broker):
     """Guards the oracle: with no ACLs, no answer is an authorization error, and the open
     transaction xa is described with both of its partitions."""
     broker, wrong_pid = txn_broker
-    raw = Raw(broker.port)
+    raw = KafkaSocket(broker.port)
     try:
         base = ask(raw, "xa", wrong_pid, "ga", [("ta", 0), ("tb", 0)])
     finally:

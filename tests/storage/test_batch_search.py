@@ -11,18 +11,18 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.config import LogConfig
-from storage.log import Log
-from storage.records import HEADER_SIZE, Record, build_batch, decode_batch, parse_header
-from storage.segment import (
+from storage.batch_search import (
     _UNIFORM,
     BLOCK,
-    _uvarint,
     build_summary,
     first_record_at_or_after,
     offset_of_first_max,
     search_with_summary,
 )
+from storage.config import LogConfig
+from storage.log import Log
+from storage.primitives import read_uvarint_trusted as _uvarint
+from storage.records import HEADER_SIZE, Record, build_batch, decode_batch, parse_header
 
 T0 = 1_700_000_000_000
 
@@ -222,7 +222,7 @@ def test_summaries_stop_at_the_process_budget_and_lookups_stay_exact(
     budget holds across segments, and every lookup is still exact."""
     import random
 
-    import storage.segment as segment
+    import storage.batch_search as segment
 
     per_batch = -(-600 // segment.BLOCK)  # blocks of one 600-record batch
     room = 2 * per_batch + per_batch // 2  # two batches fit, not three

@@ -9,14 +9,14 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.records import Record, build_batch, decode_batch, parse_header
-from storage.segment import (
+from storage.batch_search import (
     block_range,
     build_summary,
     search_block,
     search_with_summary,
     summary_block,
 )
+from storage.records import Record, build_batch, decode_batch, parse_header
 
 T0 = 1_700_000_000_000
 

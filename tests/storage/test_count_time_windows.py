@@ -28,7 +28,7 @@ from storage.log import Log
 from storage.records import Record, build_batch, iter_batches
 from storage.tsindex import TsIndex
 from storage.txnindex import TxnIndexEntry
-from tests.storage.test_event_time import NOW, T0, EventTimeMachine
+from tests.helpers.event_time_machine import NOW, T0, EventTimeMachine
 
 PID = 7
 

@@ -122,7 +122,7 @@ def test_log_config_uses_kafka_names_defaults_and_validates() -> None:
                                "cleanup.policy": "delete,compact", "retention.ms": "-1",
                                "compression.type": "zstd"})
     assert c2.segment_bytes == 1024 and c2.log_append_time and c2.retention_ms == -1
-    assert c2.cleanup_policy == "compact,delete" and c2.compact and c2.delete_enabled
+    assert c2.cleanup_policy == "delete,compact" and c2.compact and c2.delete_enabled
     assert c2.extra == {"compression.type": "zstd"}
     assert LogConfig.from_kafka(c2.to_kafka()) == c2
     for bad in ({"segment.bytes": "abc"}, {"segment.bytes": "1"}, {"no.such.config": "1"},

@@ -6,12 +6,14 @@ file) into ``.cache/maven`` inside the repo and writes the classpath to
 ``.cache/kafka-ref/<version>.classpath``; a second run reuses both. ``start``
 formats KRaft storage and runs one combined-mode node (broker + controller) on
 127.0.0.1 with free ports, and returns once the node says it started; ``stop``
-ends it. Standard library only, so the Makefile can run it before any venv exists.
+ends it. ``spark-kafka`` resolves Spark's own Kafka connector (spark-kafka/pom.xml) the
+same way and prints its four jars for ``spark.jars``. Standard library only, so the Makefile can run it before any venv exists.
 
     python3 tools/kafka-ref/kafkaref.py fetch
     python3 tools/kafka-ref/kafkaref.py start --dir /tmp/k   # prints the bootstrap address
     python3 tools/kafka-ref/kafkaref.py stop --dir /tmp/k
     python3 tools/kafka-ref/kafkaref.py java org.apache.kafka.tools.TopicCommand --help
+    python3 tools/kafka-ref/kafkaref.py spark-kafka   # Spark's Kafka connector, for spark.jars
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 POM = HERE / "pom.xml"
+SPARK_KAFKA_POM = HERE / "spark-kafka" / "pom.xml"
 LOG4J2 = HERE / "log4j2.properties"
 CACHE = Path(os.environ.get("CHRONOLOG_CACHE", REPO / ".cache"))
 MAVEN_REPO = CACHE / "maven"
@@ -66,22 +69,41 @@ def _require(tool: str, hint: str) -> str:
 
 def fetch(quiet: bool = True) -> str:
     """Resolve the jars (once) and return the classpath string."""
-    cp_file = classpath_file()
+    return _resolve(POM, classpath_file(), f"Kafka {kafka_version()}", quiet)
+
+
+def spark_kafka_version() -> str:
+    m = re.search(r"<spark.kafka.version>([^<]+)</spark.kafka.version>", SPARK_KAFKA_POM.read_text())
+    if not m:
+        raise KafkaRefError(f"no <spark.kafka.version> in {SPARK_KAFKA_POM}")
+    return m.group(1)
+
+
+def fetch_spark_kafka(quiet: bool = True) -> list[str]:
+    """Spark's Kafka connector and its compile-scope jars (spark-kafka/pom.xml), resolved
+    once; the paths, for ``spark.jars``."""
+    out = CACHE / "kafka-ref" / f"spark-kafka-{spark_kafka_version()}.classpath"
+    cp = _resolve(SPARK_KAFKA_POM, out, f"spark-sql-kafka-0-10 {spark_kafka_version()}", quiet)
+    return cp.split(os.pathsep)
+
+
+def _resolve(pom: Path, cp_file: Path, what: str, quiet: bool) -> str:
+    """Maven's runtime classpath of ``pom``, cached in ``cp_file`` while every jar exists."""
     if cp_file.exists():
         cp = cp_file.read_text().strip()
         if cp and all(Path(p).exists() for p in cp.split(os.pathsep)):
             return cp
-    mvn = _require("mvn", "Maven resolves Kafka's jars from Maven Central")
+    mvn = _require("mvn", f"Maven resolves {what} from Maven Central")
     cp_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = cp_file.with_suffix(".tmp")
-    cmd = [mvn, "-B", *(["-q"] if quiet else []), "-f", str(POM),
+    cmd = [mvn, "-B", *(["-q"] if quiet else []), "-f", str(pom),
            f"-Dmaven.repo.local={MAVEN_REPO}",
            f"{DEPENDENCY_PLUGIN}:build-classpath",
            f"-Dmdep.outputFile={tmp}", "-Dmdep.includeScope=runtime"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0 or not tmp.exists():
         raise KafkaRefError(
-            f"Maven could not resolve Kafka {kafka_version()} ({' '.join(cmd)}):\n"
+            f"Maven could not resolve {what} ({' '.join(cmd)}):\n"
             f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     tmp.replace(cp_file)
     return cp_file.read_text().strip()
@@ -112,9 +134,11 @@ def free_port() -> int:
 class KafkaNode:
     """One KRaft combined-mode Kafka node whose files all live under ``workdir``."""
 
-    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None,
+                 jvm_opts: list[str] | None = None) -> None:
         self.workdir = Path(workdir)
         self.overrides = dict(overrides or {})
+        self.jvm_opts = JVM_OPTS if jvm_opts is None else jvm_opts  # the bench uses Kafka's own
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.controller_port = 0
@@ -174,7 +198,7 @@ class KafkaNode:
             run_java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config))
         log = open(self.log_path, "ab")
         since = log.tell()
-        cmd = java_cmd("kafka.Kafka", str(config), jvm_opts=JVM_OPTS)
+        cmd = java_cmd("kafka.Kafka", str(config), jvm_opts=self.jvm_opts)
         cmd.insert(1, f"-Dkafka.logs.dir={self.workdir / 'logs'}")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -245,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("fetch", help="resolve the jars into .cache and print the classpath file")
     sub.add_parser("classpath", help="print the classpath (fetching first if needed)")
+    sub.add_parser("spark-kafka", help="resolve Spark's Kafka connector; print its jars for "
+                   "spark.jars (comma-separated)")
     for name in ("start", "stop"):
         p = sub.add_parser(name, help=f"{name} one KRaft node whose files live in --dir")
         p.add_argument("--dir", required=True, type=Path)
@@ -258,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
             print(classpath_file())
         elif a.cmd == "classpath":
             print(fetch())
+        elif a.cmd == "spark-kafka":
+            print(",".join(fetch_spark_kafka(quiet=False)))
         elif a.cmd == "start":
             node = KafkaNode(a.dir).start()
             node.proc = None  # leave it running after this process exits

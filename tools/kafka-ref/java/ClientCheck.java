@@ -1,6 +1,8 @@
 // Kafka's Java client (kafka-clients 4.x) doing what a Java user does, one JSON line per answer.
 //
-// Run without a build (JEP 330):  java -cp "$CP" ClientCheck.java <bootstrap> <prefix> <base-ts-ms>
+// Run without a build (JEP 330):
+//   java -cp "$CP" ClientCheck.java <bootstrap> <prefix> <base-ts-ms> [client.properties]
+// client.properties: extra settings for every client (security.protocol, SASL, truststore).
 // tests/ecosystem/test_java_client.py checks every line against an oracle computed from the
 // "produced" lines, and (under make test-ecosystem) against the same run on the real Kafka.
 // Default producer settings throughout: idempotent, acks=all.
@@ -48,6 +50,7 @@ public class ClientCheck {
     static String topic;
     static String txTopic;
     static long base;
+    static Properties security = new Properties();
 
     static String q(Object o) {
         if (o == null) return "null";
@@ -72,6 +75,7 @@ public class ClientCheck {
 
     static Properties props(Object... kv) {
         Properties p = new Properties();
+        p.putAll(security);
         p.put("bootstrap.servers", bootstrap);
         for (int i = 0; i < kv.length; i += 2) p.put(kv[i], kv[i + 1]);
         return p;
@@ -121,6 +125,9 @@ public class ClientCheck {
         topic = args[1] + "-data";
         txTopic = args[1] + "-txn";
         base = Long.parseLong(args[2]);
+        if (args.length > 3) {
+            try (java.io.FileReader r = new java.io.FileReader(args[3])) { security.load(r); }
+        }
         TopicPartition p0 = new TopicPartition(topic, 0), p1 = new TopicPartition(topic, 1);
         List<TopicPartition> tps = List.of(p0, p1);
 

@@ -9,8 +9,6 @@ whose record timestamp is >= T, or none. It scans every record the test produced
 from __future__ import annotations
 
 import itertools
-import socket
-import struct
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -20,9 +18,9 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
-from protocol.api import decode_response, encode_request
 from storage.records import Record, decode_batch, iter_batches
-from tests.conftest import BrokerProcess, free_port_number
+from tests.helpers.broker import BrokerProcess, free_port_number
+from tests.helpers.kafka_socket import KafkaSocket
 
 # Timestamps an hour in the past and earlier: inside Kafka 4's default
 # message.timestamp.after.max.ms (1 h) and the unlimited before.max.ms.
@@ -136,80 +134,6 @@ def fixed_records(n: int, tag: str, seed: int = 0) -> list[Rec]:
     return out
 
 
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    """Exactly n bytes from sock; ConnectionError if the peer closes first."""
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
-
-
-class RawConnection:
-    """A bare Kafka-protocol socket: exact frames out, responses parsed with protocol.api.
-
-    Used where a real client would hide what is being tested (retried batches,
-    malformed frames, specific API versions).
-    """
-
-    def __init__(self, b: BrokerProcess, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", b.port), timeout=timeout)
-        self.correlation_id = 0
-        self._peeked = b""
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> RawConnection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def recv_exact(self, n: int) -> bytes:
-        return recv_exact(self.sock, n)
-
-    def read_frame(self) -> bytes:
-        (size,) = struct.unpack(">i", self.recv_exact(4))
-        return self.recv_exact(size)
-
-    def read_frame_after_partial(self) -> bytes:
-        """The first response frame, when ``outcome`` already consumed its first bytes."""
-        data = self._peeked
-        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed in the middle of a response")
-            data += chunk
-        (size,) = struct.unpack_from(">i", data)
-        return data[4 : 4 + size]
-
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        """Send one request and return the decoded response body."""
-        self.correlation_id += 1
-        self.send(encode_request(api_key, version, self.correlation_id, "chronolog-test", body))
-        cid, resp = decode_response(api_key, version, self.read_frame())
-        assert cid == self.correlation_id
-        return resp
-
-    def outcome(self, wait: float = 0.5) -> str:
-        """'answered', 'closed' or 'pending': what the broker did with what was sent."""
-        self.sock.settimeout(wait)
-        try:
-            data = self.sock.recv(65536)
-        except TimeoutError:
-            return "pending"
-        except ConnectionResetError:
-            return "closed"
-        self._peeked = data
-        return "answered" if data else "closed"
-
-
 def produce_body(topic: str, partitions: dict[int, bytes], acks: int = -1) -> dict[str, Any]:
     return {
         "transactional_id": None, "acks": acks, "timeout_ms": 10_000,
@@ -228,7 +152,7 @@ def partition_errors(resp: Any) -> dict[tuple[str, int], tuple[int, int]]:
     }
 
 
-def fetch_all(conn: RawConnection, topic: str, partition: int = 0) -> list[Record]:
+def fetch_all(conn: KafkaSocket, topic: str, partition: int = 0) -> list[Record]:
     """Every record of a partition, read with Fetch v12 from offset 0 to the high watermark."""
     out: list[Record] = []
     offset = 0
@@ -253,7 +177,7 @@ def fetch_all(conn: RawConnection, topic: str, partition: int = 0) -> list[Recor
         assert data, "fetch returned nothing below the high watermark"
 
 
-def list_offset(conn: RawConnection, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+def list_offset(conn: KafkaSocket, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
     """ListOffsets v7 for one partition: (offset, timestamp)."""
     resp = conn.request(2, 7, {
         "replica_id": -1, "isolation_level": 0,
