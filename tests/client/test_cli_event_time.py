@@ -242,11 +242,13 @@ def _iso(ms: int) -> str:
 @pytest.fixture
 def broker_without_plan(tmp_path: Path) -> Iterator[str]:
     """A real broker that does not offer PlanTimeWindow, as Kafka and older Chronologs do:
-    its handler module is made unimportable, so dispatch routes no key 10000 and
-    ApiVersions does not advertise it (broker/dispatch.py)."""
+    its handler module says it is unavailable (the AVAILABLE flag an optional handler
+    sets), so dispatch routes no key 10000 and ApiVersions does not advertise it
+    (broker/dispatch.py; a module that cannot be imported is an error there)."""
     port = _free_port()
-    code = ("import sys; sys.modules['broker.handlers.plan_time_window'] = None; "
-            "from broker.server import main; sys.exit(main())")
+    code = ("import sys, types; h = types.ModuleType('broker.handlers.plan_time_window'); "
+            "h.AVAILABLE = False; h.UNAVAILABLE_WHY = 'left out to test older brokers'; "
+            "sys.modules[h.__name__] = h; from broker.server import main; sys.exit(main())")
     log = tmp_path / "broker.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
