@@ -8,7 +8,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: install run newcomer test test-docker bench chaos fuzz soak lint format check-java check-compose check-clients check-openssl check-chromium clean
+.PHONY: install run newcomer test test-docker bench chaos fuzz soak lint format generate check-java check-compose check-clients check-openssl check-chromium clean
 
 ## Development: the project with every extra (Spark, console, test and lint tools).
 $(STAMP): pyproject.toml
@@ -111,6 +111,10 @@ fuzz: install
 ## clone, make run, the five-minute example, PySpark as README says, the Spark example.
 newcomer: check-java
 	$(PYTHON) tests/newcomer.py
+
+## Rewrite protocol/messages.py (the typed message classes) from the declarations in protocol/.
+generate: install
+	$(BIN)/python -m protocol.generate
 
 lint: install
 	$(BIN)/ruff check broker protocol storage client pipeline console tests bench docker

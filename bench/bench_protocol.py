@@ -1,116 +1,142 @@
-"""Protocol codec cost per message: declarative (compiled construct) vs struct fast path.
+"""Protocol codec cost per message, this tree against a base commit (default ``main``), in one run.
 
-Side by side in one run, on the messages every produce, fetch and timestamp
-lookup pays for, plus the ListOffsets round trip (request decode + response
-encode) against the ApiVersions round trip — the protocol's share of the
-issue's "lookup p50 within 20 µs of the no-op floor" target.
+Both sides are measured in fresh interpreters through the public entry points of
+``protocol.api`` (``decode_request``, ``encode_response``, ``encode_request``,
+``decode_response``), on the messages every produce, fetch and timestamp lookup
+pays for, plus Metadata (no hand-written path before the generated codecs).
+Bodies are dicts on both sides (what the client and tests pass); where this tree
+also takes typed messages (what its handlers return), a "typed" row is added.
+``CHRONOLOG_BENCH_PROTOCOL_BASE`` names another base commit.
+
+Run as a script (``python bench/bench_protocol.py --measure``) it prints the
+measurements of whatever ``protocol`` is first on ``sys.path`` as JSON.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
-from bench.report import Report, median, time_calls
-from protocol.api import (
-    ApiKey,
-    advertised_api_keys,
-    decode_request,
-    decode_request_declarative,
-    decode_response,
-    decode_response_declarative,
-    encode_request,
-    encode_request_declarative,
-    encode_response,
-    encode_response_declarative,
-)
-
-N = 5000
 SECTION = "protocol"
+N = 5000
+REPO = Path(__file__).resolve().parent.parent
+BASE = os.environ.get("CHRONOLOG_BENCH_PROTOCOL_BASE", "main")
 
 
-def _us(fn: Callable[[], object], n: int = N) -> float:
-    for _ in range(200):
-        fn()
-    return median(time_calls(fn, n))
+def measure() -> dict[str, float]:
+    """µs per call (median) of each case, for the ``protocol`` package on ``sys.path``."""
+    from bench.report import median, time_calls
+    from protocol import api
 
+    typed: Callable[[int, Any, bool], Any] | None = None
+    if hasattr(api, "CLASSES"):  # a tree with generated message classes
+        from protocol.codegen import from_mapping
 
-def _pair(report: Report, name: str, slow: Callable[[], object], fast: Callable[[], object], n: int = N) -> float:
-    d = _us(slow, n)
-    f = _us(fast, n)
-    report.add(SECTION, f"{name} declarative", d, "µs")
-    report.add(SECTION, f"{name} fast path", f, "µs", note=f"{d / f:.1f}x faster")
-    return f
+        def typed(key: int, body: Any, response: bool) -> Any:
+            return from_mapping(api.CLASSES[api.ApiKey(key)][1 if response else 0], body)
 
+    out: dict[str, float] = {}
 
-def _broker_side(report: Report, label: str, key: ApiKey, version: int,
-                 request: dict[str, Any], response: dict[str, Any]) -> float:
-    """The broker's codec work for one exchange: request decode + response encode, each
-    declarative beside fast path; returns the fast paths' µs."""
-    frame = encode_request(key, version, 1, "rdkafka", request)[4:]
-    dec = _pair(report, f"{label} v{version} request decode",
-                partial(decode_request_declarative, frame),
-                partial(decode_request, frame))
-    enc = _pair(report, f"{label} v{version} response encode",
-                partial(encode_response_declarative, key, version, 1, response),
-                partial(encode_response, key, version, 1, response))
-    return dec + enc
+    def us(name: str, fn: Callable[[], object], n: int = N) -> None:
+        for _ in range(200):
+            fn()
+        out[name] = median(time_calls(fn, n))
 
+    def response(name: str, key: int, version: int, body: dict[str, Any], n: int = N) -> None:
+        us(f"{name} (dict)", partial(api.encode_response, key, version, 1, body), n)
+        if typed is not None:
+            us(f"{name} (typed)", partial(api.encode_response, key, version, 1, typed(key, body, True)), n)
 
-def run(report: Report, scratch: str) -> None:
+    def request(name: str, key: int, version: int, body: dict[str, Any], parts: bool = False) -> None:
+        encode = api.encode_request_parts if parts else api.encode_request
+        us(f"{name} (dict)", partial(encode, key, version, 1, "bench", body))
+        if typed is not None:
+            us(f"{name} (typed)", partial(encode, key, version, 1, "bench", typed(key, body, False)))
+
+    key = api.ApiKey
     lo_body = {"replica_id": -1, "isolation_level": 1, "topics": [
         {"name": "events", "partitions": [{"partition_index": 0, "timestamp": 1_700_000_000_000}]}]}
     lo_resp = {"topics": [{"name": "events", "partitions": [
-        {"partition_index": 0, "error_code": 0, "timestamp": 1_700_000_000_000, "offset": 123_456, "leader_epoch": 0}]}]}
-    av_keys = {"api_keys": advertised_api_keys()}
-    floor_total = 0.0
-    lookup_total = 0.0
-    for version in (1, 7, 10):
-        total = _broker_side(report, "ListOffsets", ApiKey.LIST_OFFSETS, version, lo_body, lo_resp)
-        if version == 7:
-            lookup_total = total
-    av_rdkafka = {"client_software_name": "librdkafka", "client_software_version": "2.16.0"}
-    for version in (0, 3):
-        total = _broker_side(report, "ApiVersions", ApiKey.API_VERSIONS, version, av_rdkafka, av_keys)
-        if version == 3:
-            floor_total = total
-    report.add(SECTION, "ListOffsets v7 round trip minus ApiVersions v3 round trip",
-               lookup_total - floor_total, "µs", target="< 20 µs (whole lookup)",
-               note="broker codec share of the lookup-over-floor budget")
+        {"partition_index": 0, "error_code": 0, "timestamp": 1_700_000_000_000, "offset": 123_456,
+         "leader_epoch": 0}]}]}
+    for v in (1, 7, 10):
+        frame = api.encode_request(key.LIST_OFFSETS, v, 1, "rdkafka", lo_body)[4:]
+        us(f"ListOffsets v{v} request decode", partial(api.decode_request, frame))
+        response(f"ListOffsets v{v} response encode", key.LIST_OFFSETS, v, lo_resp)
+    av_req = {"client_software_name": "librdkafka", "client_software_version": "2.16.0"}
+    av_resp = {"api_keys": api.advertised_api_keys()}
+    for v in (0, 3):
+        frame = api.encode_request(key.API_VERSIONS, v, 1, "rdkafka", av_req)[4:]
+        us(f"ApiVersions v{v} request decode", partial(api.decode_request, frame))
+        response(f"ApiVersions v{v} response encode", key.API_VERSIONS, v, av_resp)
 
-    # the client side of the same exchanges (bundled client, lookup benchmark)
-    lo_frame = encode_response(ApiKey.LIST_OFFSETS, 7, 1, lo_resp)[4:]
-    av_frame = encode_response(ApiKey.API_VERSIONS, 3, 1, av_keys)[4:]
-    client_lookup = _pair(report, "client: ListOffsets v7 request encode",
-                          partial(encode_request_declarative, ApiKey.LIST_OFFSETS, 7, 1, "bench", lo_body),
-                          partial(encode_request, ApiKey.LIST_OFFSETS, 7, 1, "bench", lo_body))
-    client_lookup += _pair(report, "client: ListOffsets v7 response decode",
-                           partial(decode_response_declarative, ApiKey.LIST_OFFSETS, 7, lo_frame),
-                           partial(decode_response, ApiKey.LIST_OFFSETS, 7, lo_frame))
-    av_req = {"client_software_name": "bench", "client_software_version": "1"}
-    client_floor = _us(partial(encode_request, ApiKey.API_VERSIONS, 3, 1, "bench", av_req))
-    report.add(SECTION, "client: ApiVersions v3 request encode (declarative only)", client_floor, "µs")
-    client_floor += _pair(report, "client: ApiVersions v3 response decode",
-                          partial(decode_response_declarative, ApiKey.API_VERSIONS, 3, av_frame),
-                          partial(decode_response, ApiKey.API_VERSIONS, 3, av_frame))
-    report.add(SECTION, "whole ListOffsets v7 exchange minus ApiVersions v3 exchange (both sides)",
-               lookup_total + client_lookup - floor_total - client_floor, "µs",
-               target="< 20 µs (whole lookup)", note="codec share, broker + client, fast paths")
+    lo_frame = api.encode_response(key.LIST_OFFSETS, 7, 1, lo_resp)[4:]
+    av_frame = api.encode_response(key.API_VERSIONS, 3, 1, av_resp)[4:]
+    request("client: ListOffsets v7 request encode", key.LIST_OFFSETS, 7, lo_body)
+    us("client: ListOffsets v7 response decode", partial(api.decode_response, key.LIST_OFFSETS, 7, lo_frame))
+    request("client: ApiVersions v3 request encode", key.API_VERSIONS, 3, av_req)
+    us("client: ApiVersions v3 response decode", partial(api.decode_response, key.API_VERSIONS, 3, av_frame))
 
     batch = b"r" * 16_384
-    for version in (7, 9, 11):
-        frame = encode_request(ApiKey.PRODUCE, version, 1, "rdkafka", {"acks": -1, "timeout_ms": 30_000, "topic_data": [
-            {"name": "events", "partition_data": [{"index": p, "records": batch} for p in range(4)]}]})[4:]
-        _pair(report, f"Produce v{version} request decode (4 x 16 KiB)",
-              partial(decode_request_declarative, frame),
-              partial(decode_request, frame))
+    produce = {"acks": -1, "timeout_ms": 30_000, "topic_data": [
+        {"name": "events", "partition_data": [{"index": p, "records": batch} for p in range(4)]}]}
+    for v in (7, 9, 11):
+        frame = api.encode_request(key.PRODUCE, v, 1, "rdkafka", produce)[4:]
+        us(f"Produce v{v} request decode (4 x 16 KiB)", partial(api.decode_request, frame))
+    request("client: Produce v9 request encode in parts (4 x 16 KiB)", key.PRODUCE, 9, produce, parts=True)
+    produce_resp = {"responses": [{"name": "events", "partition_responses": [
+        {"index": p, "base_offset": 1000 * p} for p in range(4)]}]}
+    response("Produce v9 response encode (4 partitions)", key.PRODUCE, 9, produce_resp)
 
-    blob = b"f" * (1 << 20)
-    fetch_body = {"responses": [{"topic": "events", "partitions": [
+    blob = memoryview(b"f" * (1 << 20))
+    fetch_resp = {"responses": [{"topic": "events", "partitions": [
         {"partition_index": 0, "high_watermark": 10, "last_stable_offset": 10, "log_start_offset": 0,
-         "aborted_transactions": None, "records": memoryview(blob)}]}]}
-    for version in (4, 11, 12):
-        _pair(report, f"Fetch v{version} response encode (1 MiB records)",
-              partial(encode_response_declarative, ApiKey.FETCH, version, 1, fetch_body),
-              partial(encode_response, ApiKey.FETCH, version, 1, fetch_body), n=500)
+         "aborted_transactions": None, "records": blob}]}]}
+    for v in (4, 11, 12):
+        response(f"Fetch v{v} response encode (1 MiB records)", key.FETCH, v, fetch_resp, n=500)
+    fetch_req = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "topics": [
+        {"topic": "events", "partitions": [{"partition": p, "fetch_offset": 10 * p, "partition_max_bytes": 1 << 20}
+                                           for p in range(4)]}]}
+    frame = api.encode_request(key.FETCH, 12, 1, "rdkafka", fetch_req)[4:]
+    us("Fetch v12 request decode (4 partitions)", partial(api.decode_request, frame))
+
+    md_req = {"topics": [{"name": "events"}], "allow_auto_topic_creation": False}
+    frame = api.encode_request(key.METADATA, 12, 1, "rdkafka", md_req)[4:]
+    us("Metadata v12 request decode", partial(api.decode_request, frame))
+    md_resp = {"brokers": [{"node_id": 0, "host": "127.0.0.1", "port": 9092}], "cluster_id": "c",
+               "controller_id": 0, "topics": [{"name": "events", "topic_id": bytes(16), "partitions": [
+                   {"partition_index": p, "leader_id": 0, "replica_nodes": [0], "isr_nodes": [0]}
+                   for p in range(8)]}]}
+    response("Metadata v12 response encode (8 partitions)", key.METADATA, 12, md_resp)
+    return out
+
+
+def _side(tree: Path) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    result = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--measure"], env=env,
+                            cwd=str(tree), check=True, capture_output=True, text=True)
+    parsed: dict[str, float] = json.loads(result.stdout.strip().splitlines()[-1])
+    return parsed
+
+
+def run(report: Any, scratch: str) -> None:
+    base_tree = Path(scratch) / "base-tree"
+    base_tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", BASE], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(base_tree)], input=archive, check=True)
+    base = _side(base_tree)
+    head = _side(REPO)
+    for name, value in head.items():
+        before = base.get(name) if not name.endswith("(typed)") else base.get(name.replace("(typed)", "(dict)"))
+        note = "" if before is None else f"{BASE}: {before:.2f} µs, {before / value:.2f}x"
+        report.add(SECTION, name, value, "µs", note=note)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--measure"]:
+    print(json.dumps(measure()))

@@ -180,9 +180,12 @@ def alter_group(ctx: RequestContext, name: str, transform: Transform, validate_o
                                                            coordinator.configs.values(name))
 
 
+Outcome = tuple[int, str | None, int, str]  # error code, message, resource type, resource name
+
+
 def handle_resources(ctx: RequestContext, body: Any,
-                     make: Callable[[Sequence[Any]], Transform]) -> dict[str, Any]:
-    """The whole answer of either API: one result per resource, in request order."""
+                     make: Callable[[Sequence[Any]], Transform]) -> list[Outcome]:
+    """The outcome of either API for each resource, in request order."""
     dupes = duplicate_resources(body.resources)
     out = []
     for r in body.resources:
@@ -198,13 +201,11 @@ def handle_resources(ctx: RequestContext, body: Any,
             code, message = int(exc.code), exc.message or None
             log.info("refused a config change of resource %d %r from %s: %s", r.resource_type,
                      r.resource_name, ctx.peer, exc)
-        out.append({"error_code": code, "error_message": message,
-                    "resource_type": r.resource_type, "resource_name": r.resource_name})
-    return {"throttle_time_ms": 0, "responses": out}
+        out.append((code, message, r.resource_type, r.resource_name))
+    return out
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "responses": [
-        {"error_code": code, "error_message": "unexpected server error",
-         "resource_type": r.resource_type, "resource_name": r.resource_name}
-        for r in request.body.resources]}
+def failed_resources(request: Any, code: int) -> list[Outcome]:
+    """Every resource of the request answered with ``code``."""
+    return [(code, "unexpected server error", r.resource_type, r.resource_name)
+            for r in request.body.resources]

@@ -58,6 +58,8 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from broker import dispatch
 from broker.acl.authorizer import Authorizer
 from broker.acl.store import AclStore
@@ -85,6 +87,7 @@ from broker.security.tls import ANONYMOUS, principal
 from broker.txn.service import TransactionService
 from protocol import api as papi
 from protocol.errors import ErrorCode
+from protocol.messages import ApiVersionsResponseApiKeys, KafkaMessage
 from protocol.tls import TlsSession
 
 log = logging.getLogger("chronolog.broker")
@@ -110,6 +113,14 @@ SUMMARY_SLICE_MS = 2.0
 SUMMARY_GAP_S = 0.002
 SUMMARY_IDLE_S = 1.0
 SSL_HANDSHAKE_TIMEOUT_S = 10.0
+
+
+def _with(body: Any, **changes: Any) -> Any:
+    """A copy of a response body (a generated message, or a dict from an unconverted
+    handler) with ``changes``."""
+    if isinstance(body, KafkaMessage):
+        return msgspec.structs.replace(body, **changes)
+    return {**body, **changes}
 
 
 class _Slot:
@@ -688,8 +699,8 @@ class Connection(asyncio.Protocol):
             throttle = max(throttle, quotas.record(PRODUCER_BYTE_RATE, user, client, size, now)[0])
 
         def encode(answer: Any, ms: int) -> bytes:
-            if ms and isinstance(answer, dict) and "throttle_time_ms" in answer:
-                answer = {**answer, "throttle_time_ms": ms}
+            if ms and "throttle_time_ms" in answer:
+                answer = _with(answer, throttle_time_ms=ms)
             return papi.encode_response(key, request.api_version, request.correlation_id, answer)
 
         data = None if body is None else encode(body, throttle)
@@ -698,7 +709,7 @@ class Connection(asyncio.Protocol):
             if fetch_throttle and rate is not None:
                 rate.unrecord(len(data))
                 throttle = max(throttle, fetch_throttle)
-                data = encode({**body, "responses": []}, throttle)
+                data = encode(_with(body, responses=[]), throttle)
         if throttle:
             self._mute(throttle)
         return data
@@ -946,7 +957,7 @@ class Broker:
         self.served: dict[int, tuple[Route, int, int]] = {
             key: (route, *self.version_range(key)) for key, route in self.routes.items()
         }
-        self._advertised: list[dict[str, int]] | None = None
+        self._advertised: list[ApiVersionsResponseApiKeys] | None = None
         self.loop: asyncio.AbstractEventLoop
         # Produce and Fetch frames served in slices between socket polls (broker/pump.py).
         self.pump: Pump
@@ -1001,7 +1012,7 @@ class Broker:
             self._versions[api_key] = rng
         return rng
 
-    def advertised_versions(self) -> list[dict[str, int]]:
+    def advertised_versions(self) -> list[ApiVersionsResponseApiKeys]:
         """ApiVersions' ``api_keys``: every API routed here, advertised min .. max.
 
         Produce is advertised from v0 though served from v3 (KAFKA-18659: librdkafka
@@ -1012,8 +1023,8 @@ class Broker:
         out = []
         for key in sorted(self.routes):
             entry = papi.API_VERSIONS[key]  # type: ignore[index]
-            out.append({"api_key": key, "min_version": int(entry.advertised_min),
-                        "max_version": int(entry.max_version)})
+            out.append(ApiVersionsResponseApiKeys(api_key=key, min_version=int(entry.advertised_min),
+                                                  max_version=int(entry.max_version)))
         self._advertised = out
         return out
 

@@ -334,7 +334,7 @@ class BrokerConnection:
         return f"BrokerConnection({self.host}:{self.port}, pending={len(self._pending)})"
 
     def send(
-        self, api_key: int, api_version: int, body: dict[str, Any], *, expect_response: bool = True
+        self, api_key: int, api_version: int, body: Any, *, expect_response: bool = True
     ) -> asyncio.Future[Any]:
         """Write one request now and return a future for its decoded body.
 

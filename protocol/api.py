@@ -12,17 +12,19 @@ Invariants:
 - Request header v1 (v2 in flexible versions: + tagged fields); the client id is
   always a nullable int16 string. Response header v0 (v1 in flexible versions:
   + tagged fields), except ApiVersions, whose response header is always v0.
-- Hot messages go through ``protocol.fastpath`` (hand-written ``struct`` code);
-  the declarative codec is the reference and tests compare them byte for byte.
+- Every message goes through the codec generated from its declaration
+  (``protocol.codegen``; bodies are the classes of ``protocol.messages``); the
+  construct codec is the reference and tests compare the two byte for byte.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from io import BytesIO
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from construct import Construct, ConstructError, Container
 
@@ -35,6 +37,7 @@ from protocol import (
     alter_user_scram_credentials,
     api_versions,
     client_quotas,
+    codegen,
     consumer_group_describe,
     consumer_group_heartbeat,
     count_time_windows,
@@ -53,7 +56,6 @@ from protocol import (
     describe_user_scram_credentials,
     elect_leaders,
     end_txn,
-    fastpath,
     fetch,
     find_coordinator,
     heartbeat,
@@ -65,6 +67,7 @@ from protocol import (
     list_offsets,
     list_partition_reassignments,
     list_transactions,
+    messages,
     metadata,
     offset_commit,
     offset_delete,
@@ -78,6 +81,8 @@ from protocol import (
     txn_offset_commit,
 )
 from protocol.errors import ErrorCode
+from protocol.messages import KafkaMessage
+from protocol.primitives import VarintError
 from protocol.schema import Message
 from protocol.wire import read_string, read_uvarint, skip_tag
 
@@ -293,13 +298,18 @@ class EncodeError(ValueError):
     """A message body that cannot be encoded in the requested version."""
 
 
+B = TypeVar("B", bound=KafkaMessage)
+
+
 @dataclass(slots=True)
-class Request:
+class Request(Generic[B]):
+    """A decoded request; ``body`` is the API's generated request class (``protocol.messages``)."""
+
     api_key: ApiKey
     api_version: int
     correlation_id: int
     client_id: str | None
-    body: Container
+    body: B
 
     @property
     def flexible(self) -> bool:
@@ -309,6 +319,7 @@ class Request:
 # Errors that bytes from the network can provoke inside the codecs.
 _DECODE_ERRORS = (
     ConstructError,
+    VarintError,  # a truncated or over-long uvarint in a generated codec
     struct.error,
     UnicodeDecodeError,
     ValueError,
@@ -322,10 +333,24 @@ _ENCODE_ERRORS = (
 _REQ_HEADER = struct.Struct(">hhih")
 _KEY_VERSION_CORR = struct.Struct(">hhi").unpack_from
 _I16 = struct.Struct(">h").unpack_from
+_I32 = struct.Struct(">i").unpack_from
+_P32 = struct.Struct(">i").pack
 _API_KEYS = {int(k): k for k in ApiKey}
 _SIZE = struct.Struct(">i")
 _SIZE_CORR = struct.Struct(">ii")
 _CODECS: dict[tuple[int, int, bool], Construct] = {}
+_GENERATED: dict[tuple[int, int, bool], tuple[codegen.Decoder, codegen.Encoder]] = {}
+_RESPONSE_FRAMES: dict[tuple[int, int], Callable[[int, Any], bytes]] = {}
+_REQUEST_FRAMES: dict[tuple[int, int], Callable[[int, str | None, Any], list[Any]]] = {}
+
+# API key -> (request class, response class), the generated types of its messages.
+CLASSES: dict[ApiKey, tuple[type[KafkaMessage], type[KafkaMessage]]] = {
+    key: (getattr(messages, req.name), getattr(messages, resp.name)) for key, (req, resp) in MESSAGES.items()
+}
+
+for _pair in MESSAGES.values():
+    for _msg in _pair:
+        codegen.register(_msg)
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:
@@ -338,7 +363,8 @@ def supports(api_key: int, api_version: int) -> bool:
 
 
 def codec(api_key: int, api_version: int, response: bool) -> Construct:
-    """The compiled body codec of one version (request or response), cached."""
+    """The compiled construct codec of one version (request or response), cached: the
+    declarative reference the generated codecs are checked against."""
     cache_key = (api_key, api_version, response)
     c = _CODECS.get(cache_key)
     if c is None:
@@ -351,19 +377,33 @@ def codec(api_key: int, api_version: int, response: bool) -> Construct:
     return c
 
 
+def generated(api_key: int, api_version: int, response: bool) -> tuple[codegen.Decoder, codegen.Encoder]:
+    """The generated (decoder, encoder) of one version's request or response, compiled on first use."""
+    cache_key = (api_key, api_version, response)
+    pair = _GENERATED.get(cache_key)
+    if pair is None:
+        if not supports(api_key, api_version):
+            raise UnsupportedVersionError(api_key, api_version, -1)
+        key = ApiKey(api_key)
+        msg = MESSAGES[key][1 if response else 0]
+        pair = codegen.codec(msg, api_version, api_version >= API_VERSIONS[key].first_flexible)
+        _GENERATED[cache_key] = pair
+    return pair
+
+
 def compile_all() -> int:
-    """Compile every served version's codecs now (~0.2 s) instead of on first use, so the
+    """Generate and compile every served version's codecs now instead of on first use, so the
     first request of each version does not pay for it; returns how many were compiled."""
     n = 0
     for key, rng in API_VERSIONS.items():
         for version in range(rng.min_version, rng.max_version + 1):
-            codec(key, version, False)
-            codec(key, version, True)
+            generated(key, version, False)
+            generated(key, version, True)
             n += 2
     return n
 
 
-def decode_request(frame: bytes | bytearray | memoryview) -> Request:
+def decode_request(frame: bytes | bytearray | memoryview) -> Request[Any]:
     """Parse one request frame (without its size prefix)."""
     if len(frame) < 8:
         raise MalformedRequestError(f"request of {len(frame)} bytes is shorter than a header")
@@ -372,12 +412,25 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     if rng is None or not (rng.min_version <= version <= rng.max_version):
         raise UnsupportedVersionError(key, version, correlation_id)
     api_key = _API_KEYS[key]
-    fast = FAST_REQUEST_DECODERS.get((key, version))
+    pair = _GENERATED.get((key, version, False)) or generated(key, version, False)
+    view = frame if isinstance(frame, memoryview) else memoryview(frame)
     try:
-        if fast is not None:
-            client_id, body = fast(frame)
+        n = _I16(view, 8)[0]
+        if n < 0:
+            if n != -1:
+                raise ValueError(f"negative client id length {n}")
+            client_id, pos = None, 10
         else:
-            client_id, body = _decode_declarative(frame, key, version, rng.first_flexible)
+            pos = 10 + n
+            if pos > len(view):
+                raise ValueError("client id runs past the frame")
+            client_id = str(view[10:pos], "utf-8")
+        if version >= rng.first_flexible:
+            if view[pos] == 0:
+                pos += 1
+            else:
+                pos = codegen._r_tags(view, pos)[1]
+        body, _ = pair[0](view, pos)
     except _DECODE_ERRORS as exc:
         raise MalformedRequestError(
             f"{rng.name} v{version} request does not parse: {type(exc).__name__}: {exc}",
@@ -400,21 +453,39 @@ def _decode_declarative(
     return client_id, codec(key, version, False)._parse(stream, {"frame": view}, "(request)")
 
 
-def decode_request_declarative(frame: bytes | bytearray | memoryview) -> Request:
-    """:func:`decode_request` without the fast paths: the reference they are tested against."""
+def decode_request_declarative(frame: bytes | bytearray | memoryview) -> Request[Any]:
+    """:func:`decode_request` through the construct codec (a ``Container`` body): the
+    reference the generated codecs are tested against."""
     key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
     rng = API_VERSIONS[ApiKey(key)]
     client_id, body = _decode_declarative(frame, key, version, rng.first_flexible)
     return Request(ApiKey(key), version, correlation_id, client_id, body)
 
 
+def _response_frame(api_key: int, api_version: int) -> Callable[[int, Any], bytes]:
+    """The whole-frame response encoder of one version: header and body, size prefix included."""
+    encode = generated(api_key, api_version, True)[1]
+    cls = CLASSES[_API_KEYS[api_key]][1]
+    tagged_header = api_key != ApiKey.API_VERSIONS and is_flexible(api_key, api_version)
+
+    def frame(correlation_id: int, body: Any) -> bytes:
+        if type(body) is not cls:
+            body = codegen.from_mapping(cls, body)
+        head = _P32(correlation_id) + b"\x00" if tagged_header else _P32(correlation_id)
+        parts = encode(body, [b"", head])
+        parts[0] = _P32(sum(map(len, parts)))
+        return b"".join(parts)
+
+    _RESPONSE_FRAMES[(api_key, api_version)] = frame
+    return frame
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
-    """One response frame, size prefix included; header v0, or v1 when flexible (not ApiVersions)."""
-    fast = FAST_RESPONSE_ENCODERS.get((api_key, api_version))
+    """One response frame, size prefix included; header v0, or v1 when flexible (not ApiVersions).
+    ``body`` is the API's generated response class, or a mapping of its fields."""
     try:
-        if fast is not None:
-            return fast(correlation_id, body)
-        return encode_response_declarative(api_key, api_version, correlation_id, body)
+        frame = _RESPONSE_FRAMES.get((api_key, api_version)) or _response_frame(api_key, api_version)
+        return frame(correlation_id, body)
     except _ENCODE_ERRORS as exc:
         raise EncodeError(
             f"cannot encode api {api_key} v{api_version} response: {type(exc).__name__}: {exc}"
@@ -422,52 +493,73 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
 
 
 def encode_response_declarative(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
-    """:func:`encode_response` without the fast paths: the reference they are tested against."""
+    """:func:`encode_response` through the construct codec: the reference."""
     c = codec(api_key, api_version, True)
     stream = BytesIO()
     stream.write(_SIZE_CORR.pack(0, correlation_id))
     if api_key != ApiKey.API_VERSIONS and is_flexible(api_key, api_version):
         stream.write(b"\x00")
-    c._build(body, stream, {}, "(response)")
+    c._build(codegen.as_plain(body), stream, {}, "(response)")
     return _finish(stream)
 
 
-def encode_request(
-    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
-) -> bytes:
-    """One request frame, size prefix included (header v1, or v2 when flexible)."""
-    fast = FAST_REQUEST_ENCODERS.get((api_key, api_version))
-    try:
-        if fast is not None:
-            return fast(correlation_id, client_id, body)
-        return encode_request_declarative(api_key, api_version, correlation_id, client_id, body)
-    except _ENCODE_ERRORS as exc:
-        raise EncodeError(
-            f"cannot encode api {api_key} v{api_version} request: {type(exc).__name__}: {exc}"
-        ) from exc
+def _request_head(api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> bytes:
+    if client_id is None:
+        head = _REQ_HEADER.pack(api_key, api_version, correlation_id, -1)
+    else:
+        cid = client_id.encode("utf-8")
+        if len(cid) > 0x7FFF:
+            raise EncodeError(f"client id of {len(cid)} bytes exceeds int16 length")
+        head = _REQ_HEADER.pack(api_key, api_version, correlation_id, len(cid)) + cid
+    return head + b"\x00" if is_flexible(api_key, api_version) else head
+
+
+def _request_frame(api_key: int, api_version: int) -> Callable[[int, str | None, Any], list[Any]]:
+    encode = generated(api_key, api_version, False)[1]
+    cls = CLASSES[_API_KEYS[api_key]][0]
+
+    def frame(correlation_id: int, client_id: str | None, body: Any) -> list[Any]:
+        if type(body) is not cls:
+            body = codegen.from_mapping(cls, body)
+        parts = encode(body, [b"", _request_head(api_key, api_version, correlation_id, client_id)])
+        parts[0] = _P32(sum(map(len, parts)))
+        return parts
+
+    _REQUEST_FRAMES[(api_key, api_version)] = frame
+    return frame
 
 
 def encode_request_parts(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
 ) -> list[Any]:
     """:func:`encode_request` as a list of buffers whose concatenation is the frame:
-    a Produce request's record batches are pieces of their own, never copied, for a
-    writer that takes the list as it is (``transport.writelines``)."""
-    fast = FAST_REQUEST_PART_ENCODERS.get((api_key, api_version))
-    if fast is None:
-        return [encode_request(api_key, api_version, correlation_id, client_id, body)]
+    ``bytes``/``records`` fields (a Produce request's record batches) are pieces of
+    their own, never copied, for a writer that takes the list as it is
+    (``transport.writelines``)."""
     try:
-        return fast(correlation_id, client_id, body)
+        frame = _REQUEST_FRAMES.get((api_key, api_version)) or _request_frame(api_key, api_version)
+        return frame(correlation_id, client_id, body)
     except _ENCODE_ERRORS as exc:
         raise EncodeError(
             f"cannot encode api {api_key} v{api_version} request: {type(exc).__name__}: {exc}"
         ) from exc
 
 
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
+) -> bytes:
+    """One request frame, size prefix included (header v1, or v2 when flexible)."""
+    parts = encode_request_parts(api_key, api_version, correlation_id, client_id, body)
+    try:
+        return b"".join(parts)
+    except TypeError as exc:  # a bytes field that is no buffer
+        raise EncodeError(f"cannot encode api {api_key} v{api_version} request: {exc}") from exc
+
+
 def encode_request_declarative(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
 ) -> bytes:
-    """:func:`encode_request` without the fast paths: the reference they are tested against."""
+    """:func:`encode_request` through the construct codec: the reference."""
     c = codec(api_key, api_version, False)
     stream = BytesIO()
     cid = None if client_id is None else client_id.encode("utf-8")
@@ -477,14 +569,15 @@ def encode_request_declarative(
         stream.write(cid)
     if is_flexible(api_key, api_version):
         stream.write(b"\x00")
-    c._build(body, stream, {}, "(request)")
+    c._build(codegen.as_plain(body), stream, {}, "(request)")
     return _finish(stream)
 
 
 def decode_response(
     api_key: int, api_version: int, frame: bytes | bytearray | memoryview
-) -> tuple[int, Container]:
-    """Parse one response frame (without size prefix) as the version the request was sent with.
+) -> tuple[int, Any]:
+    """Parse one response frame (without size prefix) as the version the request was sent with;
+    the body is the API's generated response class.
 
     An ApiVersions response carrying UNSUPPORTED_VERSION is parsed as v0, as
     the broker sends it (the client then retries at a version it advertised);
@@ -510,19 +603,21 @@ def decode_response(
 
 def _decode_response(
     api_key: int, version: int, frame: bytes | bytearray | memoryview
-) -> tuple[int, Container]:
-    fast = FAST_RESPONSE_DECODERS.get((api_key, version))
-    if fast is not None:
-        result = fast(frame)
-        if result is not None:
-            return result
-    return _decode_response_declarative(api_key, version, frame)
+) -> tuple[int, Any]:
+    decode = (_GENERATED.get((api_key, version, True)) or generated(api_key, version, True))[0]
+    view = frame if isinstance(frame, memoryview) else memoryview(frame)
+    correlation_id = _I32(view, 0)[0]
+    pos = 4
+    if api_key != ApiKey.API_VERSIONS and is_flexible(api_key, version):
+        pos = 5 if view[4] == 0 else codegen._r_tags(view, 4)[1]
+    body, _ = decode(view, pos)
+    return correlation_id, body
 
 
 def decode_response_declarative(
     api_key: int, api_version: int, frame: bytes | bytearray | memoryview
 ) -> tuple[int, Container]:
-    """:func:`decode_response` without the fast paths (or the ApiVersions v0 fallback)."""
+    """:func:`decode_response` through the construct codec (no ApiVersions v0 fallback)."""
     return _decode_response_declarative(api_key, api_version, frame)
 
 
@@ -554,52 +649,13 @@ def unsupported_api_versions_response(correlation_id: int, max_version: int | No
     error UNSUPPORTED_VERSION and our ApiVersions range (the body of the request is not parsed).
     ``max_version`` overrides the advertised max (tests use it to play an older broker)."""
     rng = API_VERSIONS[ApiKey.API_VERSIONS]
-    body = {
-        "error_code": int(ErrorCode.UNSUPPORTED_VERSION),
-        "api_keys": [{"api_key": int(ApiKey.API_VERSIONS), "min_version": rng.min_version,
-                      "max_version": rng.max_version if max_version is None else max_version}],
-    }
+    body = messages.ApiVersionsResponse(
+        error_code=int(ErrorCode.UNSUPPORTED_VERSION),
+        api_keys=[messages.ApiVersionsResponseApiKeys(
+            api_key=int(ApiKey.API_VERSIONS), min_version=rng.min_version,
+            max_version=rng.max_version if max_version is None else max_version)],
+    )
     return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
-
-
-def _fallback(api_key: int, version: int) -> fastpath.Encoder:
-    def encode(correlation_id: int, body: Any) -> bytes:
-        return encode_response_declarative(api_key, version, correlation_id, body)
-
-    return encode
-
-
-def _versions(key: ApiKey) -> range:
-    return range(API_VERSIONS[key].min_version, API_VERSIONS[key].max_version + 1)
-
-
-# The hot messages' hand-written codecs (see protocol/fastpath.py), every served version.
-FAST_REQUEST_DECODERS: dict[tuple[int, int], fastpath.Decoder] = {
-    **{(ApiKey.API_VERSIONS, v): fastpath.api_versions_request(v) for v in _versions(ApiKey.API_VERSIONS)},
-    **{(ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_request(v) for v in _versions(ApiKey.LIST_OFFSETS)},
-    **{(ApiKey.PRODUCE, v): fastpath.produce_request(v) for v in _versions(ApiKey.PRODUCE)},
-}
-FAST_RESPONSE_ENCODERS: dict[tuple[int, int], fastpath.Encoder] = {
-    **{(ApiKey.API_VERSIONS, v): fastpath.api_versions_response(v, _fallback(ApiKey.API_VERSIONS, v))
-       for v in _versions(ApiKey.API_VERSIONS)},
-    **{(ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_response(v) for v in _versions(ApiKey.LIST_OFFSETS)},
-    **{(ApiKey.FETCH, v): fastpath.fetch_response(v, _fallback(ApiKey.FETCH, v)) for v in _versions(ApiKey.FETCH)},
-}
-
-# Client side: what the bundled client pays per lookup and per connection.
-FAST_REQUEST_ENCODERS: dict[tuple[int, int], fastpath.RequestEncoder] = {
-    **{(ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_request_encoder(v)
-       for v in _versions(ApiKey.LIST_OFFSETS)},
-    **{(ApiKey.PRODUCE, v): fastpath.produce_request_encoder(v) for v in _versions(ApiKey.PRODUCE)},
-}
-# Requests that carry record batches, as frames in pieces (the batches not copied).
-FAST_REQUEST_PART_ENCODERS: dict[tuple[int, int], fastpath.RequestPartsEncoder] = {
-    (ApiKey.PRODUCE, v): fastpath.produce_request_parts(v) for v in _versions(ApiKey.PRODUCE)
-}
-FAST_RESPONSE_DECODERS: dict[tuple[int, int], fastpath.ResponseDecoder] = {
-    **{(ApiKey.LIST_OFFSETS, v): fastpath.list_offsets_response_decoder(v) for v in _versions(ApiKey.LIST_OFFSETS)},
-    **{(ApiKey.API_VERSIONS, v): fastpath.api_versions_response_decoder(v) for v in _versions(ApiKey.API_VERSIONS)},
-}
 
 
 def _finish(stream: BytesIO) -> bytes:

@@ -69,12 +69,15 @@ def write_varint(v: int, out: bytearray) -> None:
     write_uvarint((v << 1) ^ (v >> 63), out)
 
 
+_ONE_BYTE = [bytes((v,)) for v in range(0x80)]  # every protocol length and tag count
+
+
 def uvarint_bytes(v: int) -> bytes:
     """The unsigned varint of ``v``; ValueError for a negative ``v``."""
+    if 0 <= v < 0x80:
+        return _ONE_BYTE[v]
     if v < 0:
         raise ValueError(f"an unsigned varint cannot encode negative {v}")
-    if v < 0x80:
-        return bytes((v,))
     out = bytearray()
     write_uvarint(v, out)
     return bytes(out)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from broker.groups.coordinator import CLASSIC, Effects, register_group_type
+from protocol import messages as msg
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -299,18 +300,18 @@ class ClassicGroup:
         subscribed = self.subscribed_topics()
         return subscribed is None or topic in subscribed
 
-    def describe_members(self) -> list[dict[str, Any]]:
+    def describe_members(self) -> list[msg.DescribeGroupsResponseGroupsMembers]:
         """DescribeGroups' members: metadata and assignment only once Stable, as Kafka."""
         stable = self.state == STABLE
         return [
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.instance_id,
-                "client_id": m.client_id,
-                "client_host": m.client_host,
-                "member_metadata": m.metadata(self.protocol_name) if stable else b"",
-                "member_assignment": m.assignment if stable else b"",
-            }
+            msg.DescribeGroupsResponseGroupsMembers(
+                member_id=m.member_id,
+                group_instance_id=m.instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata(self.protocol_name) if stable else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
             for m in self.members.values()
         ]
 
@@ -459,7 +460,7 @@ class ClassicGroup:
                 return
             is_leader = new_id == self.leader_id
             answer = self._join_answer(old, is_leader)
-            answer["skip_assignment"] = is_leader
+            answer.skip_assignment = is_leader
             fx.persist = True
             fx.reply(ticket, answer)
         else:  # PreparingRebalance or CompletingRebalance (KAFKA-9801): rebalance
@@ -569,21 +570,21 @@ class ClassicGroup:
         order = {n: i for i, (n, _) in enumerate(members[0].protocols)}
         return max(votes, key=lambda n: (votes[n], -order.get(n, 0)))
 
-    def _join_answer(self, member: ClassicMember, leader: bool) -> dict[str, Any]:
-        return {
-            "error_code": NONE,
-            "generation_id": self.generation_id,
-            "protocol_type": self.protocol_type_,
-            "protocol_name": self.protocol_name,
-            "leader": self.leader_id or "",
-            "skip_assignment": False,
-            "member_id": member.member_id,
-            "members": [
-                {"member_id": m.member_id, "group_instance_id": m.instance_id,
-                 "metadata": m.metadata(self.protocol_name)}
+    def _join_answer(self, member: ClassicMember, leader: bool) -> msg.JoinGroupResponse:
+        return msg.JoinGroupResponse(
+            error_code=NONE,
+            generation_id=self.generation_id,
+            protocol_type=self.protocol_type_,
+            protocol_name=self.protocol_name,
+            leader=self.leader_id or "",
+            skip_assignment=False,
+            member_id=member.member_id,
+            members=[
+                msg.JoinGroupResponseMembers(member_id=m.member_id, group_instance_id=m.instance_id,
+                                             metadata=m.metadata(self.protocol_name))
                 for m in self.members.values()
             ] if leader else [],
-        }
+        )
 
     # ---- SyncGroup ---------------------------------------------------------------------
 
@@ -632,9 +633,9 @@ class ClassicGroup:
             fx.reply(ticket, _sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
         return fx
 
-    def _sync_answer(self, assignment: bytes) -> dict[str, Any]:
-        return {"error_code": NONE, "protocol_type": self.protocol_type_,
-                "protocol_name": self.protocol_name, "assignment": assignment}
+    def _sync_answer(self, assignment: bytes) -> msg.SyncGroupResponse:
+        return msg.SyncGroupResponse(error_code=NONE, protocol_type=self.protocol_type_,
+                                     protocol_name=self.protocol_name, assignment=assignment)
 
     def _reset_assignments_with_error(self, error: ErrorCode, fx: Effects) -> None:
         for m in self.members.values():
@@ -785,15 +786,15 @@ def _inconsistent(given: str | None, current: str | None) -> bool:
     return given is not None and current is not None and given != current
 
 
-def _join_error(member_id: str, code: ErrorCode | int) -> dict[str, Any]:
-    return {"error_code": int(code), "generation_id": -1, "protocol_type": None,
-            "protocol_name": None, "leader": "", "skip_assignment": False,
-            "member_id": member_id, "members": []}
+def _join_error(member_id: str, code: ErrorCode | int) -> msg.JoinGroupResponse:
+    return msg.JoinGroupResponse(error_code=int(code), generation_id=-1, protocol_type=None,
+                                 protocol_name=None, leader="", skip_assignment=False,
+                                 member_id=member_id, members=[])
 
 
-def _sync_error(code: ErrorCode | int) -> dict[str, Any]:
-    return {"error_code": int(code), "protocol_type": None, "protocol_name": None,
-            "assignment": b""}
+def _sync_error(code: ErrorCode | int) -> msg.SyncGroupResponse:
+    return msg.SyncGroupResponse(error_code=int(code), protocol_type=None, protocol_name=None,
+                                 assignment=b"")
 
 
 def _b64(data: bytes) -> str:

@@ -61,6 +61,7 @@ import re2
 
 from broker.groups.assignors import ASSIGNORS, Assignment, MemberSpec
 from broker.groups.coordinator import Effects, register_group_type
+from protocol import messages as msg
 from protocol.errors import ErrorCode, KafkaError
 
 JOIN_EPOCH = 0
@@ -653,41 +654,50 @@ class ConsumerGroup:
 
     # ------------------------------------------------------------ describe
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> msg.ConsumerGroupDescribeResponseGroups:
         """The ConsumerGroupDescribe entry of this group (topic ids from the image)."""
 
-        def tps(assignment: Mapping[str, frozenset[int]]) -> dict[str, Any]:
-            return {"topic_partitions": [
-                {"topic_id": self.image.topic_id(t), "topic_name": t, "partitions": sorted(ps)}
+        def current(assignment: Mapping[str, frozenset[int]]) -> msg.ConsumerGroupDescribeResponseGroupsMembersAssignment:
+            return msg.ConsumerGroupDescribeResponseGroupsMembersAssignment(topic_partitions=[
+                msg.ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions(
+                    topic_id=self.image.topic_id(t), topic_name=t, partitions=sorted(ps))
                 for t, ps in sorted(assignment.items())
-            ]}
+            ])
 
-        return {
-            "error_code": 0,
-            "error_message": None,
-            "group_id": self.group_id,
-            "group_state": self.state_name(),
-            "group_epoch": self.group_epoch,
-            "assignment_epoch": self.assignment_epoch,
-            "assignor_name": self._preferred_assignor(),
-            "members": [
-                {
-                    "member_id": m.member_id,
-                    "instance_id": m.instance_id,
-                    "rack_id": m.rack_id,
-                    "member_epoch": m.member_epoch,
-                    "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "subscribed_topic_names": list(m.subscribed_topic_names),
-                    "subscribed_topic_regex": m.subscribed_topic_regex,
-                    "assignment": tps(m.assigned),
-                    "target_assignment": tps(self.target.get(m.member_id, {})),
-                    "member_type": 1,
-                }
+        def target(assignment: Mapping[str, frozenset[int]],
+                   ) -> msg.ConsumerGroupDescribeResponseGroupsMembersTargetAssignment:
+            return msg.ConsumerGroupDescribeResponseGroupsMembersTargetAssignment(topic_partitions=[
+                msg.ConsumerGroupDescribeResponseGroupsMembersTargetAssignmentTopicPartitions(
+                    topic_id=self.image.topic_id(t), topic_name=t, partitions=sorted(ps))
+                for t, ps in sorted(assignment.items())
+            ])
+
+        return msg.ConsumerGroupDescribeResponseGroups(
+            error_code=0,
+            error_message=None,
+            group_id=self.group_id,
+            group_state=self.state_name(),
+            group_epoch=self.group_epoch,
+            assignment_epoch=self.assignment_epoch,
+            assignor_name=self._preferred_assignor(),
+            members=[
+                msg.ConsumerGroupDescribeResponseGroupsMembers(
+                    member_id=m.member_id,
+                    instance_id=m.instance_id,
+                    rack_id=m.rack_id,
+                    member_epoch=m.member_epoch,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=list(m.subscribed_topic_names),
+                    subscribed_topic_regex=m.subscribed_topic_regex,
+                    assignment=current(m.assigned),
+                    target_assignment=target(self.target.get(m.member_id, {})),
+                    member_type=1,
+                )
                 for m in sorted(self.members.values(), key=lambda m: m.member_id)
             ],
-            "authorized_operations": -2147483648,
-        }
+            authorized_operations=-2147483648,
+        )
 
     # ------------------------------------------------------------ persistence
 

@@ -42,9 +42,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import msgspec
+
 from broker.group_configs import GroupConfigs
 from broker.groups.store import CommittedOffset, GroupStore
 from protocol.errors import ErrorCode
+from protocol.messages import KafkaMessage
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -66,10 +69,10 @@ class Effects:
     answers when its offsets-log append fails).
     """
 
-    replies: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
+    replies: list[tuple[Any, KafkaMessage]] = field(default_factory=list)
     persist: bool = False
 
-    def reply(self, ticket: Any, body: dict[str, Any]) -> None:
+    def reply(self, ticket: Any, body: KafkaMessage) -> None:
         if ticket is not None:
             self.replies.append((ticket, body))
 
@@ -211,7 +214,7 @@ class GroupCoordinator:
             except OSError as exc:
                 log.error("group %r state could not be stored: %s", group.group_id, exc)
                 for ticket, body in effects.replies:
-                    body = dict(body, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+                    body = msgspec.structs.replace(body, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
                     _resolve(ticket, body)
                 self.schedule(group)
                 return
@@ -228,12 +231,12 @@ class GroupCoordinator:
                 and not self.store.has_group(group.group_id)):
             self.remove(group.group_id)
 
-    async def call(self, group: Group, effects: Effects, ticket: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
+    async def call(self, group: Group, effects: Effects, ticket: asyncio.Future[Any]) -> Any:
         """Run ``effects`` and wait for the answer to ``ticket`` (at once, or when parked)."""
         await self.run_effects(group, effects)
         return await ticket
 
-    def ticket(self) -> asyncio.Future[dict[str, Any]]:
+    def ticket(self) -> asyncio.Future[Any]:
         """A ticket for a request the group may park: a future its answer resolves."""
         return asyncio.get_running_loop().create_future()
 
@@ -364,6 +367,6 @@ class GroupCoordinator:
                 self.classic(group_id, create=True)
 
 
-def _resolve(ticket: Any, body: dict[str, Any]) -> None:
+def _resolve(ticket: Any, body: KafkaMessage) -> None:
     if isinstance(ticket, asyncio.Future) and not ticket.done():
         ticket.set_result(body)

@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from broker.acl.check import txn_error
+from protocol import messages as m
+from protocol.api import Request
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.AddOffsetsToTxnRequest], ctx: Any) -> m.AddOffsetsToTxnResponse:
     body = request.body
     denied = txn_error(ctx, body.transactional_id, body.group_id)
     if denied:
@@ -21,8 +23,8 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         code = service.coordinator.add_offsets(
             body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
             request.api_version, service.clock())
-    return {"throttle_time_ms": 0, "error_code": code}
+    return m.AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code}
+def error_body(request: Request[m.AddOffsetsToTxnRequest], code: int) -> m.AddOffsetsToTxnResponse:
+    return m.AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)

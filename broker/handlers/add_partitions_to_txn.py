@@ -14,16 +14,20 @@ from typing import Any
 
 from broker.acl.authorizer import TOPIC, WRITE
 from broker.acl.check import allowed, txn_error
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-def _results(body: Any, code_for: Any) -> list[dict[str, Any]]:
-    return [{"name": t.name, "results_by_partition": [
-        {"partition_index": p, "partition_error_code": code_for(t.name, p)} for p in t.partitions]}
+def _results(body: m.AddPartitionsToTxnRequest,
+             code_for: Any) -> list[m.AddPartitionsToTxnResponseResultsByTopicV3AndBelow]:
+    return [m.AddPartitionsToTxnResponseResultsByTopicV3AndBelow(name=t.name, results_by_partition=[
+        m.AddPartitionsToTxnResponseResultsByTopicV3AndBelowResultsByPartition(
+            partition_index=p, partition_error_code=code_for(t.name, p)) for p in t.partitions])
         for t in body.v3_and_below_topics]
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.AddPartitionsToTxnRequest], ctx: Any) -> m.AddPartitionsToTxnResponse:
     body = request.body
     txn_id = body.v3_and_below_transactional_id
     denied = txn_error(ctx, txn_id)
@@ -39,17 +43,17 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
                 return int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (name, p) in unknown
                        else ErrorCode.OPERATION_NOT_ATTEMPTED)
-        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _results(body, verdict)}
+        return m.AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_results(body, verdict))
     service = ctx.broker.txns
     async with service.lock(txn_id):
         code = service.coordinator.add_partitions(
             txn_id, body.v3_and_below_producer_id, body.v3_and_below_producer_epoch,
             [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions],
             request.api_version, service.clock())
-    return {"throttle_time_ms": 0,
-            "results_by_topic_v3_and_below": _results(body, lambda _n, _p: code)}
+    return m.AddPartitionsToTxnResponse(throttle_time_ms=0,
+                                        results_by_topic_v3_and_below=_results(body, lambda _n, _p: code))
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0,
-            "results_by_topic_v3_and_below": _results(request.body, lambda _n, _p: code)}
+def error_body(request: Request[m.AddPartitionsToTxnRequest], code: int) -> m.AddPartitionsToTxnResponse:
+    return m.AddPartitionsToTxnResponse(throttle_time_ms=0,
+                                        results_by_topic_v3_and_below=_results(request.body, lambda _n, _p: code))

@@ -15,14 +15,19 @@ from typing import Any
 from broker.acl.check import request_error
 from broker.quotas.model import KEYS, Entity, InvalidQuota, check_value, entity
 from broker.quotas.store import save
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
-
-def _entity_out(e: Any) -> list[dict[str, Any]]:
-    return [{"entity_type": c.entity_type, "entity_name": c.entity_name} for c in e.entity]
+Entry = m.AlterClientQuotasResponseEntries
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+def _entity_out(e: m.AlterClientQuotasRequestEntries) -> list[m.AlterClientQuotasResponseEntriesEntity]:
+    return [m.AlterClientQuotasResponseEntriesEntity(entity_type=c.entity_type, entity_name=c.entity_name)
+            for c in e.entity]
+
+
+async def handle(request: Request[m.AlterClientQuotasRequest], ctx: Any) -> m.AlterClientQuotasResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -46,7 +51,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             changes[ent] = values
         except InvalidQuota as exc:
             code, message = int(ErrorCode.INVALID_REQUEST), str(exc)
-        out.append({"error_code": code, "error_message": message, "entity": _entity_out(e)})
+        out.append(Entry(error_code=code, error_message=message, entity=_entity_out(e)))
     if changes and not request.body.validate_only:
         before = dict(configs.entries)
         for ent, values in changes.items():
@@ -55,14 +60,13 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             save(ctx.broker.quota_path, configs)
         except OSError as exc:
             configs.replace(before)
-            return {"throttle_time_ms": 0, "entries": [
-                {**r, "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
-                 "error_message": f"cannot persist the quotas: {exc}"} for r in out]}
+            return m.AlterClientQuotasResponse(throttle_time_ms=0, entries=[
+                Entry(entity=r.entity, error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR),
+                      error_message=f"cannot persist the quotas: {exc}") for r in out])
         quotas.changed()
-    return {"throttle_time_ms": 0, "entries": out}
+    return m.AlterClientQuotasResponse(throttle_time_ms=0, entries=out)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "entries": [
-        {"error_code": code, "error_message": None, "entity": _entity_out(e)}
-        for e in request.body.entries]}
+def error_body(request: Request[m.AlterClientQuotasRequest], code: int) -> m.AlterClientQuotasResponse:
+    return m.AlterClientQuotasResponse(throttle_time_ms=0, entries=[
+        Entry(error_code=code, error_message=None, entity=_entity_out(e)) for e in request.body.entries])

@@ -9,14 +9,15 @@ AllowReplicationFactorChange.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.acl.check import request_error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-def _result(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
+def _result(ctx: RequestContext, topic: str,
+            p: m.AlterPartitionReassignmentsRequestTopicsPartitions) -> m.AlterPartitionReassignmentsResponseResponsesPartitions:
     node = ctx.config.node_id
     code, message = 0, None
     if not ctx.partitions.has_partition(topic, p.partition_index):
@@ -27,21 +28,24 @@ def _result(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
         code, message = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                          f"The replica assignment {list(p.replicas)} is not possible: broker "
                          f"{node} is the only broker")
-    return {"partition_index": p.partition_index, "error_code": int(code), "error_message": message}
+    return m.AlterPartitionReassignmentsResponseResponsesPartitions(
+        partition_index=p.partition_index, error_code=int(code), error_message=message)
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.AlterPartitionReassignmentsRequest], ctx: RequestContext) -> m.AlterPartitionReassignmentsResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
     body = request.body
-    return {"throttle_time_ms": 0,
-            "allow_replication_factor_change": bool(body.allow_replication_factor_change),
-            "error_code": 0, "error_message": None, "responses": [
-                {"name": t.name, "partitions": [_result(ctx, t.name, p) for p in t.partitions]}
-                for t in body.topics]}
+    return m.AlterPartitionReassignmentsResponse(
+        throttle_time_ms=0, allow_replication_factor_change=bool(body.allow_replication_factor_change),
+        error_code=0, error_message=None, responses=[
+            m.AlterPartitionReassignmentsResponseResponses(
+                name=t.name, partitions=[_result(ctx, t.name, p) for p in t.partitions])
+            for t in body.topics])
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "allow_replication_factor_change": True, "error_code": code,
-            "error_message": "unexpected server error", "responses": []}
+def error_body(request: Request[m.AlterPartitionReassignmentsRequest], code: int) -> m.AlterPartitionReassignmentsResponse:
+    return m.AlterPartitionReassignmentsResponse(
+        throttle_time_ms=0, allow_replication_factor_change=True, error_code=code,
+        error_message="unexpected server error", responses=[])

@@ -22,12 +22,14 @@ from broker.security.scram import (
     MIN_ITERATIONS,
     credential_from_salted,
 )
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 log = logging.getLogger("chronolog.broker")
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.AlterUserScramCredentialsRequest], ctx: Any) -> m.AlterUserScramCredentialsResponse:
     body = request.body
     store = ctx.broker.credentials
     users = list(dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions]))
@@ -62,9 +64,10 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         store.apply(upserts, deletions)
         log.info("SCRAM credentials changed by %s: %d upserted, %d deleted",
                  getattr(ctx, "principal", "?"), len(upserts), len(deletions))
-    return {"throttle_time_ms": 0, "results": [
-        {"user": u, "error_code": errors.get(u, (0, None))[0],
-         "error_message": errors.get(u, (0, None))[1]} for u in users]}
+    return m.AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+        m.AlterUserScramCredentialsResponseResults(
+            user=u, error_code=errors.get(u, (0, None))[0], error_message=errors.get(u, (0, None))[1])
+        for u in users])
 
 
 Problem = tuple[ErrorCode, str] | None

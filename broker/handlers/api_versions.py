@@ -10,9 +10,10 @@ serve never reach this handler: the server answers them with error 35 in a v0 bo
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
@@ -32,17 +33,14 @@ def _software_ok(name: str, version: str) -> bool:
     return ok
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.ApiVersionsRequest], ctx: RequestContext) -> m.ApiVersionsResponse:
     if request.api_version >= 3:
         body = request.body
-        if not _software_ok(body["client_software_name"] or "", body["client_software_version"] or ""):
+        if not _software_ok(body.client_software_name or "", body.client_software_version or ""):
             return error_body(request, int(ErrorCode.INVALID_REQUEST))
-    return {
-        "error_code": int(ErrorCode.NONE),
-        "api_keys": ctx.broker.advertised_versions(),
-        "throttle_time_ms": 0,
-    }
+    return m.ApiVersionsResponse(error_code=int(ErrorCode.NONE), api_keys=ctx.broker.advertised_versions(),
+                                 throttle_time_ms=0)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"error_code": code, "api_keys": [], "throttle_time_ms": 0}
+def error_body(request: Request[m.ApiVersionsRequest], code: int) -> m.ApiVersionsResponse:
+    return m.ApiVersionsResponse(error_code=code, api_keys=[], throttle_time_ms=0)

@@ -14,20 +14,22 @@ from typing import Any
 from broker.acl.authorizer import DESCRIBE, GROUP
 from broker.acl.check import authorized_operations, error
 from broker.groups.consumer import ConsumerGroup
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 NO_OPERATIONS = -2147483648
 
 
-def _failed(group_id: str, code: int, message: str) -> dict[str, Any]:
-    return {
-        "error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
-        "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
-        "authorized_operations": NO_OPERATIONS,
-    }
+def _failed(group_id: str, code: int, message: str) -> m.ConsumerGroupDescribeResponseGroups:
+    return m.ConsumerGroupDescribeResponseGroups(
+        error_code=code, error_message=message, group_id=group_id, group_state="",
+        group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
+        authorized_operations=NO_OPERATIONS,
+    )
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.ConsumerGroupDescribeRequest], ctx: Any) -> m.ConsumerGroupDescribeResponse:
     out = []
     for group_id in request.body.group_ids:
         if not group_id:
@@ -45,11 +47,11 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             continue
         described = group.describe()  # sessions end on the coordinator's timer, not here
         if request.body.include_authorized_operations:
-            described["authorized_operations"] = authorized_operations(ctx, GROUP, group_id)
+            described.authorized_operations = authorized_operations(ctx, GROUP, group_id)
         out.append(described)
-    return {"throttle_time_ms": 0, "groups": out}
+    return m.ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0,
-            "groups": [_failed(g, code, "unexpected server error") for g in request.body.group_ids]}
+def error_body(request: Request[m.ConsumerGroupDescribeRequest], code: int) -> m.ConsumerGroupDescribeResponse:
+    return m.ConsumerGroupDescribeResponse(
+        throttle_time_ms=0, groups=[_failed(g, code, "unexpected server error") for g in request.body.group_ids])

@@ -25,6 +25,8 @@ from broker.acl.authorizer import DESCRIBE, TOPIC
 from broker.acl.check import allowed, request_error
 from broker.groups.consumer import HeartbeatRequest, consumer_group, validate_heartbeat
 from broker.groups.coordinator import Effects
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("chronolog.groups")
@@ -46,7 +48,7 @@ def client_host(ctx: Any) -> str:
     return "/" + ctx.peer.rsplit(":", 1)[0]
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.ConsumerGroupHeartbeatRequest], ctx: Any) -> m.ConsumerGroupHeartbeatResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -92,29 +94,30 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         return error_body(request, int(exc.code), exc.message or None)
     assignment = None
     if resp.assignment is not None:
-        assignment = {"topic_partitions": [
-            {"topic_id": ctx.partitions.topic_id(t), "partitions": sorted(ps)}
+        assignment = m.ConsumerGroupHeartbeatResponseAssignment(topic_partitions=[
+            m.ConsumerGroupHeartbeatResponseAssignmentTopicPartitions(
+                topic_id=ctx.partitions.topic_id(t), partitions=sorted(ps))
             for t, ps in sorted(resp.assignment.items())
-        ]}
-    return {
-        "throttle_time_ms": 0,
-        "error_code": 0,
-        "error_message": None,
-        "member_id": resp.member_id,
-        "member_epoch": resp.member_epoch,
-        "heartbeat_interval_ms": resp.heartbeat_interval_ms,
-        "assignment": assignment,
-    }
+        ])
+    return m.ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        member_id=resp.member_id,
+        member_epoch=resp.member_epoch,
+        heartbeat_interval_ms=resp.heartbeat_interval_ms,
+        assignment=assignment,
+    )
 
 
-def error_body(request: Any, code: int, message: str | None = None) -> dict[str, Any]:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": code,
-        "error_message": message,
-        "member_id": None,
-        "member_epoch": 0,
-        "heartbeat_interval_ms": 0,
-        "assignment": None,
-    }
+def error_body(request: Request[m.ConsumerGroupHeartbeatRequest], code: int, message: str | None = None) -> m.ConsumerGroupHeartbeatResponse:
+    return m.ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0,
+        error_code=code,
+        error_message=message,
+        member_id=None,
+        member_epoch=0,
+        heartbeat_interval_ms=0,
+        assignment=None,
+    )
 

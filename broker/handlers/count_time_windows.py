@@ -18,12 +18,12 @@ other connections are served meanwhile; the newest blocks are decoded from the .
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.acl.authorizer import DESCRIBE, TOPIC
 from broker.acl.check import allowed
 from broker.dispatch import RequestContext
 from broker.errors import partition_error
+from protocol import messages as m
+from protocol.api import Request
 from protocol.count_time_windows import MAX_BOUNDARIES
 from protocol.errors import ErrorCode, KafkaError
 from storage.log import HAVE_NUMPY
@@ -35,13 +35,16 @@ AVAILABLE = HAVE_NUMPY
 UNAVAILABLE_WHY = "the sorted-timestamp index needs numpy: pip install 'chronolog[arrow]'"
 
 
-def _answer(index: int, error: int) -> dict[str, Any]:
-    return {"partition_index": index, "error_code": error, "log_start_offset": -1,
-            "high_watermark": -1, "last_stable_offset": -1, "counts": []}
+Answer = m.CountTimeWindowsResponseTopicsPartitions
+
+
+def _answer(index: int, error: int) -> Answer:
+    return Answer(partition_index=index, error_code=error, log_start_offset=-1,
+                  high_watermark=-1, last_stable_offset=-1, counts=[])
 
 
 def _partition(ctx: RequestContext, name: str, index: int, bounds: list[int],
-               committed: bool) -> dict[str, Any]:
+               committed: bool) -> Answer:
     pm = ctx.partitions
     try:
         plog = pm.get_log(name, index)
@@ -57,9 +60,9 @@ def _partition(ctx: RequestContext, name: str, index: int, bounds: list[int],
             counts = plog.count_time_windows(bounds)
     except Exception as exc:
         return _answer(index, int(partition_error(exc, f"count {name}-{index}").code))
-    return {"partition_index": index, "error_code": 0,
-            "log_start_offset": plog.log_start_offset, "high_watermark": plog.high_watermark,
-            "last_stable_offset": lso, "counts": counts}
+    return Answer(partition_index=index, error_code=0,
+                  log_start_offset=plog.log_start_offset, high_watermark=plog.high_watermark,
+                  last_stable_offset=lso, counts=counts)
 
 
 def _valid(bounds: list[int]) -> bool:
@@ -67,35 +70,33 @@ def _valid(bounds: list[int]) -> bool:
         a <= b for a, b in zip(bounds, bounds[1:], strict=False))
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.CountTimeWindowsRequest], ctx: RequestContext) -> m.CountTimeWindowsResponse:
     body = request.body
-    bounds = list(body["boundaries"] or [])
-    committed = body["isolation_level"] == READ_COMMITTED
+    bounds = list(body.boundaries or [])
+    committed = body.isolation_level == READ_COMMITTED
     ok = _valid(bounds)
     authz = ctx.broker.authorizer
     topics = []
-    for topic in body["topics"]:
-        name = topic["name"]
+    for topic in body.topics:
+        name = topic.name
         if authz is not None and not allowed(ctx, DESCRIBE, TOPIC, name):
             denied = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            topics.append({"name": name, "partitions": [_answer(p, denied)
-                                                        for p in topic["partitions"]]})
+            topics.append(m.CountTimeWindowsResponseTopics(
+                name=name, partitions=[_answer(p, denied) for p in topic.partitions]))
             continue
         if not ok:
             bad = int(ErrorCode.INVALID_REQUEST)
-            topics.append({"name": name, "partitions": [_answer(p, bad)
-                                                        for p in topic["partitions"]]})
+            topics.append(m.CountTimeWindowsResponseTopics(
+                name=name, partitions=[_answer(p, bad) for p in topic.partitions]))
             continue
-        for p in topic["partitions"]:
+        for p in topic.partitions:
             await ctx.partitions.event_time_ready(name, p, sorted_index=True)
-        topics.append({"name": name, "partitions": [
-            _partition(ctx, name, p, bounds, committed) for p in topic["partitions"]]})
-    return {"throttle_time_ms": 0, "topics": topics}
+        topics.append(m.CountTimeWindowsResponseTopics(name=name, partitions=[
+            _partition(ctx, name, p, bounds, committed) for p in topic.partitions]))
+    return m.CountTimeWindowsResponse(throttle_time_ms=0, topics=topics)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {
-        "throttle_time_ms": 0,
-        "topics": [{"name": t["name"], "partitions": [_answer(p, code) for p in t["partitions"]]}
-                   for t in request.body["topics"]],
-    }
+def error_body(request: Request[m.CountTimeWindowsRequest], code: int) -> m.CountTimeWindowsResponse:
+    return m.CountTimeWindowsResponse(throttle_time_ms=0, topics=[
+        m.CountTimeWindowsResponseTopics(name=t.name, partitions=[_answer(p, code) for p in t.partitions])
+        for t in request.body.topics])

@@ -13,14 +13,16 @@ from typing import Any
 
 from broker.acl.authorizer import ALTER, AclBinding, InvalidAcl, validate
 from broker.acl.check import acl_api_error
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-def _result(code: int, message: str | None = None) -> dict[str, Any]:
-    return {"error_code": code, "error_message": message}
+def _result(code: int, message: str | None = None) -> m.CreateAclsResponseResults:
+    return m.CreateAclsResponseResults(error_code=code, error_message=message)
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.CreateAclsRequest], ctx: Any) -> m.CreateAclsResponse:
     creations = request.body.creations
     refused = acl_api_error(ctx, ALTER)
     if refused:
@@ -43,10 +45,10 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             store.add(valid)
         except OSError as exc:
             msg = f"cannot persist the ACLs: {exc}"
-            results = [r if r["error_code"] else _result(int(ErrorCode.UNKNOWN_SERVER_ERROR), msg)
+            results = [r if r.error_code else _result(int(ErrorCode.UNKNOWN_SERVER_ERROR), msg)
                        for r in results]
-    return {"throttle_time_ms": 0, "results": results}
+    return m.CreateAclsResponse(throttle_time_ms=0, results=results)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "results": [_result(code) for _ in request.body.creations]}
+def error_body(request: Request[m.CreateAclsRequest], code: int) -> m.CreateAclsResponse:
+    return m.CreateAclsResponse(throttle_time_ms=0, results=[_result(code) for _ in request.body.creations])

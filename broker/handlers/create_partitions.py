@@ -18,6 +18,8 @@ from typing import Any
 from broker.acl.authorizer import ALTER, TOPIC
 from broker.acl.check import allowed
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("chronolog.broker")
@@ -38,7 +40,7 @@ def _check_assignments(topic: Any, current: int, node_id: int) -> None:
                              f"this one ({node_id}): {list(a.broker_ids)}")
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.CreatePartitionsRequest], ctx: RequestContext) -> m.CreatePartitionsResponse:
     body = request.body
     pm = ctx.partitions
     counts = Counter(t.name for t in body.topics)
@@ -57,11 +59,11 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
         except KafkaError as exc:
             code, message = int(exc.code), exc.message or None
             log.info("refused CreatePartitions of %r from %s: %s", topic.name, ctx.peer, exc)
-        out.append({"name": topic.name, "error_code": code, "error_message": message})
-    return {"throttle_time_ms": 0, "results": out}
+        out.append(m.CreatePartitionsResponseResults(name=topic.name, error_code=code, error_message=message))
+    return m.CreatePartitionsResponse(throttle_time_ms=0, results=out)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "results": [
-        {"name": t.name, "error_code": code, "error_message": "unexpected server error"}
-        for t in request.body.topics]}
+def error_body(request: Request[m.CreatePartitionsRequest], code: int) -> m.CreatePartitionsResponse:
+    return m.CreatePartitionsResponse(throttle_time_ms=0, results=[
+        m.CreatePartitionsResponseResults(name=t.name, error_code=code, error_message="unexpected server error")
+        for t in request.body.topics])

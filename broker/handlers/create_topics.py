@@ -22,6 +22,8 @@ from typing import Any
 
 from broker.acl.check import may_create_topic
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 
 ZERO_UUID = bytes(16)
@@ -29,40 +31,27 @@ DYNAMIC_TOPIC_CONFIG = 1
 DEFAULT_CONFIG = 5
 
 
-def _failed(name: str, code: int, message: str | None) -> dict[str, Any]:
-    return {
-        "name": name,
-        "topic_id": ZERO_UUID,
-        "error_code": code,
-        "error_message": message,
-        "topic_config_error_code": 0,
-        "num_partitions": -1,
-        "replication_factor": -1,
-        "configs": None,
-    }
+Topic = m.CreateTopicsResponseTopics
 
 
-def _created(name: str, partitions: int, log_config: Any, overrides: dict[str, str]) -> dict[str, Any]:
+def _failed(name: str, code: int, message: str | None) -> Topic:
+    return Topic(name=name, topic_id=ZERO_UUID, error_code=code, error_message=message,
+                 topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=None)
+
+
+def _created(name: str, partitions: int, log_config: Any, overrides: dict[str, str]) -> Topic:
     configs = [
-        {
-            "name": key,
-            "value": value,
-            "read_only": False,
-            "config_source": DYNAMIC_TOPIC_CONFIG if key in overrides else DEFAULT_CONFIG,
-            "is_sensitive": False,
-        }
+        m.CreateTopicsResponseTopicsConfigs(
+            name=key,
+            value=value,
+            read_only=False,
+            config_source=DYNAMIC_TOPIC_CONFIG if key in overrides else DEFAULT_CONFIG,
+            is_sensitive=False,
+        )
         for key, value in sorted(log_config.to_kafka().items())
     ]
-    return {
-        "name": name,
-        "topic_id": ZERO_UUID,
-        "error_code": 0,
-        "error_message": None,
-        "topic_config_error_code": 0,
-        "num_partitions": partitions,
-        "replication_factor": 1,
-        "configs": configs,
-    }
+    return Topic(name=name, topic_id=ZERO_UUID, error_code=0, error_message=None, topic_config_error_code=0,
+                 num_partitions=partitions, replication_factor=1, configs=configs)
 
 
 def _partitions_from_assignments(topic: Any, node_id: int) -> int:
@@ -83,7 +72,7 @@ def _partitions_from_assignments(topic: Any, node_id: int) -> int:
     return len(indexes)
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.CreateTopicsRequest], ctx: RequestContext) -> m.CreateTopicsResponse:
     body = request.body
     pm = ctx.partitions
     counts = Counter(t.name for t in body.topics)
@@ -112,10 +101,10 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
             out.append(_failed(name, int(exc.code), exc.message or None))
             continue
         out.append(_created(name, partitions, log_config, overrides))
-        out[-1]["topic_id"] = pm.topic_id(name)  # v7+: the new topic's id (zeros if validate_only)
-    return {"throttle_time_ms": 0, "topics": out}
+        out[-1].topic_id = pm.topic_id(name)  # v7+: the new topic's id (zeros if validate_only)
+    return m.CreateTopicsResponse(throttle_time_ms=0, topics=out)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0,
-            "topics": [_failed(t.name, code, "unexpected server error") for t in request.body.topics]}
+def error_body(request: Request[m.CreateTopicsRequest], code: int) -> m.CreateTopicsResponse:
+    return m.CreateTopicsResponse(
+        throttle_time_ms=0, topics=[_failed(t.name, code, "unexpected server error") for t in request.body.topics])

@@ -13,17 +13,21 @@ from typing import Any
 from broker.acl.authorizer import ALTER, AclBinding, InvalidAcl, validate_filter
 from broker.acl.check import acl_api_error
 from broker.handlers.describe_acls import acl_filter
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
-
-def _matching(b: AclBinding) -> dict[str, Any]:
-    return {"error_code": 0, "error_message": None, "resource_type": b.resource_type,
-            "resource_name": b.resource_name, "pattern_type": b.pattern_type,
-            "principal": b.principal, "host": b.host, "operation": b.operation,
-            "permission_type": b.permission}
+Result = m.DeleteAclsResponseFilterResults
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+def _matching(b: AclBinding) -> m.DeleteAclsResponseFilterResultsMatchingAcls:
+    return m.DeleteAclsResponseFilterResultsMatchingAcls(
+        error_code=0, error_message=None, resource_type=b.resource_type,
+        resource_name=b.resource_name, pattern_type=b.pattern_type,
+        principal=b.principal, host=b.host, operation=b.operation, permission_type=b.permission)
+
+
+async def handle(request: Request[m.DeleteAclsRequest], ctx: Any) -> m.DeleteAclsResponse:
     refused = acl_api_error(ctx, ALTER)
     if refused:
         return error_body(request, refused)
@@ -35,25 +39,23 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         try:
             validate_filter(flt)
         except InvalidAcl as exc:
-            results.append({"error_code": int(ErrorCode.INVALID_REQUEST),
-                            "error_message": str(exc), "matching_acls": []})
+            results.append(Result(error_code=int(ErrorCode.INVALID_REQUEST), error_message=str(exc),
+                                  matching_acls=[]))
             continue
         found = store.authorizer.matching(flt)
         gone.update(found)
-        results.append({"error_code": 0, "error_message": None,
-                        "matching_acls": [_matching(b) for b in found]})
+        results.append(Result(error_code=0, error_message=None, matching_acls=[_matching(b) for b in found]))
     if gone:
         try:
             store.remove(sorted(gone))
         except OSError as exc:
-            return {"throttle_time_ms": 0, "filter_results": [
-                {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
-                 "error_message": f"cannot persist the ACLs: {exc}", "matching_acls": []}
-                for _ in request.body.filters]}
-    return {"throttle_time_ms": 0, "filter_results": results}
+            return m.DeleteAclsResponse(throttle_time_ms=0, filter_results=[
+                Result(error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR),
+                       error_message=f"cannot persist the ACLs: {exc}", matching_acls=[])
+                for _ in request.body.filters])
+    return m.DeleteAclsResponse(throttle_time_ms=0, filter_results=results)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "filter_results": [
-        {"error_code": code, "error_message": None, "matching_acls": []}
-        for _ in request.body.filters]}
+def error_body(request: Request[m.DeleteAclsRequest], code: int) -> m.DeleteAclsResponse:
+    return m.DeleteAclsResponse(throttle_time_ms=0, filter_results=[
+        Result(error_code=code, error_message=None, matching_acls=[]) for _ in request.body.filters])

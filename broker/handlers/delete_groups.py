@@ -12,10 +12,12 @@ from typing import Any
 from broker.acl.authorizer import DELETE, GROUP
 from broker.acl.check import error
 from broker.groups.coordinator import GroupCoordinator
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.DeleteGroupsRequest], ctx: Any) -> m.DeleteGroupsResponse:
     coord: GroupCoordinator = ctx.broker.groups
     results = []
     for gid in request.body.groups_names:
@@ -33,10 +35,10 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
                 await coord.delete(gid)
             except OSError:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        results.append({"group_id": gid, "error_code": int(code)})
-    return {"throttle_time_ms": 0, "results": results}
+        results.append(m.DeleteGroupsResponseResults(group_id=gid, error_code=int(code)))
+    return m.DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0,
-            "results": [{"group_id": g, "error_code": code} for g in request.body.groups_names]}
+def error_body(request: Request[m.DeleteGroupsRequest], code: int) -> m.DeleteGroupsResponse:
+    return m.DeleteGroupsResponse(throttle_time_ms=0, results=[
+        m.DeleteGroupsResponseResults(group_id=g, error_code=code) for g in request.body.groups_names])

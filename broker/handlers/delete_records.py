@@ -14,17 +14,19 @@ Invariants (Kafka's ``Partition.deleteRecordsOnLeader``):
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from broker.acl.authorizer import DELETE, TOPIC
 from broker.acl.check import error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import KafkaError
 
 log = logging.getLogger("chronolog.broker")
+Answer = m.DeleteRecordsResponseTopicsPartitions
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.DeleteRecordsRequest], ctx: RequestContext) -> m.DeleteRecordsResponse:
     pm = ctx.partitions
     topics = []
     for topic in request.body.topics:
@@ -32,8 +34,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
         refused = error(ctx, DELETE, TOPIC, topic.name)
         for p in topic.partitions:
             if refused:
-                parts.append({"partition_index": p.partition_index, "low_watermark": -1,
-                              "error_code": refused})
+                parts.append(Answer(partition_index=p.partition_index, low_watermark=-1, error_code=refused))
                 continue
             try:
                 low, code = pm.delete_records(topic.name, p.partition_index, p.offset), 0
@@ -41,15 +42,13 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
                 low, code = -1, int(exc.code)
                 log.info("refused DeleteRecords of %s-%d to %d from %s: %s", topic.name,
                          p.partition_index, p.offset, ctx.peer, exc)
-            parts.append({"partition_index": p.partition_index, "low_watermark": low,
-                          "error_code": code})
-        topics.append({"name": topic.name, "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+            parts.append(Answer(partition_index=p.partition_index, low_watermark=low, error_code=code))
+        topics.append(m.DeleteRecordsResponseTopics(name=topic.name, partitions=parts))
+    return m.DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t.name, "partitions": [
-            {"partition_index": p.partition_index, "low_watermark": -1, "error_code": code}
-            for p in t.partitions]}
-        for t in request.body.topics]}
+def error_body(request: Request[m.DeleteRecordsRequest], code: int) -> m.DeleteRecordsResponse:
+    return m.DeleteRecordsResponse(throttle_time_ms=0, topics=[
+        m.DeleteRecordsResponseTopics(name=t.name, partitions=[
+            Answer(partition_index=p.partition_index, low_watermark=-1, error_code=code) for p in t.partitions])
+        for t in request.body.topics])

@@ -8,28 +8,28 @@ is false. A deleted topic's files are gone when the answer is sent.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.acl.authorizer import DELETE, TOPIC
 from broker.acl.check import error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 
 ZERO_UUID = bytes(16)
 
 
-def _answer(name: str | None, topic_id: bytes, code: int, message: str | None) -> dict[str, Any]:
-    return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
+def _answer(name: str | None, topic_id: bytes, code: int, message: str | None) -> m.DeleteTopicsResponseResponses:
+    return m.DeleteTopicsResponseResponses(name=name, topic_id=topic_id, error_code=code, error_message=message)
 
 
-def _entries(request: Any) -> list[tuple[str | None, bytes]]:
+def _entries(request: Request[m.DeleteTopicsRequest]) -> list[tuple[str | None, bytes]]:
     body = request.body
     if request.api_version >= 6:
         return [(t.name, bytes(t.topic_id or ZERO_UUID)) for t in body.topics]
     return [(name, ZERO_UUID) for name in body.topic_names]
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.DeleteTopicsRequest], ctx: RequestContext) -> m.DeleteTopicsResponse:
     pm = ctx.partitions
     out = []
     for name, topic_id in _entries(request):
@@ -55,9 +55,9 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
             out.append(_answer(name, topic_id, int(exc.code), exc.message or None))
             continue
         out.append(_answer(name, topic_id, 0, None))
-    return {"throttle_time_ms": 0, "responses": out}
+    return m.DeleteTopicsResponse(throttle_time_ms=0, responses=out)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0,
-            "responses": [_answer(n, i, code, "unexpected server error") for n, i in _entries(request)]}
+def error_body(request: Request[m.DeleteTopicsRequest], code: int) -> m.DeleteTopicsResponse:
+    return m.DeleteTopicsResponse(
+        throttle_time_ms=0, responses=[_answer(n, i, code, "unexpected server error") for n, i in _entries(request)])

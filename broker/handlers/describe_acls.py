@@ -11,6 +11,8 @@ from typing import Any
 
 from broker.acl.authorizer import DESCRIBE, AclFilter, InvalidAcl, validate_filter
 from broker.acl.check import acl_api_error
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
@@ -20,7 +22,7 @@ def acl_filter(f: Any) -> AclFilter:
                      f.principal_filter, f.host_filter, f.operation, f.permission_type)
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeAclsRequest], ctx: Any) -> m.DescribeAclsResponse:
     refused = acl_api_error(ctx, DESCRIBE)
     if refused:
         return error_body(request, refused)
@@ -29,17 +31,18 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     try:
         validate_filter(flt)
     except InvalidAcl as exc:
-        return {**error_body(request, int(ErrorCode.INVALID_REQUEST)), "error_message": str(exc)}
-    groups: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+        answer = error_body(request, int(ErrorCode.INVALID_REQUEST))
+        answer.error_message = str(exc)
+        return answer
+    groups: dict[tuple[int, str, int], list[m.DescribeAclsResponseResourcesAcls]] = {}
     for b in authz.matching(flt):
         groups.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(
-            {"principal": b.principal, "host": b.host, "operation": b.operation,
-             "permission_type": b.permission})
-    resources = [{"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
+            m.DescribeAclsResponseResourcesAcls(principal=b.principal, host=b.host, operation=b.operation,
+                                                permission_type=b.permission))
+    resources = [m.DescribeAclsResponseResources(resource_type=t, resource_name=n, pattern_type=p, acls=acls)
                  for (t, n, p), acls in groups.items()]
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-            "resources": resources}
+    return m.DescribeAclsResponse(throttle_time_ms=0, error_code=0, error_message=None, resources=resources)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "resources": []}
+def error_body(request: Request[m.DescribeAclsRequest], code: int) -> m.DescribeAclsResponse:
+    return m.DescribeAclsResponse(throttle_time_ms=0, error_code=code, error_message=None, resources=[])

@@ -18,10 +18,12 @@ from broker.quotas.model import (
     check_components,
     describe_matches,
 )
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeClientQuotasRequest], ctx: Any) -> m.DescribeClientQuotasResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -30,18 +32,26 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     try:
         check_components(components)
     except UnknownEntityType as exc:
-        return {**error_body(request, int(ErrorCode.UNSUPPORTED_VERSION)), "error_message": str(exc)}
+        return _refused(request, int(ErrorCode.UNSUPPORTED_VERSION), str(exc))
     except InvalidQuota as exc:
-        return {**error_body(request, int(ErrorCode.INVALID_REQUEST)), "error_message": str(exc)}
+        return _refused(request, int(ErrorCode.INVALID_REQUEST), str(exc))
     entries = []
     for ent, values in ctx.broker.quotas.configs.entries.items():
         if values and describe_matches(ent, components, bool(body.strict)):
-            entries.append({
-                "entity": [{"entity_type": t, "entity_name": n} for t, n in ent],
-                "quota_values": [{"key": k, "value": v} for k, v in sorted(values.items())],
-            })
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
+            entries.append(m.DescribeClientQuotasResponseEntries(
+                entity=[m.DescribeClientQuotasResponseEntriesEntity(entity_type=t, entity_name=n) for t, n in ent],
+                quota_values=[m.DescribeClientQuotasResponseEntriesQuotaValues(key=k, value=v)
+                              for k, v in sorted(values.items())],
+            ))
+    return m.DescribeClientQuotasResponse(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "entries": None}
+def _refused(request: Request[m.DescribeClientQuotasRequest], code: int,
+             message: str) -> m.DescribeClientQuotasResponse:
+    answer = error_body(request, code)
+    answer.error_message = message
+    return answer
+
+
+def error_body(request: Request[m.DescribeClientQuotasRequest], code: int) -> m.DescribeClientQuotasResponse:
+    return m.DescribeClientQuotasResponse(throttle_time_ms=0, error_code=code, error_message=None, entries=None)

@@ -9,42 +9,43 @@ do (every one without an authorizer, Kafka's answer without ACLs), else -2147483
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.acl.authorizer import CLUSTER
 from broker.acl.check import authorized_operations
 from broker.dispatch import RequestContext
 from protocol import describe_cluster as dcl
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-def _answer(code: int, message: str | None, endpoint_type: int, body: dict[str, Any]) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
-            "endpoint_type": endpoint_type, "cluster_id": "", "controller_id": -1, "brokers": [],
-            "cluster_authorized_operations": dcl.AUTHORIZED_OPERATIONS_OMITTED, **body}
+def _answer(code: int, message: str | None, endpoint_type: int) -> m.DescribeClusterResponse:
+    return m.DescribeClusterResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                     endpoint_type=endpoint_type, cluster_id="", controller_id=-1, brokers=[],
+                                     cluster_authorized_operations=dcl.AUTHORIZED_OPERATIONS_OMITTED)
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeClusterRequest], ctx: RequestContext) -> m.DescribeClusterResponse:
     body = request.body
     etype = body.endpoint_type if request.api_version >= 1 else dcl.ENDPOINT_BROKERS
     if etype == dcl.ENDPOINT_CONTROLLERS:
         return _answer(int(ErrorCode.MISMATCHED_ENDPOINT_TYPE),
                        "The request was sent to an endpoint of type BROKER, but we wanted an "
-                       "endpoint of type CONTROLLER", etype, {})
+                       "endpoint of type CONTROLLER", etype)
     if etype != dcl.ENDPOINT_BROKERS:
         return _answer(int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
-                       f"Unsupported endpoint type {etype}", etype, {})
+                       f"Unsupported endpoint type {etype}", etype)
     node = ctx.config.node_id
     host, port = ctx.broker.advertised_for(ctx.listener)
     ops = (authorized_operations(ctx, CLUSTER) if body.include_cluster_authorized_operations
            else dcl.AUTHORIZED_OPERATIONS_OMITTED)
-    return _answer(0, None, etype, {
-        "cluster_id": ctx.partitions.cluster_id,
-        "controller_id": node,
-        "brokers": [{"broker_id": node, "host": host, "port": port, "rack": None, "is_fenced": False}],
-        "cluster_authorized_operations": ops,
-    })
+    answer = _answer(0, None, etype)
+    answer.cluster_id = ctx.partitions.cluster_id
+    answer.controller_id = node
+    answer.brokers = [m.DescribeClusterResponseBrokers(broker_id=node, host=host, port=port, rack=None,
+                                                       is_fenced=False)]
+    answer.cluster_authorized_operations = ops
+    return answer
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return _answer(code, "unexpected server error", dcl.ENDPOINT_BROKERS, {})
+def error_body(request: Request[m.DescribeClusterRequest], code: int) -> m.DescribeClusterResponse:
+    return _answer(code, "unexpected server error", dcl.ENDPOINT_BROKERS)

@@ -53,6 +53,8 @@ from broker.dynamic_config import DynamicBrokerConfigs, dynamic_names
 from broker.group_configs import DEFINITIONS, INT, GroupConfigs
 from broker.group_configs import default as group_default
 from protocol import describe_configs as dc
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 
 # Topic config -> its broker synonyms, highest priority first (Kafka's ServerTopicConfigSynonyms).
@@ -301,33 +303,34 @@ def _sensitive(name: str) -> bool:
     return f is not None and bool(f.metadata.get("sensitive"))
 
 
-def _wire(entry: Entry, synonyms: bool, documentation: bool) -> dict[str, Any]:
+def _wire(entry: Entry, synonyms: bool, documentation: bool) -> m.DescribeConfigsResponseResultsConfigs:
     secret = _sensitive(entry.name)
-    return {
-        "name": entry.name,
-        "value": None if secret else entry.value,
-        "read_only": entry.read_only,
-        "is_default": entry.is_default,
-        "config_source": entry.source,
-        "is_sensitive": secret,
-        "synonyms": [
-            {"name": s.name, "value": None if _sensitive(s.name) else s.value, "source": s.source}
+    return m.DescribeConfigsResponseResultsConfigs(
+        name=entry.name,
+        value=None if secret else entry.value,
+        read_only=entry.read_only,
+        is_default=entry.is_default,
+        config_source=entry.source,
+        is_sensitive=secret,
+        synonyms=[
+            m.DescribeConfigsResponseResultsConfigsSynonyms(
+                name=s.name, value=None if _sensitive(s.name) else s.value, source=s.source)
             for s in entry.synonyms
         ] if synonyms else [],
-        "config_type": entry.config_type,
-        "documentation": entry.documentation if documentation else None,
-    }
+        config_type=entry.config_type,
+        documentation=entry.documentation if documentation else None,
+    )
 
 
 def _result(resource: Any, code: int, message: str | None,
-            configs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "error_code": code,
-        "error_message": message,
-        "resource_type": resource.resource_type,
-        "resource_name": resource.resource_name,
-        "configs": configs,
-    }
+            configs: list[m.DescribeConfigsResponseResultsConfigs]) -> m.DescribeConfigsResponseResults:
+    return m.DescribeConfigsResponseResults(
+        error_code=code,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        configs=configs,
+    )
 
 
 def _entries(resource: Any, ctx: RequestContext) -> list[Entry]:
@@ -360,7 +363,7 @@ def select(entries: list[Entry], keys: Sequence[str] | None) -> list[Entry]:
     return [e for e in entries if e.name in wanted]
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeConfigsRequest], ctx: RequestContext) -> m.DescribeConfigsResponse:
     body = request.body
     synonyms = request.api_version >= 1 and bool(body.include_synonyms)
     documentation = request.api_version >= 3 and bool(body.include_documentation)
@@ -373,9 +376,9 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
             continue
         # Kafka answers a described resource with the message "", not null.
         out.append(_result(resource, 0, "", [_wire(e, synonyms, documentation) for e in entries]))
-    return {"throttle_time_ms": 0, "results": out}
+    return m.DescribeConfigsResponse(throttle_time_ms=0, results=out)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0,
-            "results": [_result(r, code, "unexpected server error", []) for r in request.body.resources]}
+def error_body(request: Request[m.DescribeConfigsRequest], code: int) -> m.DescribeConfigsResponse:
+    return m.DescribeConfigsResponse(
+        throttle_time_ms=0, results=[_result(r, code, "unexpected server error", []) for r in request.body.resources])

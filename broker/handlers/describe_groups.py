@@ -15,21 +15,25 @@ from broker.acl.authorizer import DESCRIBE, GROUP
 from broker.acl.check import authorized_operations, error
 from broker.groups.classic import ClassicGroup
 from broker.groups.coordinator import GroupCoordinator
+from protocol import messages as m
+from protocol.api import Request
 from protocol.describe_groups import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.errors import ErrorCode
 
-
-def _not_found(group_id: str, version: int, why: str) -> dict[str, Any]:
-    return {
-        "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND) if version >= 6 else 0,
-        "error_message": why if version >= 6 else None,
-        "group_id": group_id, "group_state": "Dead", "protocol_type": "",
-        "protocol_data": "", "members": [],
-        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
-    }
+Group = m.DescribeGroupsResponseGroups
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+def _not_found(group_id: str, version: int, why: str) -> Group:
+    return Group(
+        error_code=int(ErrorCode.GROUP_ID_NOT_FOUND) if version >= 6 else 0,
+        error_message=why if version >= 6 else None,
+        group_id=group_id, group_state="Dead", protocol_type="",
+        protocol_data="", members=[],
+        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+async def handle(request: Request[m.DescribeGroupsRequest], ctx: Any) -> m.DescribeGroupsResponse:
     b = request.body
     v = request.api_version
     coord: GroupCoordinator = ctx.broker.groups
@@ -37,7 +41,9 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     for gid in b.groups:
         refused = error(ctx, DESCRIBE, GROUP, gid)
         if refused:
-            out.append({**_not_found(gid, v, "Not authorized."), "error_code": refused})
+            denied = _not_found(gid, v, "Not authorized.")
+            denied.error_code = refused
+            out.append(denied)
             continue
         g = coord.group(gid)
         if g is None:
@@ -46,22 +52,22 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             out.append(_not_found(gid, v, f"Group {gid} is not a classic group."))
         else:
             stable = g.state_name() == "Stable"
-            out.append({
-                "error_code": 0, "error_message": None, "group_id": gid,
-                "group_state": g.state_name(), "protocol_type": g.protocol_type(),
-                "protocol_data": (g.protocol_name or "") if stable else "",
-                "members": g.describe_members(),
-                "authorized_operations": (authorized_operations(ctx, GROUP, gid)
-                                          if b.include_authorized_operations
-                                          else AUTHORIZED_OPERATIONS_OMITTED),
-            })
-    return {"throttle_time_ms": 0, "groups": out}
+            out.append(Group(
+                error_code=0, error_message=None, group_id=gid,
+                group_state=g.state_name(), protocol_type=g.protocol_type(),
+                protocol_data=(g.protocol_name or "") if stable else "",
+                members=g.describe_members(),
+                authorized_operations=(authorized_operations(ctx, GROUP, gid)
+                                       if b.include_authorized_operations
+                                       else AUTHORIZED_OPERATIONS_OMITTED),
+            ))
+    return m.DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "groups": [
-        {"error_code": code, "error_message": None, "group_id": gid, "group_state": "",
-         "protocol_type": "", "protocol_data": "", "members": [],
-         "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+def error_body(request: Request[m.DescribeGroupsRequest], code: int) -> m.DescribeGroupsResponse:
+    return m.DescribeGroupsResponse(throttle_time_ms=0, groups=[
+        Group(error_code=code, error_message=None, group_id=gid, group_state="",
+              protocol_type="", protocol_data="", members=[],
+              authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
         for gid in request.body.groups
-    ]}
+    ])

@@ -10,13 +10,14 @@ and usable bytes (``shutil.disk_usage``, -1 if unknown).
 from __future__ import annotations
 
 import shutil
-from typing import Any
 
 from broker.acl.check import request_error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.DescribeLogDirsRequest], ctx: RequestContext) -> m.DescribeLogDirsResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -38,21 +39,20 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
             plog = logs.get((name, p))
             if plog is None:
                 continue
-            parts.append({"partition_index": p, "partition_size": plog.size_in_bytes(),
-                          "offset_lag": 0, "is_future_key": False})
+            parts.append(m.DescribeLogDirsResponseResultsTopicsPartitions(
+                partition_index=p, partition_size=plog.size_in_bytes(), offset_lag=0, is_future_key=False))
         if parts:
-            topics.append({"name": name, "partitions": parts})
+            topics.append(m.DescribeLogDirsResponseResultsTopics(name=name, partitions=parts))
     path = pm.data_dir.resolve()
     try:
         usage = shutil.disk_usage(path)
         total, usable = usage.total, usage.free
     except OSError:
         total = usable = -1
-    return {"throttle_time_ms": 0, "error_code": 0, "results": [{
-        "error_code": 0, "log_dir": str(path), "topics": topics,
-        "total_bytes": total, "usable_bytes": usable,
-    }]}
+    return m.DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[m.DescribeLogDirsResponseResults(
+        error_code=0, log_dir=str(path), topics=topics, total_bytes=total, usable_bytes=usable,
+    )])
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code, "results": []}
+def error_body(request: Request[m.DescribeLogDirsRequest], code: int) -> m.DescribeLogDirsResponse:
+    return m.DescribeLogDirsResponse(throttle_time_ms=0, error_code=code, results=[])

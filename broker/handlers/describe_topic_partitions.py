@@ -16,32 +16,35 @@ Invariants (Kafka's ``DescribeTopicPartitionsRequestHandler``):
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.acl.authorizer import DESCRIBE, TOPIC
 from broker.acl.check import allowed, authorized_operations
 from broker.dispatch import RequestContext
 from broker.partitions import validate_topic_name
 from protocol import describe_topic_partitions as dtp
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 
 ZERO_UUID = bytes(16)
 MAX_LIMIT = 2000
 
 
-def _topic(name: str, code: int, partitions: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"error_code": code, "name": name, "topic_id": ZERO_UUID, "is_internal": False,
-            "partitions": partitions,
-            "topic_authorized_operations": dtp.AUTHORIZED_OPERATIONS_OMITTED}
+Topic = m.DescribeTopicPartitionsResponseTopics
+Cursor = m.DescribeTopicPartitionsResponseNextCursor
 
 
-def _partition(node: int, p: int) -> dict[str, Any]:
-    return {"error_code": 0, "partition_index": p, "leader_id": node, "leader_epoch": 0,
-            "replica_nodes": [node], "isr_nodes": [node], "eligible_leader_replicas": [],
-            "last_known_elr": [], "offline_replicas": []}
+def _topic(name: str, code: int, partitions: list[m.DescribeTopicPartitionsResponseTopicsPartitions]) -> Topic:
+    return Topic(error_code=code, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=partitions,
+                 topic_authorized_operations=dtp.AUTHORIZED_OPERATIONS_OMITTED)
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+def _partition(node: int, p: int) -> m.DescribeTopicPartitionsResponseTopicsPartitions:
+    return m.DescribeTopicPartitionsResponseTopicsPartitions(
+        error_code=0, partition_index=p, leader_id=node, leader_epoch=0, replica_nodes=[node],
+        isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[], offline_replicas=[])
+
+
+async def handle(request: Request[m.DescribeTopicPartitionsRequest], ctx: RequestContext) -> m.DescribeTopicPartitionsResponse:
     body = request.body
     pm = ctx.partitions
     node = ctx.config.node_id
@@ -50,12 +53,12 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
         names = [n for n in names if allowed(ctx, DESCRIBE, TOPIC, n)]
     cursor = body.cursor
     if cursor is not None and (cursor.partition_index < 0 or cursor.topic_name not in names):
-        return {"throttle_time_ms": 0, "next_cursor": None, "topics": [
-            _topic(n, int(ErrorCode.INVALID_REQUEST), []) for n in names]}
+        return m.DescribeTopicPartitionsResponse(throttle_time_ms=0, next_cursor=None, topics=[
+            _topic(n, int(ErrorCode.INVALID_REQUEST), []) for n in names])
     limit = min(max(body.response_partition_limit, 1), MAX_LIMIT)
     start_topic = cursor.topic_name if cursor is not None else None
     start_partition = cursor.partition_index if cursor is not None else 0
-    out: list[dict[str, Any]] = []
+    out: list[Topic] = []
     next_cursor = None
     budget = limit
     for name in names:
@@ -71,19 +74,19 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
             out.append(_topic(name, int(exc.code), []))
             continue
         if budget == 0:
-            next_cursor = {"topic_name": name, "partition_index": first}
+            next_cursor = Cursor(topic_name=name, partition_index=first)
             break
         last = min(count, first + budget)
         answered = _topic(name, 0, [_partition(node, p) for p in range(first, last)])
-        answered["topic_authorized_operations"] = authorized_operations(ctx, TOPIC, name)
+        answered.topic_authorized_operations = authorized_operations(ctx, TOPIC, name)
         out.append(answered)
         budget -= last - first
         if last < count:
-            next_cursor = {"topic_name": name, "partition_index": last}
+            next_cursor = Cursor(topic_name=name, partition_index=last)
             break
-    return {"throttle_time_ms": 0, "topics": out, "next_cursor": next_cursor}
+    return m.DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=out, next_cursor=next_cursor)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "next_cursor": None,
-            "topics": [_topic(t.name, code, []) for t in request.body.topics]}
+def error_body(request: Request[m.DescribeTopicPartitionsRequest], code: int) -> m.DescribeTopicPartitionsResponse:
+    return m.DescribeTopicPartitionsResponse(throttle_time_ms=0, next_cursor=None,
+                                             topics=[_topic(t.name, code, []) for t in request.body.topics])

@@ -12,22 +12,26 @@ from collections import Counter
 from typing import Any
 
 from broker.security.scram import MECHANISMS
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
-
-def _infos(creds: dict[str, Any]) -> list[dict[str, int]]:
-    return [{"mechanism": MECHANISMS[m][1], "iterations": c.iterations}
-            for m, c in sorted(creds.items())]
+Result = m.DescribeUserScramCredentialsResponseResults
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+def _infos(creds: dict[str, Any]) -> list[m.DescribeUserScramCredentialsResponseResultsCredentialInfos]:
+    return [m.DescribeUserScramCredentialsResponseResultsCredentialInfos(
+        mechanism=MECHANISMS[mech][1], iterations=c.iterations) for mech, c in sorted(creds.items())]
+
+
+async def handle(request: Request[m.DescribeUserScramCredentialsRequest], ctx: Any) -> m.DescribeUserScramCredentialsResponse:
     store = ctx.broker.credentials
     everyone = store.users()
     asked = [u.name for u in request.body.users or []]
     results = []
     if not asked:
-        results = [{"user": u, "error_code": 0, "error_message": None,
-                    "credential_infos": _infos(cs)} for u, cs in sorted(everyone.items())]
+        results = [Result(user=u, error_code=0, error_message=None, credential_infos=_infos(cs))
+                   for u, cs in sorted(everyone.items())]
     else:
         counts = Counter(asked)
         seen: set[str] = set()
@@ -36,15 +40,16 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
                 continue
             seen.add(user)
             if counts[user] > 1:
-                results.append({"user": user, "error_code": int(ErrorCode.DUPLICATE_RESOURCE),
-                                "error_message": f"Cannot describe SCRAM credentials for the "
-                                f"same user twice in a single request: {user}",
-                                "credential_infos": []})
+                results.append(Result(user=user, error_code=int(ErrorCode.DUPLICATE_RESOURCE),
+                                      error_message=f"Cannot describe SCRAM credentials for the "
+                                      f"same user twice in a single request: {user}",
+                                      credential_infos=[]))
             elif user not in everyone:
-                results.append({"user": user, "error_code": int(ErrorCode.RESOURCE_NOT_FOUND),
-                                "error_message": f"Attempt to describe a user credential that "
-                                f"does not exist: {user}", "credential_infos": []})
+                results.append(Result(user=user, error_code=int(ErrorCode.RESOURCE_NOT_FOUND),
+                                      error_message=f"Attempt to describe a user credential that "
+                                      f"does not exist: {user}", credential_infos=[]))
             else:
-                results.append({"user": user, "error_code": 0, "error_message": None,
-                                "credential_infos": _infos(everyone[user])})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
+                results.append(Result(user=user, error_code=0, error_message=None,
+                                      credential_infos=_infos(everyone[user])))
+    return m.DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=0, error_message=None,
+                                                  results=results)

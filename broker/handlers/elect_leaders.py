@@ -8,30 +8,33 @@ partitions that need no election). The top-level ErrorCode (v1+) is NONE.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.acl.check import request_error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
+Result = m.ElectLeadersResponseReplicaElectionResultsPartitionResult
 
-def _result(ctx: RequestContext, topic: str, p: int) -> dict[str, Any]:
+
+def _result(ctx: RequestContext, topic: str, p: int) -> Result:
     if ctx.partitions.has_partition(topic, p):
-        return {"partition_id": p, "error_code": int(ErrorCode.ELECTION_NOT_NEEDED),
-                "error_message": "Leader election not needed for topic partition."}
-    return {"partition_id": p, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-            "error_message": "The partition does not exist."}
+        return Result(partition_id=p, error_code=int(ErrorCode.ELECTION_NOT_NEEDED),
+                      error_message="Leader election not needed for topic partition.")
+    return Result(partition_id=p, error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                  error_message="The partition does not exist.")
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.ElectLeadersRequest], ctx: RequestContext) -> m.ElectLeadersResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
     wanted = request.body.topic_partitions or []
-    return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": [
-        {"topic": t.topic, "partition_result": [_result(ctx, t.topic, p) for p in t.partitions]}
-        for t in wanted]}
+    return m.ElectLeadersResponse(throttle_time_ms=0, error_code=0, replica_election_results=[
+        m.ElectLeadersResponseReplicaElectionResults(
+            topic=t.topic, partition_result=[_result(ctx, t.topic, p) for p in t.partitions])
+        for t in wanted])
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code, "replica_election_results": []}
+def error_body(request: Request[m.ElectLeadersRequest], code: int) -> m.ElectLeadersResponse:
+    return m.ElectLeadersResponse(throttle_time_ms=0, error_code=code, replica_election_results=[])

@@ -12,9 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from broker.acl.check import txn_error
+from protocol import messages as m
+from protocol.api import Request
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.EndTxnRequest], ctx: Any) -> m.EndTxnResponse:
     body = request.body
     denied = txn_error(ctx, body.transactional_id)
     if denied:
@@ -26,8 +28,8 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             request.api_version, service.clock())
         if result.completion is not None:
             await service.finish(result.completion)
-    return {"throttle_time_ms": 0, "error_code": result.error}
+    return m.EndTxnResponse(throttle_time_ms=0, error_code=result.error)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code}
+def error_body(request: Request[m.EndTxnRequest], code: int) -> m.EndTxnResponse:
+    return m.EndTxnResponse(throttle_time_ms=0, error_code=code)

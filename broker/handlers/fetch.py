@@ -31,41 +31,40 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from broker.acl.authorizer import READ, TOPIC
 from broker.acl.check import allowed
 from broker.dispatch import RequestContext
 from broker.errors import partition_error
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import Buffer
 
 READ_COMMITTED = 1
 LEADER_EPOCH = 0  # this broker leads every partition in epoch 0 (Metadata says so)
 
 
-def _partition(index: int, error: int, hw: int, log_start: int, records: bytes,
-               aborted: list[Any] | None, lso: int | None = None) -> dict[str, Any]:
+Answer = m.FetchResponseResponsesPartitions
+Aborted = m.FetchResponseResponsesPartitionsAbortedTransactions
+
+
+def _partition(index: int, error: int, hw: int, log_start: int, records: Buffer,
+               aborted: list[Aborted] | None, lso: int | None = None) -> Answer:
     if error:  # Kafka's FetchResponse.partitionResponse(tp, error): nothing but the code
         hw, log_start, lso, aborted, records = -1, -1, -1, None, b""
-    return {
-        "partition_index": index,
-        "error_code": error,
-        "high_watermark": hw,
-        "last_stable_offset": hw if lso is None else lso,
-        "log_start_offset": log_start,
-        "aborted_transactions": aborted,
-        "preferred_read_replica": -1,
-        "records": records,
-    }
+    return Answer(partition_index=index, error_code=error, high_watermark=hw,
+                  last_stable_offset=hw if lso is None else lso, log_start_offset=log_start,
+                  aborted_transactions=aborted, preferred_read_replica=-1, records=records)
 
 
-def read_partitions(body: Any, ctx: RequestContext, denied: frozenset[str] = frozenset(),
-                    ) -> tuple[list[dict[str, Any]], int, bool]:
+def read_partitions(body: m.FetchRequest, ctx: RequestContext, denied: frozenset[str] = frozenset(),
+                    ) -> tuple[list[m.FetchResponseResponses], int, bool]:
     """One pass over the requested partitions: (responses, bytes of records, any error);
     topics in ``denied`` (no READ) answer TOPIC_AUTHORIZATION_FAILED."""
     pm = ctx.partitions
     committed = body.isolation_level == READ_COMMITTED
-    aborted: list[Any] | None = [] if committed else None
+    aborted: list[Aborted] | None = [] if committed else None
     producers = pm.producers
     # MaxBytes 0 (or less) still returns the first batch, as every limit here does.
     remaining = max(0, min(body.max_bytes, ctx.config.fetch_max_bytes))
@@ -106,7 +105,7 @@ def read_partitions(body: Any, ctx: RequestContext, denied: frozenset[str] = fro
                                         aborted))
                 errors = True
                 continue
-            records = b""
+            records: Buffer = b""
             limit = min(p.partition_max_bytes, remaining)
             bound = lso if committed else hw
             if offset < bound and (limit > 0 or first_data):
@@ -125,18 +124,18 @@ def read_partitions(body: Any, ctx: RequestContext, denied: frozenset[str] = fro
                     total += len(records)
             txns = aborted
             if committed and records and producers is not None:
-                txns = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+                txns = [Aborted(producer_id=a.producer_id, first_offset=a.first_offset)
                         for a in producers.aborted_transactions(name, index, offset, bound)]
             parts.append(_partition(index, 0, hw, start, records, txns, lso))
-        responses.append({"topic": name, "partitions": parts})
+        responses.append(m.FetchResponseResponses(topic=name, partitions=parts))
     return responses, total, errors
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.FetchRequest], ctx: RequestContext) -> m.FetchResponse:
     body = request.body
     if request.api_version >= 7 and body.session_id != 0:
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
-                "session_id": 0, "responses": []}
+        return m.FetchResponse(throttle_time_ms=0, error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+                               session_id=0, responses=[])
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(body.max_wait_ms, 0) / 1000.0
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
@@ -149,17 +148,17 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
         if total >= body.min_bytes or errors or remaining <= 0 or ctx.broker.stopping or not keys:
             break
         await ctx.partitions.wait_for_append(keys, remaining)
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    return m.FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": code if request.api_version >= 7 else 0,
-        "session_id": 0,
-        "responses": [
-            {"topic": t.topic,
-             "partitions": [_partition(p.partition, code, -1, -1, b"", None) for p in t.partitions]}
+def error_body(request: Request[m.FetchRequest], code: int) -> m.FetchResponse:
+    return m.FetchResponse(
+        throttle_time_ms=0,
+        error_code=code if request.api_version >= 7 else 0,
+        session_id=0,
+        responses=[
+            m.FetchResponseResponses(
+                topic=t.topic, partitions=[_partition(p.partition, code, -1, -1, b"", None) for p in t.partitions])
             for t in request.body.topics
         ],
-    }
+    )

@@ -12,14 +12,16 @@ from typing import Any
 
 from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-def _answer(code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code}
+def _answer(code: int) -> m.HeartbeatResponse:
+    return m.HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.HeartbeatRequest], ctx: Any) -> m.HeartbeatResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -38,5 +40,5 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return _answer(code)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.HeartbeatRequest], code: int) -> m.HeartbeatResponse:
     return _answer(code)

@@ -20,6 +20,8 @@ from typing import Any
 from broker.acl.authorizer import TRANSACTIONAL_ID, WRITE
 from broker.acl.check import error, may_write_idempotently
 from broker.producers import ProducerStateManager
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 log = logging.getLogger("chronolog.broker")
@@ -30,14 +32,14 @@ def producer_state(ctx: Any) -> ProducerStateManager:
     return ctx.partitions.producers  # type: ignore[no-any-return]
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.InitProducerIdRequest], ctx: Any) -> m.InitProducerIdResponse:
     body = request.body
     txn_id = body.transactional_id
     if txn_id is None:
         if not may_write_idempotently(ctx):
             return error_body(request, int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
         pid = producer_state(ctx).allocate_producer_id()
-        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
+        return m.InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)
     expected_pid = body.producer_id if request.api_version >= 3 else -1
     expected_epoch = body.producer_epoch if request.api_version >= 3 else -1
     if txn_id == "" or (expected_pid == -1) != (expected_epoch == -1):
@@ -56,9 +58,9 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             await service.finish(result.completion)
     if result.error:
         return error_body(request, result.error)
-    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": result.producer_id,
-            "producer_epoch": result.producer_epoch}
+    return m.InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=result.producer_id,
+                                    producer_epoch=result.producer_epoch)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+def error_body(request: Request[m.InitProducerIdRequest], code: int) -> m.InitProducerIdResponse:
+    return m.InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)

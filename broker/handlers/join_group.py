@@ -13,26 +13,30 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from broker.acl.check import request_error
 from broker.groups.classic import JoinRequest
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-def _error(member_id: str, code: ErrorCode) -> dict[str, Any]:
-    return {"error_code": int(code), "generation_id": -1, "protocol_type": None,
-            "protocol_name": None, "leader": "", "skip_assignment": False,
-            "member_id": member_id, "members": []}
+def _error(member_id: str, code: ErrorCode) -> m.JoinGroupResponse:
+    return m.JoinGroupResponse(error_code=int(code), generation_id=-1, protocol_type=None,
+                               protocol_name=None, leader="", skip_assignment=False,
+                               member_id=member_id, members=[])
 
 
-def _shape(version: int, body: dict[str, Any]) -> dict[str, Any]:
-    out = dict(body, throttle_time_ms=0)
-    if version < 7 and out["protocol_name"] is None:
-        out["protocol_name"] = ""  # not nullable before v7
+def _shape(version: int, body: m.JoinGroupResponse) -> m.JoinGroupResponse:
+    out = msgspec.structs.replace(body, throttle_time_ms=0)
+    if version < 7 and out.protocol_name is None:
+        out.protocol_name = ""  # not nullable before v7
     return out
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.JoinGroupRequest], ctx: Any) -> m.JoinGroupResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -64,9 +68,9 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         reason=b.reason,
     )
     ticket = coord.ticket()
-    answer = await coord.call(group, group.join(coord.clock(), req, ticket), ticket)
+    answer: m.JoinGroupResponse = await coord.call(group, group.join(coord.clock(), req, ticket), ticket)
     return _shape(v, answer)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.JoinGroupRequest], code: int) -> m.JoinGroupResponse:
     return _shape(request.api_version, _error(request.body.member_id, ErrorCode(code)))

@@ -12,29 +12,31 @@ from typing import Any
 
 from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-def _leaving(request: Any) -> list[tuple[str, str | None]]:
+def _leaving(request: Request[m.LeaveGroupRequest]) -> list[tuple[str, str | None]]:
     b = request.body
     if request.api_version < 3:
         return [(b.member_id, None)]
-    return [(m.member_id, m.group_instance_id) for m in b.members]
+    return [(member.member_id, member.group_instance_id) for member in b.members]
 
 
-def _answer(request: Any, leaving: list[tuple[str, str | None]], codes: list[int],
-            top: int = 0) -> dict[str, Any]:
+def _answer(request: Request[m.LeaveGroupRequest], leaving: list[tuple[str, str | None]], codes: list[int],
+            top: int = 0) -> m.LeaveGroupResponse:
     if request.api_version < 3:
-        return {"throttle_time_ms": 0, "error_code": codes[0] if codes else top, "members": []}
-    return {
-        "throttle_time_ms": 0,
-        "error_code": top,
-        "members": [{"member_id": m, "group_instance_id": i, "error_code": c}
-                    for (m, i), c in zip(leaving, codes, strict=True)],
-    }
+        return m.LeaveGroupResponse(throttle_time_ms=0, error_code=codes[0] if codes else top, members=[])
+    return m.LeaveGroupResponse(
+        throttle_time_ms=0,
+        error_code=top,
+        members=[m.LeaveGroupResponseMembers(member_id=member, group_instance_id=i, error_code=c)
+                 for (member, i), c in zip(leaving, codes, strict=True)],
+    )
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.LeaveGroupRequest], ctx: Any) -> m.LeaveGroupResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -54,7 +56,7 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     return _answer(request, leaving, codes)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.LeaveGroupRequest], code: int) -> m.LeaveGroupResponse:
     """The whole request failed with ``code`` (top level, and for each member from v3)."""
     leaving = _leaving(request)
     return _answer(request, leaving, [code] * len(leaving), code)

@@ -29,6 +29,8 @@ from broker.acl.authorizer import DESCRIBE, TOPIC
 from broker.acl.check import allowed
 from broker.dispatch import RequestContext
 from broker.errors import partition_error
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 from storage.log import Log
 
@@ -49,16 +51,13 @@ def _metrics() -> Any:
 METRICS = _metrics()
 
 
+Answer = m.ListOffsetsResponseTopicsPartitions
+
+
 def _answer(index: int, error: int, timestamp: int = -1, offset: int = -1,
-            leader_epoch: int = -1) -> dict[str, Any]:
-    return {
-        "partition_index": index,
-        "error_code": error,
-        "old_style_offsets": [],
-        "timestamp": timestamp,
-        "offset": offset,
-        "leader_epoch": leader_epoch,
-    }
+            leader_epoch: int = -1) -> Answer:
+    return Answer(partition_index=index, error_code=error, timestamp=timestamp, offset=offset,
+                  leader_epoch=leader_epoch)
 
 
 def legacy_offsets(plog: Log, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
@@ -110,16 +109,16 @@ def _lookup(plog: Log, timestamp: int) -> tuple[int, int, int]:
     return hit.timestamp, hit.offset, epoch
 
 
-def _duplicates(topics: list[Any]) -> set[tuple[str, int]]:
+def _duplicates(topics: list[m.ListOffsetsRequestTopics]) -> set[tuple[str, int]]:
     """(topic, partition) pairs named more than once in the request."""
-    if len(topics) == 1 and len(topics[0]["partitions"]) == 1:
+    if len(topics) == 1 and len(topics[0].partitions) == 1:
         return _NO_DUPLICATES
     seen: set[tuple[str, int]] = set()
     dups: set[tuple[str, int]] = set()
     for t in topics:
-        name = t["name"]
-        for p in t["partitions"]:
-            key = (name, p["partition_index"])
+        name = t.name
+        for p in t.partitions:
+            key = (name, p.partition_index)
             if key in seen:
                 dups.add(key)
             seen.add(key)
@@ -129,38 +128,35 @@ def _duplicates(topics: list[Any]) -> set[tuple[str, int]]:
 _NO_DUPLICATES: set[tuple[str, int]] = set()
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
-    # Hot path (every offsets_for_times): fields are read by key, which is several
-    # times cheaper than attribute access on construct Containers.
+async def handle(request: Request[m.ListOffsetsRequest], ctx: RequestContext) -> m.ListOffsetsResponse:
     body = request.body
     version = request.api_version
     pm = ctx.partitions
-    requested = body["topics"]
+    requested = body.topics
     duplicates = _duplicates(requested) if version >= 1 else _NO_DUPLICATES
-    committed = version >= 2 and body["isolation_level"] == 1
+    committed = version >= 2 and body.isolation_level == 1
     authz = ctx.broker.authorizer
     topics = []
     for topic in requested:
-        name = topic["name"]
+        name = topic.name
         if authz is not None and not allowed(ctx, DESCRIBE, TOPIC, name):
             denied = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            topics.append({"name": name, "partitions": [
-                _answer(p["partition_index"], denied) for p in topic["partitions"]]})
+            topics.append(m.ListOffsetsResponseTopics(name=name, partitions=[
+                _answer(p.partition_index, denied) for p in topic.partitions]))
             continue
-        topics.append({
-            "name": name,
-            "partitions": [_partition(pm, name, p, version, duplicates, committed)
-                           for p in topic["partitions"]],
-        })
-    return {"throttle_time_ms": 0, "topics": topics}
+        topics.append(m.ListOffsetsResponseTopics(
+            name=name,
+            partitions=[_partition(pm, name, p, version, duplicates, committed) for p in topic.partitions],
+        ))
+    return m.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
-def _partition(pm: Any, name: str, p: Any, version: int,
-               duplicates: set[tuple[str, int]], committed: bool = False) -> dict[str, Any]:
-    index = p["partition_index"]
+def _partition(pm: Any, name: str, p: m.ListOffsetsRequestTopicsPartitions, version: int,
+               duplicates: set[tuple[str, int]], committed: bool = False) -> Answer:
+    index = p.partition_index
     if duplicates and (name, index) in duplicates:
         return _answer(index, int(ErrorCode.INVALID_REQUEST))
-    timestamp = p["timestamp"]
+    timestamp = p.timestamp
     if timestamp < 0:
         min_version = MIN_VERSION.get(timestamp)
         if min_version is None:
@@ -172,7 +168,7 @@ def _partition(pm: Any, name: str, p: Any, version: int,
     except KafkaError as exc:
         return _answer(index, int(exc.code))
     if version >= 4:
-        epoch = p["current_leader_epoch"]
+        epoch = p.current_leader_epoch
         if epoch != -1 and epoch != LEADER_EPOCH:
             code = (ErrorCode.UNKNOWN_LEADER_EPOCH if epoch > LEADER_EPOCH
                     else ErrorCode.FENCED_LEADER_EPOCH)
@@ -180,8 +176,8 @@ def _partition(pm: Any, name: str, p: Any, version: int,
     try:
         if version == 0:
             answer = _answer(index, 0)
-            answer["old_style_offsets"] = legacy_offsets(
-                plog, timestamp, p["max_num_offsets"], int(time.time() * 1000))
+            answer.old_style_offsets = legacy_offsets(
+                plog, timestamp, p.max_num_offsets, int(time.time() * 1000))
             return answer
         ts, offset, leader_epoch = _lookup(plog, timestamp)
         if committed and offset >= 0 and timestamp not in (EARLIEST, -4):
@@ -196,11 +192,8 @@ def _partition(pm: Any, name: str, p: Any, version: int,
     return _answer(index, 0, ts, offset, leader_epoch)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {"name": t.name, "partitions": [_answer(p.partition_index, code) for p in t.partitions]}
-            for t in request.body.topics
-        ],
-    }
+def error_body(request: Request[m.ListOffsetsRequest], code: int) -> m.ListOffsetsResponse:
+    return m.ListOffsetsResponse(throttle_time_ms=0, topics=[
+        m.ListOffsetsResponseTopics(name=t.name, partitions=[_answer(p.partition_index, code) for p in t.partitions])
+        for t in request.body.topics
+    ])

@@ -3,19 +3,19 @@ so there is never an ongoing reassignment: an empty list, error NONE, whatever i
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.acl.check import request_error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.ListPartitionReassignmentsRequest], ctx: RequestContext) -> m.ListPartitionReassignmentsResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": []}
+    return m.ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code, "error_message": "unexpected server error",
-            "topics": []}
+def error_body(request: Request[m.ListPartitionReassignmentsRequest], code: int) -> m.ListPartitionReassignmentsResponse:
+    return m.ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=code,
+                                                error_message="unexpected server error", topics=[])

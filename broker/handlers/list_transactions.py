@@ -13,9 +13,11 @@ from typing import Any
 from broker.acl.authorizer import DESCRIBE, TRANSACTIONAL_ID
 from broker.acl.check import allowed
 from broker.txn.coordinator import STATE_NAMES, TxnState
+from protocol import messages as m
+from protocol.api import Request
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.ListTransactionsRequest], ctx: Any) -> m.ListTransactionsResponse:
     body = request.body
     service = ctx.broker.txns
     known = set(STATE_NAMES.values())
@@ -34,13 +36,13 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             continue
         if not allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, txn_id):
             continue
-        out.append({"transactional_id": txn_id, "producer_id": meta.producer_id,
-                    "transaction_state": name})
-    return {"throttle_time_ms": 0, "error_code": 0,
-            "unknown_state_filters": sorted(s for s in states if s not in known),
-            "transaction_states": out}
+        out.append(m.ListTransactionsResponseTransactionStates(
+            transactional_id=txn_id, producer_id=meta.producer_id, transaction_state=name))
+    return m.ListTransactionsResponse(throttle_time_ms=0, error_code=0,
+                                      unknown_state_filters=sorted(s for s in states if s not in known),
+                                      transaction_states=out)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": [],
-            "transaction_states": []}
+def error_body(request: Request[m.ListTransactionsRequest], code: int) -> m.ListTransactionsResponse:
+    return m.ListTransactionsResponse(throttle_time_ms=0, error_code=code, unknown_state_filters=[],
+                                      transaction_states=[])

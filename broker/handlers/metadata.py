@@ -23,45 +23,32 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.acl.authorizer import CLUSTER, DESCRIBE, TOPIC
 from broker.acl.check import allowed, authorized_operations, may_create_topic
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 
 ZERO_UUID = bytes(16)
 NO_OPERATIONS = -2147483648
 
 
-def _topic_entry(name: str | None, error: int, partitions: list[dict[str, Any]],
-                 topic_id: bytes = ZERO_UUID) -> dict[str, Any]:
-    return {
-        "error_code": error,
-        "name": name,
-        "topic_id": topic_id,
-        "is_internal": False,
-        "partitions": partitions,
-        "topic_authorized_operations": NO_OPERATIONS,
-    }
+def _topic_entry(name: str | None, error: int, partitions: list[m.MetadataResponseTopicsPartitions],
+                 topic_id: bytes = ZERO_UUID) -> m.MetadataResponseTopics:
+    return m.MetadataResponseTopics(error_code=error, name=name, topic_id=topic_id, is_internal=False,
+                                    partitions=partitions, topic_authorized_operations=NO_OPERATIONS)
 
 
-def _partitions(node: int, count: int) -> list[dict[str, Any]]:
+def _partitions(node: int, count: int) -> list[m.MetadataResponseTopicsPartitions]:
     return [
-        {
-            "error_code": 0,
-            "partition_index": p,
-            "leader_id": node,
-            "leader_epoch": 0,
-            "replica_nodes": [node],
-            "isr_nodes": [node],
-            "offline_replicas": [],
-        }
+        m.MetadataResponseTopicsPartitions(error_code=0, partition_index=p, leader_id=node, leader_epoch=0,
+                                           replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
         for p in range(count)
     ]
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.MetadataRequest], ctx: RequestContext) -> m.MetadataResponse:
     body = request.body
     version = request.api_version
     pm = ctx.partitions
@@ -73,7 +60,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
         names: list[str | bytes] = list(pm.topic_names())
         allow_create = False
     else:
-        names = [bytes(t.topic_id or ZERO_UUID) if t.name is None else t.name for t in requested]
+        names = [bytes(t.topic_id or ZERO_UUID) if t.name is None else t.name for t in requested or []]
         allow_create = bool(body.allow_auto_topic_creation) if version >= 4 else True
     topics = []
     seen: set[str | bytes] = set()
@@ -114,29 +101,29 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
             continue
         entry_ok = _topic_entry(name, 0, _partitions(node, count), pm.topic_id(name))
         if version >= 8 and body.include_topic_authorized_operations:
-            entry_ok["topic_authorized_operations"] = authorized_operations(ctx, TOPIC, name)
+            entry_ok.topic_authorized_operations = authorized_operations(ctx, TOPIC, name)
         topics.append(entry_ok)
     cluster_ops = (authorized_operations(ctx, CLUSTER)
                    if 8 <= version <= 10 and body.include_cluster_authorized_operations
                    else NO_OPERATIONS)
     host, port = ctx.broker.advertised_for(ctx.listener)
-    return {
-        "throttle_time_ms": 0,
-        "brokers": [{"node_id": node, "host": host, "port": port, "rack": None}],
-        "cluster_id": pm.cluster_id,
-        "controller_id": node,
-        "topics": topics,
-        "cluster_authorized_operations": cluster_ops,
-    }
+    return m.MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[m.MetadataResponseBrokers(node_id=node, host=host, port=port, rack=None)],
+        cluster_id=pm.cluster_id,
+        controller_id=node,
+        topics=topics,
+        cluster_authorized_operations=cluster_ops,
+    )
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.MetadataRequest], code: int) -> m.MetadataResponse:
     topics = request.body.topics or []
-    return {
-        "throttle_time_ms": 0,
-        "brokers": [],
-        "cluster_id": None,
-        "controller_id": -1,
-        "topics": [_topic_entry(t.name, code, []) for t in topics],
-        "cluster_authorized_operations": NO_OPERATIONS,
-    }
+    return m.MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[],
+        cluster_id=None,
+        controller_id=-1,
+        topics=[_topic_entry(t.name, code, []) for t in topics],
+        cluster_authorized_operations=NO_OPERATIONS,
+    )

@@ -27,9 +27,12 @@ from broker.acl.authorizer import READ, TOPIC
 from broker.acl.check import allowed, request_error
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import CommittedOffset
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 log = logging.getLogger("chronolog.broker")
+Answer = m.OffsetCommitResponseTopicsPartitions
 
 
 def _java_length(text: str) -> int:
@@ -48,7 +51,7 @@ def group_error(coord: GroupCoordinator, body: Any, version: int) -> int:
     return group.validate_offset_commit(body.member_id, generation, body.group_instance_id, version)
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.OffsetCommitRequest], ctx: Any) -> m.OffsetCommitResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -63,12 +66,12 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
                  body.member_id)
     now = coord.clock()
     accepted: list[tuple[str, int, CommittedOffset]] = []
-    topics_out: list[dict[str, Any]] = []
-    outs: list[dict[str, Any]] = []
+    topics_out: list[m.OffsetCommitResponseTopics] = []
+    outs: list[Answer] = []
     partitions = ctx.partitions
     authz = ctx.broker.authorizer
     for topic in body.topics:
-        parts_out: list[dict[str, Any]] = []
+        parts_out: list[Answer] = []
         for p in topic.partitions:
             meta = p.committed_metadata if p.committed_metadata is not None else ""
             if err:
@@ -85,11 +88,11 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
                     topic.name, p.partition_index,
                     CommittedOffset(p.committed_offset, p.committed_leader_epoch, meta, now),
                 ))
-                outs.append(out := {"partition_index": p.partition_index, "error_code": 0})
+                outs.append(out := Answer(partition_index=p.partition_index, error_code=0))
                 parts_out.append(out)
                 continue
-            parts_out.append({"partition_index": p.partition_index, "error_code": code})
-        topics_out.append({"name": topic.name, "partitions": parts_out})
+            parts_out.append(Answer(partition_index=p.partition_index, error_code=code))
+        topics_out.append(m.OffsetCommitResponseTopics(name=topic.name, partitions=parts_out))
     if not err:
         group = coord.group(group_id)
         touch = getattr(group, "touch", None)
@@ -102,17 +105,16 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
             # Kafka maps a failed append to the offsets log to COORDINATOR_NOT_AVAILABLE.
             log.error("OffsetCommit for group %r could not be stored: %s", group_id, exc)
             for out in outs:
-                out["error_code"] = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return {"throttle_time_ms": 0, "topics": topics_out}
+                out.error_code = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return m.OffsetCommitResponse(throttle_time_ms=0, topics=topics_out)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {"name": t.name,
-             "partitions": [{"partition_index": p.partition_index, "error_code": code}
-                            for p in t.partitions]}
+def error_body(request: Request[m.OffsetCommitRequest], code: int) -> m.OffsetCommitResponse:
+    return m.OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            m.OffsetCommitResponseTopics(name=t.name, partitions=[
+                Answer(partition_index=p.partition_index, error_code=code) for p in t.partitions])
             for t in request.body.topics
         ],
-    }
+    )

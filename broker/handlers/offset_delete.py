@@ -12,19 +12,22 @@ from typing import Any
 
 from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-def _topics(request: Any, code_for: Any) -> list[dict[str, Any]]:
+def _topics(request: Request[m.OffsetDeleteRequest], code_for: Any) -> list[m.OffsetDeleteResponseTopics]:
     return [
-        {"name": t.name,
-         "partitions": [{"partition_index": p.partition_index, "error_code": int(code_for(t.name))}
-                        for p in t.partitions]}
+        m.OffsetDeleteResponseTopics(name=t.name, partitions=[
+            m.OffsetDeleteResponseTopicsPartitions(partition_index=p.partition_index,
+                                                   error_code=int(code_for(t.name)))
+            for p in t.partitions])
         for t in request.body.topics
     ]
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.OffsetDeleteRequest], ctx: Any) -> m.OffsetDeleteResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -45,14 +48,13 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         return ErrorCode.NONE
 
     topics = _topics(request, code_for)
-    doomed = [(t["name"], p["partition_index"]) for t in topics for p in t["partitions"]
-              if p["error_code"] == 0]
+    doomed = [(t.name, p.partition_index) for t in topics for p in t.partitions if p.error_code == 0]
     try:
         await coord.store.delete_offsets(b.group_id, doomed)
     except OSError:
         return error_body(request, int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
-    return {"error_code": 0, "throttle_time_ms": 0, "topics": topics}
+    return m.OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=topics)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"error_code": code, "throttle_time_ms": 0, "topics": []}
+def error_body(request: Request[m.OffsetDeleteRequest], code: int) -> m.OffsetDeleteResponse:
+    return m.OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[])

@@ -20,12 +20,16 @@ from broker.acl.authorizer import DESCRIBE, GROUP, TOPIC
 from broker.acl.check import allowed, error
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import GroupStore
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
 def _group_topics(store: GroupStore, group: str, topics: Any, leader_epoch: bool,
                   error: int, ctx: Any, unstable: frozenset[tuple[str, int]] = frozenset(),
-                  ) -> list[dict[str, Any]]:
+                  topic_cls: Any = m.OffsetFetchResponseTopics,
+                  partition_cls: Any = m.OffsetFetchResponseTopicsPartitions,
+                  ) -> list[Any]:
     """The committed offsets; with an authorizer, topics without DESCRIBE are left out
     of an all-topics answer and get TOPIC_AUTHORIZATION_FAILED when named."""
     authz = ctx.broker.authorizer
@@ -48,14 +52,14 @@ def _group_topics(store: GroupStore, group: str, topics: Any, leader_epoch: bool
         for p in partitions:
             pending = bool(unstable) and (name, p) in unstable
             c = None if code or pending else store.fetch(group, name, p)
-            parts.append({
-                "partition_index": p,
-                "committed_offset": c.offset if c else -1,
-                "committed_leader_epoch": c.leader_epoch if c and leader_epoch else -1,
-                "metadata": (c.metadata or "") if c else "",
-                "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT) if pending else code,
-            })
-        out.append({"name": name, "partitions": parts})
+            parts.append(partition_cls(
+                partition_index=p,
+                committed_offset=c.offset if c else -1,
+                committed_leader_epoch=c.leader_epoch if c and leader_epoch else -1,
+                metadata=(c.metadata or "") if c else "",
+                error_code=int(ErrorCode.UNSTABLE_OFFSET_COMMIT) if pending else code,
+            ))
+        out.append(topic_cls(name=name, partitions=parts))
     return out
 
 
@@ -71,7 +75,7 @@ def _group_error(coord: GroupCoordinator, group_id: str, member_id: str | None, 
     return 0 if group is None else group.validate_offset_fetch(member_id, epoch)
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.OffsetFetchRequest], ctx: Any) -> m.OffsetFetchResponse:
     body = request.body
     v = request.api_version
     coord: GroupCoordinator = ctx.broker.groups
@@ -81,35 +85,36 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
         for g in body.groups:
             err = (error(ctx, DESCRIBE, GROUP, g.group_id)
                    or _group_error(coord, g.group_id, g.member_id, g.member_epoch))
-            groups.append({
-                "group_id": g.group_id,
-                "topics": [] if err else _group_topics(store, g.group_id, g.topics, True, 0, ctx,
-                                                       _unstable(ctx, request, g.group_id)),
-                "error_code": err,
-            })
-        return {"throttle_time_ms": 0, "groups": groups}
+            groups.append(m.OffsetFetchResponseGroups(
+                group_id=g.group_id,
+                topics=[] if err else _group_topics(store, g.group_id, g.topics, True, 0, ctx,
+                                                    _unstable(ctx, request, g.group_id),
+                                                    m.OffsetFetchResponseGroupsTopics,
+                                                    m.OffsetFetchResponseGroupsTopicsPartitions),
+                error_code=err,
+            ))
+        return m.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     err = error(ctx, DESCRIBE, GROUP, body.group_id) or _group_error(coord, body.group_id, None, -1)
     if err and v >= 2:
-        return {"throttle_time_ms": 0, "topics": [], "error_code": err}
-    return {
-        "throttle_time_ms": 0,
-        "topics": _group_topics(store, body.group_id, body.topics, v >= 5, err, ctx,
-                                _unstable(ctx, request, body.group_id)),
-        "error_code": err,
-    }
+        return m.OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=err)
+    return m.OffsetFetchResponse(
+        throttle_time_ms=0,
+        topics=_group_topics(store, body.group_id, body.topics, v >= 5, err, ctx,
+                             _unstable(ctx, request, body.group_id)),
+        error_code=err,
+    )
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.OffsetFetchRequest], code: int) -> m.OffsetFetchResponse:
     body = request.body
     if request.api_version >= 8:
-        return {"throttle_time_ms": 0,
-                "groups": [{"group_id": g.group_id, "topics": [], "error_code": code}
-                           for g in body.groups]}
+        return m.OffsetFetchResponse(throttle_time_ms=0, groups=[
+            m.OffsetFetchResponseGroups(group_id=g.group_id, topics=[], error_code=code) for g in body.groups])
     topics = [
-        {"name": t.name,
-         "partitions": [{"partition_index": p, "committed_offset": -1,
-                         "committed_leader_epoch": -1, "metadata": "", "error_code": code}
-                        for p in t.partition_indexes]}
+        m.OffsetFetchResponseTopics(name=t.name, partitions=[
+            m.OffsetFetchResponseTopicsPartitions(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                                  metadata="", error_code=code)
+            for p in t.partition_indexes])
         for t in (body.topics or [])
     ]
-    return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
+    return m.OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=code)

@@ -15,11 +15,11 @@ Invariants (Kafka's ``LeaderEpochFileCache.endOffsetFor`` on a single node):
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.acl.authorizer import DESCRIBE, TOPIC
 from broker.acl.check import error
 from broker.dispatch import RequestContext
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 from storage.log import Log
 
@@ -45,7 +45,10 @@ def end_offset_for(plog: Log, epoch: int) -> tuple[int, int]:
     return epoch, plog.log_end_offset
 
 
-def _partition(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
+Answer = m.OffsetForLeaderEpochResponseTopicsPartitions
+
+
+def _partition(ctx: RequestContext, topic: str, p: m.OffsetForLeaderEpochRequestTopicsPartitions) -> Answer:
     try:
         plog = ctx.partitions.get_log(topic, p.partition)
         current = p.current_leader_epoch
@@ -54,25 +57,24 @@ def _partition(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
         if current > CURRENT_LEADER_EPOCH:
             raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
     except KafkaError as exc:
-        return {"error_code": int(exc.code), "partition": p.partition, "leader_epoch": -1,
-                "end_offset": -1}
+        return Answer(error_code=int(exc.code), partition=p.partition, leader_epoch=-1, end_offset=-1)
     epoch, end = end_offset_for(plog, p.leader_epoch)
-    return {"error_code": 0, "partition": p.partition, "leader_epoch": epoch, "end_offset": end}
+    return Answer(error_code=0, partition=p.partition, leader_epoch=epoch, end_offset=end)
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any]:
+async def handle(request: Request[m.OffsetForLeaderEpochRequest], ctx: RequestContext) -> m.OffsetForLeaderEpochResponse:
     topics = []
     for t in request.body.topics:
         refused = error(ctx, DESCRIBE, TOPIC, t.topic)
-        topics.append({"topic": t.topic, "partitions": [
-            {"error_code": refused, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
-            if refused else _partition(ctx, t.topic, p) for p in t.partitions]})
-    return {"throttle_time_ms": 0, "topics": topics}
+        topics.append(m.OffsetForLeaderEpochResponseTopics(topic=t.topic, partitions=[
+            Answer(error_code=refused, partition=p.partition, leader_epoch=-1, end_offset=-1)
+            if refused else _partition(ctx, t.topic, p) for p in t.partitions]))
+    return m.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "topics": [
-        {"topic": t.topic, "partitions": [
-            {"error_code": code, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
-            for p in t.partitions]}
-        for t in request.body.topics]}
+def error_body(request: Request[m.OffsetForLeaderEpochRequest], code: int) -> m.OffsetForLeaderEpochResponse:
+    return m.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
+        m.OffsetForLeaderEpochResponseTopics(topic=t.topic, partitions=[
+            Answer(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1)
+            for p in t.partitions])
+        for t in request.body.topics])

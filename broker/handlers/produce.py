@@ -31,11 +31,15 @@ from broker.acl.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE
 from broker.acl.check import allowed, may_create_topic
 from broker.dispatch import RequestContext
 from broker.errors import PartitionError, partition_error
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 from storage.errors import CorruptRecordError
 from storage.records import TRANSACTIONAL_MASK, iter_batches
 
 log = logging.getLogger(__name__)
+
+Answer = m.ProduceResponseResponsesPartitionResponses
 
 # The append errors Kafka answers with LogStartOffset -1; every other one carries it.
 _NO_LOG_START = frozenset({
@@ -44,35 +48,25 @@ _NO_LOG_START = frozenset({
     ErrorCode.KAFKA_STORAGE_ERROR})
 
 
-def _ok(index: int, base_offset: int, log_append_time_ms: int, log_start_offset: int) -> dict[str, Any]:
-    return {
-        "index": index,
-        "error_code": 0,
-        "base_offset": base_offset,
-        "log_append_time_ms": log_append_time_ms,
-        "log_start_offset": log_start_offset,
-        "record_errors": [],
-        "error_message": None,
-    }
+def _ok(index: int, base_offset: int, log_append_time_ms: int, log_start_offset: int) -> Answer:
+    return Answer(index=index, error_code=0, base_offset=base_offset,
+                  log_append_time_ms=log_append_time_ms, log_start_offset=log_start_offset)
 
 
-def _failed(index: int, err: PartitionError, log_start_offset: int = -1) -> dict[str, Any]:
-    return {
-        "index": index,
-        "error_code": int(err.code),
-        "base_offset": -1,
-        "log_append_time_ms": -1,
-        "log_start_offset": log_start_offset,
-        "record_errors": [
-            {"batch_index": i, "batch_index_error_message": msg} for i, msg in err.record_errors
-        ],
-        # Kafka sends a message only with record errors (RecordValidationException); the
-        # others' reasons go to the log.
-        "error_message": err.message if err.record_errors else None,
-    }
+def _record_errors(err: PartitionError) -> list[m.ProduceResponseResponsesPartitionResponsesRecordErrors]:
+    return [m.ProduceResponseResponsesPartitionResponsesRecordErrors(
+        batch_index=i, batch_index_error_message=msg) for i, msg in err.record_errors]
 
 
-async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
+def _failed(index: int, err: PartitionError, log_start_offset: int = -1) -> Answer:
+    # Kafka sends a message only with record errors (RecordValidationException); the
+    # others' reasons go to the log.
+    return Answer(index=index, error_code=int(err.code), base_offset=-1, log_append_time_ms=-1,
+                  log_start_offset=log_start_offset, record_errors=_record_errors(err),
+                  error_message=err.message if err.record_errors else None)
+
+
+async def handle(request: Request[m.ProduceRequest], ctx: RequestContext) -> m.ProduceResponse | None:
     body = request.body
     acks = body.acks
     if acks not in (-1, 0, 1):
@@ -89,9 +83,9 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
     failures = 0
     responses = []
     syncs: list[asyncio.Future[None]] = []  # group commits this request's appends joined
-    synced: list[dict[str, Any]] = []  # the partition answers that wait for them
-    for topic in body["topic_data"]:
-        name = topic["name"]
+    synced: list[Answer] = []  # the partition answers that wait for them
+    for topic in body.topic_data:
+        name = topic.name
         parts = []
         topic_error: PartitionError | None = None
         if authz is not None and not allowed(ctx, WRITE, TOPIC, name):
@@ -105,14 +99,14 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
             except Exception as exc:  # e.g. no space for the new partition directories:
                 # only this topic fails; partitions already appended keep their answers.
                 topic_error = partition_error(exc, f"auto-create of {name}")
-        for pdata in topic["partition_data"]:
-            index = pdata["index"]
+        for pdata in topic.partition_data:
+            index = pdata.index
             if topic_error is not None:
                 parts.append(_failed(index, topic_error))
                 failures += 1
                 continue
             try:
-                records = pdata["records"]
+                records = pdata.records
                 if records is None:
                     raise KafkaError(ErrorCode.INVALID_RECORD, "a produce request needs records")
                 waiting = len(syncs)
@@ -120,7 +114,7 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
             except Exception as exc:
                 err = partition_error(exc, f"produce to {name}-{index}")
                 log.info("produce to %s-%d refused (%s): %s", name, index, err.code.name,
-                         "; ".join(m for _, m in err.record_errors[:3]) or err.message)
+                         "; ".join(msg for _, msg in err.record_errors[:3]) or err.message)
                 parts.append(_failed(index, err, _log_start(pm, name, index, err.code)))
                 failures += 1
                 continue
@@ -128,14 +122,14 @@ async def handle(request: Any, ctx: RequestContext) -> dict[str, Any] | None:
                              result.log_start_offset))
             if len(syncs) > waiting:
                 synced.append(parts[-1])
-        responses.append({"name": name, "partition_responses": parts})
+        responses.append(m.ProduceResponseResponses(name=name, partition_responses=parts))
     if syncs:
         await _durable(syncs, synced)
     if acks == 0:
         if failures:
             ctx.close_after = f"acks=0 produce failed for {failures} partition(s)"
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    return m.ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
 def _log_start(pm: Any, topic: str, partition: int, code: ErrorCode) -> int:
@@ -147,7 +141,7 @@ def _log_start(pm: Any, topic: str, partition: int, code: ErrorCode) -> int:
         return -1
 
 
-def _has_transactional_records(body: Any) -> bool:
+def _has_transactional_records(body: m.ProduceRequest) -> bool:
     """Kafka's ``RequestUtils.hasTransactionalRecords``: does any batch carry the
     transactional bit? Only such requests need WRITE on the transactional id (and refuse
     a null one). A malformed blob counts as not transactional: its append fails anyway."""
@@ -163,7 +157,7 @@ def _has_transactional_records(body: Any) -> bool:
     return False
 
 
-async def _durable(syncs: list[asyncio.Future[None]], synced: list[dict[str, Any]]) -> None:
+async def _durable(syncs: list[asyncio.Future[None]], synced: list[Answer]) -> None:
     """Wait for the group commits (log.flush.interval.messages); a failed fsync turns every
     partition that waited into KAFKA_STORAGE_ERROR: its data may not be on disk."""
     results = await asyncio.gather(*set(syncs), return_exceptions=True)
@@ -172,20 +166,20 @@ async def _durable(syncs: list[asyncio.Future[None]], synced: list[dict[str, Any
         return
     err = partition_error(failed, "fsync of a produce")
     for part in synced:
-        part.update(_failed(part["index"], err))
+        part.error_code = int(err.code)
+        part.base_offset = part.log_append_time_ms = part.log_start_offset = -1
+        part.record_errors = _record_errors(err)
+        part.error_message = err.message if err.record_errors else None
 
 
-def _all_failed(body: Any, err: PartitionError) -> dict[str, Any]:
-    return {
-        "responses": [
-            {"name": t.name, "partition_responses": [_failed(p.index, err) for p in t.partition_data]}
-            for t in body.topic_data
-        ],
-        "throttle_time_ms": 0,
-    }
+def _all_failed(body: m.ProduceRequest, err: PartitionError) -> m.ProduceResponse:
+    return m.ProduceResponse(responses=[
+        m.ProduceResponseResponses(name=t.name, partition_responses=[_failed(p.index, err) for p in t.partition_data])
+        for t in body.topic_data
+    ], throttle_time_ms=0)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any] | None:
+def error_body(request: Request[m.ProduceRequest], code: int) -> m.ProduceResponse | None:
     """UNKNOWN_SERVER_ERROR in every partition; acks=0 gets nothing (the connection closes)."""
     if request.body.acks == 0:
         return None

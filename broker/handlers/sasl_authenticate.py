@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
-    return {
-        "error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
-        "error_message": "SaslAuthenticate is only valid during authentication",
-        "auth_bytes": b"",
-        "session_lifetime_ms": 0,
-    }
+async def handle(request: Request[m.SaslAuthenticateRequest], ctx: Any) -> m.SaslAuthenticateResponse:
+    return m.SaslAuthenticateResponse(
+        error_code=int(ErrorCode.ILLEGAL_SASL_STATE),
+        error_message="SaslAuthenticate is only valid during authentication",
+        auth_bytes=b"",
+        session_lifetime_ms=0,
+    )

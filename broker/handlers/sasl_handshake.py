@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
-    return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
+async def handle(request: Request[m.SaslHandshakeRequest], ctx: Any) -> m.SaslHandshakeResponse:
+    return m.SaslHandshakeResponse(error_code=int(ErrorCode.ILLEGAL_SASL_STATE), mechanisms=[])

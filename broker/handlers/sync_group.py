@@ -10,17 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-def _error(code: ErrorCode | int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": int(code), "protocol_type": None,
-            "protocol_name": None, "assignment": b""}
+def _error(code: ErrorCode | int) -> m.SyncGroupResponse:
+    return m.SyncGroupResponse(throttle_time_ms=0, error_code=int(code), protocol_type=None,
+                               protocol_name=None, assignment=b"")
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.SyncGroupRequest], ctx: Any) -> m.SyncGroupResponse:
     refused = request_error(request, ctx)
     if refused:
         return error_body(request, refused)
@@ -40,9 +44,9 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
     ticket = coord.ticket()
     fx = group.sync(coord.clock(), b.member_id, b.group_instance_id, b.generation_id,
                     b.protocol_type, b.protocol_name, assignments, ticket)
-    answer = await coord.call(group, fx, ticket)
-    return dict(answer, throttle_time_ms=0)
+    answer: m.SyncGroupResponse = await coord.call(group, fx, ticket)
+    return msgspec.structs.replace(answer, throttle_time_ms=0)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
+def error_body(request: Request[m.SyncGroupRequest], code: int) -> m.SyncGroupResponse:
     return _error(code)

@@ -18,10 +18,12 @@ from typing import Any
 from broker.acl.authorizer import READ, TOPIC
 from broker.acl.check import allowed, txn_error
 from broker.txn.coordinator import PendingOffset
+from protocol import messages as m
+from protocol.api import Request
 from protocol.errors import ErrorCode
 
 
-async def handle(request: Any, ctx: Any) -> dict[str, Any]:
+async def handle(request: Request[m.TxnOffsetCommitRequest], ctx: Any) -> m.TxnOffsetCommitResponse:
     body = request.body
     denied = txn_error(ctx, body.transactional_id, body.group_id)
     if denied:
@@ -55,17 +57,19 @@ async def handle(request: Any, ctx: Any) -> dict[str, Any]:
                 pending, request.api_version, service.clock())
     topics = []
     for t in body.topics:
-        topics.append({"name": t.name, "partitions": [
-            {"partition_index": p.partition_index,
-             "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED) if t.name in refused
-             else int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-             if (t.name, p.partition_index) in unknown else code}
-            for p in t.partitions]})
-    return {"throttle_time_ms": 0, "topics": topics}
+        topics.append(m.TxnOffsetCommitResponseTopics(name=t.name, partitions=[
+            m.TxnOffsetCommitResponseTopicsPartitions(
+                partition_index=p.partition_index,
+                error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED) if t.name in refused
+                else int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                if (t.name, p.partition_index) in unknown else code)
+            for p in t.partitions]))
+    return m.TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
 
-def error_body(request: Any, code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
-                                        for p in t.partitions]}
-        for t in request.body.topics]}
+def error_body(request: Request[m.TxnOffsetCommitRequest], code: int) -> m.TxnOffsetCommitResponse:
+    return m.TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        m.TxnOffsetCommitResponseTopics(name=t.name, partitions=[
+            m.TxnOffsetCommitResponseTopicsPartitions(partition_index=p.partition_index, error_code=code)
+            for p in t.partitions])
+        for t in request.body.topics])

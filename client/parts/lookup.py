@@ -19,6 +19,7 @@ from client.model import (
     _raise_for,
 )
 from client.parts.core import ClientCore
+from protocol import messages as m
 from protocol.errors import ErrorCode, KafkaError
 from storage.planner import DisorderStats, PlannedRange
 
@@ -57,26 +58,26 @@ class LookupMixin(ClientCore):
             by_leader.setdefault(leader, {}).setdefault(tp.topic, []).append((tp.partition, ts))
         pending = []
         for leader, topics in by_leader.items():
-            body = {
-                "replica_id": -1,
-                "isolation_level": isolation_level,
-                "topics": [
-                    {
-                        "name": t,
-                        "partitions": [
-                            {
-                                "partition_index": p,
-                                "current_leader_epoch": -1,
-                                "timestamp": ts,
-                                "max_num_offsets": 1,
-                            }
+            body = m.ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=isolation_level,
+                topics=[
+                    m.ListOffsetsRequestTopics(
+                        name=t,
+                        partitions=[
+                            m.ListOffsetsRequestTopicsPartitions(
+                                partition_index=p,
+                                current_leader_epoch=-1,
+                                timestamp=ts,
+                                max_num_offsets=1,
+                            )
                             for p, ts in parts
                         ],
-                    }
+                    )
                     for t, parts in topics.items()
                 ],
-                "timeout_ms": int(self.request_timeout * 1000),
-            }
+                timeout_ms=int(self.request_timeout * 1000),
+            )
             conn = await self._conn_for(leader)
             pending.append((conn, conn.send(LIST_OFFSETS, version, body)))
         for conn, _ in pending:

@@ -30,6 +30,7 @@ from client.model import (
 )
 from client.partitioner import partitions_for_keys
 from client.parts.core import ClientCore
+from protocol import messages as m
 from protocol.errors import ErrorCode, KafkaError
 from storage import records as rec
 
@@ -264,17 +265,18 @@ class ProduceMixin(ClientCore):
         version = self.api_version(PRODUCE)
         pending = []
         for leader, parts in by_leader.items():
-            body = {
-                "transactional_id": None,
-                "acks": acks,
-                "timeout_ms": int(self.request_timeout * 1000),
-                "topic_data": [
-                    {
-                        "name": topic,
-                        "partition_data": [{"index": p, "records": b} for p, b in parts.items()],
-                    }
+            body = m.ProduceRequest(
+                transactional_id=None,
+                acks=acks,
+                timeout_ms=int(self.request_timeout * 1000),
+                topic_data=[
+                    m.ProduceRequestTopicData(
+                        name=topic,
+                        partition_data=[m.ProduceRequestTopicDataPartitionData(index=p, records=b)
+                                        for p, b in parts.items()],
+                    )
                 ],
-            }
+            )
             conn = await self._conn_for(leader)
             pending.append((conn, conn.send(PRODUCE, version, body, expect_response=acks != 0)))
         for conn, _ in pending:

@@ -28,6 +28,7 @@ from broker.handlers import list_offsets
 from broker.handlers.fetch import read_partitions
 from broker.partitions import PartitionManager
 from broker.txn.service import TransactionService
+from protocol.messages import ListOffsetsRequestTopicsPartitions
 from storage.records import Record, build_batch, decode_batch, iter_batches
 
 TOPIC = "m"
@@ -217,7 +218,7 @@ class TxnModel(RuleBasedStateMachine):
             offset = last.base_offset + last.last_offset_delta + 1
 
     def list_offset(self, ts: int, committed: bool) -> tuple[int, int]:
-        p = {"partition_index": 0, "timestamp": ts, "current_leader_epoch": -1}
+        p = ListOffsetsRequestTopicsPartitions(partition_index=0, timestamp=ts, current_leader_epoch=-1)
         a = list_offsets._partition(self.pm, TOPIC, p, 7, set(), committed)
         assert a["error_code"] == 0
         return a["timestamp"], a["offset"]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol import api
+from protocol.messages import KafkaMessage
 from storage.records import (
     CONTROL_MASK,
     TIMESTAMP_TYPE_MASK,
@@ -190,7 +191,10 @@ FIND_COORDINATOR = 10
 
 
 def plain(v: Any) -> Any:
-    """A decoded construct Container as dicts and lists (private keys dropped)."""
+    """A decoded message (a generated class or a construct Container) as dicts and
+    lists (private keys dropped)."""
+    if isinstance(v, KafkaMessage):
+        return {k: plain(x) for k, x in v.items()}
     if isinstance(v, dict):
         return {k: plain(x) for k, x in v.items() if not str(k).startswith("_")}
     if isinstance(v, (list, tuple)):

@@ -12,6 +12,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from protocol.api import API_VERSIONS, MESSAGES, ApiKey
+from protocol.messages import KafkaMessage
 from protocol.schema import Field, StructType
 
 _INT_RANGES = {
@@ -86,7 +87,9 @@ def _expected_value(f: Field, version: int, flexible: bool, v: Any) -> Any:
 
 
 def plain(value: Any) -> Any:
-    """Containers → dicts, lists → lists, bytes-likes → bytes: a comparable form."""
+    """Messages and Containers → dicts, lists → lists, bytes-likes → bytes: a comparable form."""
+    if isinstance(value, KafkaMessage):
+        return {k: plain(getattr(value, k)) for k in value.__struct_fields__}
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items() if not str(k).startswith("_")}
     if isinstance(value, list):
