@@ -81,7 +81,7 @@ run: $(RUN_STAMP)
 TEST_WORKERS ?= 2
 PARALLEL_TESTS := tests/protocol tests/storage \
   tests/broker/test_kip848_assignors.py tests/broker/test_transactions_model.py
-test: install check-java check-compose check-clients check-openssl check-chromium check-go check-rdkafka-build
+test: install check-java check-maven check-compose check-clients check-openssl check-chromium check-go check-rdkafka-build
 	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile $(PARALLEL_TESTS); a=$$?; \
 	  $(BIN)/python -m pytest -q -ra $(addprefix --ignore=,$(PARALLEL_TESTS)); b=$$?; \
 	  test $$a -eq 0 -a $$b -eq 0
@@ -129,10 +129,14 @@ clean:
 
 ## Kafka's own world against Chronolog (docs/compatibility.md): Java 17 + Maven fetch Kafka 4.x's
 ## jars from Maven Central into .cache/ (reused). `make test` runs the short set in tests/ecosystem.
-.PHONY: ecosystem test-ecosystem
-ecosystem:
+.PHONY: check-maven ecosystem test-ecosystem
+## The ecosystem tests in `make test` fetch Kafka's jars with Maven and compile Java sources.
+check-maven:
 	@command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || { \
+	  echo "javac/mvn not found: installing Debian's openjdk-17-jdk-headless and maven"; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless maven; }
+
+ecosystem: check-maven
 	$(PYTHON) tools/kafka-ref/kafkaref.py fetch
 	$(PYTHON) tools/kafka-ref/kafkaref.py spark-kafka
 
