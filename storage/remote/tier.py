@@ -32,6 +32,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 import struct
 import threading
 import time
@@ -57,7 +58,7 @@ from storage.remote.snapshot import (
     encode_epochs,
     encode_snapshot,
 )
-from storage.remote.store import ObjectStore, RemoteObjectNotFound
+from storage.remote.store import ObjectStore, RemoteObjectNotFound, RemoteStorageError
 from storage.segment import LogSegment, TimestampHit
 from storage.txnindex import TxnIndexEntry
 from storage.zonemap import ZoneMap
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
 _OFF = struct.Struct(">ii")
 _TIME = struct.Struct(">qi")
 _READ_CHUNK = 64 * 1024
+_LOG = logging.getLogger("chronolog.tier")
 
 
 def _now_ms() -> int:
@@ -345,8 +347,8 @@ class RemoteTier:
     def expire(self, now_ms: int | None = None) -> int:
         """Delete the expired segments (``expired``); returns how many went."""
         n = 0
-        for _ in self.expire_steps(_now_ms() if now_ms is None else now_ms):
-            if _ == SegmentState.DELETE_SEGMENT_FINISHED.name:
+        for step in self.expire_steps(_now_ms() if now_ms is None else now_ms):
+            if step == SegmentState.DELETE_SEGMENT_FINISHED.name:
                 n += 1
         return n
 
@@ -420,14 +422,22 @@ class RemoteTier:
         def valid(data: bytes) -> bool:
             return _index_valid(data, suffix, rs)
 
-        if self.cache is not None:
-            data = self.cache.get(self.store, obj, f"{rs.base_offset}_{rs.segment_id}{suffix}",
-                                  valid)
-        else:
-            data = self.store.get(obj)
-            if not valid(data):
-                from storage.remote.store import RemoteStorageError
-                raise RemoteStorageError(f"remote index {obj!r} is corrupt")
+        try:
+            if self.cache is not None:
+                data = self.cache.get(self.store, obj,
+                                      f"{rs.base_offset}_{rs.segment_id}{suffix}", valid)
+            else:
+                data = self.store.get(obj)
+                if not valid(data):
+                    raise RemoteStorageError(f"remote index {obj!r} is corrupt")
+        except RemoteStorageError as exc:
+            # The bucket's copy is damaged or gone: rebuild it from the .log's headers
+            # (as Kafka rebuilds a local index), for this process only.
+            log_line = f"{exc}; rebuilding it from the remote .log"
+            _LOG.warning(log_line)
+            entries = self._rebuild_index(rs, suffix)
+            self._indexes[key] = entries
+            return entries
         out = []
         for at in range(0, len(data), width):
             if width == 8:
@@ -437,6 +447,21 @@ class RemoteTier:
                 ts, rel = _TIME.unpack_from(data, at)
                 out.append((ts, rs.base_offset + rel))
         self._indexes[key] = out
+        return out
+
+    def _rebuild_index(self, rs: RemoteSegment, suffix: str) -> list[tuple[int, int]]:
+        """Index entries from a walk of the remote .log: an offset entry per batch
+        (exact, denser than Kafka's), a time entry per batch that raises the running max."""
+        out: list[tuple[int, int]] = []
+        obj = mf.segment_key(self.topic, self.partition, rs, ".log")
+        buf = self.store.get_range(obj, 0, rs.size_bytes)
+        running = -1
+        for pos, h in iter_batches(buf):
+            if suffix == ".index":
+                out.append((h.last_offset, pos))
+            elif h.max_timestamp > running:
+                running = h.max_timestamp
+                out.append((running, h.last_offset))
         return out
 
     def zone_map(self, rs: RemoteSegment) -> ZoneMap:
@@ -454,7 +479,6 @@ class RemoteTier:
             ivl = _zone_interval(data)
             zm = ZoneMap.decode(data, rs.base_offset, ivl if ivl is not None else interval)
             if zm is None:
-                from storage.remote.store import RemoteStorageError
                 raise RemoteStorageError(f"remote zone map {obj!r} is corrupt")
             self._zone_maps[rs.segment_id] = zm
         return zm
