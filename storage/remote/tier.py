@@ -37,9 +37,9 @@ import struct
 import threading
 import time
 import uuid
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -72,6 +72,28 @@ _READ_CHUNK = 64 * 1024
 _LOG = logging.getLogger("chronolog.tier")
 
 
+class _Index:
+    """A fetched index as two ascending lists: keys (offset or timestamp) and values
+    (position or offset); ``floor`` is the index lookup (largest key <= target)."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self, entries: list[tuple[int, int]]) -> None:
+        self.keys = [k for k, _ in entries]
+        self.values = [v for _, v in entries]
+
+    def floor(self, target: int, default: int) -> int:
+        i = bisect_right(self.keys, target) - 1
+        return self.values[i] if i >= 0 else default
+
+
+class _Readable(NamedTuple):
+    key: tuple[int, int, int]  # manifest generation, log start, first local base
+    segments: list[RemoteSegment]
+    ends: list[int]  # end offsets, ascending
+    prefix_max: list[int]  # running max of max_timestamp
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -92,7 +114,8 @@ class RemoteTier:
         self.cache = cache
         self._lock = threading.RLock()
         self._zone_maps: dict[str, ZoneMap] = {}
-        self._indexes: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        self._indexes: dict[tuple[str, str], _Index] = {}
+        self._readable: _Readable | None = None
         self._producers: dict[int, ProducerEntry] | None = None
         self.bytes_copied = 0
         self.bytes_fetched = 0
@@ -171,9 +194,21 @@ class RemoteTier:
     def readable(self) -> list[RemoteSegment]:
         """Finished segments holding offsets in [log start, first local segment's base):
         what reads, lookups and plans use the tier for."""
+        return self._readable_view().segments
+
+    def _readable_view(self) -> _Readable:
         start = self.log.log_start_offset
         local = self.log.segments[0].base_offset
-        return [s for s in self.finished() if s.end_offset >= start and s.base_offset < local]
+        key = (self.manifest.generation, start, local)
+        view = self._readable
+        if view is None or view.key != key:
+            segs = [s for s in self.finished() if s.end_offset >= start and s.base_offset < local]
+            run, pm = -1, []
+            for s in segs:
+                run = max(run, s.max_timestamp)
+                pm.append(run)
+            view = self._readable = _Readable(key, segs, [s.end_offset for s in segs], pm)
+        return view
 
     # -- copy ------------------------------------------------------------------------
     def copy_candidates(self, last_stable_offset: int) -> list[LogSegment]:
@@ -408,7 +443,7 @@ class RemoteTier:
             self.cache.drop(f"{rs.base_offset}_{rs.segment_id}")
 
     # -- fetched indexes -------------------------------------------------------------
-    def _index(self, rs: RemoteSegment, suffix: str) -> list[tuple[int, int]]:
+    def _index(self, rs: RemoteSegment, suffix: str) -> _Index:
         """The segment's offset index as (offset, position) or time index as
         (timestamp, offset), absolute offsets; fetched once, then from memory (and the
         on-disk cache across restarts)."""
@@ -435,9 +470,8 @@ class RemoteTier:
             # (as Kafka rebuilds a local index), for this process only.
             log_line = f"{exc}; rebuilding it from the remote .log"
             _LOG.warning(log_line)
-            entries = self._rebuild_index(rs, suffix)
-            self._indexes[key] = entries
-            return entries
+            built = self._indexes[key] = _Index(self._rebuild_index(rs, suffix))
+            return built
         out = []
         for at in range(0, len(data), width):
             if width == 8:
@@ -446,8 +480,8 @@ class RemoteTier:
             else:
                 ts, rel = _TIME.unpack_from(data, at)
                 out.append((ts, rs.base_offset + rel))
-        self._indexes[key] = out
-        return out
+        index = self._indexes[key] = _Index(out)
+        return index
 
     def _rebuild_index(self, rs: RemoteSegment, suffix: str) -> list[tuple[int, int]]:
         """Index entries from a walk of the remote .log: an offset entry per batch
@@ -485,9 +519,9 @@ class RemoteTier:
 
     # -- reads -------------------------------------------------------------------------
     def _segment_for(self, offset: int) -> RemoteSegment | None:
-        segs = self.readable()
-        i = bisect_right([s.end_offset for s in segs], offset - 1)
-        return segs[i] if i < len(segs) else None
+        view = self._readable_view()
+        i = bisect_right(view.ends, offset - 1)
+        return view.segments[i] if i < len(view.segments) else None
 
     def _walk(self, rs: RemoteSegment, position: int) -> Iterator[tuple[bytes, int, BatchHeader]]:
         """(buffer, position in buffer, header) of each whole batch from ``position``,
@@ -520,9 +554,7 @@ class RemoteTier:
         limit = rs.next_offset if max_offset is None else min(max_offset, rs.next_offset)
         if offset >= limit:
             return b""
-        index = self._index(rs, ".index")
-        i = bisect_right(index, (offset, 1 << 62)) - 1
-        pos = index[i][1] if i >= 0 else 0
+        pos = self._index(rs, ".index").floor(offset, 0)
         out = bytearray()
         for buf, p, h in self._walk(rs, pos):
             if h.last_offset < offset:
@@ -539,15 +571,12 @@ class RemoteTier:
         target, its time-index floor entry, the offset index, a ranged read and the
         in-batch search; None when no remote record qualifies (search locally)."""
         start = self.log.log_start_offset
-        for rs in self.readable():
+        view = self._readable_view()
+        for rs in view.segments[bisect_left(view.prefix_max, target):]:
             if rs.max_timestamp < target:
                 continue
-            tindex = self._index(rs, ".timeindex")
-            j = bisect_right([t for t, _ in tindex], target) - 1
-            from_offset = max(start, tindex[j][1] if j >= 0 else rs.base_offset)
-            index = self._index(rs, ".index")
-            i = bisect_right(index, (from_offset, 1 << 62)) - 1
-            pos = index[i][1] if i >= 0 else 0
+            entry = self._index(rs, ".timeindex").floor(target, rs.base_offset)
+            pos = self._index(rs, ".index").floor(max(start, entry), 0)
             for buf, p, h in self._walk(rs, pos):
                 if h.max_timestamp < target or h.last_offset < start:
                     continue
@@ -590,9 +619,7 @@ class RemoteTier:
         for rs in self.readable():
             if rs.next_offset <= start or rs.base_offset >= end:
                 continue
-            index = self._index(rs, ".index")
-            i = bisect_right(index, (start, 1 << 62)) - 1
-            pos = index[i][1] if i >= 0 else 0
+            pos = self._index(rs, ".index").floor(start, 0)
             obj = mf.segment_key(self.topic, self.partition, rs, ".log")
             buf = self.store.get_range(obj, pos, rs.size_bytes)
             self.bytes_fetched += len(buf)

@@ -21,7 +21,6 @@ from storage.log import Log
 from storage.records import Record, build_batch, iter_batches
 from storage.remote import manifest as mf
 from storage.remote.index_cache import RemoteIndexCache
-from storage.remote.manifest import SegmentState
 from storage.remote.snapshot import decode_epochs, decode_snapshot
 from storage.remote.store import ObjectStore
 from storage.remote.tier import RemoteTier

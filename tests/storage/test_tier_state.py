@@ -19,7 +19,7 @@ locally:
 - nothing at or above the log start is ever lost; no segment that is not copied leaves
   the local disk; the bucket holds exactly the files of the manifest's segments.
 
-60 examples of 30 steps in ``make test`` (about 10 s); ``TIER_EXAMPLES=1000`` for a long run.
+150 examples of up to 30 steps in ``make test`` (about 5-15 s); ``TIER_EXAMPLES=1000`` for a long run.
 Checked to fail when the read boundary (``offset < first local base``), the remote
 segment filter (``end_offset >= log start``) or the local-retention copy guard is off
 by one.
@@ -365,6 +365,6 @@ class TierMachine(RuleBasedStateMachine):
 
 
 TierMachine.TestCase.settings = settings(
-    max_examples=int(os.environ.get("TIER_EXAMPLES", "60")), stateful_step_count=30, deadline=None, report_multiple_bugs=False,
+    max_examples=int(os.environ.get("TIER_EXAMPLES", "150")), stateful_step_count=30, deadline=None, report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 test_tier_state_machine = TierMachine.TestCase
