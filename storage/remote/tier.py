@@ -38,6 +38,7 @@ import threading
 import time
 import uuid
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
 _OFF = struct.Struct(">ii")
 _TIME = struct.Struct(">qi")
 _READ_CHUNK = 64 * 1024
+MEMORY_ENTRIES = 256
 _LOG = logging.getLogger("chronolog.tier")
 
 
@@ -113,8 +115,11 @@ class RemoteTier:
         self.partitions = partitions
         self.cache = cache
         self._lock = threading.RLock()
-        self._zone_maps: dict[str, ZoneMap] = {}
-        self._indexes: dict[tuple[str, str], _Index] = {}
+        # Parsed indexes and zone maps of remote segments, most recently used last, at
+        # most MEMORY_ENTRIES of each (the files stay in the on-disk cache).
+        self._zone_maps: OrderedDict[str, ZoneMap] = OrderedDict()
+        self._indexes: OrderedDict[tuple[str, str], _Index] = OrderedDict()
+        self._memo_lock = threading.Lock()
         self._readable: _Readable | None = None
         self._producers: dict[int, ProducerEntry] | None = None
         self.bytes_copied = 0
@@ -436,9 +441,10 @@ class RemoteTier:
         return len(mf.FILE_SUFFIXES)
 
     def _forget(self, rs: RemoteSegment) -> None:
-        self._zone_maps.pop(rs.segment_id, None)
-        for suffix in (".index", ".timeindex"):
-            self._indexes.pop((rs.segment_id, suffix), None)
+        with self._memo_lock:
+            self._zone_maps.pop(rs.segment_id, None)
+            for suffix in (".index", ".timeindex"):
+                self._indexes.pop((rs.segment_id, suffix), None)
         if self.cache is not None:
             self.cache.drop(f"{rs.base_offset}_{rs.segment_id}")
 
@@ -448,9 +454,11 @@ class RemoteTier:
         (timestamp, offset), absolute offsets; fetched once, then from memory (and the
         on-disk cache across restarts)."""
         key = (rs.segment_id, suffix)
-        entries = self._indexes.get(key)
-        if entries is not None:
-            return entries
+        with self._memo_lock:
+            known = self._indexes.get(key)
+            if known is not None:
+                self._indexes.move_to_end(key)
+                return known
         obj = mf.segment_key(self.topic, self.partition, rs, suffix)
         width = 8 if suffix == ".index" else 12
 
@@ -470,8 +478,7 @@ class RemoteTier:
             # (as Kafka rebuilds a local index), for this process only.
             log_line = f"{exc}; rebuilding it from the remote .log"
             _LOG.warning(log_line)
-            built = self._indexes[key] = _Index(self._rebuild_index(rs, suffix))
-            return built
+            return self._remember(self._indexes, key, _Index(self._rebuild_index(rs, suffix)))
         out = []
         for at in range(0, len(data), width):
             if width == 8:
@@ -480,8 +487,7 @@ class RemoteTier:
             else:
                 ts, rel = _TIME.unpack_from(data, at)
                 out.append((ts, rs.base_offset + rel))
-        index = self._indexes[key] = _Index(out)
-        return index
+        return self._remember(self._indexes, key, _Index(out))
 
     def _rebuild_index(self, rs: RemoteSegment, suffix: str) -> list[tuple[int, int]]:
         """Index entries from a walk of the remote .log: an offset entry per batch
@@ -499,7 +505,10 @@ class RemoteTier:
         return out
 
     def zone_map(self, rs: RemoteSegment) -> ZoneMap:
-        zm = self._zone_maps.get(rs.segment_id)
+        with self._memo_lock:
+            zm = self._zone_maps.get(rs.segment_id)
+            if zm is not None:
+                self._zone_maps.move_to_end(rs.segment_id)
         if zm is None:
             obj = mf.segment_key(self.topic, self.partition, rs, ".zonemap")
             interval = self.log.config.index_interval_bytes
@@ -514,8 +523,16 @@ class RemoteTier:
             zm = ZoneMap.decode(data, rs.base_offset, ivl if ivl is not None else interval)
             if zm is None:
                 raise RemoteStorageError(f"remote zone map {obj!r} is corrupt")
-            self._zone_maps[rs.segment_id] = zm
+            self._remember(self._zone_maps, rs.segment_id, zm)
         return zm
+
+    def _remember(self, memo: OrderedDict[Any, Any], key: Any, value: Any) -> Any:
+        with self._memo_lock:
+            memo[key] = value
+            memo.move_to_end(key)
+            while len(memo) > MEMORY_ENTRIES:
+                memo.popitem(last=False)
+        return value
 
     # -- reads -------------------------------------------------------------------------
     def _segment_for(self, offset: int) -> RemoteSegment | None:
