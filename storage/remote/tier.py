@@ -33,6 +33,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import os
 import struct
 import threading
 import time
@@ -65,6 +66,7 @@ from storage.txnindex import TxnIndexEntry
 from storage.zonemap import ZoneMap
 
 if TYPE_CHECKING:
+    from storage.config import LogConfig
     from storage.log import Log
 
 _OFF = struct.Struct(">ii")
@@ -106,7 +108,8 @@ class RemoteTier:
 
     def __init__(self, log: Log, store: ObjectStore, topic: str, partition: int, *,
                  topic_id: str = "", partitions: int | None = None,
-                 cache: RemoteIndexCache | None = None, attach: bool = True) -> None:
+                 cache: RemoteIndexCache | None = None, attach: bool = True,
+                 read_only: bool = False) -> None:
         self.log = log
         self.store = store
         self.topic = topic
@@ -124,8 +127,10 @@ class RemoteTier:
         self._producers: dict[int, ProducerEntry] | None = None
         self.bytes_copied = 0
         self.bytes_fetched = 0
+        self.read_only = read_only
         self.manifest = self._load_manifest()
-        self.recover()
+        if not read_only:
+            self.recover()
         if attach:
             log.attach_tier(self)
 
@@ -146,10 +151,48 @@ class RemoteTier:
         return m
 
     def _write_manifest(self, segments: list[RemoteSegment], log_start: int) -> None:
+        if self.read_only:
+            raise RemoteStorageError(f"{self.topic}-{self.partition}: a read replica does not "
+                                     "write to the bucket")
         m = PartitionManifest(mf.FORMAT_VERSION, self.topic, self.partition, self.topic_id,
                               self.manifest.generation + 1, log_start, segments)
         self.store.put(mf.manifest_key(self.topic, self.partition), mf.encode(m))
         self.manifest = m  # one reference swap: readers on other threads see old or new
+
+    # -- read replicas -------------------------------------------------------------------
+    @classmethod
+    def open_read_replica(cls, store: ObjectStore, topic: str, partition: int,
+                          directory: str | os.PathLike[str], config: LogConfig, *,
+                          cache: RemoteIndexCache | None = None) -> RemoteTier:
+        """A partition served from the bucket alone (``chronolog serve --read-replica``):
+        an empty local log in ``directory`` starting right after the last copied offset,
+        with this tier below it, so the ``Log`` API (read, ListOffsets, plans, counts)
+        answers over the remote data; ``refresh`` follows new uploads. Never writes."""
+        from storage.log import Log
+
+        tier = cls(Log(directory, config), store, topic, partition, cache=cache,
+                   attach=False, read_only=True)
+        tier._follow()
+        return tier
+
+    def refresh(self) -> bool:
+        """Reload the manifest (a reader following the writer); True when it changed. A
+        read replica's log then ends right after the last copied offset."""
+        m = self._load_manifest()
+        if m.generation == self.manifest.generation:
+            return False
+        self.manifest = m
+        if self.read_only:
+            self._follow()
+        return True
+
+    def _follow(self) -> None:
+        log = self.log
+        end = max(self.highest_offset + 1, self.manifest.log_start_offset)
+        if log.log_end_offset != end or log.segments[0].base_offset != end:
+            log.truncate_fully_and_start_at(end)
+        log.tier = None
+        log.attach_tier(self)
 
     def write_topic_manifest(self) -> None:
         """topics/<topic>/topic.json: id, partition count, the topic's Kafka configs."""

@@ -252,3 +252,28 @@ def test_kill_9_mid_copy_and_mid_delete_leaves_old_or_new_state(tmp_path: Path) 
     plog = Log(tmp_path / "t-0", CFG, clean_shutdown=False, recovery_point=0)
     _, tier = open_tier(tmp_path, plog)
     assert plog.log_start_offset == tier.manifest.log_start_offset > 0
+
+
+def test_a_read_replica_answers_like_the_writer_and_follows_new_uploads(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", CFG)
+    recs = fill(log, 30)
+    store, tier = open_tier(tmp_path, log)
+    tier.copy(log.segments[2].base_offset)
+    replica = RemoteTier.open_read_replica(
+        ObjectStore(f"file://{tmp_path}/bucket"), "t", 0, tmp_path / "replica" / "t-0", CFG)
+    rlog = replica.log
+    assert (rlog.log_start_offset, rlog.high_watermark) == (0, tier.highest_offset + 1)
+    copied = [r for r in recs if r[0] <= tier.highest_offset]
+    for _, ts in copied:
+        want = next(o for o, t in copied if t >= ts)
+        hit = rlog.offset_for_timestamp(ts)
+        assert hit is not None and hit.offset == want
+    for off in range(rlog.high_watermark):
+        assert rlog.read(off, 1 << 16) == log.read(off, 1 << 16, max_offset=rlog.high_watermark)[
+            :len(rlog.read(off, 1 << 16))]
+    tier.copy(log.high_watermark)
+    assert replica.refresh() and rlog.high_watermark == tier.highest_offset + 1
+    assert not replica.refresh()
+    with pytest.raises(Exception, match="read replica"):
+        replica.persist_log_start() if rlog.advance_log_start_offset(1) is None else None
+    assert store.list("topics/t/0/")  # nothing deleted by the replica
