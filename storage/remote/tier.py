@@ -128,6 +128,7 @@ class RemoteTier:
         self.bytes_copied = 0
         self.bytes_fetched = 0
         self.read_only = read_only
+        self._topic_written = b""
         self.manifest = self._load_manifest()
         if not read_only:
             self.recover()
@@ -199,7 +200,10 @@ class RemoteTier:
         tm = mf.TopicManifest(mf.FORMAT_VERSION, self.topic, self.topic_id,
                               self.partitions if self.partitions is not None
                               else self.partition + 1, self.log.config.to_kafka())
-        self.store.put(mf.topic_key(self.topic), mf.encode(tm))
+        data = mf.encode(tm)
+        if data != self._topic_written:
+            self.store.put(mf.topic_key(self.topic), data)
+            self._topic_written = data
 
     def recover(self) -> int:
         """Finish what a crash interrupted (module docstring); returns objects deleted."""
@@ -278,6 +282,7 @@ class RemoteTier:
         cleaned up (its files deleted, its entry dropped) and the error raised."""
         if self.log.config.remote_log_copy_disable:
             return 0
+        self.write_topic_manifest()  # once per process, and again when the configs change
         n = 0
         for seg in self.copy_candidates(last_stable_offset):
             self.copy_segment(seg)
@@ -382,8 +387,7 @@ class RemoteTier:
                     e for e in lineage if e[1] < next_base)),
                 (".zonemap", zm.encode(last_head)),
             ]
-            if not self.manifest.segments and self.manifest.generation == 0:
-                self.write_topic_manifest()
+            self.write_topic_manifest()
             segments = list(self.manifest.segments)
             self._write_manifest(segments + [rs], self.manifest.log_start_offset)
             yield SegmentState.COPY_SEGMENT_STARTED.name
@@ -475,6 +479,14 @@ class RemoteTier:
                     pass
                 n += 1
         self.recover()
+        return n
+
+    def disable(self) -> int:
+        """remote.storage.enable turned off: with remote.log.delete.on.disable the remote
+        segments are deleted (KIP-950); the log then starts at its first local offset
+        either way. Returns how many segments were deleted."""
+        n = self.delete_all() if self.log.config.remote_log_delete_on_disable else 0
+        self.log.detach_tier()
         return n
 
     def _delete_files(self, rs: RemoteSegment) -> int:

@@ -277,3 +277,23 @@ def test_a_read_replica_answers_like_the_writer_and_follows_new_uploads(tmp_path
     with pytest.raises(Exception, match="read replica"):
         replica.persist_log_start() if rlog.advance_log_start_offset(1) is None else None
     assert store.list("topics/t/0/")  # nothing deleted by the replica
+
+
+def test_disable_with_delete_on_disable_empties_the_bucket_and_topic_json_follows_configs(
+        tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", CFG)
+    fill(log, 30)
+    store, tier = open_tier(tmp_path, log)
+    tier.copy(log.high_watermark)
+    log.delete_old_segments(T0)
+    first_local = log.segments[0].base_offset
+    assert log.log_start_offset == 0 < first_local
+    log.update_config(LogConfig.from_kafka({"remote.log.delete.on.disable": "true"}, CFG))
+    tier.write_topic_manifest()
+    configs = mf.decode_topic(store.get(mf.topic_key("t"))).configs
+    assert configs["remote.log.delete.on.disable"] == "true"
+    assert tier.disable() > 0
+    assert log.tier is None and log.log_start_offset == first_local
+    keys = {o.key for o in store.list("topics/t/")}
+    assert keys == {mf.topic_key("t"), mf.manifest_key("t", 0)}
+    assert mf.decode_partition(store.get(mf.manifest_key("t", 0))).segments == []
