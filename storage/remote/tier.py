@@ -72,6 +72,7 @@ if TYPE_CHECKING:
 _OFF = struct.Struct(">ii")
 _TIME = struct.Struct(">qi")
 _READ_CHUNK = 64 * 1024
+_FIRST_READ = 8 * 1024
 MEMORY_ENTRIES = 256
 _LOG = logging.getLogger("chronolog.tier")
 
@@ -595,13 +596,16 @@ class RemoteTier:
         i = bisect_right(view.ends, offset - 1)
         return view.segments[i] if i < len(view.segments) else None
 
-    def _walk(self, rs: RemoteSegment, position: int) -> Iterator[tuple[bytes, int, BatchHeader]]:
+    def _walk(self, rs: RemoteSegment, position: int, first_read: int = _FIRST_READ
+              ) -> Iterator[tuple[bytes, int, BatchHeader]]:
         """(buffer, position in buffer, header) of each whole batch from ``position``,
         read from the bucket in ranged GETs."""
         obj = mf.segment_key(self.topic, self.partition, rs, ".log")
         pos = position
+        chunk = first_read  # a lookup usually needs a batch or two: start small, then double
         while pos < rs.size_bytes:
-            buf = self.store.get_range(obj, pos, min(rs.size_bytes, pos + _READ_CHUNK))
+            buf = self.store.get_range(obj, pos, min(rs.size_bytes, pos + chunk))
+            chunk = min(chunk * 2, _READ_CHUNK)
             self.bytes_fetched += len(buf)
             at = 0
             for p, h in iter_batches(buf):
@@ -628,7 +632,7 @@ class RemoteTier:
             return b""
         pos = self._index(rs, ".index").floor(offset, 0)
         out = bytearray()
-        for buf, p, h in self._walk(rs, pos):
+        for buf, p, h in self._walk(rs, pos, max(_FIRST_READ, min(max_bytes, _READ_CHUNK))):
             if h.last_offset < offset:
                 continue
             if h.base_offset >= limit or (out and len(out) + h.size > max_bytes):
