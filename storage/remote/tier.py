@@ -28,6 +28,20 @@ Invariants:
   ``next_offset`` is the base of the segment that followed it locally, so the local log
   start (first local segment's base) is a remote ``next_offset`` or beyond;
 - every method blocks on the object store: callers run it off the event loop.
+
+How the broker drives it (one ``RemoteTier`` per partition of a topic with
+remote.storage.enable=true; ``LogDir.remote_index_cache(budget)`` is the shared cache):
+- ``RemoteTier(log, store, topic, partition, topic_id=..., partitions=..., cache=...)``
+  opens the manifest, finishes an interrupted copy/delete and attaches to ``log``;
+- every remote.log.manager.task.interval.ms, on a worker thread: ``copy(lso)`` then
+  ``expire(now_ms)`` (total retention and the segments below a DeleteRecords start);
+  ``persist_log_start()`` after a DeleteRecords; ``log.delete_old_segments`` (the
+  existing retention pass) then deletes local copies per local.retention.*;
+- ``log.is_remote_offset(offset)`` says whether ``log.read`` will call the store: run it
+  on a worker thread then; ``offset_for_timestamp``/``plan_time_window``/
+  ``count_time_windows`` of a log with a tier may call it too;
+- ``disable()`` when remote.storage.enable goes false; ``open_read_replica`` and
+  ``refresh`` for ``serve --read-replica``.
 """
 
 from __future__ import annotations
