@@ -404,7 +404,10 @@ class RemoteTier:
             ]
             self.write_topic_manifest()
             segments = list(self.manifest.segments)
-            self._write_manifest(segments + [rs], self.manifest.log_start_offset)
+            # the manifest's start follows the log's (a DeleteRecords not persisted yet),
+            # so readers of the bucket never see records below it
+            start = max(self.manifest.log_start_offset, self.log.log_start_offset)
+            self._write_manifest(segments + [rs], start)
             yield SegmentState.COPY_SEGMENT_STARTED.name
             for suffix, data in files:
                 self.store.put(mf.segment_key(self.topic, self.partition, rs, suffix), data)

@@ -372,6 +372,7 @@ class TierMachine(RuleBasedStateMachine):
     @invariant()
     def bucket_holds_exactly_the_manifest(self) -> None:
         m = self.tier.manifest
+        assert m.log_start_offset <= self.log_start
         assert all(s.state == SegmentState.COPY_SEGMENT_FINISHED for s in m.segments)
         want = {mf.segment_key("t", 0, s, suffix) for s in m.segments
                 for suffix in mf.FILE_SUFFIXES}
