@@ -39,13 +39,16 @@ import re
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlparse
 
 import obstore
 from obstore.store import LocalStore, S3Store
 
 from storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, RetryConfig, S3Config
 
 
 class RemoteStorageError(StorageError):
@@ -124,12 +127,11 @@ class ObjectStore:
 
             def opt(name: str) -> str | None:
                 return opts.get(name) or os.environ.get(_ENV[name]) or None
-            config: dict[str, Any] = {}
+            config: S3Config = {}
             endpoint = opt("s3.endpoint")
             region = opt("s3.region") or "us-east-1"
             if endpoint:
                 config["endpoint"] = endpoint
-                config["allow_http"] = endpoint.startswith("http://")
                 config["virtual_hosted_style_request"] = False
             config["region"] = region
             key_id, secret = opt("s3.access.key.id"), opt("s3.secret.access.key")
@@ -137,19 +139,20 @@ class ObjectStore:
                 config["access_key_id"] = key_id
                 config["secret_access_key"] = secret
             ms = {name: _int_option(opts, name) for name in RETRY_DEFAULTS}
-            retry = {
+            retry: RetryConfig = {
                 "max_retries": ms["retry.max.retries"],
                 "retry_timeout": timedelta(milliseconds=ms["retry.timeout.ms"]),
                 "backoff": {"init_backoff": timedelta(milliseconds=ms["retry.backoff.ms"]),
                             "max_backoff": timedelta(milliseconds=ms["retry.backoff.max.ms"]),
                             "base": 2},
             }
-            client = {"timeout": timedelta(milliseconds=ms["request.timeout.ms"]),
-                      "connect_timeout": timedelta(milliseconds=ms["connect.timeout.ms"])}
+            client: ClientConfig = {"timeout": timedelta(milliseconds=ms["request.timeout.ms"]),
+                      "connect_timeout": timedelta(milliseconds=ms["connect.timeout.ms"]),
+                      "allow_http": bool(endpoint and endpoint.startswith("http://"))}
             self.bucket = parsed.netloc
             self.endpoint = endpoint or f"AWS S3 ({region})"
             prefix = parsed.path.strip("/")
-            self._store = S3Store(parsed.netloc, prefix=prefix or None,  # type: ignore[misc]
+            self._store = S3Store(parsed.netloc, prefix=prefix or None,
                                   config=config, client_options=client, retry_config=retry)
         else:
             raise RemoteStorageError(
@@ -192,14 +195,15 @@ class ObjectStore:
             return f"the bucket is full ({s3})", False, False
         if status >= 500:
             return f"the server answered {s3 or status}", False, True
+        if "kind: Timeout" in debug or "TimedOut" in debug:
+            return ("no answer within rsm.config.request.timeout.ms (connected, but the "
+                    "server did not respond in time)", False, True)
         if "kind: Connect" in debug or "error sending request" in head:
             return (f"cannot connect to {self.endpoint or 'the endpoint'} (refused or "
                     "unreachable); is the S3 server running and rsm.config.s3.endpoint "
                     "right?", False, True)
         if "IncompleteBody" in debug or "UnexpectedEof" in debug or "kind: Body" in debug:
             return "the response body was cut short (the connection closed mid-way)", False, True
-        if "kind: Timeout" in debug or "timed out" in text.lower():
-            return "the request timed out", False, True
         first = head.strip().splitlines()[0] if head.strip() else type(exc).__name__
         return first, False, False
 

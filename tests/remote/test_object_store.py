@@ -9,6 +9,7 @@ SlowDown, 500, a body cut mid-way, 403 AccessDenied), whose log counts the retri
 from __future__ import annotations
 
 import re
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -199,6 +200,25 @@ def test_closed_port_is_retried_then_reported_as_unreachable(s3_bucket: S3Bucket
     assert f"at http://127.0.0.1:{port}: put 't-0/1.log' failed after 3 retries" in msg
     assert f"cannot connect to http://127.0.0.1:{port}" in msg
     assert "rsm.config.s3.endpoint" in msg
+
+
+def test_a_server_that_never_answers_times_out_per_request(s3_bucket: S3Bucket) -> None:
+    """Connected (the kernel's backlog accepts) but no byte comes back: each try ends
+    after request.timeout.ms, and the error says it was a timeout, not a refusal."""
+    with socket.create_server(("127.0.0.1", 0), backlog=16) as silent:
+        port = silent.getsockname()[1]
+        store = open_store({**s3_bucket.options, **FAST_RETRY, "retry.max.retries": "1",
+                            "request.timeout.ms": "300",
+                            "s3.endpoint": f"http://127.0.0.1:{port}"})
+        started = time.monotonic()
+        with pytest.raises(RemoteStorageError) as e:
+            store.get("t-0/1.index")
+        elapsed = time.monotonic() - started
+    assert 0.6 <= elapsed < 5  # two tries of 300 ms each
+    assert e.value.transient
+    assert str(e.value).endswith(
+        "get 't-0/1.index' failed after 1 retries: no answer within "
+        "rsm.config.request.timeout.ms (connected, but the server did not respond in time)")
 
 
 @pytest.mark.parametrize("status,code", [(503, "SlowDown"), (500, "InternalError")])
