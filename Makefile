@@ -138,9 +138,17 @@ check-maven:
 
 ## The tier's tests and benches run a real S3 server: s3proxy 2.7.0, one shaded jar that
 ## Maven fetches from Central into .cache/s3proxy (~35 s once, then a no-op; docs/storage.md).
-.PHONY: check-s3server
+.PHONY: check-s3server check-seaweedfs test-s3-seaweedfs
 check-s3server: install check-maven
 	$(BIN)/python -m tests.helpers.s3server install
+
+## The same object-store tests against a second real S3 server: SeaweedFS, built once from
+## the Go proxy into .cache/seaweedfs (~8 min on 2 cores, 2 GB of modules; not in make test).
+check-seaweedfs: install check-go
+	$(BIN)/python -m tests.helpers.s3server install seaweedfs
+
+test-s3-seaweedfs: check-seaweedfs
+	CHRONOLOG_S3_SERVER=seaweedfs $(BIN)/python -m pytest -q -ra tests/remote
 
 ecosystem: check-maven
 	$(PYTHON) tools/kafka-ref/kafkaref.py fetch

@@ -1,5 +1,6 @@
 """The tier's S3 client measured against the alternatives, side by side on one real
-S3 server (s3proxy, tests/helpers/s3server.py) in one run: obstore (what
+S3 server (s3proxy, or SeaweedFS with CHRONOLOG_S3_SERVER=seaweedfs;
+tests/helpers/s3server.py) in one run: obstore (what
 storage/remote/store.py uses), boto3 and aiobotocore (bench-only dependencies).
 
 - PUT of a 16 MiB and a 64 MiB segment file: obstore's default put of a path
@@ -31,7 +32,7 @@ from obstore.store import S3Store
 
 from bench.report import Report, percentile
 from storage.remote.store import ObjectStore, open_store
-from tests.helpers.s3server import S3Server
+from tests.helpers.s3server import S3Server, server_class
 
 MiB = 1 << 20
 PUT_SIZES = {"16 MiB": (16 * MiB, 5), "64 MiB": (64 * MiB, 3)}  # size, rounds
@@ -41,9 +42,10 @@ LIST_KEYS, LIST_ROUNDS = 1000, 5
 
 def run(report: Report, scratch: str) -> None:
     work = Path(scratch)
-    server = S3Server(work / "s3").start()
+    server = server_class()(work / "s3").start()
+    kind = type(server).__name__
     try:
-        report.add("objectstore", "s3proxy start (JVM, to first accepted connection)",
+        report.add("objectstore", f"{kind} start, to its first S3 answer",
                    server.startup_seconds, "s")
         _bench(report, server, work)
     finally:

@@ -1,4 +1,6 @@
-"""A real S3-compatible server for tests and benches: s3proxy from Maven Central.
+"""A real S3-compatible server for tests and benches: s3proxy from Maven Central
+(the default, installed by ``make test``), or SeaweedFS built from the Go proxy
+(``CHRONOLOG_S3_SERVER=seaweedfs``, installed by ``make check-seaweedfs``: ~8 min).
 
 s3proxy (org.gaul:s3proxy, Apache-2.0) serves the S3 API (SigV2/SigV4 auth, multipart
 uploads, ranged GET, ListObjectsV2, DeleteObjects) over a directory through jclouds'
@@ -14,13 +16,16 @@ over SeaweedFS and what installing and starting it cost.
   test, with the ``rsm.config.*`` options that reach it) are registered in
   tests/conftest.py. If the server cannot be installed or started, they FAIL with why.
 
-A bucket of the filesystem provider is a directory under the data directory, so
-``create_bucket`` makes one (the S3 CreateBucket call would need a signing client,
-which the product does not carry).
+A bucket of s3proxy's filesystem provider is a directory under the data directory,
+and a SeaweedFS bucket a directory under the filer's /buckets, so ``create_bucket``
+makes one (the S3 CreateBucket call would need a signing client, which the product
+does not carry). SeaweedFS also gets a read-only identity (``readonly_options``),
+which makes real 403 AccessDenied answers.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -28,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -44,6 +51,11 @@ DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 #: A JVM tuned to start, not to run long: C1 only, serial GC (1 s instead of 3-8 s
 #: on a loaded 2-core machine), a small heap.
 JVM_OPTS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-Xmx512m"]
+
+
+SEAWEEDFS_MODULE = "github.com/seaweedfs/seaweedfs"
+SEAWEEDFS_VERSION = "v0.0.0-20261109003541-7506e5f91cd6"  # weed 4.53
+WEED = CACHE / "seaweedfs" / "weed"
 
 
 class S3ServerError(RuntimeError):
@@ -71,6 +83,31 @@ def install(quiet: bool = True) -> Path:
     return JAR
 
 
+def install_seaweedfs() -> Path:
+    """The ``weed`` binary, built once from the Go proxy into .cache/seaweedfs.
+
+    ``go install module/weed@version`` is refused (its go.mod has a replace
+    directive), so the module is downloaded and built as the main module."""
+    if WEED.exists():
+        return WEED
+    go = shutil.which("go")
+    if not go:
+        raise S3ServerError("building SeaweedFS needs Go >= 1.26 (make check-go)")
+    env = {**os.environ, "GOMODCACHE": str(CACHE / "go" / "mod"),
+           "GOFLAGS": "-modcacherw -trimpath -buildvcs=false"}
+    steps = [([go, "mod", "download", "-json", f"{SEAWEEDFS_MODULE}@{SEAWEEDFS_VERSION}"], None)]
+    src = CACHE / "go" / "mod" / f"{SEAWEEDFS_MODULE}@{SEAWEEDFS_VERSION}"
+    steps.append(([go, "build", "-o", str(WEED), "./weed"], src))
+    WEED.parent.mkdir(parents=True, exist_ok=True)
+    for cmd, cwd in steps:
+        proc = subprocess.run(cmd, cwd=cwd or WEED.parent, env=env, capture_output=True,
+                              text=True)
+        if proc.returncode != 0:
+            raise S3ServerError(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n"
+                                f"{proc.stderr[-3000:]}")
+    return WEED
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -88,6 +125,8 @@ class S3Server:
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     startup_seconds: float = 0.0
+    #: S3 answers a PUT into a missing bucket with 404 NoSuchBucket; SeaweedFS makes it.
+    creates_bucket_on_put: bool = False
 
     @property
     def endpoint(self) -> str:
@@ -165,6 +204,98 @@ class S3Server:
                 "s3.secret.access.key": self.secret_key}
 
 
+    def readonly_options(self, bucket: str) -> dict[str, str] | None:
+        """Settings of an identity that may only read (None: s3proxy has no policies)."""
+        return None
+
+
+@dataclass
+class SeaweedServer(S3Server):
+    """``weed mini`` (master, volume, filer and S3 in one process) on 127.0.0.1."""
+
+    #: the filer's HTTP port, where buckets are made as directories under /buckets
+    filer_port: int = 0
+    readonly_key: str = "chronolog-readonly"
+    creates_bucket_on_put: bool = True
+
+    def start(self, timeout: float = 90.0) -> SeaweedServer:
+        weed = install_seaweedfs()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "s3.json").write_text(json.dumps({"identities": [
+            {"name": "tests", "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+             "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}]},
+            {"name": "readonly", "actions": ["Read", "List"],
+             "credentials": [{"accessKey": self.readonly_key, "secretKey": self.secret_key}]},
+        ]}))
+        names = ["master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+                 "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc",
+                 "s3.port.iceberg", "s3.port.lance", "admin.port", "admin.port.grpc"]
+        for attempt in range(3):
+            ports = _free_ports(len(names))
+            self.port, self.filer_port = ports[names.index("s3.port")], ports[4]
+            log = self.workdir / "weed.log"
+            started = time.monotonic()
+            with log.open("wb") as out:
+                self.proc = subprocess.Popen(
+                    [str(weed), "mini", f"-dir={self.data_dir}", "-ip=127.0.0.1",
+                     "-ip.bind=127.0.0.1", "-admin.ui=false", "-webdav=false",
+                     "-admin.port.legacy=0", f"-s3.config={self.workdir / 's3.json'}",
+                     *(f"-{n}={p}" for n, p in zip(names, ports, strict=True))],
+                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            while time.monotonic() - started < timeout:
+                if self.proc.poll() is not None:
+                    break
+                if b"S3           ready" in log.read_bytes() and _answers(self.port):
+                    self.startup_seconds = time.monotonic() - started
+                    return self
+                time.sleep(0.05)
+            output = log.read_text(errors="replace")[-4000:]
+            self.stop()
+            if "address already in use" in output and attempt < 2:
+                continue
+            raise S3ServerError(f"SeaweedFS did not start within {timeout:.0f} s:\n{output}")
+        raise AssertionError("unreachable")
+
+    def create_bucket(self, name: str | None = None) -> str:
+        name = name or f"chronolog-{uuid.uuid4().hex[:12]}"
+        req = urllib.request.Request(f"http://127.0.0.1:{self.filer_port}/buckets/{name}/",
+                                     method="POST")
+        urllib.request.urlopen(req, timeout=10).close()
+        return name
+
+    def readonly_options(self, bucket: str) -> dict[str, str] | None:
+        return {**self.options(bucket), "s3.access.key.id": self.readonly_key}
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def _answers(port: int) -> bool:
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
+    except urllib.error.HTTPError:
+        return True  # any S3 answer (403 without credentials) means it serves
+    except OSError:
+        return False
+    return True
+
+
+def server_class() -> type[S3Server]:
+    """The server CHRONOLOG_S3_SERVER names: s3proxy (default) or seaweedfs."""
+    kind = os.environ.get("CHRONOLOG_S3_SERVER", "s3proxy")
+    if kind not in ("s3proxy", "seaweedfs"):
+        raise S3ServerError(f"CHRONOLOG_S3_SERVER={kind!r}: expected s3proxy or seaweedfs")
+    return SeaweedServer if kind == "seaweedfs" else S3Server
+
+
 @dataclass
 class S3Bucket:
     """A fresh bucket on the session's server and the settings that reach it."""
@@ -180,10 +311,10 @@ class S3Bucket:
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
-    """One real s3proxy for the session; FAILS (never skips) if it cannot run."""
+    """One real S3 server for the session; FAILS (never skips) if it cannot run."""
     workdir = Path(tempfile.mkdtemp(prefix="chronolog-s3-"))
     try:
-        server = S3Server(workdir).start()
+        server = server_class()(workdir).start()
     except S3ServerError as e:
         shutil.rmtree(workdir, ignore_errors=True)
         pytest.fail(f"the S3 server for the tests could not run: {e}", pytrace=False)
@@ -202,14 +333,17 @@ def s3_bucket(s3_server: S3Server) -> S3Bucket:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["install"]:
+    if sys.argv[1:2] == ["install"]:
         t = time.monotonic()
+        seaweed = sys.argv[2:] == ["seaweedfs"]
         try:
-            print(f"s3proxy {VERSION}: {install(quiet=True)} ({time.monotonic() - t:.1f} s)")
+            path = install_seaweedfs() if seaweed else install(quiet=True)
         except S3ServerError as e:
             sys.exit(str(e))
+        print(f"{'SeaweedFS' if seaweed else 's3proxy ' + VERSION}: {path} "
+              f"({time.monotonic() - t:.1f} s)")
     elif sys.argv[1:] == ["serve"]:
-        server = S3Server(Path(tempfile.mkdtemp(prefix="chronolog-s3-"))).start()
+        server = server_class()(Path(tempfile.mkdtemp(prefix="chronolog-s3-"))).start()
         print(f"{server.endpoint} key={server.access_key} secret={server.secret_key} "
               f"data={server.data_dir} (started in {server.startup_seconds:.2f} s; Ctrl-C stops)")
         try:
@@ -217,4 +351,4 @@ if __name__ == "__main__":
         except KeyboardInterrupt:
             server.stop()
     else:
-        sys.exit("usage: python -m tests.helpers.s3server install|serve")
+        sys.exit("usage: python -m tests.helpers.s3server install [seaweedfs] | serve")
