@@ -17,7 +17,8 @@ Invariants:
   writes a temporary file and renames it);
 - every failure of the store surfaces as ``RemoteStorageError`` naming the endpoint,
   the operation, the key and the cause in words a user can act on (wrong credentials,
-  no such bucket, access denied, endpoint unreachable, throttled, body cut short); a
+  no such bucket, access denied, bucket full, endpoint unreachable, throttled, body cut
+  short, no answer in time); a
   missing object is ``RemoteObjectNotFound`` (a subclass); ``transient`` says whether
   trying again later may succeed;
 - transient S3 failures (5xx such as 503 SlowDown, refused or dropped connections, a
@@ -90,6 +91,8 @@ RETRY_DEFAULTS = {
     "connect.timeout.ms": 5000,
 }
 
+#: what Ceph (QuotaExceeded), MinIO (XMinioStorageFull, 507) and others answer when full.
+_FULL_CODES = {"QuotaExceeded", "XMinioStorageFull", "InsufficientStorage", "EntityTooLarge"}
 _CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
                      "ExpiredToken", "AuthorizationHeaderMalformed", "InvalidSecurity"}
 
@@ -182,6 +185,9 @@ class ObjectStore:
                     "rsm.config.url", False, False)
         if isinstance(exc, FileNotFoundError) or code == "NoSuchKey":
             return "no such object", True, False
+        if code in _FULL_CODES or status == 507:
+            return (f"the bucket or the server is full ({s3 or 'HTTP 507'}); free space or "
+                    "raise the quota", False, False)
         if code in _CREDENTIAL_CODES or status == 401 or "Unauthenticated" in type(exc).__name__:
             return (f"the endpoint rejected the credentials ({s3 or head.strip()}); check "
                     "rsm.config.s3.access.key.id and rsm.config.s3.secret.access.key "
@@ -191,8 +197,6 @@ class ObjectStore:
                     f"bucket {self.bucket!r}", False, False)
         if status == 416 or code == "InvalidRange":
             return f"range not satisfiable ({s3 or 'S3 416'})", False, False
-        if code == "QuotaExceeded" or "quota" in message.lower():
-            return f"the bucket is full ({s3})", False, False
         if status >= 500:
             return f"the server answered {s3 or status}", False, True
         if "kind: Timeout" in debug or "TimedOut" in debug:

@@ -320,6 +320,26 @@ def test_access_denied_names_the_operation_and_bucket(
         f"the credentials may not put in bucket '{s3_bucket.name}'")
 
 
+@pytest.mark.parametrize("status,code,message,tries", [
+    (403, "QuotaExceeded", "", 1),                   # Ceph radosgw: bucket quota
+    (507, "XMinioStorageFull", "Storage backend has reached its minimum free drive "
+     "threshold.", 4),                               # MinIO: disks full (5xx: retried)
+])
+def test_a_full_bucket_says_so_and_is_not_mistaken_for_denial(
+        proxy: FaultProxy, s3_bucket: S3Bucket, status: int, code: str, message: str,
+        tries: int) -> None:
+    store = through(proxy, s3_bucket)
+    proxy.fail(10, method="PUT", status=status, code=code, message=message)
+    with pytest.raises(RemoteStorageError) as e:
+        store.put("t-0/9.log", b"v" * 1000)
+    assert not e.value.transient
+    assert len(proxy.outcomes("PUT")) == tries
+    detail = f"S3 {status} {code}" + (f": {message}" if message else "")
+    assert str(e.value).endswith(f"put 't-0/9.log' failed{' after 3 retries' if tries > 1 else ''}"
+                                 f": the bucket or the server is full ({detail}); free space "
+                                 "or raise the quota")
+
+
 def test_bad_settings_are_rejected_with_their_name() -> None:
     with pytest.raises(RemoteStorageError, match=r"rsm.config.retry.max.retries must be a "
                        r"non-negative integer, got 'many'"):
