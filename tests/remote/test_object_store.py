@@ -140,6 +140,23 @@ def test_overwrite_is_atomic_readers_see_old_or_new_never_a_mix(store: ObjectSto
     assert store.get("manifest") == versions[-1]
 
 
+def test_endpoint_and_credentials_come_from_the_aws_environment_when_unset(
+        s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    o = s3_bucket.options
+    monkeypatch.setenv("AWS_ENDPOINT_URL", o["s3.endpoint"])
+    monkeypatch.setenv("AWS_REGION", o["s3.region"])
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", o["s3.access.key.id"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", o["s3.secret.access.key"])
+    store = open_store({"url": o["url"]})
+    store.put("from-env", b"1")
+    assert store.list("") == [ObjectInfo("from-env", 1)]
+    # The rsm.config.* settings win over the environment.
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+    with pytest.raises(RemoteStorageError, match="rejected the credentials"):
+        open_store({"url": o["url"]}).get("from-env")
+    assert open_store(o).get("from-env") == b"1"
+
+
 # -- faults on S3: clear errors, retries with backoff ---------------------------------
 
 def test_wrong_secret_names_the_credential_settings(s3_bucket: S3Bucket) -> None:
