@@ -7,7 +7,9 @@ by method and answers ``times`` of them with
 
 - ``status``: an S3 error document (e.g. 503 SlowDown) instead of forwarding;
 - ``truncate``: the real response's head and the first half of its body, then the
-  connection is closed (a body cut mid-way).
+  connection is closed (a body cut mid-way);
+- ``drop``: the request is read and the connection closed without any answer (a
+  reset in the middle of an upload).
 
 Everything else is forwarded unchanged. ``log`` records (method, target, what
 happened) for every request, so a test can count the retries a client made.
@@ -27,7 +29,7 @@ _ERROR_BODY = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</C
 
 @dataclass
 class Fault:
-    kind: str                 # "status" or "truncate"
+    kind: str                 # "status", "truncate" or "drop"
     times: int
     method: str | None = None  # None: any method
     status: int = 503
@@ -63,6 +65,11 @@ class FaultProxy:
         """Cut the body of the next ``times`` matching responses in half, then close."""
         with self._lock:
             self._faults.append(Fault("truncate", times, method))
+
+    def drop(self, times: int, *, method: str | None = "PUT") -> None:
+        """Close the connection without answering the next ``times`` matching requests."""
+        with self._lock:
+            self._faults.append(Fault("drop", times, method))
 
     def clear(self) -> None:
         with self._lock:
@@ -118,6 +125,9 @@ class FaultProxy:
                 m, t = method.decode(), target.decode()
                 body = await _read_body(client_r, head, is_response=False)
                 fault = self._take(m)
+                if fault is not None and fault.kind == "drop":
+                    self._record(m, t, "dropped")
+                    return
                 if fault is not None and fault.kind == "status":
                     self._record(m, t, f"{fault.status} {fault.code}")
                     doc = _ERROR_BODY.format(code=fault.code, message=fault.message).encode()

@@ -9,6 +9,7 @@ SlowDown, 500, a body cut mid-way, 403 AccessDenied), whose log counts the retri
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import threading
@@ -285,6 +286,34 @@ def test_retries_zero_fails_at_the_first_error(proxy: FaultProxy, s3_bucket: S3B
     with pytest.raises(RemoteStorageError, match=r"put 'k' failed: the server answered S3 503"):
         store.put("k", b"v")
     assert proxy.outcomes("PUT") == ["503 SlowDown"]
+
+
+def test_a_multipart_segment_upload_survives_failed_and_dropped_parts(
+        proxy: FaultProxy, s3_bucket: S3Bucket, tmp_path: Path) -> None:
+    """A 12 MiB file goes up in 5 MiB parts; a 503 on one part and a connection reset
+    on another are retried part by part, and the object is exactly the file."""
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(os.urandom(12 << 20))
+    store = through(proxy, s3_bucket)
+    proxy.fail(1, method="PUT")
+    proxy.drop(1, method="PUT")
+    store.put("t-0/0.log", segment)
+    puts = proxy.outcomes("PUT")
+    assert puts[:2] == ["503 SlowDown", "dropped"] and puts.count("200") == 3, puts
+    assert store.get("t-0/0.log") == segment.read_bytes()
+
+
+def test_a_failed_multipart_upload_leaves_no_object(
+        proxy: FaultProxy, s3_bucket: S3Bucket, tmp_path: Path) -> None:
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(os.urandom(12 << 20))
+    store = through(proxy, s3_bucket, **{"retry.max.retries": "1"})
+    open_store(s3_bucket.options).put("t-0/old.log", b"old")
+    proxy.fail(1000, method="PUT")
+    with pytest.raises(RemoteStorageError, match=r"put 't-0/0.log' failed"):
+        store.put("t-0/0.log", segment)
+    proxy.clear()
+    assert store.list("t-0/") == [ObjectInfo("t-0/old.log", 3)]
 
 
 def test_body_cut_mid_way_is_resumed_and_the_bytes_are_exact(
