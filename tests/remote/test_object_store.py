@@ -158,6 +158,27 @@ def test_endpoint_and_credentials_come_from_the_aws_environment_when_unset(
     assert open_store(o).get("from-env") == b"1"
 
 
+def test_one_store_serves_many_threads_at_once(store: ObjectStore) -> None:
+    """The broker calls one store from its worker threads: 8 threads, each putting and
+    reading back its own keys, all see exactly their bytes."""
+    errors: list[str] = []
+
+    def work(n: int) -> None:
+        for i in range(10):
+            key, data = f"t-{n}/{i}.log", os.urandom(1000 + 97 * i)
+            store.put(key, data)
+            if store.get(key) != data or store.get_range(key, 10, 20) != data[10:20]:
+                errors.append(key)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(store.list("")) == 80
+
+
 # -- faults on S3: clear errors, retries with backoff ---------------------------------
 
 def test_wrong_secret_names_the_credential_settings(s3_bucket: S3Bucket) -> None:
