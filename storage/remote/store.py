@@ -32,7 +32,6 @@ Retry and timeout settings (``rsm.config.`` prefix, S3 only; defaults in bracket
 ``retry.timeout.ms`` [30000], ``request.timeout.ms`` [30000], ``connect.timeout.ms`` [5000].
 """
 
-
 from __future__ import annotations
 
 import os
@@ -92,7 +91,7 @@ RETRY_DEFAULTS = {
 }
 
 #: what Ceph (QuotaExceeded), MinIO (XMinioStorageFull, 507) and others answer when full.
-_FULL_CODES = {"QuotaExceeded", "XMinioStorageFull", "InsufficientStorage", "EntityTooLarge"}
+_FULL_CODES = {"QuotaExceeded", "XMinioStorageFull", "InsufficientStorage"}
 _CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
                      "ExpiredToken", "AuthorizationHeaderMalformed", "InvalidSecurity"}
 
@@ -149,9 +148,11 @@ class ObjectStore:
                             "max_backoff": timedelta(milliseconds=ms["retry.backoff.max.ms"]),
                             "base": 2},
             }
-            client: ClientConfig = {"timeout": timedelta(milliseconds=ms["request.timeout.ms"]),
-                      "connect_timeout": timedelta(milliseconds=ms["connect.timeout.ms"]),
-                      "allow_http": bool(endpoint and endpoint.startswith("http://"))}
+            client: ClientConfig = {
+                "timeout": timedelta(milliseconds=ms["request.timeout.ms"]),
+                "connect_timeout": timedelta(milliseconds=ms["connect.timeout.ms"]),
+                "allow_http": bool(endpoint and endpoint.startswith("http://")),
+            }
             self.bucket = parsed.netloc
             self.endpoint = endpoint or f"AWS S3 ({region})"
             prefix = parsed.path.strip("/")
@@ -208,6 +209,8 @@ class ObjectStore:
                     "right?", False, True)
         if "IncompleteBody" in debug or "UnexpectedEof" in debug or "kind: Body" in debug:
             return "the response body was cut short (the connection closed mid-way)", False, True
+        if s3:
+            return f"the server refused it ({s3})", False, False
         first = head.strip().splitlines()[0] if head.strip() else type(exc).__name__
         return first, False, False
 

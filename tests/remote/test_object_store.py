@@ -407,6 +407,19 @@ def test_a_full_bucket_says_so_and_is_not_mistaken_for_denial(
                                  "or raise the quota")
 
 
+def test_any_other_s3_refusal_shows_its_code_and_message(
+        proxy: FaultProxy, s3_bucket: S3Bucket) -> None:
+    store = through(proxy, s3_bucket)
+    proxy.fail(1, method="PUT", status=400, code="EntityTooLarge",
+               message="Your proposed upload exceeds the maximum allowed object size.")
+    with pytest.raises(RemoteStorageError) as e:
+        store.put("t-0/0.log", b"v")
+    assert not e.value.transient
+    assert str(e.value).endswith(
+        "put 't-0/0.log' failed: the server refused it (S3 400 EntityTooLarge: Your "
+        "proposed upload exceeds the maximum allowed object size.)")
+
+
 def test_bad_settings_are_rejected_with_their_name() -> None:
     with pytest.raises(RemoteStorageError, match=r"rsm.config.retry.max.retries must be a "
                        r"non-negative integer, got 'many'"):
