@@ -15,7 +15,6 @@ import itertools
 import random
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -25,6 +24,8 @@ from hypothesis import strategies as st
 from client import SyncClient
 from client.aio import COUNT_TIME_WINDOWS, ProducerRecord
 from protocol.errors import ErrorCode, KafkaError
+from tests.helpers.acls import STANDARD_AUTHORIZER, allow_on_topic
+from tests.helpers.sidecars import kill_with_sidecars_damaged
 
 NOW = int(time.time() * 1000)
 T0 = NOW - 40 * 86_400_000
@@ -164,51 +165,19 @@ def test_after_kill_9_with_the_sidecars_damaged(broker, damage: str) -> None:  #
         c.create_topic("ctw-kill", 1, {"segment.bytes": "1500", "index.interval.bytes": "100"})
         rows = _produce(c, "ctw-kill", 1, [(0, [T0 + rng.randint(0, 80_000) for _ in range(5)])
                                            for _ in range(40)])
-    pdir = Path(broker.data_dir, "ctw-kill-0")
-    deadline = time.monotonic() + 20  # sealed segments' sidecars come from a background slice
-    while len(list(pdir.glob("*.tsindex"))) < len(list(pdir.glob("*.log"))) - 1:
-        assert time.monotonic() < deadline, "no sidecars written"
-        time.sleep(0.1)
-    broker.kill()
-    sidecars = sorted(pdir.glob("*.tsindex"))
-    assert sidecars
-    for f in sidecars:
-        if damage == "deleted":
-            f.unlink()
-        else:
-            f.write_bytes(f.read_bytes()[: len(f.read_bytes()) // 2])
-    broker.start()
+    kill_with_sidecars_damaged(broker, "ctw-kill-0", ".tsindex", damage)
     with SyncClient(broker.bootstrap, client_id="ctw") as c:
         _check(c, "ctw-kill", rows, [0], rng)
 
 
 def test_counting_needs_describe_on_the_topic(broker_factory) -> None:  # type: ignore[no-untyped-def]
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        ResourcePatternType,
-        ResourceType,
-    )
-
-    b = broker_factory({"authorizer.class.name":
-                        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                        "allow.everyone.if.no.acl.found": "true"})
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-
-    def allow(topic: str, op: AclOperation, principal: str) -> None:
-        binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal,
-                             "*", op, AclPermissionType.ALLOW)
-        for f in admin.create_acls([binding], request_timeout=15).values():
-            f.result()
-
+    b = broker_factory(STANDARD_AUTHORIZER)
     with SyncClient(b.bootstrap, client_id="ctw") as c:
         for t in ("ctw-guarded", "ctw-described"):
             c.create_topic(t, 1)
             c.produce(t, [ProducerRecord(value=b"x", timestamp=T0)], partition=0)
-        allow("ctw-guarded", AclOperation.READ, "User:someone-else")  # not us
-        allow("ctw-described", AclOperation.DESCRIBE, "User:ANONYMOUS")
+        allow_on_topic(b.bootstrap, "ctw-guarded", "READ", "User:someone-else")  # not us
+        allow_on_topic(b.bootstrap, "ctw-described", "DESCRIBE", "User:ANONYMOUS")
         with pytest.raises(KafkaError) as exc:
             c.count_time_windows("ctw-guarded", [T0, T0 + 1], [0])
         assert exc.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED

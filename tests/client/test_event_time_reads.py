@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -24,7 +23,9 @@ from hypothesis import strategies as st
 
 from client import SyncClient
 from client.aio import PLAN_TIME_WINDOW, ProducerRecord
+from tests.helpers.acls import STANDARD_AUTHORIZER, allow_on_topic
 from tests.helpers.disorder import SHAPES, disordered
+from tests.helpers.sidecars import kill_with_sidecars_damaged
 
 NOW = int(time.time() * 1000)
 T0 = NOW - 40 * 86_400_000
@@ -198,20 +199,7 @@ def test_after_kill_9_with_the_sidecars_damaged(broker, damage: str) -> None:  #
         c.create_topic("evt-kill", 1, {"segment.bytes": "1500", "index.interval.bytes": "100"})
         rows = _produce(c, "evt-kill", 1, [(0, [T0 + rng.randint(0, 80_000) for _ in range(5)])
                                            for _ in range(40)])
-    pdir = Path(broker.data_dir, "evt-kill-0")
-    deadline = time.monotonic() + 20  # sealed segments' sidecars come from a background slice
-    while len(list(pdir.glob("*.zonemap"))) < len(list(pdir.glob("*.log"))) - 1:
-        assert time.monotonic() < deadline, "no sidecars written"
-        time.sleep(0.1)
-    broker.kill()
-    sidecars = sorted(pdir.glob("*.zonemap"))
-    assert sidecars
-    for f in sidecars:
-        if damage == "deleted":
-            f.unlink()
-        else:
-            f.write_bytes(f.read_bytes()[: len(f.read_bytes()) // 2])
-    broker.start()
+    kill_with_sidecars_damaged(broker, "evt-kill-0", ".zonemap", damage)
     with SyncClient(broker.bootstrap, client_id="evt") as c:
         for t1, t2 in _windows(rows, rng):
             _check(c, "evt-kill", rows, t1, t2)
@@ -225,34 +213,15 @@ def test_after_kill_9_with_the_sidecars_damaged(broker, damage: str) -> None:  #
 
 
 def test_planning_needs_describe_on_the_topic(broker_factory) -> None:  # type: ignore[no-untyped-def]
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        ResourcePatternType,
-        ResourceType,
-    )
-
     from protocol.errors import ErrorCode, KafkaError
 
-    b = broker_factory({"authorizer.class.name":
-                        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                        "allow.everyone.if.no.acl.found": "true"})
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-
-    def allow(topic: str, op: AclOperation, principal: str) -> None:
-        binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal,
-                             "*", op, AclPermissionType.ALLOW)
-        for f in admin.create_acls([binding], request_timeout=15).values():
-            f.result()
-
+    b = broker_factory(STANDARD_AUTHORIZER)
     with SyncClient(b.bootstrap, client_id="evt") as c:
         for t in ("evt-guarded", "evt-readable"):
             c.create_topic(t, 1)
             c.produce(t, [ProducerRecord(value=b"x", timestamp=T0)], partition=0)
-        allow("evt-guarded", AclOperation.READ, "User:someone-else")  # not us
-        allow("evt-readable", AclOperation.READ, "User:ANONYMOUS")  # READ implies DESCRIBE
+        allow_on_topic(b.bootstrap, "evt-guarded", "READ", "User:someone-else")  # not us
+        allow_on_topic(b.bootstrap, "evt-readable", "READ", "User:ANONYMOUS")  # READ implies DESCRIBE
         with pytest.raises(KafkaError) as exc:
             c.plan_time_window("evt-guarded", T0, T0 + 1, [0])
         assert exc.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED

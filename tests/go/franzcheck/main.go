@@ -7,16 +7,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"time"
 
+	"chronolog.test/goclients/checkio"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -29,33 +27,13 @@ const (
 
 var txnOutcomes = []string{"commit", "abort", "commit"}
 
-func emit(fields map[string]any) {
-	b, err := json.Marshal(fields)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(string(b))
-}
-
-func fail(step string, err error) {
-	emit(map[string]any{"event": "error", "step": step, "error": err.Error()})
-	os.Exit(1)
-}
+var (
+	emit = checkio.Emit
+	fail = checkio.Fail
+)
 
 func main() {
-	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: franzcheck BOOTSTRAP PREFIX BASE_MS SEED")
-		os.Exit(2)
-	}
-	seeds, prefix := os.Args[1], os.Args[2]
-	base, err := strconv.ParseInt(os.Args[3], 10, 64)
-	if err != nil {
-		fail("args", err)
-	}
-	seed, err := strconv.ParseInt(os.Args[4], 10, 64)
-	if err != nil {
-		fail("args", err)
-	}
+	seeds, prefix, base, seed := checkio.Args("franzcheck")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 

@@ -7,15 +7,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand"
-	"os"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
+	"chronolog.test/goclients/checkio"
 	"github.com/IBM/sarama"
 )
 
@@ -24,18 +22,10 @@ const (
 	perPart    = 30
 )
 
-func emit(fields map[string]any) {
-	b, err := json.Marshal(fields)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(string(b))
-}
-
-func fail(step string, err error) {
-	emit(map[string]any{"event": "error", "step": step, "error": err.Error()})
-	os.Exit(1)
-}
+var (
+	emit = checkio.Emit
+	fail = checkio.Fail
+)
 
 func config() *sarama.Config {
 	cfg := sarama.NewConfig()
@@ -50,19 +40,8 @@ func config() *sarama.Config {
 }
 
 func main() {
-	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: saramacheck BOOTSTRAP PREFIX BASE_MS SEED")
-		os.Exit(2)
-	}
-	addrs, prefix := []string{os.Args[1]}, os.Args[2]
-	base, err := strconv.ParseInt(os.Args[3], 10, 64)
-	if err != nil {
-		fail("args", err)
-	}
-	seed, err := strconv.ParseInt(os.Args[4], 10, 64)
-	if err != nil {
-		fail("args", err)
-	}
+	bootstrap, prefix, base, seed := checkio.Args("saramacheck")
+	addrs := []string{bootstrap}
 	topic, group := prefix+"-t", prefix+"-g"
 
 	client, err := sarama.NewClient(addrs, config())
