@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Producer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +24,8 @@ from client import SyncClient
 from client.aio import COUNT_TIME_WINDOWS, ProducerRecord
 from protocol.errors import ErrorCode, KafkaError
 from tests.helpers.acls import STANDARD_AUTHORIZER, allow_on_topic
+from tests.helpers.confluent import some_transactions_aborted, txn_producer
+from tests.helpers.disorder import SHAPES, disordered
 from tests.helpers.sidecars import kill_with_sidecars_damaged
 
 NOW = int(time.time() * 1000)
@@ -71,20 +72,13 @@ def _check(c: SyncClient, topic: str, rows: list[tuple[int, int, int]], parts: l
         assert c.count_time_windows(topic, bounds) == _oracle(rows, bounds, parts, start), bounds
 
 
-batch_shapes = st.lists(st.tuples(st.integers(0, 2), st.sampled_from(
-    ["in_order", "late", "ties", "shuffled"]), st.integers(1, 30), st.integers(0, 2000)),
-    min_size=1, max_size=25)
+batch_shapes = st.lists(st.tuples(st.integers(0, 2), st.sampled_from(SHAPES),
+                                  st.integers(1, 30), st.integers(0, 2000)),
+                        min_size=1, max_size=25)
 
 
 def _timestamps(shape: str, n: int, at: int, rng: random.Random) -> list[int]:
-    base = T0 + at * 5
-    if shape == "in_order":
-        return sorted(base + rng.randint(0, 3000) for _ in range(n))
-    if shape == "late":
-        return [T0 + rng.randint(0, 10_000) for _ in range(n)]
-    if shape == "ties":
-        return [base] * n
-    return [base + rng.randint(-500_000, 500_000) for _ in range(n)]
+    return disordered(shape, n, T0 + at * 5, T0, rng)
 
 
 @settings(max_examples=15, deadline=None,
@@ -117,25 +111,8 @@ def test_after_delete_records(sync_client: SyncClient) -> None:
 def test_read_committed_leaves_out_aborted_records(sync_client: SyncClient, broker) -> None:  # type: ignore[no-untyped-def]
     c = sync_client
     c.create_topic("ctw-txn", 1, {"segment.bytes": "1000", "index.interval.bytes": "100"})
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "ctw-txn",
-                  "linger.ms": 5})
-    p.init_transactions(15)
-    rows: list[tuple[int, bytes]] = []
-    rng = random.Random(9)
-    aborted: set[bytes] = set()
-    for n in range(8):
-        p.begin_transaction()
-        for i in range(6):
-            ts = T0 + rng.randint(0, 50_000)
-            v = b"%d-%d" % (n, i)
-            p.produce("ctw-txn", value=v, timestamp=ts)
-            rows.append((ts, v))
-        p.flush(10)
-        if n % 3 == 1:
-            p.abort_transaction(15)
-            aborted |= {v for _, v in rows[-6:]}
-        else:
-            p.commit_transaction(15)
+    p = txn_producer(broker.bootstrap, "ctw-txn")
+    rows, aborted = some_transactions_aborted(p, "ctw-txn", random.Random(9), T0, 50_000)
     # an open transaction: its records lie past the LSO
     p.begin_transaction()
     p.produce("ctw-txn", value=b"open", timestamp=T0 + 10)

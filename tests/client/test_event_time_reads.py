@@ -17,13 +17,13 @@ import time
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Producer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from client import SyncClient
 from client.aio import PLAN_TIME_WINDOW, ProducerRecord
 from tests.helpers.acls import STANDARD_AUTHORIZER, allow_on_topic
+from tests.helpers.confluent import some_transactions_aborted, txn_producer
 from tests.helpers.disorder import SHAPES, disordered
 from tests.helpers.sidecars import kill_with_sidecars_damaged
 
@@ -154,25 +154,8 @@ def test_after_delete_records(sync_client: SyncClient) -> None:
 def test_read_committed_leaves_out_aborted_records(sync_client: SyncClient, broker) -> None:  # type: ignore[no-untyped-def]
     c = sync_client
     c.create_topic("evt-txn", 1, {"segment.bytes": "1000"})
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "evt-txn",
-                  "linger.ms": 5})
-    p.init_transactions(15)
-    rows = []
-    rng = random.Random(9)
-    aborted = set()
-    for n in range(8):
-        p.begin_transaction()
-        for i in range(6):
-            ts = T0 + rng.randint(0, 50_000)
-            v = b"%d-%d" % (n, i)
-            p.produce("evt-txn", value=v, timestamp=ts)
-            rows.append((ts, v))
-        p.flush(10)
-        if n % 3 == 1:
-            p.abort_transaction(15)
-            aborted |= {v for _, v in rows[-6:]}
-        else:
-            p.commit_transaction(15)
+    p = txn_producer(broker.bootstrap, "evt-txn")
+    rows, aborted = some_transactions_aborted(p, "evt-txn", random.Random(9), T0, 50_000)
     for t1, t2 in [(T0, T0 + 50_001), (T0 + 10_000, T0 + 20_000), (T0 + 49_000, T0 + 60_000)]:
         want = sorted((ts, v) for ts, v in rows if t1 <= ts < t2 and v not in aborted)
         got = [(r.timestamp, r.value) for r in c.read_time_range(
