@@ -8,8 +8,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand"
-	"sort"
 	"sync"
 	"time"
 
@@ -62,15 +60,10 @@ func main() {
 	if err != nil {
 		fail("producer", err)
 	}
-	rng := rand.New(rand.NewSource(seed))
-	var stamps []int64
+	stamps := checkio.Timestamps(seed, base, 300_000, partitions, perPart)
 	for p := int32(0); p < partitions; p++ {
 		for i := 0; i < perPart; i++ {
-			ts := base + rng.Int63n(300_000)
-			if i > 0 && rng.Intn(5) == 0 {
-				ts = stamps[len(stamps)-1]
-			}
-			stamps = append(stamps, ts)
+			ts := stamps[int(p)*perPart+i]
 			key, value := fmt.Sprintf("k%d-%d", p, i), fmt.Sprintf("v%d-%d", p, i)
 			msg := &sarama.ProducerMessage{Topic: topic, Partition: p, Timestamp: time.UnixMilli(ts),
 				Key: sarama.StringEncoder(key), Value: sarama.StringEncoder(value)}
@@ -87,15 +80,7 @@ func main() {
 	}
 
 	// GetOffset by time (ListOffsets, READ_UNCOMMITTED) and the two special values.
-	queries := map[int64]bool{base - 1: true, base + 300_001: true}
-	for _, ts := range stamps {
-		queries[ts], queries[ts+1] = true, true
-	}
-	var qs []int64
-	for q := range queries {
-		qs = append(qs, q)
-	}
-	sort.Slice(qs, func(i, j int) bool { return qs[i] < qs[j] })
+	qs := checkio.Queries(stamps, base, 300_000)
 	for p := int32(0); p < partitions; p++ {
 		for _, q := range append(qs, sarama.OffsetNewest, sarama.OffsetOldest) {
 			offset, err := client.GetOffset(topic, p, q)
