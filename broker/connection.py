@@ -11,10 +11,10 @@ Invariants:
   read (the transport is below its write high-water mark), it is not muted by a quota
   (KIP-219), it has fewer than MAX_IN_FLIGHT requests waiting, and the broker serves
   fewer than ``queued.max.requests`` (and ``queued.max.request.bytes``) waiting requests
-  in all; otherwise the rest of what it sent stays unparsed in its buffer and the socket
-  is not read, so a client that never reads costs one answer's worth of memory, not one
-  per request it pipelined. Every request counted against queued.max.* is uncounted
-  exactly once: when answered, or when dropped unserved.
+  in all (``broker.request_budget``, which each request left to the pump or to a
+  suspended handler counts against until it is answered or dropped); otherwise the rest
+  of what it sent stays unparsed in its buffer and the socket is not read, so a client
+  that never reads costs one answer's worth of memory, not one per request it pipelined.
 - A bad frame (negative or larger than the frame limit, unknown API key or version,
   undecodable header/body) closes that one connection after the responses already due,
   with one log line saying why. An unsupported ApiVersions version is answered with
@@ -170,7 +170,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         broker = self.broker
-        broker.held.discard(self)
+        broker.requests.held.discard(self)
         if self._refused:
             self._drop_deferred()
         else:  # the peer left (EOF, reset, close_notify): what it sent is still served
@@ -221,11 +221,7 @@ class Connection(asyncio.Protocol):
 
     def _uncount(self, slot: _Slot) -> None:
         """Stop counting a request that will not be served against queued.max.*."""
-        broker = self.broker
-        broker.queued -= 1
-        broker.queued_bytes -= slot.size
-        if broker.held:
-            broker.release_held()
+        self.broker.requests.give_back(slot.size)
 
     def _drop_deferred(self) -> None:
         while self._deferred:
@@ -311,17 +307,17 @@ class Connection(asyncio.Protocol):
 
     def _blocked(self) -> bool:
         """Back-pressure: stop decoding this connection's requests for now."""
-        broker = self.broker
+        requests = self.broker.requests
         return (self._writing_paused or self._throttled or len(self._pending) >= MAX_IN_FLIGHT
-                or broker.queued >= broker.queued_max
-                or 0 <= broker.queued_bytes_max <= broker.queued_bytes)
+                or requests.count >= requests.max_requests
+                or 0 <= requests.max_bytes <= requests.bytes)
 
     def release(self) -> None:
         """Serve frames that back-pressure held, once it has eased."""
         if not self._held or self._processing or self._closing or self._blocked():
             return
         self._held = False
-        self.broker.held.discard(self)
+        self.broker.requests.held.discard(self)
         self._process(self._buf)
         self._update_reading()
 
@@ -343,7 +339,7 @@ class Connection(asyncio.Protocol):
             while n - pos >= 4:
                 if self._blocked():
                     self._held = True
-                    self.broker.held.add(self)
+                    self.broker.requests.held.add(self)
                     break
                 size = _SIZE.unpack_from(view, pos)[0]
                 if size < 0 or size > self._max_frame:
@@ -456,8 +452,7 @@ class Connection(asyncio.Protocol):
         else:
             slot = _Slot(len(frame))
             self._pending.append(slot)
-            broker.queued += 1
-            broker.queued_bytes += slot.size
+            broker.requests.take(slot.size)
         task = broker.loop.create_task(
             self._finish(slot, route, request, ctx, coro, waiting, started),
             name="fetch" if api_key == FETCH_KEY else route.name,
@@ -473,8 +468,7 @@ class Connection(asyncio.Protocol):
         slot = _Slot(len(frame))
         self._pending.append(slot)
         broker = self.broker
-        broker.queued += 1
-        broker.queued_bytes += slot.size
+        broker.requests.take(slot.size)
         self._deferred.append((slot, frame))
         broker.pump.add(self._serve_deferred)
 
@@ -500,11 +494,7 @@ class Connection(asyncio.Protocol):
         slot.data = data
         slot.close_reason = close_reason
         slot.done = True
-        broker = self.broker
-        broker.queued -= 1
-        broker.queued_bytes -= slot.size
-        if broker.held:
-            broker.release_held()
+        self.broker.requests.give_back(slot.size)
         self._flush()
 
     def _gate_outcome(self, outcome: Outcome) -> None:

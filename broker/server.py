@@ -7,9 +7,9 @@ Invariants:
   what holds per connection: response order, back-pressure, bad frames, graceful close,
   authentication and the connection limits, alike on every listener. What an answer is
   made of (handler failures, quota throttling) is broker/answers.py's.
-- Back-pressure across connections: the broker counts the requests (and bytes) waiting
-  in all of them against ``queued.max.requests`` / ``queued.max.request.bytes`` and
-  keeps the connections held by it (``held``) to release when the count drops.
+- Back-pressure across connections: the requests (and bytes) waiting in all of them are
+  counted against ``queued.max.requests`` / ``queued.max.request.bytes`` in one
+  :class:`broker.request_budget.RequestBudget` (``Broker.requests``).
 - Shutdown (SIGTERM/SIGINT) stops accepting, stops reading new requests, wakes
   long-polls, lets in-flight requests finish and their responses drain, then
   closes the logs (segments sealed, clean-shutdown marker written) and exits 0.
@@ -46,6 +46,7 @@ from broker.quotas.model import (
 )
 from broker.quotas.store import FILE_NAME as QUOTA_FILE
 from broker.quotas.store import load as load_quotas
+from broker.request_budget import RequestBudget
 from broker.security.listeners import Listener, listeners, mechanisms
 from broker.security.sasl import SaslGate
 from broker.tls_connection import TlsConnection
@@ -73,14 +74,10 @@ class Broker:
         self.connections: set[Connection] = set()
         self.per_ip: dict[str, int] = {}
         self.inflight: set[asyncio.Task[None]] = set()
-        # Requests being served (suspended handlers) across all connections, against
-        # queued.max.requests / queued.max.request.bytes, and the connections whose
-        # further requests wait for them.
-        self.queued = 0
-        self.queued_bytes = 0
-        self.queued_max = config.queued_max_requests
-        self.queued_bytes_max = config.queued_max_request_bytes
-        self.held: set[Connection] = set()
+        # Requests being served across all connections, against queued.max.requests /
+        # queued.max.request.bytes, and the connections whose further requests wait.
+        self.requests = RequestBudget(config.queued_max_requests,
+                                      config.queued_max_request_bytes)
         self.stopping = False
         # Idle polling (see _idle_poll): when the latest request arrived, and the future
         # that wakes the poller once it sleeps.
@@ -140,13 +137,6 @@ class Broker:
         return self.config.advertised_host_port(self.bound.get(listener.upper(), self.port),
                                                 listener)
 
-    def release_held(self) -> None:
-        """Back-pressure eased: let held connections serve what they buffered (next pass)."""
-        if self.queued < self.queued_max and not (
-                0 <= self.queued_bytes_max <= self.queued_bytes):
-            for conn in list(self.held):
-                self.loop.call_soon(conn.release)
-
     # ------------------------------------------------------------ versions
 
     def version_range(self, api_key: int) -> tuple[int, int]:
@@ -177,6 +167,7 @@ class Broker:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self.requests.loop = self.loop
         self.pump = Pump(self.loop)
         pump = self.pump
         self.partitions.defer_wake = lambda job: pump.add(job, WAKE_COST_S)
