@@ -25,7 +25,7 @@ from client.aio import COUNT_TIME_WINDOWS, ProducerRecord
 from protocol.errors import ErrorCode, KafkaError
 from tests.helpers.acls import STANDARD_AUTHORIZER, allow_on_topic
 from tests.helpers.confluent import some_transactions_aborted, txn_producer
-from tests.helpers.disorder import SHAPES, disordered
+from tests.helpers.disorder import batch_timestamps, shaped_batches
 from tests.helpers.sidecars import kill_with_sidecars_damaged
 
 NOW = int(time.time() * 1000)
@@ -72,13 +72,7 @@ def _check(c: SyncClient, topic: str, rows: list[tuple[int, int, int]], parts: l
         assert c.count_time_windows(topic, bounds) == _oracle(rows, bounds, parts, start), bounds
 
 
-batch_shapes = st.lists(st.tuples(st.integers(0, 2), st.sampled_from(SHAPES),
-                                  st.integers(1, 30), st.integers(0, 2000)),
-                        min_size=1, max_size=25)
-
-
-def _timestamps(shape: str, n: int, at: int, rng: random.Random) -> list[int]:
-    return disordered(shape, n, T0 + at * 5, T0, rng)
+batch_shapes = shaped_batches(2, 2000)
 
 
 @settings(max_examples=15, deadline=None,
@@ -89,8 +83,7 @@ def test_counts_equal_the_oracle(broker, shapes, parts: int, seed: int) -> None:
     topic = f"ctw-{next(_topics)}"
     with SyncClient(broker.bootstrap, client_id="ctw") as c:
         c.create_topic(topic, parts, {"segment.bytes": "1200", "index.interval.bytes": "200"})
-        rows = _produce(c, topic, parts, [(p, _timestamps(shape, n, at, rng))
-                                          for p, shape, n, at in shapes])
+        rows = _produce(c, topic, parts, batch_timestamps(shapes, T0, rng))
         _check(c, topic, rows, list(range(parts)), rng)  # right after produce
         time.sleep(0.3)  # and once background slices have run
         _check(c, topic, rows, list(range(parts)), rng)

@@ -24,7 +24,7 @@ from client import SyncClient
 from client.aio import PLAN_TIME_WINDOW, ProducerRecord
 from tests.helpers.acls import STANDARD_AUTHORIZER, allow_on_topic
 from tests.helpers.confluent import some_transactions_aborted, txn_producer
-from tests.helpers.disorder import SHAPES, disordered
+from tests.helpers.disorder import batch_timestamps, shaped_batches
 from tests.helpers.sidecars import kill_with_sidecars_damaged
 
 NOW = int(time.time() * 1000)
@@ -95,14 +95,7 @@ def _check(c: SyncClient, topic: str, rows: list[tuple[int, int, int, bytes]],
     assert arrow == want
 
 
-batch_shapes = st.lists(
-    st.tuples(st.integers(0, 3), st.sampled_from(SHAPES),
-              st.integers(1, 30), st.integers(0, 400_000)),
-    min_size=1, max_size=25)
-
-
-def _timestamps(shape: str, n: int, at: int, rng: random.Random) -> list[int]:
-    return disordered(shape, n, T0 + at * 5, T0, rng)
+batch_shapes = shaped_batches(3, 400_000)
 
 
 @settings(max_examples=25, deadline=None,
@@ -113,8 +106,7 @@ def test_event_time_reads_equal_the_oracle(broker, shapes, parts: int, seed: int
     topic = f"evt-{next(_topics)}"
     with SyncClient(broker.bootstrap, client_id="evt") as c:
         c.create_topic(topic, parts, {"segment.bytes": "1200", "index.interval.bytes": "200"})
-        rows = _produce(c, topic, parts, [(p, _timestamps(shape, n, at, rng))
-                                          for p, shape, n, at in shapes])
+        rows = _produce(c, topic, parts, batch_timestamps(shapes, T0, rng))
         for t1, t2 in _windows(rows, rng):
             _check(c, topic, rows, t1, t2)
 
