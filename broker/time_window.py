@@ -18,13 +18,14 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from broker.acl.authorizer import DESCRIBE, TOPIC
 from broker.acl.check import allowed
 from broker.dispatch import RequestContext
 from broker.errors import partition_error
 from protocol.errors import ErrorCode, KafkaError
+from storage.log import Log
 
 READ_COMMITTED = 1
 
@@ -46,7 +47,7 @@ def failed_topics(topics: Iterable[_AskedTopic], answer: Callable[[int, int], P]
 
 
 async def serve_topics(ctx: RequestContext, topics: Iterable[_AskedTopic],
-                       answer: Callable[[int, int], P], serve: Callable[[str, int, Any, int], P],
+                       answer: Callable[[int, int], P], serve: Callable[[str, int, Log, int], P],
                        what: str, *, sorted_index: bool,
                        valid: bool = True) -> list[tuple[str, list[P]]]:
     """(topic name, partition answers) for each topic asked. ``serve(name, index, log, lso)``
@@ -72,7 +73,7 @@ async def serve_topics(ctx: RequestContext, topics: Iterable[_AskedTopic],
 
 
 def _partition(ctx: RequestContext, name: str, index: int, answer: Callable[[int, int], P],
-               serve: Callable[[str, int, Any, int], P], what: str) -> P:
+               serve: Callable[[str, int, Log, int], P], what: str) -> P:
     pm = ctx.partitions
     try:
         plog = pm.get_log(name, index)

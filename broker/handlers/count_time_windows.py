@@ -18,14 +18,12 @@ other connections are served meanwhile; the newest blocks are decoded from the .
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.dispatch import RequestContext
 from broker.time_window import READ_COMMITTED, failed_topics, serve_topics
 from protocol import messages as m
 from protocol.api import Request
 from protocol.count_time_windows import MAX_BOUNDARIES
-from storage.log import HAVE_NUMPY
+from storage.log import HAVE_NUMPY, Log
 
 #: Served only where numpy is installed (broker/dispatch.py reads these two).
 AVAILABLE = HAVE_NUMPY
@@ -55,7 +53,7 @@ async def handle(request: Request[m.CountTimeWindowsRequest], ctx: RequestContex
     bounds = list(body.boundaries or [])
     committed = body.isolation_level == READ_COMMITTED
 
-    def serve(name: str, index: int, plog: Any, lso: int) -> Answer:
+    def serve(name: str, index: int, plog: Log, lso: int) -> Answer:
         if committed:
             producers = ctx.partitions.producers
             aborted = producers.aborted_list(name, index) if producers is not None else []

@@ -14,12 +14,11 @@ Invariants (protocol/plan_time_window.py):
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.dispatch import RequestContext
 from broker.time_window import READ_COMMITTED, failed_topics, serve_topics
 from protocol import messages as m
 from protocol.api import Request
+from storage.log import Log
 
 Answer = m.PlanTimeWindowResponseTopicsPartitions
 
@@ -39,7 +38,7 @@ async def handle(request: Request[m.PlanTimeWindowRequest], ctx: RequestContext)
     t1, t2 = body.start_timestamp, body.end_timestamp
     committed = body.isolation_level == READ_COMMITTED
 
-    def serve(name: str, index: int, plog: Any, lso: int) -> Answer:
+    def serve(name: str, index: int, plog: Log, lso: int) -> Answer:
         plan = plog.plan_time_window(t1, t2, max_offset=lso if committed else None)
         stats = plog.disorder_stats()
         return Answer(
