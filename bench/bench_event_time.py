@@ -49,6 +49,7 @@ import pyarrow as pa
 from bench.bench_broker import RawClient, _list_offsets_body, wait_until_idle
 from bench.datasets import month_shuffled
 from bench.harness import (
+    SCALE,
     cpu_seconds,
     free_port,
     start_broker,
@@ -59,7 +60,6 @@ from bench.harness import (
 from bench.report import Report, median, percentile
 from storage.records import iter_batches
 
-SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
 N = int(10_000_000 * SCALE)
 PARTITIONS = 4
 VALUE = 100

@@ -13,6 +13,10 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+#: ``CHRONOLOG_BENCH_SCALE``: every benchmark's sizes are multiplied by it (< 1 for a
+#: quick dry run).
+SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
+
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
     """A port on 127.0.0.1 that is free now (TCP by default; SOCK_DGRAM for UDP)."""

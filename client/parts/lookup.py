@@ -175,36 +175,17 @@ class LookupMixin(ClientCore):
         """
         if start_ms < 0 or end_ms < 0:
             raise ValueError("start_ms and end_ms must be epoch ms >= 0")
-        self.api_version(PLAN_TIME_WINDOW)
-        parts = await self.partitions_for(topic) if partitions is None else list(partitions)
-        by_leader: dict[int, list[int]] = {}
-        for p in parts:
-            by_leader.setdefault(await self._leader(topic, p), []).append(p)
-
-        async def ask(leader: int, ps: list[int]) -> Any:
-            body = {"isolation_level": isolation_level, "start_timestamp": start_ms,
-                    "end_timestamp": end_ms, "topics": [{"name": topic, "partitions": ps}]}
-            return await self._retry_read(
-                lambda: self._request(PLAN_TIME_WINDOW, body, leader))
-
-        answers = await asyncio.gather(*(ask(n, ps) for n, ps in by_leader.items()))
-        out: dict[int, TimeWindowPlan] = {}
-        for resp in answers:
-            for t in resp["topics"]:
-                for p in t["partitions"]:
-                    index = p["partition_index"]
-                    if p["error_code"] in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                        self._topics.pop(topic, None)
-                    _raise_for(p["error_code"], f"plan time window of {topic}-{index}")
-                    out[index] = TimeWindowPlan(
-                        index,
-                        tuple(PlannedRange(r["start_offset"], r["end_offset"], r["bytes"])
-                              for r in p["ranges"]),
-                        p["log_start_offset"], p["high_watermark"], p["last_stable_offset"],
-                        DisorderStats(p["late_records"], p["max_lateness_ms"], p["records"]),
-                    )
-        return out
+        answers = await self._ask_leaders(
+            PLAN_TIME_WINDOW, topic, partitions, "plan time window",
+            {"isolation_level": isolation_level, "start_timestamp": start_ms,
+             "end_timestamp": end_ms})
+        return {p["partition_index"]: TimeWindowPlan(
+            p["partition_index"],
+            tuple(PlannedRange(r["start_offset"], r["end_offset"], r["bytes"])
+                  for r in p["ranges"]),
+            p["log_start_offset"], p["high_watermark"], p["last_stable_offset"],
+            DisorderStats(p["late_records"], p["max_lateness_ms"], p["records"]),
+        ) for p in answers}
 
     async def count_time_windows(
         self, topic: str, boundaries: Sequence[int], partitions: Iterable[int] | None = None,
@@ -222,20 +203,30 @@ class LookupMixin(ClientCore):
         bounds = [int(b) for b in boundaries]
         if len(bounds) < 2 or any(a > b for a, b in zip(bounds, bounds[1:], strict=False)):
             raise ValueError("boundaries must ascend, at least two")
-        self.api_version(COUNT_TIME_WINDOWS)
+        answers = await self._ask_leaders(
+            COUNT_TIME_WINDOWS, topic, partitions, "count time windows",
+            {"isolation_level": isolation_level, "boundaries": bounds})
+        return {p["partition_index"]: list(p["counts"]) for p in answers}
+
+    async def _ask_leaders(self, api_key: int, topic: str, partitions: Iterable[int] | None,
+                           what: str, fields: dict[str, Any]) -> list[Any]:
+        """Ask each leader of ``topic``'s partitions (all by default) once, concurrently:
+        ``fields`` plus the topic and its partitions there; every partition's answer. A
+        partition's error is raised (naming ``what``), its metadata forgotten first when
+        the error says the leader moved. Raises UNSUPPORTED_VERSION before asking a broker
+        without ``api_key``."""
+        self.api_version(api_key)
         parts = await self.partitions_for(topic) if partitions is None else list(partitions)
         by_leader: dict[int, list[int]] = {}
         for p in parts:
             by_leader.setdefault(await self._leader(topic, p), []).append(p)
 
         async def ask(leader: int, ps: list[int]) -> Any:
-            body = {"isolation_level": isolation_level, "boundaries": bounds,
-                    "topics": [{"name": topic, "partitions": ps}]}
-            return await self._retry_read(
-                lambda: self._request(COUNT_TIME_WINDOWS, body, leader))
+            body = {**fields, "topics": [{"name": topic, "partitions": ps}]}
+            return await self._retry_read(lambda: self._request(api_key, body, leader))
 
         answers = await asyncio.gather(*(ask(n, ps) for n, ps in by_leader.items()))
-        out: dict[int, list[int]] = {}
+        out: list[Any] = []
         for resp in answers:
             for t in resp["topics"]:
                 for p in t["partitions"]:
@@ -243,8 +234,8 @@ class LookupMixin(ClientCore):
                     if p["error_code"] in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                         self._topics.pop(topic, None)
-                    _raise_for(p["error_code"], f"count time windows of {topic}-{index}")
-                    out[index] = list(p["counts"])
+                    _raise_for(p["error_code"], f"{what} of {topic}-{index}")
+                    out.append(p)
         return out
 
     async def disorder_stats(
