@@ -1296,7 +1296,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     _setup_logging(args.log_format, args.log_level)
     try:
         config = BrokerConfig.load(
-            args.properties, args.override, data_dir=args.data_dir, host=args.host, port=args.port
+            args.properties, args.override, data_dir=args.data_dir, host=args.host, port=args.port,
+            read_replica=getattr(args, "read_replica", None),
         )
     except ConfigError as exc:
         log.error("invalid configuration: %s", exc)
