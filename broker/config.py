@@ -633,9 +633,11 @@ class BrokerConfig:
         if self.remote_log_manager_task_retry_backoff_ms > self.remote_log_manager_task_retry_backoff_max_ms:
             raise ConfigError("remote.log.manager.task.retry.backoff.ms must not exceed "
                               "remote.log.manager.task.retry.backoff.max.ms")
-        if self.read_replica and not self.remote_log_storage_system_enable:
-            # A read replica serves the tier only: it is on by definition.
+        if self.read_replica:
+            # A read replica serves the tier only: tiering is on by definition, and a
+            # Metadata request must not create a topic the bucket does not have.
             self.remote_log_storage_system_enable = True
+            self.auto_create_topics_enable = False
         if self.remote_log_storage_system_enable:
             check_local_retention("ms", self.retention_ms, self.log_local_retention_ms,
                                   "log.retention.ms", "log.local.retention.ms")
@@ -797,6 +799,12 @@ class BrokerConfig:
         from storage.config import LogConfig
 
         values = self.topic_defaults()
+        # log.local.retention.* are the defaults of local.retention.*; passed only when
+        # set, so a topic lists them (DescribeConfigs) as Kafka's UNLISTED rule expects.
+        for local_name, local in (("local.retention.ms", self.log_local_retention_ms),
+                                  ("local.retention.bytes", self.log_local_retention_bytes)):
+            if local != -2:
+                values[local_name] = str(local)
         for name, value in (overrides or {}).items():
             check_topic_config(name, value)
             values[name] = value

@@ -697,6 +697,13 @@ class PartitionManager:
             else:
                 defer(functools.partial(_resolve, fut))
 
+    def notify_grown(self, topic: str, partition: int) -> None:
+        """Wake the long-polling fetches of a partition whose end moved without an
+        append here (a read replica that saw a new remote segment)."""
+        waiters = self._waiters.pop((topic, partition), None)
+        if waiters:
+            self._wake(waiters)
+
     def wake_all(self) -> None:
         """Wake every waiting long-poll (shutdown: they answer with what they have)."""
         waiters, self._waiters = self._waiters, {}

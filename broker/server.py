@@ -928,6 +928,10 @@ class Broker:
         self.config = config
         self.partitions = PartitionManager(config)
         self.routes: dict[int, Route] = dispatch.table()
+        if config.read_replica:
+            from broker.read_replica import read_only_routes
+
+            self.routes = read_only_routes(self.routes)
         self.connections: set[Connection] = set()
         self.per_ip: dict[str, int] = {}
         self.inflight: set[asyncio.Task[None]] = set()
@@ -1069,11 +1073,13 @@ class Broker:
                                        max_timeout_ms=self.config.transaction_max_timeout_ms)
         await self.txns.open()
         if self.config.remote_log_storage_system_enable:
+            from broker.read_replica import ReadReplica
             from broker.tier import RemoteLogManager
 
             # Tiers attach before the listeners serve, so no read below a local log
             # start is ever answered without its remote half.
-            self.tier = RemoteLogManager(self.partitions, self.config)
+            self.tier = (ReadReplica if self.config.read_replica else RemoteLogManager)(
+                self.partitions, self.config)
             try:
                 await self.tier.open()
             except BaseException:

@@ -27,9 +27,9 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -271,7 +271,7 @@ class RemoteLogManager:
             # tier is deleting); the store work runs in a thread.
             self._advance_log_start(key, plog, min(max(plog.log_start_offset, rs.next_offset),
                                                    plog.log_end_offset))
-            await loop.run_in_executor(self.executor, lambda rs=rs: list(tier.delete_steps(rs)))
+            await loop.run_in_executor(self.executor, _drain, tier.delete_steps(rs))
             self.counters.segments_deleted += 1
             log.info("remote tier: deleted %s-%d offsets %d..%d (log start now %d)", key[0],
                      key[1], rs.base_offset, rs.end_offset, plog.log_start_offset)
@@ -361,6 +361,11 @@ class RemoteLogManager:
         """(hits, misses, bytes) of the remote index cache."""
         c = self.cache
         return (c.hits, c.misses, c.size_bytes) if c is not None else (0, 0, 0)
+
+
+def _drain(steps: Iterator[str]) -> None:
+    for _ in steps:
+        pass
 
 
 @dataclass(frozen=True)

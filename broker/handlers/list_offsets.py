@@ -26,6 +26,7 @@ Invariants (kafka-facts §4 and §6):
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -118,7 +119,7 @@ async def remote_lookups(ctx: RequestContext, body: m.ListOffsetsRequest
                 continue
             ts = p.timestamp
             try:
-                hit = await tier.call(lambda remote=remote, ts=ts: remote.offset_for_timestamp(ts))
+                hit = await tier.call(functools.partial(remote.offset_for_timestamp, ts))
                 out[(topic.name, p.partition_index, ts)] = (
                     None if hit is None else TimestampOffset(*hit))
             except Exception as exc:
