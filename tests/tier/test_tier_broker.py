@@ -1,0 +1,319 @@
+"""The broker's remote tier (KIP-405) through real clients over sockets on 127.0.0.1.
+
+One leader broker copies a topic's sealed segments to a ``file://`` bucket; its local
+retention then deletes them, so the history exists only in the tier. confluent-kafka and
+kcat read it back (offsets, values, timestamps equal to what was produced: the oracle),
+time lookups equal a brute-force scan of the produced records (hypothesis picks the
+times), ListOffsets -4 / -5 answer what the bucket's manifest and the local directory
+say, at the versions Kafka requires (v8 / v9). A read replica on another port, serving
+the same bucket, answers ListOffsets, Fetch and PlanTimeWindow as the oracle restricted
+to what is tiered, follows new uploads, and refuses writes. A bucket that fails keeps
+local data past local.retention.* and is retried with growing backoff.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from client import SyncClient
+from storage.remote import manifest as mf
+from tests.helpers.broker import BrokerProcess, free_port_number
+from tests.helpers.clients import fetch_all
+from tests.helpers.confluent import create_topic
+from tests.helpers.kafka_socket import KafkaSocket
+from tests.helpers.wait import wait_until
+
+KCAT = shutil.which("kcat")
+T0 = 1_700_000_000_000
+INTERVAL = {"remote.log.manager.task.interval.ms": "100",
+            "log.retention.check.interval.ms": "100"}
+TIMEOUT = 30.0
+
+
+@dataclass
+class Rec:
+    offset: int
+    timestamp: int
+    value: bytes
+
+
+def records(n: int, seed: int, first: int = 0) -> list[tuple[int, bytes]]:
+    """(timestamp, value) of n records, timestamps out of order (a shuffled ramp)."""
+    rng = random.Random(seed)
+    out = [(T0 + (first + i) * 1000 + rng.randrange(-5000, 5000), b"r%06d" % (first + i) + b"x" * 40)
+           for i in range(n)]
+    return out
+
+
+def produce(bootstrap: str, topic: str, recs: list[tuple[int, bytes]], per_batch: int = 10
+            ) -> list[Rec]:
+    """Produce in small batches (several segments of 2000 bytes); the delivered records."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": per_batch})
+    out: list[Rec] = []
+    errors: list[object] = []
+
+    def done(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            out.append(Rec(msg.offset(), msg.timestamp()[1], msg.value()))  # type: ignore[attr-defined]
+
+    for i, (ts, value) in enumerate(recs):
+        p.produce(topic, value=value, timestamp=ts, partition=0, on_delivery=done)
+        if i % per_batch == per_batch - 1:
+            p.flush(TIMEOUT)
+    p.flush(TIMEOUT)
+    assert not errors, errors
+    return sorted(out, key=lambda r: r.offset)
+
+
+def oracle_time(recs: list[Rec], t: int, below: int | None = None) -> tuple[int, int]:
+    """(offset, timestamp) of the first record with timestamp >= t, else (-1, -1)."""
+    for r in recs:
+        if below is not None and r.offset >= below:
+            break
+        if r.timestamp >= t:
+            return r.offset, r.timestamp
+    return -1, -1
+
+
+def bases(data_dir: Path, topic: str) -> list[int]:
+    return sorted(int(p.stem) for p in (data_dir / f"{topic}-0").glob("*.log"))
+
+
+def manifest(bucket: Path, topic: str) -> mf.PartitionManifest | None:
+    path = bucket / mf.manifest_key(topic, 0)
+    return mf.decode_partition(path.read_bytes()) if path.exists() else None
+
+
+def list_offsets(port: int, topic: str, timestamp: int, version: int) -> tuple[int, int, int]:
+    """(error, offset, timestamp) of one ListOffsets at ``version``."""
+    with KafkaSocket(port) as conn:
+        resp = conn.request(2, version, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}]})
+    p = resp.topics[0].partitions[0]
+    return p.error_code, p.offset, p.timestamp
+
+
+def consume_confluent(bootstrap: str, topic: str, n: int) -> list[Rec]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}-{time.time()}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out: list[Rec] = []
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while len(out) < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            out.append(Rec(m.offset(), m.timestamp()[1], m.value()))
+    finally:
+        c.close()
+    return out
+
+
+@dataclass
+class Tiered:
+    leader: BrokerProcess
+    bucket: Path
+    recs: list[Rec]
+    topic: str
+
+
+def start(tmp: Path, name: str, overrides: dict[str, str], extra: list[str] | None = None
+          ) -> BrokerProcess:
+    d = tmp / name
+    d.mkdir(parents=True, exist_ok=True)
+    return BrokerProcess(d / "data", free_port_number(), overrides, extra_args=extra or []).start()
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
+    """History of topic ``hist`` only in the tier: produced, copied, then deleted locally."""
+    tmp = tmp_path_factory.mktemp("tier")
+    bucket = tmp / "bucket"
+    leader = start(tmp, "leader", {"remote.log.storage.system.enable": "true",
+                                   "rsm.config.url": f"file://{bucket}", **INTERVAL})
+    try:
+        topic = "hist"
+        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
+                                            "retention.ms": "-1"})
+        recs = produce(leader.bootstrap, topic, records(400, seed=1))
+        data = leader.data_dir
+        # Every sealed segment copied (the manifest's end = the active segment's base - 1).
+        wait_until(lambda: (m := manifest(bucket, topic)) is not None
+                   and m.highest_offset() == bases(data, topic)[-1] - 1, TIMEOUT,
+                   "sealed segments copied")
+        # Now local retention may delete every copied segment.
+        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+        res = ConfigResource("TOPIC", topic, incremental_configs=[_set("local.retention.bytes", "1")])
+        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
+        wait_until(lambda: len(bases(data, topic)) == 1, TIMEOUT, "local copies deleted")
+        yield Tiered(leader, bucket, recs, topic)
+    finally:
+        leader.stop()
+
+
+def _set(name: str, value: str) -> object:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    return ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+
+
+def test_history_only_in_the_tier_reads_back_through_confluent_kafka(tiered: Tiered) -> None:
+    local_start = bases(tiered.leader.data_dir, tiered.topic)[0]
+    assert local_start > 300, "the history is not remote-only; the test proves nothing"
+    got = consume_confluent(tiered.leader.bootstrap, tiered.topic, len(tiered.recs))
+    assert got == tiered.recs
+
+
+def test_history_only_in_the_tier_reads_back_through_kcat(tiered: Tiered) -> None:
+    assert KCAT, "kcat is not installed: `make check-clients` installs it"
+    out = subprocess.run([KCAT, "-b", tiered.leader.bootstrap, "-C", "-t", tiered.topic, "-p", "0",
+                          "-o", "beginning", "-e", "-q", "-f", "%o %T %s\\n"],
+                         capture_output=True, timeout=TIMEOUT, check=True).stdout.decode()
+    got = [Rec(int(o), int(t), v.encode()) for o, t, v in
+           (line.split(" ", 2) for line in out.splitlines())]
+    assert got == tiered.recs
+
+
+def test_list_offsets_earliest_local_and_latest_tiered_at_kafkas_versions(tiered: Tiered) -> None:
+    port, topic = tiered.leader.port, tiered.topic
+    m = manifest(tiered.bucket, topic)
+    assert m is not None
+    local_start = bases(tiered.leader.data_dir, topic)[0]
+    assert list_offsets(port, topic, -4, 8)[:2] == (0, local_start)
+    assert list_offsets(port, topic, -5, 9)[:2] == (0, m.highest_offset())
+    assert list_offsets(port, topic, -2, 9)[:2] == (0, 0)
+    assert list_offsets(port, topic, -1, 9)[:2] == (0, len(tiered.recs))
+    assert list_offsets(port, topic, -4, 7)[0] == 35  # UNSUPPORTED_VERSION below v8
+    assert list_offsets(port, topic, -5, 8)[0] == 35  # and below v9 (KIP-1005)
+    with SyncClient(tiered.leader.bootstrap) as c:
+        assert c.earliest_local(topic) == {0: local_start}
+        assert c.latest_tiered(topic) == {0: m.highest_offset()}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(min_value=T0 - 10_000, max_value=T0 + 410_000))
+def test_time_lookups_across_the_local_remote_boundary_equal_a_scan(tiered: Tiered, t: int) -> None:
+    c = Consumer({"bootstrap.servers": tiered.leader.bootstrap, "group.id": "lookup"})
+    try:
+        [tp] = c.offsets_for_times([TopicPartition(tiered.topic, 0, t)], timeout=TIMEOUT)
+    finally:
+        c.close()
+    want = oracle_time(tiered.recs, t)[0]
+    assert tp.offset == (want if want >= 0 else -1)  # librdkafka: -1 = END for "none"
+
+
+def test_read_replica_answers_as_the_leader_from_the_bucket(tiered: Tiered, tmp_path: Path) -> None:
+    replica = start(tmp_path, "replica", {"rsm.config.url": f"file://{tiered.bucket}", **INTERVAL},
+                    ["--read-replica", f"file://{tiered.bucket}"])
+    try:
+        topic, recs = tiered.topic, tiered.recs
+        m = manifest(tiered.bucket, topic)
+        assert m is not None
+        end = m.highest_offset() + 1  # what the replica can serve: the tier
+        with KafkaSocket(replica.port) as conn:
+            assert [(r.offset, r.timestamp, r.value) for r in fetch_all(conn, topic)] == \
+                [(r.offset, r.timestamp, r.value) for r in recs if r.offset < end]
+        assert list_offsets(replica.port, topic, -2, 9)[:2] == (0, 0)
+        assert list_offsets(replica.port, topic, -1, 9)[:2] == (0, end)
+        assert list_offsets(replica.port, topic, -5, 9)[:2] == (0, end - 1)
+        rng = random.Random(7)
+        for t in [T0 - 1, T0 + 500_000, *(rng.randrange(T0, T0 + 400_000) for _ in range(40))]:
+            err, offset, ts = list_offsets(replica.port, topic, t, 9)
+            assert (err, offset, ts) == (0, *oracle_time(recs, t, below=end)), t
+            lead = list_offsets(tiered.leader.port, topic, t, 9)
+            if 0 <= lead[1] < end:
+                assert lead == (err, offset, ts)
+        with SyncClient(replica.bootstrap) as c:
+            t1, t2 = T0 + 50_000, T0 + 150_000
+            plan = c.plan_time_window(topic, t1, t2)[0]
+            planned = {o for r in plan.ranges for o in range(r.start_offset, r.end_offset)}
+            wanted = {r.offset for r in recs if r.offset < end and t1 <= r.timestamp < t2}
+            assert wanted <= planned, "the replica's plan misses records of the window"
+        # Writes are refused with a non-retriable error the client shows at once.
+        errors: list[object] = []
+        p = Producer({"bootstrap.servers": replica.bootstrap, "message.timeout.ms": 10000})
+        p.produce(topic, b"nope", partition=0, on_delivery=lambda e, _m: errors.append(e))
+        p.flush(TIMEOUT)
+        assert [e.code() for e in errors] == [KafkaError.POLICY_VIOLATION]  # type: ignore[attr-defined]
+        assert "refused Produce" in replica.log()
+    finally:
+        replica.stop()
+
+
+def test_read_replica_follows_new_uploads(tmp_path: Path) -> None:
+    bucket = tmp_path / "bucket"
+    common = {"rsm.config.url": f"file://{bucket}", **INTERVAL}
+    leader = start(tmp_path, "leader", {"remote.log.storage.system.enable": "true", **common})
+    replica = None
+    try:
+        topic = "follow"
+        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
+                                            "retention.ms": "-1"})
+        first = produce(leader.bootstrap, topic, records(100, seed=2))
+        wait_until(lambda: (m := manifest(bucket, topic)) is not None and m.highest_offset() > 0,
+                   TIMEOUT, "a first upload")
+        replica = start(tmp_path, "replica", common, ["--read-replica", f"file://{bucket}"])
+        before = list_offsets(replica.port, topic, -1, 9)[1]
+        assert 0 < before <= 100
+        more = produce(leader.bootstrap, topic, records(100, seed=3, first=100))
+        recs = first + more
+        wait_until(lambda: list_offsets(replica.port, topic, -1, 9)[1] > 100, TIMEOUT,
+                   "the replica sees the new segments")
+        end = list_offsets(replica.port, topic, -1, 9)[1]
+        got = consume_confluent(replica.bootstrap, topic, end)
+        assert got == [r for r in recs if r.offset < end]
+    finally:
+        if replica is not None:
+            replica.stop()
+        leader.stop()
+
+
+def test_a_failing_bucket_is_retried_with_backoff_and_local_data_is_kept(tmp_path: Path) -> None:
+    bucket = tmp_path / "bucket"
+    leader = start(tmp_path, "leader", {
+        "remote.log.storage.system.enable": "true", "rsm.config.url": f"file://{bucket}",
+        "remote.log.manager.task.retry.backoff.ms": "100",
+        "remote.log.manager.task.retry.backoff.max.ms": "400", **INTERVAL})
+    try:
+        topic = "faulty"
+        # The store fails: where topics/ should be a directory, a file is (every put of
+        # the bucket's objects fails as a real filesystem fails it).
+        bucket.mkdir(exist_ok=True)
+        (bucket / "topics").write_bytes(b"not a directory")
+        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
+                                            "retention.ms": "-1", "local.retention.bytes": "1"})
+        recs = produce(leader.bootstrap, topic, records(200, seed=4))
+        wait_until(lambda: "3 in a row" in leader.log(), TIMEOUT, "three failed passes")
+        waits = [float(w) for w in re.findall(r"retry in ([0-9.]+) s", leader.log())]
+        assert waits[0] <= 0.1 * 1.2 + 0.01 and max(waits) <= 0.4 * 1.2 + 0.01, waits
+        assert max(waits) > waits[0], f"the backoff does not grow: {waits}"
+        assert "local data kept" in leader.log()
+        # Nothing uploaded, nothing deleted locally despite local.retention.bytes=1.
+        assert list_offsets(leader.port, topic, -5, 9)[:2] == (0, -1)
+        assert bases(leader.data_dir, topic)[0] == 0
+        assert consume_confluent(leader.bootstrap, topic, len(recs)) == recs
+        # The store comes back: the next retry copies, then local retention deletes.
+        (bucket / "topics").unlink()
+        wait_until(lambda: len(bases(leader.data_dir, topic)) == 1, TIMEOUT,
+                   "copied after the store came back, then deleted locally")
+        assert "works again" in leader.log()
+        assert consume_confluent(leader.bootstrap, topic, len(recs)) == recs
+    finally:
+        leader.stop()
