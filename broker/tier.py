@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from storage.remote import manifest as mf
 from storage.remote.index_cache import DIR_NAME as INDEX_CACHE_DIR
 from storage.remote.index_cache import RemoteIndexCache
 from storage.remote.store import ObjectStore, RemoteStorageError, open_store
@@ -56,7 +57,11 @@ def tiered(configs: dict[str, str]) -> bool:
 
 
 def copy_disabled(configs: dict[str, str]) -> bool:
-    return configs.get("remote.log.copy.disable", "false").strip().lower() == "true"
+    return _flag(configs, "remote.log.copy.disable")
+
+
+def _flag(configs: dict[str, str], name: str) -> bool:
+    return configs.get(name, "false").strip().lower() == "true"
 
 
 @dataclass
@@ -153,6 +158,7 @@ class RemoteLogManager:
         """One pass over every tiered partition; returns segments copied."""
         self.passes += 1
         copied = 0
+        await self._retire_untiered()
         await self.attach_all()
         now = time.monotonic()
         for key, plog in list(self.partitions.logs().items()):
@@ -226,12 +232,33 @@ class RemoteLogManager:
                  key[0], key[1], len(tier.finished()), tier.highest_offset)
         return tier
 
-    def forget(self, topic: str) -> None:
-        """A deleted topic's tiers are dropped (its remote data stays: Kafka deletes it
-        asynchronously; here ``delete_topic_remote`` does)."""
-        for key in [k for k in self.tiers if k[0] == topic]:
+    async def _retire_untiered(self) -> None:
+        """Tiers whose topic went away or turned remote.storage.enable off: a deleted
+        topic's remote data is deleted (as Kafka does); a topic turned off with
+        remote.log.delete.on.disable=true (KIP-950) loses its remote data and reads
+        locally again. Turning it off without that flag is refused by AlterConfigs."""
+        loop = asyncio.get_running_loop()
+        for key, tier in list(self.tiers.items()):
+            topic = self.partitions.topics.get(key[0])
+            if topic is not None and tiered(topic.configs):
+                continue
+            deleted = topic is None
+            if topic is not None and not _flag(topic.configs, "remote.log.delete.on.disable"):
+                continue
+            try:
+                n = await loop.run_in_executor(self.executor, tier.delete_all)
+                if deleted and self.store is not None:
+                    await loop.run_in_executor(self.executor, self.store.delete,
+                                               mf.topic_key(key[0]))
+            except RemoteStorageError as exc:
+                self._failed(key, exc)
+                continue
+            if not deleted:
+                tier.log.detach_tier()
             del self.tiers[key]
             self.backoff.pop(key, None)
+            log.info("remote tier: %s-%d %s, %d remote segment(s) deleted", key[0], key[1],
+                     "deleted" if deleted else "no longer tiered (remote.log.delete.on.disable)", n)
 
     async def _copy_partition(self, key: Key, plog: Log) -> int:
         tier = self.tiers.get(key) or await self._attach(

@@ -317,3 +317,17 @@ def test_a_failing_bucket_is_retried_with_backoff_and_local_data_is_kept(tmp_pat
         assert consume_confluent(leader.bootstrap, topic, len(recs)) == recs
     finally:
         leader.stop()
+
+
+def test_appends_after_local_deletion_keep_the_remote_history_readable(tiered: Tiered) -> None:
+    """Segments rolled after the local copies went must not move the log start to the
+    first local segment: the older records are still in the tier."""
+    more = produce(tiered.leader.bootstrap, tiered.topic, records(60, seed=5, first=400))
+    assert list_offsets(tiered.leader.port, tiered.topic, -2, 9)[:2] == (0, 0)
+    wait_until(lambda: len(bases(tiered.leader.data_dir, tiered.topic)) == 1
+               and bases(tiered.leader.data_dir, tiered.topic)[0] > 400, TIMEOUT,
+               "the new segments copied and deleted locally too")
+    assert list_offsets(tiered.leader.port, tiered.topic, -2, 9)[:2] == (0, 0)
+    recs = tiered.recs + more
+    assert consume_confluent(tiered.leader.bootstrap, tiered.topic, len(recs)) == recs
+    tiered.recs[:] = recs
