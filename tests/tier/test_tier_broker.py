@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -317,6 +318,22 @@ def test_a_failing_bucket_is_retried_with_backoff_and_local_data_is_kept(tmp_pat
         assert consume_confluent(leader.bootstrap, topic, len(recs)) == recs
     finally:
         leader.stop()
+
+
+def test_console_topic_page_shows_local_and_remote(tiered: Tiered, tmp_path: Path) -> None:
+    from bench.harness import start_console, stop_console
+
+    proc, url = start_console(["--bootstrap-server", tiered.leader.bootstrap,
+                               "--port", str(free_port_number())], tmp_path / "console.log")
+    try:
+        page = urllib.request.urlopen(f"{url}/topics/{tiered.topic}?wait=0",
+                                      timeout=TIMEOUT).read().decode()
+    finally:
+        stop_console(proc)
+    local = list_offsets(tiered.leader.port, tiered.topic, -4, 9)[1]
+    remote = list_offsets(tiered.leader.port, tiered.topic, -5, 9)[1]
+    assert 'id="tier"' in page
+    assert f'data-partition="0" data-local-start="{local}" data-remote-end="{remote}"' in page
 
 
 def test_appends_after_local_deletion_keep_the_remote_history_readable(tiered: Tiered) -> None:
