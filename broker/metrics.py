@@ -239,7 +239,7 @@ def snapshot_partitions(broker: Broker) -> list[PartitionSnapshot]:
     """Read every partition's figures through the storage accessors (``Log.usage``,
     ``Log.disorder_stats``); called on the event loop when there is one."""
     out: list[PartitionSnapshot] = []
-    tier = broker.tier
+    tier = getattr(broker, "tier", None)  # a Broker has one; tools that scrape may not
     for (topic, part), plog in sorted(broker.partitions.logs().items()):
         u = plog.usage()
         stats = plog.disorder_stats()
@@ -342,7 +342,7 @@ class PartitionCollector(Collector):
 
 def tier_families(broker: Broker) -> list[Metric]:
     """The remote-log-manager's counters (plain ints, read as they are)."""
-    tier = broker.tier
+    tier = getattr(broker, "tier", None)  # a Broker has one; tools that scrape may not
     if tier is None:
         return []
     c = tier.counters
