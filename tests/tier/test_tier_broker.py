@@ -148,7 +148,9 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
     tmp = tmp_path_factory.mktemp("tier")
     bucket = tmp / "bucket"
     leader = start(tmp, "leader", {"remote.log.storage.system.enable": "true",
-                                   "rsm.config.url": f"file://{bucket}", **INTERVAL})
+                                   "rsm.config.url": f"file://{bucket}",
+                                   "metrics.listener": f"127.0.0.1:{free_port_number()}",
+                                   **INTERVAL})
     try:
         topic = "hist"
         create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
@@ -334,6 +336,29 @@ def test_console_topic_page_shows_local_and_remote(tiered: Tiered, tmp_path: Pat
     remote = list_offsets(tiered.leader.port, tiered.topic, -5, 9)[1]
     assert 'id="tier"' in page
     assert f'data-partition="0" data-local-start="{local}" data-remote-end="{remote}"' in page
+
+
+def test_metrics_count_what_the_tier_copied_and_served(tiered: Tiered) -> None:
+    consume_confluent(tiered.leader.bootstrap, tiered.topic, len(tiered.recs))
+    text = urllib.request.urlopen(
+        f"http://{tiered.leader.overrides['metrics.listener']}/metrics", timeout=TIMEOUT
+    ).read().decode()
+
+    def value(name: str) -> float:
+        m = re.search(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M)
+        assert m, f"{name} not exported"
+        return float(m.group(1))
+
+    m = manifest(tiered.bucket, tiered.topic)
+    assert m is not None
+    copied = sum(s.size_bytes for s in m.finished())
+    assert value("chronolog_remote_copy_bytes_total") >= copied  # .log files plus indexes
+    assert value("chronolog_remote_copy_segments_total") >= len(m.finished())
+    assert value("chronolog_remote_fetch_bytes_total") > 0
+    assert value("chronolog_remote_highest_offset") == m.highest_offset()
+    assert value("chronolog_local_log_start_offset") == bases(tiered.leader.data_dir,
+                                                              tiered.topic)[0]
+    assert value("chronolog_remote_size_bytes") == copied
 
 
 def test_appends_after_local_deletion_keep_the_remote_history_readable(tiered: Tiered) -> None:
