@@ -238,27 +238,47 @@ class RemoteLogManager:
         remote.log.delete.on.disable=true (KIP-950) loses its remote data and reads
         locally again. Turning it off without that flag is refused by AlterConfigs."""
         loop = asyncio.get_running_loop()
+        logs = self.partitions.logs()
         for key, tier in list(self.tiers.items()):
             topic = self.partitions.topics.get(key[0])
-            if topic is not None and tiered(topic.configs):
+            # A topic deleted (and maybe created again under its name: another log).
+            deleted = topic is None or logs.get(key) is not tier.log
+            if not deleted and topic is not None and tiered(topic.configs):
                 continue
-            deleted = topic is None
-            if topic is not None and not _flag(topic.configs, "remote.log.delete.on.disable"):
+            if not deleted and topic is not None \
+                    and not _flag(topic.configs, "remote.log.delete.on.disable"):
                 continue
+            if not deleted:
+                # Kafka moves the log start to the local log start: what was only remote
+                # is gone for readers before its files go.
+                tier.log.detach_tier()
             try:
-                n = await loop.run_in_executor(self.executor, tier.delete_all)
-                if deleted and self.store is not None:
-                    await loop.run_in_executor(self.executor, self.store.delete,
-                                               mf.topic_key(key[0]))
+                n = await loop.run_in_executor(self.executor, self._delete_remote, key,
+                                               deleted)
             except RemoteStorageError as exc:
                 self._failed(key, exc)
                 continue
-            if not deleted:
-                tier.log.detach_tier()
             del self.tiers[key]
             self.backoff.pop(key, None)
-            log.info("remote tier: %s-%d %s, %d remote segment(s) deleted", key[0], key[1],
+            log.info("remote tier: %s-%d %s, %d remote object(s) deleted", key[0], key[1],
                      "deleted" if deleted else "no longer tiered (remote.log.delete.on.disable)", n)
+
+    def _delete_remote(self, key: Key, topic_too: bool) -> int:
+        """Delete a partition's remote data (in a thread): its manifest first, so every
+        reader (read replicas, Spark) sees no segment, then every object under its
+        prefix (a crash in between leaves only files no manifest names, which a tier
+        opened there later deletes as orphans), then the topic's manifest when the topic
+        is gone. Returns the objects deleted. Not ``RemoteTier.delete_all``: that moves
+        the log start past segments still on local disk."""
+        assert self.store is not None
+        store = self.store
+        store.delete(mf.manifest_key(*key))
+        objects = store.list(mf.partition_prefix(*key))
+        for obj in objects:
+            store.delete(obj.key)
+        if topic_too:
+            store.delete(mf.topic_key(key[0]))
+        return len(objects) + 1
 
     async def _copy_partition(self, key: Key, plog: Log) -> int:
         tier = self.tiers.get(key) or await self._attach(

@@ -95,6 +95,10 @@ def bases(data_dir: Path, topic: str) -> list[int]:
     return sorted(int(p.stem) for p in (data_dir / f"{topic}-0").glob("*.log"))
 
 
+def files(d: Path) -> list[Path]:
+    return [p for p in d.rglob("*") if p.is_file()] if d.exists() else []
+
+
 def manifest(bucket: Path, topic: str) -> mf.PartitionManifest | None:
     path = bucket / mf.manifest_key(topic, 0)
     return mf.decode_partition(path.read_bytes()) if path.exists() else None
@@ -373,3 +377,35 @@ def test_appends_after_local_deletion_keep_the_remote_history_readable(tiered: T
     recs = tiered.recs + more
     assert consume_confluent(tiered.leader.bootstrap, tiered.topic, len(recs)) == recs
     tiered.recs[:] = recs
+
+
+def test_deleting_or_untiering_a_topic_deletes_its_remote_data(tmp_path: Path) -> None:
+    bucket = tmp_path / "bucket"
+    leader = start(tmp_path, "leader", {"remote.log.storage.system.enable": "true",
+                                        "rsm.config.url": f"file://{bucket}", **INTERVAL})
+    try:
+        config = {"remote.storage.enable": "true", "segment.bytes": "2000", "retention.ms": "-1"}
+        for topic in ("gone", "untiered"):
+            create_topic(leader, topic, config=config)
+        gone = produce(leader.bootstrap, "gone", records(100, seed=6))
+        kept = produce(leader.bootstrap, "untiered", records(100, seed=7))
+        for topic in ("gone", "untiered"):
+            wait_until(lambda t=topic: (m := manifest(bucket, t)) is not None
+                       and m.highest_offset() > 0, TIMEOUT, f"{topic} uploaded")
+        assert len(gone) == 100
+        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+        admin.delete_topics(["gone"])["gone"].result(TIMEOUT)
+        wait_until(lambda: not files(bucket / "topics" / "gone"), TIMEOUT,
+                   "the deleted topic's remote files removed")
+        # KIP-950: off with remote.log.delete.on.disable=true deletes the remote copy;
+        # the records stay readable from local disk.
+        res = ConfigResource("TOPIC", "untiered", incremental_configs=[
+            _set("remote.storage.enable", "false"), _set("remote.log.delete.on.disable", "true")])
+        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
+        wait_until(lambda: not [f for f in files(bucket / "topics" / "untiered")
+                                if f.suffix == ".log"], TIMEOUT,
+                   "the untiered topic's remote segments removed")
+        assert list_offsets(leader.port, "untiered", -5, 9)[:2] == (0, -1)
+        assert consume_confluent(leader.bootstrap, "untiered", len(kept)) == kept
+    finally:
+        leader.stop()
