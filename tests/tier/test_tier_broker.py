@@ -409,3 +409,55 @@ def test_deleting_or_untiering_a_topic_deletes_its_remote_data(tmp_path: Path) -
         assert consume_confluent(leader.bootstrap, "untiered", len(kept)) == kept
     finally:
         leader.stop()
+
+
+def test_a_restarted_leader_serves_the_remote_history_at_once(tiered: Tiered) -> None:
+    """The tiers attach before the listeners accept: right after a restart (graceful or
+    kill -9) the first fetch from offset 0 is served from the bucket."""
+    for how in ("stop", "kill"):
+        getattr(tiered.leader, how)()
+        tiered.leader.start()
+        assert list_offsets(tiered.leader.port, tiered.topic, -2, 9)[:2] == (0, 0)
+        got = consume_confluent(tiered.leader.bootstrap, tiered.topic, len(tiered.recs))
+        assert got == tiered.recs, how
+
+
+def test_delete_records_below_the_local_start_removes_remote_data(tmp_path: Path) -> None:
+    bucket = tmp_path / "bucket"
+    leader = start(tmp_path, "leader", {"remote.log.storage.system.enable": "true",
+                                        "rsm.config.url": f"file://{bucket}", **INTERVAL})
+    replica = None
+    try:
+        topic = "trim"
+        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
+                                            "retention.ms": "-1"})
+        recs = produce(leader.bootstrap, topic, records(200, seed=8))
+        wait_until(lambda: (m := manifest(bucket, topic)) is not None
+                   and m.highest_offset() == bases(leader.data_dir, topic)[-1] - 1, TIMEOUT,
+                   "sealed segments copied")
+        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+        res = ConfigResource("TOPIC", topic, incremental_configs=[_set("local.retention.bytes", "1")])
+        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
+        wait_until(lambda: len(bases(leader.data_dir, topic)) == 1, TIMEOUT, "local copies deleted")
+        cut = 120
+        [done] = admin.delete_records([TopicPartition(topic, 0, cut)]).values()
+        assert done.result(TIMEOUT).low_watermark == cut
+        m = manifest(bucket, topic)
+        assert m is not None and m.log_start_offset == cut  # written before the answer
+        wait_until(lambda: all(s.end_offset >= cut for s in manifest(bucket, topic).segments),
+                   TIMEOUT, "remote segments wholly below the new start deleted")
+        assert list_offsets(leader.port, topic, -2, 9)[:2] == (0, cut)
+        left = [r for r in recs if r.offset >= cut]
+        assert consume_confluent(leader.bootstrap, topic, len(left)) == left
+        for t in (T0 - 1, T0 + 60_000, T0 + 130_000):
+            assert list_offsets(leader.port, topic, t, 9) == (0, *oracle_time(left, t)), t
+        replica = start(tmp_path, "replica", {"rsm.config.url": f"file://{bucket}", **INTERVAL},
+                        ["--read-replica", f"file://{bucket}"])
+        assert list_offsets(replica.port, topic, -2, 9)[:2] == (0, cut)
+        end = list_offsets(replica.port, topic, -1, 9)[1]
+        assert consume_confluent(replica.bootstrap, topic, end - cut) == \
+            [r for r in left if r.offset < end]
+    finally:
+        if replica is not None:
+            replica.stop()
+        leader.stop()
