@@ -193,8 +193,8 @@ class RemoteLogManager:
         self.counters.copy_failures += 1
         self.counters.per_partition_failures[key] = (
             self.counters.per_partition_failures.get(key, 0) + 1)
-        log.warning("remote tier: %s-%d failed (%d in a row), local data kept, retry in %.1f s: %s",
-                    key[0], key[1], state.failures, wait, exc)
+        log.warning("remote tier: %s-%d failed (%d in a row), local data kept, retry in %d ms: %s",
+                    key[0], key[1], state.failures, round(wait * 1000), exc)
         # The task wakes for the retry even if the interval is longer.
         asyncio.get_running_loop().call_later(wait, self._wake.set)
 
