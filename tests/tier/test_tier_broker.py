@@ -13,10 +13,13 @@ local data past local.retention.* and is retried with growing backoff.
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import re
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -226,6 +229,45 @@ def test_time_lookups_across_the_local_remote_boundary_equal_a_scan(tiered: Tier
     assert tp.offset == (want if want >= 0 else -1)  # librdkafka: -1 = END for "none"
 
 
+def window_counts(recs: list[Rec], bounds: list[int]) -> list[int]:
+    return [sum(1 for r in recs if lo <= r.timestamp < hi) for lo, hi in zip(bounds, bounds[1:])]
+
+
+def test_event_time_plans_and_counts_span_remote_and_local(tiered: Tiered) -> None:
+    bounds = [T0 - 10_000 + k * 37_000 for k in range(13)]
+    with SyncClient(tiered.leader.bootstrap) as c:
+        assert c.count_time_windows(tiered.topic, bounds)[0] == window_counts(tiered.recs, bounds)
+        for t1, t2 in ((T0, T0 + 30_000), (T0 + 380_000, T0 + 420_000), (T0 - 1, T0 + 500_000)):
+            plan = c.plan_time_window(tiered.topic, t1, t2)[0]
+            planned = {o for r in plan.ranges for o in range(r.start_offset, r.end_offset)}
+            assert {r.offset for r in tiered.recs if t1 <= r.timestamp < t2} <= planned
+
+
+def test_cli_tier_and_topics_describe_show_local_and_remote(tiered: Tiered) -> None:
+    env = {**os.environ, "CHRONOLOG_BOOTSTRAP_SERVER": tiered.leader.bootstrap}
+    remote = ["--remote", f"file://{tiered.bucket}"]
+    tier = json.loads(subprocess.run(
+        [sys.executable, "-m", "client.cli", "tier", tiered.topic, "--format", "json", *remote],
+        capture_output=True, check=True, env=env, timeout=TIMEOUT).stdout)
+    described = json.loads(subprocess.run(
+        [sys.executable, "-m", "client.cli", "topics", "describe", tiered.topic, "--format",
+         "json", *remote], capture_output=True, check=True, env=env, timeout=TIMEOUT).stdout)
+    m = manifest(tiered.bucket, tiered.topic)
+    assert m is not None
+    local_start = bases(tiered.leader.data_dir, tiered.topic)[0]
+    local_bytes = sum(p.stat().st_size for p in
+                      (tiered.leader.data_dir / f"{tiered.topic}-0").glob("*.log"))
+    want = {"topic": tiered.topic, "partition": 0, "log_start_offset": 0,
+            "local_log_start_offset": local_start, "remote_highest_offset": m.highest_offset(),
+            "log_end_offset": len(tiered.recs),
+            "upload_lag_records": len(tiered.recs) - (m.highest_offset() + 1),
+            "local_bytes": local_bytes,
+            "remote_bytes": sum(s.size_bytes for s in m.finished()),
+            "remote_segments": len(m.finished())}
+    assert tier == [want]
+    assert described["tier"] == [want]
+
+
 def test_read_replica_answers_as_the_leader_from_the_bucket(tiered: Tiered, tmp_path: Path) -> None:
     replica = start(tmp_path, "replica", {"rsm.config.url": f"file://{tiered.bucket}", **INTERVAL},
                     ["--read-replica", f"file://{tiered.bucket}"])
@@ -253,6 +295,9 @@ def test_read_replica_answers_as_the_leader_from_the_bucket(tiered: Tiered, tmp_
             planned = {o for r in plan.ranges for o in range(r.start_offset, r.end_offset)}
             wanted = {r.offset for r in recs if r.offset < end and t1 <= r.timestamp < t2}
             assert wanted <= planned, "the replica's plan misses records of the window"
+            bounds = [T0 + k * 40_000 for k in range(12)]
+            assert c.count_time_windows(topic, bounds)[0] == window_counts(
+                [r for r in recs if r.offset < end], bounds)
         # Writes are refused with a non-retriable error the client shows at once.
         errors: list[object] = []
         p = Producer({"bootstrap.servers": replica.bootstrap, "message.timeout.ms": 10000})
