@@ -230,7 +230,8 @@ def test_time_lookups_across_the_local_remote_boundary_equal_a_scan(tiered: Tier
 
 
 def window_counts(recs: list[Rec], bounds: list[int]) -> list[int]:
-    return [sum(1 for r in recs if lo <= r.timestamp < hi) for lo, hi in zip(bounds, bounds[1:])]
+    return [sum(1 for r in recs if lo <= r.timestamp < hi)
+            for lo, hi in zip(bounds, bounds[1:], strict=False)]
 
 
 def test_event_time_plans_and_counts_span_remote_and_local(tiered: Tiered) -> None:
