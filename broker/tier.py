@@ -368,6 +368,12 @@ class RemoteLogManager:
         self.counters.remote_lookups += 1
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
 
+    def has_remote_data(self, topic: str, partition: int) -> bool:
+        """Whether a partition has readable remote segments (requests over it may touch
+        the store)."""
+        tier = self.tiers.get((topic, partition))
+        return tier is not None and bool(tier.readable())
+
     async def event_time_ready(self, topic: str, partition: int) -> Exception | None:
         """Fetch the zone maps of a partition's remote segments (PlanTimeWindow and
         CountTimeWindows read them) in the tier's threads; the error if that failed."""

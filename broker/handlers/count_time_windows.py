@@ -14,9 +14,14 @@ Blocks the sorted-timestamp indexes cover are binary searches. What is not index
 (everything right after a start or a burst of appends) is indexed first, in slices
 with the event loop free between them (``PartitionManager.event_time_ready``), so
 other connections are served meanwhile; the newest blocks are decoded from the .log.
+A partition with remote segments (KIP-405) is counted in the remote tier's threads: its
+remote records are decoded from ranged reads of the bucket, which must not hold the
+event loop (a store failure is KAFKA_STORAGE_ERROR for that partition).
 """
 
 from __future__ import annotations
+
+import functools
 
 from broker.acl.authorizer import DESCRIBE, TOPIC
 from broker.acl.check import allowed
@@ -89,17 +94,18 @@ async def handle(request: Request[m.CountTimeWindowsRequest], ctx: RequestContex
             topics.append(m.CountTimeWindowsResponseTopics(
                 name=name, partitions=[_answer(p, bad) for p in topic.partitions]))
             continue
-        failed: dict[int, int] = {}
+        answers: list[Answer] = []
         for p in topic.partitions:
             await ctx.partitions.event_time_ready(name, p, sorted_index=True)
-            if ctx.broker.tier is not None:
-                # Remote segments' zone maps are fetched in the tier's threads first.
-                err = await ctx.broker.tier.event_time_ready(name, p)
-                if err is not None:
-                    failed[p] = int(partition_error(err, f"remote zone maps of {name}-{p}").code)
-        topics.append(m.CountTimeWindowsResponseTopics(name=name, partitions=[
-            _answer(p, failed[p]) if p in failed else _partition(ctx, name, p, bounds, committed)
-            for p in topic.partitions]))
+            tier = ctx.broker.tier
+            if tier is not None and tier.has_remote_data(name, p):
+                # Counting remote records reads their .log from the store: the whole
+                # count runs in the tier's threads, never on the event loop.
+                answers.append(await tier.call(
+                    functools.partial(_partition, ctx, name, p, bounds, committed)))
+            else:
+                answers.append(_partition(ctx, name, p, bounds, committed))
+        topics.append(m.CountTimeWindowsResponseTopics(name=name, partitions=answers))
     return m.CountTimeWindowsResponse(throttle_time_ms=0, topics=topics)
 
 
