@@ -299,6 +299,17 @@ def test_read_replica_answers_as_the_leader_from_the_bucket(tiered: Tiered, tmp_
             bounds = [T0 + k * 40_000 for k in range(12)]
             assert c.count_time_windows(topic, bounds)[0] == window_counts(
                 [r for r in recs if r.offset < end], bounds)
+        # The console works against a replica as against any broker.
+        from bench.harness import start_console, stop_console
+
+        proc, url = start_console(["--bootstrap-server", replica.bootstrap,
+                                   "--port", str(free_port_number())], tmp_path / "console.log")
+        try:
+            page = urllib.request.urlopen(f"{url}/topics/{topic}?wait=0",
+                                          timeout=TIMEOUT).read().decode()
+        finally:
+            stop_console(proc)
+        assert f'data-partition="0" data-local-start="{end}" data-remote-end="{end - 1}"' in page
         # Writes are refused with a non-retriable error the client shows at once.
         errors: list[object] = []
         p = Producer({"bootstrap.servers": replica.bootstrap, "message.timeout.ms": 10000})
