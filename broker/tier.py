@@ -368,6 +368,23 @@ class RemoteLogManager:
         self.counters.remote_lookups += 1
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
 
+    def unavailable(self, topic: str, partition: int) -> RemoteStorageError | None:
+        """Why a tiered partition cannot be read now: its tier could not be attached
+        (the store failed when the broker started or the topic turned tiering on) and
+        its local log does not start at 0, so older records may exist only in the tier:
+        its log start is not known and no answer below the local start would be right.
+        Reads answer KAFKA_STORAGE_ERROR (retriable: clients try again) until a retry
+        attaches it; None when it can be read."""
+        key = (topic, partition)
+        state = self.backoff.get(key)
+        if state is None or key in self.tiers:
+            return None
+        plog = self.partitions.logs().get(key)
+        if plog is None or plog.segments[0].base_offset == 0:
+            return None  # offset 0 is local: no record can be remote-only, serve locally
+        return RemoteStorageError(f"remote tier of {topic}-{partition} not available yet "
+                                  f"({state.failures} attempt(s)): {state.last_error}")
+
     def has_remote_data(self, topic: str, partition: int) -> bool:
         """Whether a partition has readable remote segments (requests over it may touch
         the store)."""
@@ -377,6 +394,9 @@ class RemoteLogManager:
     async def event_time_ready(self, topic: str, partition: int) -> Exception | None:
         """Fetch the zone maps of a partition's remote segments (PlanTimeWindow and
         CountTimeWindows read them) in the tier's threads; the error if that failed."""
+        down = self.unavailable(topic, partition)
+        if down is not None:
+            return down
         tier = self.tiers.get((topic, partition))
         if tier is None or not tier.readable():
             return None

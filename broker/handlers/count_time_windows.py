@@ -98,7 +98,10 @@ async def handle(request: Request[m.CountTimeWindowsRequest], ctx: RequestContex
         for p in topic.partitions:
             await ctx.partitions.event_time_ready(name, p, sorted_index=True)
             tier = ctx.broker.tier
-            if tier is not None and tier.has_remote_data(name, p):
+            down = tier.unavailable(name, p) if tier is not None else None
+            if down is not None:
+                answers.append(_answer(p, int(partition_error(down, f"count {name}-{p}").code)))
+            elif tier is not None and tier.has_remote_data(name, p):
                 # Counting remote records reads their .log from the store: the whole
                 # count runs in the tier's threads, never on the event loop.
                 answers.append(await tier.call(

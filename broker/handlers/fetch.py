@@ -102,6 +102,7 @@ def read_partitions(body: m.FetchRequest, ctx: RequestContext, denied: frozenset
     topics in ``denied`` (no READ) answer TOPIC_AUTHORIZATION_FAILED; ``remote`` holds
     what ``read_remote`` read from the tier for offsets below the local log start."""
     pm = ctx.partitions
+    tier = ctx.broker.tier
     committed = body.isolation_level == READ_COMMITTED
     aborted: list[Aborted] | None = [] if committed else None
     producers = pm.producers
@@ -132,6 +133,12 @@ def read_partitions(body: m.FetchRequest, ctx: RequestContext, denied: frozenset
                 code = (ErrorCode.UNKNOWN_LEADER_EPOCH if epoch > LEADER_EPOCH
                         else ErrorCode.FENCED_LEADER_EPOCH)
                 parts.append(_partition(index, int(code), -1, -1, b"", aborted))
+                errors = True
+                continue
+            down = tier.unavailable(name, index) if tier is not None else None
+            if down is not None:
+                parts.append(_partition(index, int(ErrorCode.KAFKA_STORAGE_ERROR), -1, -1, b"",
+                                        aborted))
                 errors = True
                 continue
             hw = plog.high_watermark

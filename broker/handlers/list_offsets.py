@@ -59,6 +59,8 @@ METRICS = _metrics()
 Answer = m.ListOffsetsResponseTopicsPartitions
 #: ``_lookup``'s default: the remote tier was not asked (no tier, or nothing remote).
 _NOT_ASKED: Any = object()
+#: The timestamp under which ``remote_lookups`` files a partition whose tier is down.
+UNAVAILABLE = -(1 << 62)
 
 
 def _answer(index: int, error: int, timestamp: int = -1, offset: int = -1,
@@ -108,6 +110,10 @@ async def remote_lookups(ctx: RequestContext, body: m.ListOffsetsRequest
         return out
     for topic in body.topics:
         for p in topic.partitions:
+            down = tier.unavailable(topic.name, p.partition_index)
+            if down is not None:
+                out[(topic.name, p.partition_index, UNAVAILABLE)] = down
+                continue
             if p.timestamp < 0:
                 continue
             try:
@@ -214,6 +220,9 @@ def _partition(pm: Any, name: str, p: m.ListOffsetsRequestTopicsPartitions, vers
         plog = pm.get_log(name, index)
     except KafkaError as exc:
         return _answer(index, int(exc.code))
+    if remote is not None and isinstance(down := remote.get((name, index, UNAVAILABLE)),
+                                         Exception):
+        return _answer(index, int(partition_error(down, f"list offsets of {name}-{index}").code))
     if version >= 4:
         epoch = p.current_leader_epoch
         if epoch != -1 and epoch != LEADER_EPOCH:

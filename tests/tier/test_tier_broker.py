@@ -520,3 +520,46 @@ def test_appends_after_local_deletion_keep_the_remote_history_readable(tiered: T
     recs = tiered.recs + more
     assert consume_confluent(tiered.leader.bootstrap, tiered.topic, len(recs)) == recs
     tiered.recs[:] = recs
+
+
+def test_a_store_down_at_start_makes_reads_retry_not_skip_the_remote_history(
+        tmp_path: Path) -> None:
+    """With the bucket unreachable when the broker starts, the partition's log start is
+    unknown: reads answer KAFKA_STORAGE_ERROR (retriable) instead of a log start at the
+    first local segment, which would make a consumer skip the remote history; once the
+    store is back the consumer reads everything."""
+    bucket = tmp_path / "bucket"
+    leader = start(tmp_path, "leader", {
+        "remote.log.storage.system.enable": "true", "rsm.config.url": f"file://{bucket}",
+        "remote.log.manager.task.retry.backoff.ms": "100",
+        "remote.log.manager.task.retry.backoff.max.ms": "200", **INTERVAL})
+    try:
+        topic = "restart-down"
+        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
+                                            "retention.ms": "-1"})
+        recs = produce(leader.bootstrap, topic, records(150, seed=9))
+        wait_until(lambda: (m := manifest(bucket, topic)) is not None
+                   and m.highest_offset() == bases(leader.data_dir, topic)[-1] - 1, TIMEOUT,
+                   "sealed segments copied")
+        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+        res = ConfigResource("TOPIC", topic, incremental_configs=[_set("local.retention.bytes", "1")])
+        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
+        wait_until(lambda: len(bases(leader.data_dir, topic)) == 1, TIMEOUT, "local copies deleted")
+        leader.stop()
+        (bucket / "topics").rename(bucket / "saved")
+        (bucket / "topics").symlink_to("topics")  # a loop: every access fails (ELOOP)
+        leader.start()
+        assert list_offsets(leader.port, topic, -2, 9)[0] == 56  # KAFKA_STORAGE_ERROR
+        with KafkaSocket(leader.port) as conn:
+            resp = conn.request(1, 12, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": topic, "partitions": [{
+                    "partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
+                "forgotten_topics_data": [], "rack_id": ""})
+        assert resp.responses[0].partitions[0].error_code == 56
+        (bucket / "topics").unlink()
+        (bucket / "saved").rename(bucket / "topics")
+        assert consume_confluent(leader.bootstrap, topic, len(recs)) == recs
+    finally:
+        leader.stop()
