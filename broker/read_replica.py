@@ -16,7 +16,10 @@ Invariants:
   partition's manifest (in its thread pool): a newer manifest (higher generation)
   replaces the one it holds, its local log moves to the new remote end (fetches
   parked on the partition wake), and a log start raised by the leader (retention,
-  DeleteRecords) is taken over.
+  DeleteRecords) is taken over; a topic whose topic.json is gone (deleted on the
+  leader) stops being served. The topic list is a listing of ``topics/`` (every object
+  of the bucket: ``ObjectStore`` has no delimiter listing yet), the one cost that grows
+  with the bucket.
 - Writes are refused with POLICY_VIOLATION (44) and a log line: non-retriable, so a
   producer pointed at a replica fails at once with "policy violation" instead of
   retrying NOT_LEADER_OR_FOLLOWER until its delivery timeout (every client surfaces 44
@@ -122,6 +125,7 @@ class ReadReplica(RemoteLogManager):
         """One look at the bucket: new topics, new manifests."""
         loop = asyncio.get_running_loop()
         topics = await loop.run_in_executor(self.executor, self._read_topics)
+        self._drop_gone({tm.topic for tm in topics})
         for tm in topics:
             if not self._ensure_topic(tm):
                 continue
@@ -133,6 +137,16 @@ class ReadReplica(RemoteLogManager):
                         await self._follow_partition(key, m)
                 except Exception as exc:  # one bad partition must not stop the others
                     self._failed(key, exc)
+
+    def _drop_gone(self, present: set[str]) -> None:
+        """Topics the leader deleted (their topic.json is gone) stop being served."""
+        for name in sorted({k[0] for k in self.tiers} - present):
+            for key in [k for k in self.tiers if k[0] == name]:
+                del self.tiers[key]
+            if name in self.partitions.topics:
+                self.partitions.delete_topic(name)
+            log.info("read replica: %s is no longer in %s; not served any more", name,
+                     self.config.remote_url)
 
     def _read_topics(self) -> list[TopicManifest]:
         assert self.store is not None

@@ -343,6 +343,11 @@ def test_read_replica_follows_new_uploads(tmp_path: Path) -> None:
         end = list_offsets(replica.port, topic, -1, 9)[1]
         got = consume_confluent(replica.bootstrap, topic, end)
         assert got == [r for r in recs if r.offset < end]
+        # Deleted on the leader: the replica stops serving it.
+        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+        admin.delete_topics([topic])[topic].result(TIMEOUT)
+        wait_until(lambda: list_offsets(replica.port, topic, -1, 9)[0] == 3, TIMEOUT,
+                   "UNKNOWN_TOPIC_OR_PARTITION on the replica")
     finally:
         if replica is not None:
             replica.stop()
