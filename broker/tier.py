@@ -207,10 +207,14 @@ class RemoteLogManager:
     async def attach_all(self) -> None:
         """Attach a tier to every partition of a tiered topic that has none yet (at start,
         before the listeners serve; then at every pass, for new or altered topics)."""
+        now = time.monotonic()
         for key, plog in list(self.partitions.logs().items()):
             topic = self.partitions.topics.get(key[0])
             if topic is None or not tiered(topic.configs) or key in self.tiers:
                 continue
+            state = self.backoff.get(key)
+            if state is not None and now < state.not_before:
+                continue  # its retry is not due yet
             try:
                 await self._attach(key, plog, topic.partitions)
             except RemoteStorageError as exc:
