@@ -18,6 +18,11 @@ locally:
   and cover every data record in the window;
 - nothing at or above the log start is ever lost; no segment that is not copied leaves
   the local disk; the bucket holds exactly the files of the manifest's segments.
+
+60 examples of 30 steps in ``make test`` (about 10 s); ``TIER_EXAMPLES=1000`` for a long run.
+Checked to fail when the read boundary (``offset < first local base``), the remote
+segment filter (``end_offset >= log start``) or the local-retention copy guard is off
+by one.
 """
 
 from __future__ import annotations
@@ -153,10 +158,16 @@ class TierMachine(RuleBasedStateMachine):
         self.tier.copy(lso)
         assert [(s.base_offset, s.end_offset) for s in self.tier.finished()] == self.copied
 
-    @rule()
-    def local_retention(self) -> None:
+    @rule(by_time=st.booleans())
+    def local_retention(self, by_time: bool) -> None:
+        """local.retention.bytes=0, or local.retention.ms=0: every local segment is due,
+        but only copied ones may go."""
         self._twin_sync()
+        if by_time:
+            self.log.update_config(LogConfig.from_kafka(
+                {"local.retention.bytes": "-2", "local.retention.ms": "0"}, CFG))
         self.log.delete_old_segments(T0 + 10_000)
+        self.log.update_config(CFG)
         self.twin.delete_segments_below_log_start()  # the same log-start rule, all local
         # nothing that is not copied left the local disk
         assert self.log.segments[0].base_offset <= max(self.uploaded + 1, self.log_start)
@@ -195,7 +206,9 @@ class TierMachine(RuleBasedStateMachine):
     @rule(where=st.floats(0, 1))
     def delete_records(self, where: float) -> None:
         hw = self.log.high_watermark
-        cut = self.log_start + int(where * (hw - self.log_start))
+        self.delete_records_to(self.log_start + int(where * (hw - self.log_start)))
+
+    def delete_records_to(self, cut: int) -> None:
         self.log.advance_log_start_offset(cut)
         self.twin.advance_log_start_offset(cut)
         self.tier.persist_log_start()
@@ -203,6 +216,14 @@ class TierMachine(RuleBasedStateMachine):
         self.checkpoint_start = cut
         self.log.delete_segments_below_log_start()
         self.twin.delete_segments_below_log_start()
+
+    @rule(i=st.integers(0, 20), edge=st.sampled_from([-1, 0, 1]))
+    def delete_records_at_a_segment_boundary(self, i: int, edge: int) -> None:
+        """DeleteRecords to a copied segment's last offset, or one either side of it:
+        the boundary cases of "which remote segment still holds the log start"."""
+        ends = [e for _, e in self.copied if e + edge >= self.log_start]
+        if ends:
+            self.delete_records_to(min(ends[i % len(ends)] + edge, self.log.high_watermark))
 
     @rule()
     def remote_delete_below_log_start(self) -> None:
@@ -344,6 +365,6 @@ class TierMachine(RuleBasedStateMachine):
 
 
 TierMachine.TestCase.settings = settings(
-    max_examples=int(os.environ.get("TIER_EXAMPLES", "25")), stateful_step_count=30, deadline=None, report_multiple_bugs=False,
+    max_examples=int(os.environ.get("TIER_EXAMPLES", "60")), stateful_step_count=30, deadline=None, report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 test_tier_state_machine = TierMachine.TestCase
