@@ -16,7 +16,13 @@ Invariants:
   ``remote.log.manager.task.retry.backoff.max.ms``, with
   ``remote.log.manager.task.retry.jitter`` random spread. Local data is never deleted
   because of it: local retention removes only segments already copied (the log
-  enforces that, this task never deletes local files itself).
+  enforces that); this task deletes local segments only below a log start that total
+  retention (``retention.ms`` / ``.bytes`` over remote plus local) moved.
+- A tiered partition whose tier could not be attached (the store was down) and whose
+  local log does not start at 0 is ``unavailable``: reads answer KAFKA_STORAGE_ERROR
+  until a retry attaches it, never a log start at the first local segment.
+- A deleted topic, or one turned off with ``remote.log.delete.on.disable=true``, loses
+  its remote data: manifest first (readers see nothing), then the objects.
 - Counters (bytes copied, bytes fetched from the tier, copy failures, index cache
   hits) are plain ints read by ``broker.metrics`` at scrape time.
 """
