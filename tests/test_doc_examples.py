@@ -217,8 +217,7 @@ def sessions(
                 "udp.listeners": udp, "udp.topic": "udp", "udp.format": "tsv",
                 "remote.log.storage.system.enable": "true",
                 "rsm.config.url": f"file://{base}/bucket",
-                "remote.log.manager.task.interval.ms": "200",
-                "log.retention.check.interval.ms": "200"}).start()
+                "remote.log.manager.task.interval.ms": "200"}).start()
             brokers.append(b)
             (base / "work").mkdir()
             s = self[doc] = DocSession(base / "work", b, udp)
