@@ -59,7 +59,7 @@ class ReadOnlyStore(ObjectStore):
     """An ObjectStore whose writes are dropped: a read replica must never change the
     bucket it follows."""
 
-    def __init__(self, inner: ObjectStore) -> None:  # noqa: D107 - no super(): wraps inner
+    def __init__(self, inner: ObjectStore) -> None:  # wraps inner: no super().__init__
         self.url = inner.url
         self._inner = inner
 
