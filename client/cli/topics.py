@@ -135,8 +135,16 @@ async def _describe(args: argparse.Namespace) -> int:
     if configs is not None and str(configs.get("remote.storage.enable", {}).get("value")) == "true":
         from client.cli.tier import open_bucket, tier_rows
 
+        from protocol.errors import ErrorCode, KafkaError
+
         async with await _connect(args) as c:
-            tier = await tier_rows(c, args.name, parts, open_bucket(args.remote, args.rsm))
+            try:
+                tier = await tier_rows(c, args.name, parts, open_bucket(args.remote, args.rsm))
+            except KafkaError as e:
+                if e.code != ErrorCode.UNSUPPORTED_VERSION:
+                    raise
+                print("Remote tier: not shown (the broker lacks ListOffsets v9, KIP-1005)",
+                      file=sys.stderr)
     info = {"topic": args.name, "partitions": rows, "configs": configs, "tier": tier}
     if args.format == "json":
         print(json.dumps(info, indent=2, sort_keys=True))
