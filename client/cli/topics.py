@@ -134,7 +134,6 @@ async def _describe(args: argparse.Namespace) -> int:
     tier = None
     if configs is not None and str(configs.get("remote.storage.enable", {}).get("value")) == "true":
         from client.cli.tier import open_bucket, tier_rows
-
         from protocol.errors import ErrorCode, KafkaError
 
         async with await _connect(args) as c:
