@@ -12,11 +12,16 @@ Invariants:
   KafkaError's code (UNKNOWN_TOPIC_OR_PARTITION), and a failure while serving it is
   logged and answered with its code (``broker.errors.partition_error``). One partition's
   error never touches another's answer.
+- With the remote tier on, a partition's remote zone maps are fetched in the tier's
+  threads before it is served (a store failure, or a tier not attached yet, answers
+  KAFKA_STORAGE_ERROR); with ``remote_in_thread`` a partition holding remote data is
+  served in the tier's threads too (it may read remote ``.log`` bytes), never on the loop.
 - Topics and partitions answer in the order asked.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Protocol, TypeVar
 
@@ -48,7 +53,7 @@ def failed_topics(topics: Iterable[_AskedTopic], answer: Callable[[int, int], P]
 
 async def serve_topics(ctx: RequestContext, topics: Iterable[_AskedTopic],
                        answer: Callable[[int, int], P], serve: Callable[[str, int, Log, int], P],
-                       what: str, *, sorted_index: bool,
+                       what: str, *, sorted_index: bool, remote_in_thread: bool,
                        valid: bool = True) -> list[tuple[str, list[P]]]:
     """(topic name, partition answers) for each topic asked. ``serve(name, index, log, lso)``
     answers one partition from its log and last stable offset; ``answer(index, code)`` is a partition's error answer."""
@@ -65,10 +70,22 @@ async def serve_topics(ctx: RequestContext, topics: Iterable[_AskedTopic],
             out.append((name, [answer(p, int(ErrorCode.INVALID_REQUEST))
                                for p in topic.partitions]))
             continue
+        answers: list[P] = []
         for p in topic.partitions:
             await pm.event_time_ready(name, p, sorted_index=sorted_index)
-        out.append((name, [_partition(ctx, name, p, answer, serve, what)
-                           for p in topic.partitions]))
+            tier = ctx.broker.tier
+            if tier is None:
+                answers.append(_partition(ctx, name, p, answer, serve, what))
+                continue
+            err = await tier.event_time_ready(name, p)
+            if err is not None:
+                answers.append(answer(p, int(partition_error(err, f"{what} {name}-{p}").code)))
+            elif remote_in_thread and tier.has_remote_data(name, p):
+                answers.append(await tier.call(
+                    functools.partial(_partition, ctx, name, p, answer, serve, what)))
+            else:
+                answers.append(_partition(ctx, name, p, answer, serve, what))
+        out.append((name, answers))
     return out
 
 

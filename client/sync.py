@@ -279,6 +279,8 @@ class SyncClient:
     offsets_for_times = _blocking(Client.offsets_for_times)
     earliest = _blocking(Client.earliest)
     latest = _blocking(Client.latest)
+    earliest_local = _blocking(Client.earliest_local)
+    latest_tiered = _blocking(Client.latest_tiered)
     max_timestamp = _blocking(Client.max_timestamp)
     time_range_offsets = _blocking(Client.time_range_offsets)
     plan_time_window = _blocking(Client.plan_time_window)

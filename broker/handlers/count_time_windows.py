@@ -14,6 +14,9 @@ Blocks the sorted-timestamp indexes cover are binary searches. What is not index
 (everything right after a start or a burst of appends) is indexed first, in slices
 with the event loop free between them (``PartitionManager.event_time_ready``), so
 other connections are served meanwhile; the newest blocks are decoded from the .log.
+A partition with remote segments (KIP-405) is counted in the remote tier's threads: its
+remote records are decoded from ranged reads of the bucket, which must not hold the
+event loop (a store failure is KAFKA_STORAGE_ERROR for that partition).
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ async def handle(request: Request[m.CountTimeWindowsRequest], ctx: RequestContex
                       last_stable_offset=lso, counts=counts)
 
     return _response(await serve_topics(ctx, body.topics, _answer, serve, "count",
-                                        sorted_index=True, valid=_valid(bounds)))
+                                        sorted_index=True, remote_in_thread=True,
+                                        valid=_valid(bounds)))
 
 
 def error_body(request: Request[m.CountTimeWindowsRequest], code: int) -> m.CountTimeWindowsResponse:

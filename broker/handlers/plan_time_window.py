@@ -56,7 +56,8 @@ async def handle(request: Request[m.PlanTimeWindowRequest], ctx: RequestContext)
 
     # A negative timestamp is INVALID_REQUEST in each partition (after authorization).
     return _response(await serve_topics(ctx, body.topics, _answer, serve, "plan",
-                                        sorted_index=False, valid=t1 >= 0 and t2 >= 0))
+                                        sorted_index=False, remote_in_thread=False,
+                                        valid=t1 >= 0 and t2 >= 0))
 
 
 def error_body(request: Request[m.PlanTimeWindowRequest], code: int) -> m.PlanTimeWindowResponse:
