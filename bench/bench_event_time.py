@@ -21,10 +21,11 @@ One run, side by side:
   after a ListOffsets by time of the same partition on the same connection (the raw
   blocking client of bench_broker);
 - zone maps A/B: the same ``produce_arrow`` of month-shuffled records into a new topic
-  on two brokers running at once, one from this checkout and one from an export of the
+  on three brokers running at once, taking turns: this checkout; an export of the
   commit before zone maps (``CHRONOLOG_BENCH_ZONEMAP_BASE``, default the main commit
-  event-time last merged; the broker has no setting that turns zone maps off), taking
-  turns; records/s and broker CPU per record (until the broker is idle again, so the
+  event-time last merged; it differs in every change merged since, too); and this
+  checkout with the zone maps' work switched off (bench/zonemap_off.py: the broker has
+  no setting for it); records/s and broker CPU per record (until the broker is idle again, so the
   maps' background work is charged), the median of the pairs' ratios (nobody asks
   these topics in event time: no sorted-timestamp index is built for them). Then the
   first CountTimeWindows of one of them, which waits for its index;
@@ -302,16 +303,18 @@ def bench_zone_map_ab(report: Report, root: Path) -> None:
     base = _export(AB_BASE, root / "base-tree")
     table = _table(month_shuffled(AB_RECORDS, seed=1))
     sides = {}
+    names = ("without", "off", "with")
     try:
-        for name, tree in (("without", root / "base-tree"), ("with", None)):
+        for name, tree, module in (("without", root / "base-tree", "broker"),
+                                   ("off", None, "bench.zonemap_off"), ("with", None, "broker")):
             proc, port = start_broker(root, root / f"data-{name}", OVERRIDES, tree=tree,
-                                      log_name=f"broker-{name}.log", timeout=120)
+                                      log_name=f"broker-{name}.log", timeout=120, module=module)
             sides[name] = (proc, f"127.0.0.1:{port}")
-        results: dict[str, list[tuple[float, float, float]]] = {"without": [], "with": []}
+        results: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
         loads = []
         for i in range(AB_PAIRS):
-            order = ("without", "with") if i % 2 == 0 else ("with", "without")
-            for name in order:
+            order = names[i % 3:] + names[:i % 3]  # each side first, middle and last in turn
+            for name in order if i % 2 == 0 else order[::-1]:
                 proc, bootstrap = sides[name]
                 wait_until_idle(proc.pid)
                 cpu0 = cpu_seconds(proc.pid)
@@ -322,29 +325,32 @@ def bench_zone_map_ab(report: Report, root: Path) -> None:
                 results[name].append((AB_RECORDS / elapsed, cpu / AB_RECORDS * 1e6,
                                       during / AB_RECORDS * 1e6))
                 loads.append(os.getloadavg()[0])
-        w, wo = results["with"], results["without"]
-        rate = [a[0] / b[0] for a, b in zip(w, wo, strict=True)]
-        cpu = [a[1] / b[1] for a, b in zip(w, wo, strict=True)]
-        during = [a[2] / b[2] for a, b in zip(w, wo, strict=True)]
-        where = (f"{AB_PAIRS} pairs of {AB_RECORDS:,}-record produce_arrow runs taking turns, "
-                 f"this checkout ({_head()}) vs {base}; load average "
-                 f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")
-        report.add(SECTION, "produce records/s, with / without zone maps", median(rate),
-                   "ratio", ">= 0.97",
-                   note=f"pairs {', '.join(f'{r:.3f}' for r in rate)}; with "
-                        f"{median([x[0] for x in w]):,.0f}, without "
-                        f"{median([x[0] for x in wo]):,.0f} rec/s; {where}")
-        report.add(SECTION, "broker CPU per produced record, with / without zone maps",
-                   median(cpu), "ratio", "<= 1.03",
-                   note=f"pairs {', '.join(f'{r:.3f}' for r in cpu)}; with "
-                        f"{median([x[1] for x in w]):.3f}, without "
-                        f"{median([x[1] for x in wo]):.3f} µs/record, from the first request "
-                        f"until the broker is idle again (background work included)")
-        report.add(SECTION, "broker CPU per produced record while producing, with / without",
-                   median(during), "ratio", "<= 1.03",
-                   note=f"pairs {', '.join(f'{r:.3f}' for r in during)}; with "
-                        f"{median([x[2] for x in w]):.3f}, without "
-                        f"{median([x[2] for x in wo]):.3f} µs/record, until the last answer")
+        w = results["with"]
+        where = (f"{AB_PAIRS} rounds of {AB_RECORDS:,}-record produce_arrow runs taking turns, "
+                 f"this checkout ({_head()}) vs {base} and vs itself with the zone maps' work "
+                 f"off; load average {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")
+        for other, label in (("without", f"without ({base}, before zone maps)"),
+                             ("off", "this checkout with the zone maps' work off")):
+            wo = results[other]
+            rates = [a[0] / b[0] for a, b in zip(w, wo, strict=True)]
+            cpus = [a[1] / b[1] for a, b in zip(w, wo, strict=True)]
+            durings = [a[2] / b[2] for a, b in zip(w, wo, strict=True)]
+            report.add(SECTION, f"produce records/s, with zone maps / {label}", median(rates),
+                       "ratio", ">= 0.97",
+                       note=f"pairs {', '.join(f'{r:.3f}' for r in rates)}; with "
+                            f"{median([x[0] for x in w]):,.0f}, {other} "
+                            f"{median([x[0] for x in wo]):,.0f} rec/s; {where}")
+            report.add(SECTION, f"broker CPU per produced record, with zone maps / {label}",
+                       median(cpus), "ratio", "<= 1.03",
+                       note=f"pairs {', '.join(f'{r:.3f}' for r in cpus)}; with "
+                            f"{median([x[1] for x in w]):.3f}, {other} "
+                            f"{median([x[1] for x in wo]):.3f} µs/record, from the first request "
+                            f"until the broker is idle again (background work included)")
+            report.add(SECTION, f"broker CPU per produced record while producing, with zone "
+                       f"maps / {label}", median(durings), "ratio", "<= 1.03",
+                       note=f"pairs {', '.join(f'{r:.3f}' for r in durings)}; with "
+                            f"{median([x[2] for x in w]):.3f}, {other} "
+                            f"{median([x[2] for x in wo]):.3f} µs/record, until the last answer")
         bench_first_count(report, sides["with"][0].pid, sides["with"][1], table.num_rows)
     finally:
         for proc, _ in sides.values():
