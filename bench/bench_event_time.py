@@ -34,7 +34,9 @@ One run, side by side:
   reads every timestamp) and the next ones (warm), counts checked against the oracle.
 
 ``CHRONOLOG_BENCH_SCALE`` (< 1) shrinks every size for a quick run; ``CHRONOLOG_BENCH_AB_PAIRS``
-sets the A/B's pairs (default 4). Each row's note
+sets the A/B's pairs (default 4), ``CHRONOLOG_BENCH_AB_IDLE_POLL_US`` its brokers'
+``idle.poll.us`` (default the broker's: they spin that long after each request, CPU
+that depends on the client's timing, not on zone maps). Each row's note
 carries the load average: the machine is shared, so trust the ratios.
 """
 
@@ -76,6 +78,9 @@ READ_PAIRS = 3
 PLAN_CALLS = max(300, int(2000 * min(SCALE * 10, 1)))
 AB_RECORDS = max(50_000, int(1_000_000 * SCALE))
 AB_PAIRS = int(os.environ.get("CHRONOLOG_BENCH_AB_PAIRS", "4"))
+# The A/B brokers' idle.poll.us when set (0: no spinning between requests, so the CPU
+# figures count work only); else the broker's default.
+AB_IDLE_POLL_US = os.environ.get("CHRONOLOG_BENCH_AB_IDLE_POLL_US")
 AB_BASE = os.environ.get("CHRONOLOG_BENCH_ZONEMAP_BASE", "ea9de5b")
 CONSOLE_WARM_RUNS = 20
 BUCKETS = 200
@@ -84,6 +89,7 @@ SECTION = "event time"
 REPO = Path(__file__).resolve().parent.parent
 # Timestamps of 2024: the brokers must accept a year-old CreateTime.
 OVERRIDES = {"log.retention.ms": "-1", "log.message.timestamp.before.max.ms": "9223372036854775807"}
+AB_OVERRIDES = OVERRIDES | ({} if AB_IDLE_POLL_US is None else {"idle.poll.us": AB_IDLE_POLL_US})
 
 
 def _load() -> str:
@@ -307,7 +313,7 @@ def bench_zone_map_ab(report: Report, root: Path) -> None:
     try:
         for name, tree, module in (("without", root / "base-tree", "broker"),
                                    ("off", None, "bench.zonemap_off"), ("with", None, "broker")):
-            proc, port = start_broker(root, root / f"data-{name}", OVERRIDES, tree=tree,
+            proc, port = start_broker(root, root / f"data-{name}", AB_OVERRIDES, tree=tree,
                                       log_name=f"broker-{name}.log", timeout=120, module=module)
             sides[name] = (proc, f"127.0.0.1:{port}")
         results: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
@@ -328,7 +334,7 @@ def bench_zone_map_ab(report: Report, root: Path) -> None:
         w = results["with"]
         where = (f"{AB_PAIRS} rounds of {AB_RECORDS:,}-record produce_arrow runs taking turns, "
                  f"this checkout ({_head()}) vs {base} and vs itself with the zone maps' work "
-                 f"off; load average {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")
+                 f"off; idle.poll.us {AB_IDLE_POLL_US or 'default'}; load average {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")
         for other, label in (("without", f"without ({base}, before zone maps)"),
                              ("off", "this checkout with the zone maps' work off")):
             wo = results[other]
