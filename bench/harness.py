@@ -35,16 +35,18 @@ def start_broker(
     ready: Callable[[], object] | None = None,
     tree: Path | None = None,
     log_name: str = "broker.log",
+    module: str = "broker",
 ) -> tuple[subprocess.Popen[bytes], int]:
     """Start ``python -m broker`` on 127.0.0.1 with its log in ``scratch/LOG_NAME``;
     returns (process, Kafka port) once ``ready()`` stops raising (default: the Kafka port
     accepts a connection). If the broker exits or ``timeout`` passes first, it is stopped
     and RuntimeError carries its log. ``tree``: run the broker from that source tree
-    (an export of another commit, for an A/B in one run) instead of this checkout."""
+    (an export of another commit, for an A/B in one run) instead of this checkout;
+    ``module``: run ``python -m MODULE`` instead (bench/zonemap_off.py)."""
     port = port or free_port()
     data.mkdir(parents=True, exist_ok=True)
     log_path = scratch / log_name
-    args = [sys.executable, "-m", "broker", "--data-dir", str(data), "--host", "127.0.0.1",
+    args = [sys.executable, "-m", module, "--data-dir", str(data), "--host", "127.0.0.1",
             "--port", str(port)]
     for name, value in (overrides or {}).items():
         args += ["--override", f"{name}={value}"]

@@ -15,6 +15,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,6 +28,7 @@ from tests.helpers.acls import STANDARD_AUTHORIZER, allow_on_topic
 from tests.helpers.confluent import some_transactions_aborted, txn_producer
 from tests.helpers.disorder import batch_timestamps, shaped_batches
 from tests.helpers.sidecars import kill_with_sidecars_damaged
+from tests.helpers.wait import wait_until
 
 NOW = int(time.time() * 1000)
 T0 = NOW - 40 * 86_400_000
@@ -135,9 +137,41 @@ def test_after_kill_9_with_the_sidecars_damaged(broker, damage: str) -> None:  #
         c.create_topic("ctw-kill", 1, {"segment.bytes": "1500", "index.interval.bytes": "100"})
         rows = _produce(c, "ctw-kill", 1, [(0, [T0 + rng.randint(0, 80_000) for _ in range(5)])
                                            for _ in range(40)])
+        # the first event-time request starts the partition's index (built on demand)
+        c.count_time_windows("ctw-kill", [T0, T0 + 80_001])
     kill_with_sidecars_damaged(broker, "ctw-kill-0", ".tsindex", damage)
     with SyncClient(broker.bootstrap, client_id="ctw") as c:
         _check(c, "ctw-kill", rows, [0], rng)
+
+
+def test_only_partitions_asked_in_event_time_are_indexed_in_the_background(broker) -> None:  # type: ignore[no-untyped-def]
+    """The sorted-timestamp index is built on demand: a partition nobody asks in event
+    time gets zone maps (their sidecars show the background step has been there) but
+    no index; from its first event-time request on (a PlanTimeWindow, which does not
+    wait for it) the background step indexes it, and keeps indexing its appends."""
+    rng = random.Random(5)
+    pdir = Path(broker.data_dir, "ctw-lazy-0")
+
+    def sealed(suffix: str) -> int:
+        return len(list(pdir.glob(f"*{suffix}")))
+
+    def produce(c: SyncClient) -> list[tuple[int, int, int]]:
+        return _produce(c, "ctw-lazy", 1, [(0, [T0 + rng.randint(0, 80_000) for _ in range(5)])
+                                           for _ in range(30)])
+
+    with SyncClient(broker.bootstrap, client_id="ctw") as c:
+        c.create_topic("ctw-lazy", 1, {"segment.bytes": "1500", "index.interval.bytes": "100"})
+        rows = produce(c)
+        wait_until(lambda: sealed(".zonemap") >= sealed(".log") - 1 > 0, 20, "no zone-map sidecars")
+        time.sleep(0.5)  # more background slices: still no index
+        assert sealed(".tsindex") == 0
+        c.plan_time_window("ctw-lazy", T0, T0 + 1000)
+        wait_until(lambda: sealed(".tsindex") == sealed(".log") - 1, 20, "no index after an event-time request")
+        before = sealed(".log")
+        rows += produce(c)
+        assert sealed(".log") > before
+        wait_until(lambda: sealed(".tsindex") == sealed(".log") - 1, 20, "appends after it not indexed")
+        _check(c, "ctw-lazy", rows, [0], rng)
 
 
 def test_counting_needs_describe_on_the_topic(broker_factory) -> None:  # type: ignore[no-untyped-def]
