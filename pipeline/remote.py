@@ -74,9 +74,15 @@ NO_MARKER = (1 << 63) - 1
 _MIN_CHUNK = 64 * 1024
 
 
-class RemoteSpan(NamedTuple):
-    """Offsets [start, end) of one segment, in its ``.log`` bytes [pos_lo, pos_hi)."""
+TASK_BYTES = 128 * 1024 * 1024
+"""Consecutive small segments of one partition share a task up to this many bytes (a
+Spark task costs ~0.1 s to schedule; a Kafka segment is 1 GiB by default, one task)."""
 
+
+class RemoteSpan(NamedTuple):
+    """Offsets [start, end) of one segment, in its ``.log`` object's bytes [pos_lo, pos_hi)."""
+
+    key: str
     start: int
     end: int
     pos_lo: int
@@ -84,11 +90,11 @@ class RemoteSpan(NamedTuple):
 
 
 class RemoteTask(NamedTuple):
-    """One Spark task reading one remote segment: everything it needs, plain data."""
+    """One Spark task reading spans of remote segments of one partition, in offset order:
+    everything it needs, plain data."""
 
     topic: str
     partition: int
-    key: str  # the segment's .log object
     spans: tuple[RemoteSpan, ...]
     window: tuple[int, int] | None  # event time: keep start <= timestamp < end
     aborted: tuple[tuple[int, int, int], ...]  # (producer id, first offset, marker offset)
@@ -250,13 +256,14 @@ def _relevant(aborted: Sequence[tuple[int, int, int]], start: int, end: int
 def plan_positional(
     tier: Tier, client: SyncClient, ranges: Sequence[OffsetRange], isolation_level: int,
 ) -> tuple[list[RemoteTask], list[OffsetRange]]:
-    """Cut offset ranges (already split into Spark's pieces) into remote tasks (one per
-    piece of one segment) and the ranges left for the broker."""
+    """Cut offset ranges (already split into Spark's pieces) into remote tasks (the
+    segments of one piece, up to TASK_BYTES per task) and the ranges left for the broker."""
     remote: list[RemoteTask] = []
     broker: list[OffsetRange] = []
     aborted: dict[tuple[str, int], tuple[tuple[int, int, int], ...]] = {}
     for r in ranges:
         part = tier.partition(r.topic, r.partition)
+        spans: list[RemoteSpan] = []
         for lo, hi, seg in part.pieces(r.start, r.end):
             if seg is None:
                 broker.append(OffsetRange(r.topic, r.partition, lo, hi))
@@ -264,23 +271,42 @@ def plan_positional(
             whole = lo <= seg.base_offset and hi >= seg.next_offset
             zm = None if whole else tier.zone_map(r.topic, r.partition, seg)
             pos = (0, seg.size_bytes) if whole else _positions(zm, seg, lo, hi)
-            ab: tuple[tuple[int, int, int], ...] = ()
-            if isolation_level:
-                tp = (r.topic, r.partition)
-                if tp not in aborted:
-                    aborted[tp] = _aborted_list(tier, client, r.topic, r.partition)
-                ab = _relevant(aborted[tp], lo, hi)
-            remote.append(RemoteTask(r.topic, r.partition,
-                                     mf.segment_key(r.topic, r.partition, seg, ".log"),
-                                     (RemoteSpan(lo, hi, *pos),), None, ab))
+            spans.append(RemoteSpan(mf.segment_key(r.topic, r.partition, seg, ".log"),
+                                    lo, hi, *pos))
+        ab: tuple[tuple[int, int, int], ...] = ()
+        if isolation_level and spans:
+            tp = (r.topic, r.partition)
+            if tp not in aborted:
+                aborted[tp] = _aborted_list(tier, client, r.topic, r.partition)
+            ab = aborted[tp]
+        remote += _tasks(r.topic, r.partition, spans, None, ab)
     return remote, broker
+
+
+def _tasks(topic: str, partition: int, spans: Sequence[RemoteSpan],
+           window: tuple[int, int] | None, aborted: Sequence[tuple[int, int, int]]
+           ) -> list[RemoteTask]:
+    """Consecutive spans of one partition grouped into tasks of up to TASK_BYTES."""
+    out: list[RemoteTask] = []
+    group: list[RemoteSpan] = []
+    size = 0
+    for span in [*spans, None]:
+        n = 0 if span is None else span.pos_hi - span.pos_lo
+        if group and (span is None or size + n > TASK_BYTES):
+            out.append(RemoteTask(topic, partition, tuple(group), window,
+                                  _relevant(aborted, group[0].start, group[-1].end)))
+            group, size = [], 0
+        if span is not None:
+            group.append(span)
+            size += n
+    return out
 
 
 def plan_event_time(
     tier: Tier, client: SyncClient, parts: Mapping[str, list[int]], window: tuple[int, int],
     broker_plan: Sequence[OffsetRange], isolation_level: int,
 ) -> tuple[list[RemoteTask], list[OffsetRange]]:
-    """The remote tasks of an event-time window (one per segment with planned blocks) and
+    """The remote tasks of an event-time window (runs of segments with planned blocks) and
     the broker's plan (``broker_plan``, PlanTimeWindow's ranges) cut to the offsets the
     tier does not cover."""
     t1, t2 = window
@@ -293,7 +319,7 @@ def plan_event_time(
         if not part.segments:
             continue
         start = max(earliest[tp], part.log_start)
-        ab: tuple[tuple[int, int, int], ...] | None = None
+        spans: list[RemoteSpan] = []
         for lo, hi, seg in part.pieces(start, part.segments[-1].next_offset):
             if seg is None or seg.max_timestamp < t1 or seg.min_timestamp >= t2:
                 continue
@@ -302,16 +328,13 @@ def plan_event_time(
                 planned = [planner.PlannedRange(lo, hi, seg.size_bytes)]
             else:
                 planned = planner.plan_blocks([zm], t1, t2, lo, hi)
-            spans = tuple(RemoteSpan(p.start_offset, p.end_offset,
-                                     *_positions(zm, seg, p.start_offset, p.end_offset))
-                          for p in planned)
-            if not spans:
-                continue
-            if isolation_level and ab is None:
-                ab = _aborted_list(tier, client, tp.topic, tp.partition)
-            remote.append(RemoteTask(
-                tp.topic, tp.partition, mf.segment_key(tp.topic, tp.partition, seg, ".log"),
-                spans, window, _relevant(ab or (), spans[0].start, spans[-1].end)))
+            key = mf.segment_key(tp.topic, tp.partition, seg, ".log")
+            spans += [RemoteSpan(key, p.start_offset, p.end_offset,
+                                 *_positions(zm, seg, p.start_offset, p.end_offset))
+                      for p in planned]
+        ab = _aborted_list(tier, client, tp.topic, tp.partition) \
+            if isolation_level and spans else ()
+        remote += _tasks(tp.topic, tp.partition, spans, window, ab)
     broker: list[OffsetRange] = []
     for r in broker_plan:
         for lo, hi, seg in tier.partition(r.topic, r.partition).pieces(r.start, r.end):
@@ -349,7 +372,7 @@ def _read_span(store: ObjectStore, pool: concurrent.futures.ThreadPoolExecutor,
     """Ranged GETs over [pos_lo, pos_hi), cut after the last whole batch of each answer;
     the next GET is in flight while one answer is decoded."""
     def get(pos: int, size: int) -> concurrent.futures.Future[bytes]:
-        return pool.submit(store.get_range, task.key, pos, min(pos + size, span.pos_hi))
+        return pool.submit(store.get_range, span.key, pos, min(pos + size, span.pos_hi))
 
     pos = span.pos_lo
     pending = get(pos, chunk)
@@ -367,7 +390,7 @@ def _read_span(store: ObjectStore, pool: concurrent.futures.ThreadPoolExecutor,
         if consumed == 0:
             if pos + len(buf) >= span.pos_hi:
                 raise DataLossError(
-                    f"{task.topic}-{task.partition}: {store.url} {task.key} holds no whole "
+                    f"{task.topic}-{task.partition}: {store.url} {span.key} holds no whole "
                     f"batch at bytes {pos}..{span.pos_hi} (offsets {span.start}..{span.end})")
             chunk *= 2  # one batch larger than a chunk
             pending = get(pos, chunk)

@@ -106,8 +106,8 @@ class EventTimePartition(InputPartition):
 
 
 class RemoteSegmentPartition(InputPartition):
-    """One Spark task reading byte ranges of one tiered segment straight from the bucket
-    (``remoteStorage``, :mod:`pipeline.remote`)."""
+    """One Spark task reading byte ranges of tiered segments of one partition straight from
+    the bucket (``remoteStorage``, :mod:`pipeline.remote`)."""
 
     def __init__(self, task: RemoteTask) -> None:
         super().__init__(tuple(task))
@@ -116,7 +116,7 @@ class RemoteSegmentPartition(InputPartition):
     def __repr__(self) -> str:
         t = self.task
         spans = ", ".join(f"[{s.start}, {s.end})" for s in t.spans)
-        return f"RemoteSegmentPartition({t.topic}-{t.partition} {t.key} {spans})"
+        return f"RemoteSegmentPartition({t.topic}-{t.partition} {spans})"
 
 
 def event_time_partitions(client: SyncClient, opts: ReadOptions) -> list[InputPartition]:

@@ -1,8 +1,10 @@
 """``remoteStorage``: reads of tiered segments straight from a bucket equal reads through
 the broker, and a brute-force oracle over the log's bytes.
 
-One broker holds a topic written by real transactional producers (committed, aborted and
-one still-open transaction, plain appends, out-of-order CreateTime) in small segments;
+One broker holds a topic written by real transactional producers (committed and aborted
+transactions, plain appends, out-of-order CreateTime) in small segments; partition 0
+ends with an aborted transaction whose data the tier gets but whose ABORT marker it does
+not, partition 1 with a transaction still open (plain appends after it);
 its sealed segments below the last stable offset are uploaded to a file:// bucket
 (tests/helpers/tier_upload.py) while the broker keeps its local copy. The oracle decodes
 every batch the broker holds with the codec and decides each transactional batch's fate
@@ -25,7 +27,6 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -38,8 +39,14 @@ from client import SyncClient, TopicPartition
 from pipeline.options import parse_read_options
 from pipeline.remote import RemoteStats, Tier, open_store, read_task
 from pipeline.source import ChronologBatchReader, RemoteSegmentPartition
-from storage.records import ABORT_MARKER, CONTROL_MASK, TRANSACTIONAL_MASK, control_type
-from storage.records import decode_batch, iter_batches
+from storage.records import (
+    ABORT_MARKER,
+    CONTROL_MASK,
+    TRANSACTIONAL_MASK,
+    control_type,
+    decode_batch,
+    iter_batches,
+)
 from storage.remote.store import ObjectStore
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.tier_upload import upload_sealed
@@ -108,7 +115,7 @@ def _row(r: Rec) -> tuple[Any, ...]:
 
 def _write(bootstrap: str, rng: random.Random, t0: int) -> None:
     """Transactional writers (commit or abort, spanning segments) and a plain producer,
-    CreateTime mostly rising and partly late; one transaction is left open, with plain appends after it."""
+    CreateTime mostly rising and partly late (module docstring for the partitions' ends)."""
     writers = [Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tier-w{i}",
                          "linger.ms": 0, "transaction.timeout.ms": 600_000}) for i in range(3)]
     for w in writers:
@@ -117,18 +124,20 @@ def _write(bootstrap: str, rng: random.Random, t0: int) -> None:
     open_: set[int] = set()
     seq = 0
 
-    def batch(producer: Producer) -> None:
+    def batch(producer: Producer, p: int | None = None) -> None:
         nonlocal seq
-        p = rng.randrange(PARTITIONS)
+        p = rng.randrange(PARTITIONS) if p is None else p
         for _ in range(rng.randint(1, 6)):
             seq += 1
             key = None if rng.random() < 0.2 else b"k%d" % rng.randrange(50)
-            # Mostly in time order, some a little and 5 % very late (any earlier time).
-            ts = min(t0 + seq * 3000 + rng.randrange(-20_000, 20_000), t0 + 3_000_000)
+            # Near the broker's clock, which stamps the markers (so time bounds fall
+            # between markers as in a live log), a little out of order; 5 % very late.
+            now = int(time.time() * 1000)
+            ts = now - rng.randrange(300)
             if rng.random() < 0.05:
-                ts = t0 + rng.randrange(max(ts - t0, 0) + 1)
+                ts = t0 + rng.randrange(max(now - t0, 0) + 1)
             producer.produce(TOPIC, b"v%d-" % seq + rng.randbytes(rng.randint(0, 60)),
-                             key=key, partition=p, timestamp=max(ts, t0))
+                             key=key, partition=p, timestamp=ts)
         producer.flush(15)
 
     for _ in range(260):
@@ -146,13 +155,20 @@ def _write(bootstrap: str, rng: random.Random, t0: int) -> None:
             else:
                 writers[i].commit_transaction(15)
             open_.discard(i)
-    for i in sorted(open_)[1:]:
+    for i in sorted(open_):
         writers[i].commit_transaction(15)
-    if not open_:
-        writers[0].begin_transaction()
-        batch(writers[0])
+    # Partition 0: an aborted transaction whose data lands in segments the tier gets and
+    # whose ABORT marker stays in the active segment (not uploaded).
+    writers[0].begin_transaction()
+    batch(writers[0], 0)
+    for _ in range(16):
+        batch(plain, 0)
+    writers[0].abort_transaction(15)
+    # Partition 1: a transaction left open, plain appends after it.
+    writers[1].begin_transaction()
+    batch(writers[1], 1)
     for _ in range(8):
-        batch(plain)
+        batch(plain, 1)
 
 
 def _oracle(client: SyncClient) -> tuple[list[Rec], dict[int, int]]:
@@ -192,8 +208,9 @@ def tiered(module_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactor
     with SyncClient(bs) as c:
         c.create_topic(TOPIC, PARTITIONS, {"segment.bytes": "3000", "retention.ms": "-1",
                                            "index.interval.bytes": "300"})
-    t0 = int(time.time() * 1000) - 3_600_000
+    t0 = int(time.time() * 1000)
     _write(bs, random.Random(26), t0)
+    t1 = int(time.time() * 1000)
     bucket = tmp_path_factory.mktemp("bucket")
     store = ObjectStore(bucket.as_uri())
     with SyncClient(bs) as c:
@@ -202,9 +219,14 @@ def tiered(module_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactor
                for p in range(PARTITIONS)}
     highest = {p: upload_sealed(module_broker.data_dir, store, TOPIC, p, below=lso[p],
                                 interval=300) for p in range(PARTITIONS)}
-    assert any(lso[p] < hw[p] for p in lso), "one transaction was left open"
-    assert all(0 < highest[p] < lso[p] - 1 for p in highest), (highest, lso, hw)
-    return Tiered(bs, bucket.as_uri(), records, hw, lso, highest, t0, t0 + 3_000_000)
+    assert lso[1] < hw[1], "a transaction was left open"
+    straddling = [r for r in records if r.partition == 0 and r.fate == "abort"
+                  and r.offset <= highest[0]
+                  and not any(m.partition == 0 and not m.data and m.offset <= highest[0]
+                              and m.offset > r.offset for m in records)]
+    assert straddling, "an aborted transaction's data is in the tier, its marker is not"
+    assert all(0 < highest[p] < hw[p] - 1 for p in highest), (highest, lso, hw)
+    return Tiered(bs, bucket.as_uri(), records, hw, lso, highest, t0, t1)
 
 
 def _options(t: Tiered, level: str, remote: bool, **extra: str) -> dict[str, str]:
@@ -237,15 +259,19 @@ def _remote_reach(parts: list[Any]) -> int:
     return sum(p.task.records for p in parts if isinstance(p, RemoteSegmentPartition))
 
 
-times = st.one_of(st.none(), st.integers(-100_000, 3_100_000))
+times = st.one_of(st.none(), st.integers(-2, 102))
+"""A time bound as a percentage of the writing's duration (None: no bound)."""
+
+
+def _at(t: Tiered, percent: int | None) -> int | None:
+    return None if percent is None else t.t0 + (t.t1 - t.t0) * percent // 100
 
 
 @settings(max_examples=40)
 @given(level=st.sampled_from(LEVELS), a=times, b=times, event=st.booleans())
 def test_time_windows_from_the_bucket_equal_the_broker_and_the_oracle(
         tiered: Tiered, level: str, a: int | None, b: int | None, event: bool) -> None:
-    t1 = None if a is None else tiered.t0 + a
-    t2 = None if b is None else tiered.t0 + b
+    t1, t2 = _at(tiered, a), _at(tiered, b)
     if event and t1 is None and t2 is None:
         t1 = tiered.t0
     if t1 is not None and t2 is not None and t2 < t1:
@@ -296,7 +322,8 @@ def test_a_whole_read_takes_everything_up_to_the_highest_uploaded_offset_from_th
 
 def test_event_time_skips_segments_and_blocks_outside_the_window(tiered: Tiered) -> None:
     """A narrow window reads a fraction of the tier's bytes, and exactly its rows."""
-    t1, t2 = tiered.t0 + 1_000_000, tiered.t0 + 1_030_000
+    t1, t2 = _at(tiered, 30), _at(tiered, 32)
+    assert t1 is not None and t2 is not None
     opts = _options(tiered, "read_committed", True, eventTime="true",
                     startingTimestamp=str(t1), endingTimestamp=str(t2))
     reader = ChronologBatchReader(parse_read_options(opts, streaming=False))
@@ -316,23 +343,25 @@ def test_event_time_skips_segments_and_blocks_outside_the_window(tiered: Tiered)
 
 
 def test_spark_reads_from_the_bucket_equal_the_broker_and_the_oracle(
-        spark: Any, tiered: Tiered, helpers: Any) -> None:
+        spark: Any, tiered: Tiered) -> None:
+    """Through the real SparkSession, two windows that span the remote/local boundary (the
+    in-process tests above vary the rest): positional at read_committed, event time at
+    read_uncommitted."""
     from pipeline import register
 
     register(spark)
-    rng = random.Random(5)
-    for level in LEVELS:
-        for event in (False, True):
-            a, b = sorted(rng.randrange(-50_000, 3_050_000) for _ in range(2))
-            t1, t2 = tiered.t0 + a, tiered.t0 + b
-            extra = {"startingTimestamp": str(t1), "endingTimestamp": str(t2)}
-            if event:
-                extra["eventTime"] = "true"
-            got = {}
-            for remote in (True, False):
-                r = spark.read.format("chronolog")
-                for k, v in _options(tiered, level, remote, **extra).items():
-                    r = r.option(k, v)
-                got[remote] = sorted(_rows(r.load().toArrow()))
-            want = (tiered.event_time if event else tiered.positional)(level, t1, t2)
-            assert got[True] == got[False] == want, (level, event)
+    t1, t2 = _at(tiered, 60), _at(tiered, 99)
+    assert t1 is not None and t2 is not None
+    for level, event in (("read_committed", False), ("read_uncommitted", True)):
+        extra = {"startingTimestamp": str(t1), "endingTimestamp": str(t2)}
+        if event:
+            extra["eventTime"] = "true"
+        want = (tiered.event_time if event else tiered.positional)(level, t1, t2)
+        assert {r[1] <= tiered.highest[r[0]] for r in want} == {True, False}, "spans both"
+        got = {}
+        for remote in (True, False):
+            r = spark.read.format("chronolog")
+            for k, v in _options(tiered, level, remote, **extra).items():
+                r = r.option(k, v)
+            got[remote] = sorted(_rows(r.load().toArrow()))
+        assert got[True] == got[False] == want, (level, event)
