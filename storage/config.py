@@ -9,7 +9,10 @@ in ``extra`` so the broker can echo them. The compaction settings
 (``cleanup.policy``, ``delete.retention.ms``, ``min.compaction.lag.ms``,
 ``max.compaction.lag.ms``, ``min.cleanable.dirty.ratio``) are typed fields, read by
 ``storage.cleaner``; ``cleanup.policy`` is kept as Kafka's comma-separated list,
-normalised to sorted, distinct names.
+normalised to sorted, distinct names. The remote tier's settings
+(``remote.storage.enable``, ``local.retention.ms``/``.bytes``, -2 = the total
+retention's, ``remote.log.copy.disable``, ``remote.log.delete.on.disable``) are typed
+fields validated as Kafka does (no compaction with remote storage; local <= total).
 """
 
 from __future__ import annotations
@@ -35,18 +38,25 @@ _PASS_THROUGH = frozenset({
     "compression.zstd.level",
     "follower.replication.throttled.replicas",
     "leader.replication.throttled.replicas",
-    "local.retention.bytes",
-    "local.retention.ms",
     "message.downconversion.enable",
     "message.format.version",
     "min.insync.replicas",
     "preallocate",
-    "remote.storage.enable",
-    "remote.log.copy.disable",
-    "remote.log.delete.on.disable",
     "unclean.leader.election.enable",
     "message.timestamp.difference.max.ms",
 })
+
+# The remote tier's topic configs (KIP-405, KIP-950): typed fields, and echoed back as
+# given (kept in ``extra`` too, so ``to_kafka`` lists them only when set).
+_TIERED_BOOLS = {
+    "remote.storage.enable": "remote_storage_enable",
+    "remote.log.copy.disable": "remote_log_copy_disable",
+    "remote.log.delete.on.disable": "remote_log_delete_on_disable",
+}
+_TIERED_LONGS = {
+    "local.retention.ms": "local_retention_ms",
+    "local.retention.bytes": "local_retention_bytes",
+}
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,11 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
     min_cleanable_dirty_ratio: float = 0.5
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2  # -2: retention.ms
+    local_retention_bytes: int = -2  # -2: retention.bytes
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
     extra: dict[str, str] = field(default_factory=dict, compare=False)
 
     # Kafka name -> (attribute, minimum, maximum).
@@ -116,11 +131,49 @@ class LogConfig:
         ratio = self.min_cleanable_dirty_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
             raise ValueError(f"min.cleanable.dirty.ratio={ratio!r} is out of range [0, 1]")
+        for kafka_name, attr in _TIERED_LONGS.items():
+            value = getattr(self, attr)
+            if isinstance(value, bool) or not isinstance(value, int) or value < -2:
+                raise ValueError(f"{kafka_name}={value!r} must be an integer >= -2")
+        if self.remote_storage_enable:
+            self._validate_remote()
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
             # Kafka's LogConfig.validateValues
             raise ValueError(
                 f"conflict: min.compaction.lag.ms={self.min_compaction_lag_ms} is greater than "
                 f"max.compaction.lag.ms={self.max_compaction_lag_ms}")
+
+    def _validate_remote(self) -> None:
+        """Kafka's LogConfig checks for a topic with remote storage enabled."""
+        if self.compact:
+            raise ValueError("Remote log storage is unsupported for the compacted topics")
+        for local_name, local, total_name, total in (
+                ("local.retention.ms", self.local_retention_ms, "retention.ms", self.retention_ms),
+                ("local.retention.bytes", self.local_retention_bytes, "retention.bytes",
+                 self.retention_bytes)):
+            if local == -2 or total == -1:
+                continue
+            if local == -1:
+                raise ValueError(f"{local_name}=-1 is not allowed when {total_name}={total} "
+                                 f"(local retention must be <= total retention)")
+            if local > total:
+                raise ValueError(f"{local_name}={local} must be <= {total_name}={total}")
+        if self.remote_log_copy_disable and (
+                self.effective_local_retention_ms != self.retention_ms
+                or self.effective_local_retention_bytes != self.retention_bytes):
+            raise ValueError("with remote.log.copy.disable=true, local.retention.ms/bytes must "
+                             "equal retention.ms/bytes (or be -2)")
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        """local.retention.ms, with -2 meaning retention.ms."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        """local.retention.bytes, with -2 meaning retention.bytes."""
+        return (self.retention_bytes if self.local_retention_bytes == -2
+                else self.local_retention_bytes)
 
     @property
     def compact(self) -> bool:
@@ -179,6 +232,18 @@ class LogConfig:
                     changes["min_cleanable_dirty_ratio"] = float(str(raw).strip())
                 except ValueError:
                     raise ValueError(f"{name} must be a number, got {raw!r}") from None
+            elif name in _TIERED_BOOLS:
+                text = str(raw).strip().lower()
+                if text not in ("true", "false"):
+                    raise ValueError(f"{name} must be true or false, got {raw!r}")
+                changes[_TIERED_BOOLS[name]] = text == "true"
+                extra[name] = text
+            elif name in _TIERED_LONGS:
+                try:
+                    changes[_TIERED_LONGS[name]] = int(str(raw).strip())
+                except ValueError:
+                    raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+                extra[name] = str(raw).strip()
             elif name in _PASS_THROUGH:
                 extra[name] = str(raw)
             else:

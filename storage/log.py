@@ -26,7 +26,7 @@ import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from storage import planner, swap, txnindex, zonemap
 from storage.batch_search import offset_of_first_max
@@ -53,6 +53,9 @@ from storage.records import (
 from storage.segment import LogSegment
 from storage.txnindex import TxnIndexEntry
 from storage.validation import validate_batch
+
+if TYPE_CHECKING:
+    from storage.remote.tier import RemoteTier
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -174,6 +177,11 @@ class Log:
         self._layout_gen = 0
         self._disorder_cursor: planner.DisorderCursor | None = None
         self._max_ts_cache: tuple[tuple[int, ...], TimestampOffset | None] | None = None
+        # The remote tier (storage/remote/tier.py) once attached: offsets below the
+        # first local segment are then read from it, and log_start_offset is the
+        # partition's (remote included); None keeps every path purely local.
+        self.tier: RemoteTier | None = None
+        self._checkpoint_start = log_start_offset
         self._load(log_start_offset, recovery_point, clean_shutdown)
         self._roll_flush_upto = max(self._roll_flush_upto, self.recovery_point)
 
@@ -295,6 +303,45 @@ class Log:
     @property
     def high_watermark(self) -> int:
         return self._leo
+
+    # -- the remote tier (KIP-405) ----------------------------------------------------
+    @property
+    def local_log_start_offset(self) -> int:
+        """Kafka's localLogStartOffset: the first offset held on local disk (-4)."""
+        return max(self.log_start_offset, self.segments[0].base_offset)
+
+    @property
+    def highest_offset_in_remote_storage(self) -> int:
+        """The last offset copied to the tier (-5 LATEST_TIERED); -1 when none."""
+        return self.tier.highest_offset if self.tier is not None else -1
+
+    def is_remote_offset(self, offset: int) -> bool:
+        """Whether reading ``offset`` goes to the object store (a blocking call)."""
+        return self.tier is not None and offset < self.segments[0].base_offset
+
+    def attach_tier(self, tier: RemoteTier) -> None:
+        """Route reads below the local start to ``tier``; the log start becomes the
+        partition's (remote included): the manifest's, unless the log-start checkpoint
+        given at open says more, when the tier's copied segments reach the local ones."""
+        self.tier = tier
+        first_local = self.segments[0].base_offset
+        done = tier.finished()
+        if not done or done[0].base_offset >= first_local \
+                or tier.highest_offset + 1 < first_local:
+            return
+        if self.log_start_offset > first_local:
+            return  # DeleteRecords moved it into the local segments already
+        start = max(tier.manifest.log_start_offset, done[0].base_offset)
+        if self._checkpoint_start is not None:
+            start = max(start, self._checkpoint_start)
+        self.log_start_offset = min(start, first_local)
+        self._layout_gen += 1
+
+    def detach_tier(self) -> None:
+        """Stop using the tier; the log start goes back to the first local offset."""
+        self.tier = None
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self._layout_gen += 1
 
     def size_in_bytes(self) -> int:
         return sum(max(s.size, 0) for s in self.segments)
@@ -573,6 +620,8 @@ class Log:
         if offset < self.log_start_offset or offset > self._leo:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside [{self.log_start_offset}, {self._leo}]")
+        if self.tier is not None and offset < self.segments[0].base_offset:
+            return self.tier.read(offset, max_bytes, max_offset=max_offset)
         limit = self._leo if max_offset is None else min(max_offset, self._leo)
         if offset >= limit:
             return b""
@@ -635,23 +684,48 @@ class Log:
         LogAppendTime); -5 LATEST_TIERED / -6 EARLIEST_PENDING_UPLOAD without tiered
         storage: (-1, -1, -1).
         """
+        tier = self.tier
         if timestamp >= 0:
+            if tier is not None:
+                hit = self._remote_search(timestamp)
+                if hit is not None:
+                    return hit
             return self._search(timestamp)[0]
         if timestamp == LATEST_TIMESTAMP:
             return TimestampOffset(-1, self.high_watermark, self.latest_epoch())
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        if timestamp == EARLIEST_TIMESTAMP:
             return TimestampOffset(-1, self.log_start_offset, self._epoch_at(self.log_start_offset))
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            local = self.local_log_start_offset
+            return TimestampOffset(-1, local, self._epoch_at(local))
         if timestamp == MAX_TIMESTAMP:
             return self._max_timestamp_offset()
+        if timestamp == LATEST_TIERED_TIMESTAMP and tier is not None:
+            high = tier.highest_offset
+            return TimestampOffset(-1, high, tier.epoch_at(high) if high >= 0 else -1)
         if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
             return TimestampOffset(-1, -1, -1)
         raise ValueError(f"unsupported special timestamp {timestamp}")
+
+    def _remote_search(self, timestamp: int) -> TimestampOffset | None:
+        """The tier's answer for records below the local start (Kafka's
+        RemoteLogManager.findOffsetByTimestamp), None to search the local segments."""
+        assert self.tier is not None
+        hit = self.tier.offset_for_timestamp(timestamp)
+        return TimestampOffset(*hit) if hit is not None else None
 
     def offset_range_for_times(self, t1: int, t2: int) -> tuple[int, int]:
         """[first offset with ts >= t1, first offset with ts >= t2), each defaulting to
         the high watermark when no record qualifies; end is never below start."""
         if t1 < 0 or t2 < 0:
             raise ValueError("offset_range_for_times needs timestamps >= 0")
+        if self.tier is not None:
+            a = self.offset_for_timestamp(t1)
+            start = a.offset if a is not None else self.high_watermark
+            if t2 <= t1:
+                return start, start
+            b = self.offset_for_timestamp(t2)
+            return start, max(start, b.offset if b is not None else self.high_watermark)
         hit1, seg1 = self._search(t1)
         start = hit1.offset if hit1 is not None else self.high_watermark
         if t2 <= t1:
@@ -675,12 +749,15 @@ class Log:
         segs = self.segments
         first = max(0, bisect_right(self._bases, start) - 1)
         live = [(j, seg) for j, seg in enumerate(segs) if j >= first and seg.base_offset < end]
+        remote = self.tier.zone_maps() if self.tier is not None else []
         if not HAVE_NUMPY:
-            return planner.plan_blocks((seg.zone_map() for _, seg in live), t1, t2, start, end)
+            return planner.plan_blocks([*remote, *(seg.zone_map() for _, seg in live)],
+                                       t1, t2, start, end)
         from storage import tsindex
 
         last = len(segs) - 1
-        indexed = []
+        indexed: list[tuple[zonemap.ZoneMap, tsindex.TsIndex | None]] = [
+            (zm, None) for zm in remote]
         for j, seg in live:
             zm = seg.zone_map()
             indexed.append((zm, seg.ts_index(zm, sealed=j < last)))
@@ -841,6 +918,8 @@ class Log:
     def _epoch_at(self, offset: int) -> int:
         if offset >= self._leo:
             return self.latest_epoch()
+        if self.tier is not None and offset < self.segments[0].base_offset:
+            return self.tier.epoch_at(offset)
         i = max(0, bisect_right(self._bases, offset) - 1)
         for seg in self.segments[i:]:
             info = seg.find_batch(offset)
@@ -852,10 +931,18 @@ class Log:
         """ListOffsets MAX_TIMESTAMP (-3). The answer is kept until the log changes: finding
         the first record at the max decodes its batch (a 1 MB batch takes milliseconds,
         and the console asks for every chart)."""
-        key = (self._layout_gen, self._leo, self.high_watermark, self.log_start_offset)
+        key: tuple[int, ...] = (self._layout_gen, self._leo, self.high_watermark,
+                                self.log_start_offset)
+        if self.tier is not None:
+            key = (*key, self.tier.manifest.generation)
         if self._max_ts_cache is not None and self._max_ts_cache[0] == key:
             return self._max_ts_cache[1]
         hit = self._find_max_timestamp_offset()
+        if self.tier is not None:
+            remote = self.tier.max_timestamp_hit()
+            if remote is not None and (hit is None or remote.timestamp >= hit.timestamp):
+                hit = TimestampOffset(*remote)
+            key = (*key, self.tier.manifest.generation)
         self._max_ts_cache = (key, hit)
         return hit
 
@@ -864,7 +951,7 @@ class Log:
         for seg in self.segments:
             if best is None or seg.max_timestamp > best.max_timestamp:
                 best = seg
-        if best is None or best.max_timestamp < 0 or self._leo == self.log_start_offset:
+        if best is None or best.max_timestamp < 0 or self._leo == self.local_log_start_offset:
             return None
         target = best.max_timestamp
         _, pos = best.offset_index.lookup(best.offset_of_max)
@@ -941,6 +1028,8 @@ class Log:
         cfg = self.config
         if cfg.log_append_time and self._last_append_time is None:
             self._last_append_time = self._prefix_max_list()[-1]  # before the data goes
+        if self.tier is not None:
+            return self._delete_local_copies(now_ms)
         deleted = 0
         if cfg.retention_ms >= 0 and cfg.delete_enabled:
             deleted += self._delete_while(
@@ -955,6 +1044,32 @@ class Log:
                 return False
             deleted += self._delete_while(over)
         deleted += self.delete_segments_below_log_start()
+        return deleted
+
+    def _delete_local_copies(self, now_ms: int) -> int:
+        """Retention with a remote tier: segments wholly below the log start go, then
+        local.retention.ms/.bytes delete local segments, but only those already copied
+        (their last offset <= highest offset in remote storage), never one that is not,
+        whatever its age or the local size. The log start does not move: the records
+        stay readable from the tier (its own retention moves the start)."""
+        cfg = self.config
+        uploaded = self.tier.highest_offset if self.tier is not None else -1
+        deleted = self.delete_segments_below_log_start()
+        local_ms = cfg.effective_local_retention_ms
+        if local_ms >= 0:
+            deleted += self._delete_while(
+                lambda seg, upper: upper - 1 <= uploaded
+                and now_ms - seg.largest_timestamp() > local_ms)
+        local_bytes = cfg.effective_local_retention_bytes
+        if local_bytes >= 0:
+            excess = [self.size_in_bytes() - local_bytes]
+
+            def over(seg: LogSegment, upper: int) -> bool:
+                if upper - 1 <= uploaded and excess[0] - max(seg.size, 0) >= 0:
+                    excess[0] -= max(seg.size, 0)
+                    return True
+                return False
+            deleted += self._delete_while(over)
         return deleted
 
     def delete_segments_below_log_start(self) -> int:
@@ -982,7 +1097,8 @@ class Log:
             seg.delete()
         del self.segments[:victims]
         del self._bases[:victims]
-        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        if self.tier is None:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self._prefix_max = None
         self._layout_gen += 1
         return victims

@@ -183,12 +183,14 @@ class LogDir:
     # -- durability -------------------------------------------------------------------
     def checkpoint(self) -> None:
         """Write both checkpoint files from the logs' current recovery points and
-        log start offsets (a start is recorded only when above the first segment)."""
+        log start offsets (a start is recorded only when above the first segment, or
+        always for a log with a remote tier, whose start may lie below it)."""
         recovery = {k: log.recovery_point for k, log in self._logs.items()}
         starts = {
             k: log.log_start_offset
             for k, log in self._logs.items()
-            if log.segments and log.log_start_offset > log.segments[0].base_offset
+            if log.segments and (log.log_start_offset > log.segments[0].base_offset
+                                 or log.tier is not None)
         }
         write_checkpoint(self.path / RECOVERY_POINT_CHECKPOINT, recovery)
         write_checkpoint(self.path / LOG_START_OFFSET_CHECKPOINT, starts)

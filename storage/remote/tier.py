@@ -1,0 +1,586 @@
+"""One partition's remote tier (KIP-405): copy sealed segments to a bucket, expire them,
+and read, look up and plan over them as if they were still local.
+
+The partition's manifest (storage/remote/manifest.py) is the only metadata: it lives in
+the bucket, is rewritten whole (an atomic PUT) at every state change, and is what a
+restart, a read replica or Spark plans from.
+
+Copy of one segment, in steps (``copy_steps`` yields after each, so a test can stop
+after any of them and reopen from disk and bucket, which is what a kill -9 leaves):
+  1. manifest with the segment in COPY_SEGMENT_STARTED;
+  2. its files: .log, .index, .timeindex, .txnindex (empty if none), .snapshot,
+     .leader_epoch_checkpoint, .zonemap (storage/remote/snapshot.py for the two state
+     files);
+  3. manifest with the segment COPY_SEGMENT_FINISHED: from now on readers use it and
+     local retention may delete the local copy.
+Delete of one segment (``delete_steps``): the log start moves past it first (in memory,
+then in the manifest that marks it DELETE_SEGMENT_STARTED), then its files go, then a
+manifest without it.
+
+Invariants:
+- opening a tier finishes what a crash interrupted: segments left in COPY_SEGMENT_STARTED
+  or DELETE_SEGMENT_STARTED lose their files and their entry, and segment files no
+  manifest entry names (orphans) are deleted; so the bucket holds the old or the new
+  state of any step, never a readable half;
+- only COPY_SEGMENT_FINISHED segments are read; ``highest_offset`` is the largest
+  end offset among them (Kafka's highestOffsetInRemoteStorage, -1 when none);
+- copied segments are exactly local segment boundaries: remote segment i's
+  ``next_offset`` is the base of the segment that followed it locally, so the local log
+  start (first local segment's base) is a remote ``next_offset`` or beyond;
+- every method blocks on the object store: callers run it off the event loop.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+import uuid
+from bisect import bisect_right
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from storage import txnindex
+from storage.batch_search import first_record_at_or_after, offset_of_first_max
+from storage.errors import OffsetOutOfRangeError
+from storage.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, iter_batches
+from storage.remote import manifest as mf
+from storage.remote.index_cache import RemoteIndexCache
+from storage.remote.manifest import PartitionManifest, RemoteSegment, SegmentState
+from storage.remote.snapshot import (
+    ProducerEntry,
+    add_epoch,
+    advance_producers,
+    decode_snapshot,
+    encode_epochs,
+    encode_snapshot,
+)
+from storage.remote.store import ObjectStore, RemoteObjectNotFound
+from storage.segment import LogSegment, TimestampHit
+from storage.zonemap import ZoneMap
+
+if TYPE_CHECKING:
+    from storage.log import Log
+
+_OFF = struct.Struct(">ii")
+_TIME = struct.Struct(">qi")
+_READ_CHUNK = 64 * 1024
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RemoteTier:
+    """The remote half of one partition log (module docstring). ``attach`` makes the
+    ``Log`` route reads, lookups and plans below its local start here."""
+
+    def __init__(self, log: Log, store: ObjectStore, topic: str, partition: int, *,
+                 topic_id: str = "", partitions: int | None = None,
+                 cache: RemoteIndexCache | None = None, attach: bool = True) -> None:
+        self.log = log
+        self.store = store
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.cache = cache
+        self._lock = threading.RLock()
+        self._zone_maps: dict[str, ZoneMap] = {}
+        self._indexes: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        self._producers: dict[int, ProducerEntry] | None = None
+        self.bytes_copied = 0
+        self.bytes_fetched = 0
+        self.manifest = self._load_manifest()
+        self.recover()
+        if attach:
+            log.attach_tier(self)
+
+    # -- the manifest --------------------------------------------------------------
+    @property
+    def prefix(self) -> str:
+        return mf.partition_prefix(self.topic, self.partition)
+
+    def _load_manifest(self) -> PartitionManifest:
+        try:
+            data = self.store.get(mf.manifest_key(self.topic, self.partition))
+        except RemoteObjectNotFound:
+            return PartitionManifest(mf.FORMAT_VERSION, self.topic, self.partition,
+                                     self.topic_id, 0, 0, [])
+        m = mf.decode_partition(data)
+        if not self.topic_id:
+            self.topic_id = m.topic_id
+        return m
+
+    def _write_manifest(self, segments: list[RemoteSegment], log_start: int) -> None:
+        m = PartitionManifest(mf.FORMAT_VERSION, self.topic, self.partition, self.topic_id,
+                              self.manifest.generation + 1, log_start, segments)
+        self.store.put(mf.manifest_key(self.topic, self.partition), mf.encode(m))
+        self.manifest = m  # one reference swap: readers on other threads see old or new
+
+    def write_topic_manifest(self) -> None:
+        """topics/<topic>/topic.json: id, partition count, the topic's Kafka configs."""
+        tm = mf.TopicManifest(mf.FORMAT_VERSION, self.topic, self.topic_id,
+                              self.partitions if self.partitions is not None
+                              else self.partition + 1, self.log.config.to_kafka())
+        self.store.put(mf.topic_key(self.topic), mf.encode(tm))
+
+    def recover(self) -> int:
+        """Finish what a crash interrupted (module docstring); returns objects deleted."""
+        with self._lock:
+            keep, doomed = [], []
+            for s in self.manifest.segments:
+                (keep if s.state == SegmentState.COPY_SEGMENT_FINISHED else doomed).append(s)
+            deleted = 0
+            for s in doomed:
+                deleted += self._delete_files(s)
+            if doomed:
+                self._write_manifest(keep, self.manifest.log_start_offset)
+            known = {s.segment_id for s in keep}
+            for obj in self.store.list(self.prefix):
+                name = obj.key.rsplit("/", 1)[-1]
+                stem, dot, _ = name.partition(".")
+                if not dot or "-" not in stem:
+                    continue
+                seg_id = stem.split("-", 1)[1]
+                if seg_id not in known:
+                    self.store.delete(obj.key)
+                    deleted += 1
+            return deleted
+
+    # -- what the tier holds ---------------------------------------------------------
+    def finished(self) -> list[RemoteSegment]:
+        """COPY_SEGMENT_FINISHED segments, ascending (whatever the log start)."""
+        return [s for s in self.manifest.segments if s.state == SegmentState.COPY_SEGMENT_FINISHED]
+
+    @property
+    def highest_offset(self) -> int:
+        """Kafka's highestOffsetInRemoteStorage: -1 when nothing is copied."""
+        return self.manifest.highest_offset()
+
+    def size_bytes(self) -> int:
+        start = self.log.log_start_offset
+        return sum(s.size_bytes for s in self.finished() if s.end_offset >= start)
+
+    def readable(self) -> list[RemoteSegment]:
+        """Finished segments holding offsets in [log start, local log start): what reads,
+        lookups and plans use the tier for."""
+        start = self.log.log_start_offset
+        local = self.log.local_log_start_offset
+        return [s for s in self.finished() if s.end_offset >= start and s.base_offset < local]
+
+    # -- copy ------------------------------------------------------------------------
+    def copy_candidates(self, last_stable_offset: int) -> list[LogSegment]:
+        """Kafka's rule: sealed segments whose next segment's base <= LSO, from the one
+        holding max(highest copied + 1, log start)."""
+        segs = self.log.segments
+        start = max(self.highest_offset + 1, self.log.log_start_offset)
+        out = []
+        for seg, nxt in zip(segs, segs[1:], strict=False):
+            if nxt.base_offset > last_stable_offset:
+                break
+            if nxt.base_offset <= start or max(seg.size, 0) == 0:
+                continue
+            out.append(seg)
+        return out
+
+    def copy(self, last_stable_offset: int) -> int:
+        """Copy every candidate segment; returns how many were copied. A failed copy is
+        cleaned up (its files deleted, its entry dropped) and the error raised."""
+        if self.log.config.remote_log_copy_disable:
+            return 0
+        n = 0
+        for seg in self.copy_candidates(last_stable_offset):
+            self.copy_segment(seg)
+            n += 1
+        return n
+
+    def copy_segment(self, seg: LogSegment) -> RemoteSegment:
+        steps = self.copy_steps(seg)
+        try:
+            for _ in steps:
+                pass
+        except Exception:
+            self._abort_copy()
+            raise
+        return self.finished()[-1]
+
+    def _abort_copy(self) -> None:
+        try:
+            self.recover()
+        except Exception:
+            pass  # the next open cleans up
+
+    def _next_base(self, seg: LogSegment) -> int:
+        segs = self.log.segments
+        i = segs.index(seg)
+        if i + 1 >= len(segs):
+            raise ValueError(f"segment {seg.base_offset} is the active segment")
+        return segs[i + 1].base_offset
+
+    def _producer_state(self) -> dict[int, ProducerEntry]:
+        """Producers as of the end of the last copied segment (from its .snapshot)."""
+        if self._producers is None:
+            done = self.finished()
+            self._producers = {}
+            if done:
+                try:
+                    self._producers = decode_snapshot(
+                        self.store.get(mf.segment_key(self.topic, self.partition, done[-1],
+                                                      ".snapshot")))
+                except (RemoteObjectNotFound, ValueError):
+                    self._producers = {}
+        return self._producers
+
+    def _lineage(self) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        for s in self.finished():
+            for epoch, start in s.leader_epochs:
+                add_epoch(out, epoch, start)
+        return out
+
+    def copy_steps(self, seg: LogSegment) -> Iterator[str]:
+        """Copy one sealed segment, yielding the name of each step once it is done."""
+        with self._lock:
+            next_base = self._next_base(seg)
+            seg.check_indexes()
+            headers: list[BatchHeader] = []
+            epochs: list[tuple[int, int]] = []
+            max_ts, offset_of_max = -1, -1
+            for info in seg.iter_batches(0):
+                h = info.header
+                headers.append(h)
+                if not epochs or h.partition_leader_epoch > epochs[-1][0]:
+                    if h.partition_leader_epoch >= 0:
+                        epochs.append((h.partition_leader_epoch, h.base_offset))
+                if h.max_timestamp > max_ts:
+                    max_ts = h.max_timestamp
+                    raw = seg.pread(info.position, info.size)
+                    offset_of_max = offset_of_first_max(raw, 0, h)
+            if not headers:
+                raise ValueError(f"segment {seg.base_offset} is empty")
+            producers = dict(self._producer_state())
+            advance_producers(producers, headers)
+            lineage = self._lineage()
+            for epoch, start in epochs:
+                add_epoch(lineage, epoch, start)
+            zm = seg.zone_map()
+            zm.sync()
+            last_head = seg.pread(zm.last_pos, HEADER_SIZE) if zm.last_pos >= 0 else b""
+            oi, ti = seg.offset_index, seg.time_index
+            index = b"".join(_OFF.pack(o - seg.base_offset, p)
+                             for o, p in (oi.entry(i) for i in range(oi.entries)))
+            tindex = b"".join(_TIME.pack(t, o - seg.base_offset)
+                              for t, o in (ti.entry(i) for i in range(ti.entries)))
+            txn_path = txnindex.path_for(seg.directory, seg.base_offset)
+            txn = txn_path.read_bytes() if txn_path.exists() else b""
+            size = max(seg.size, 0)
+            mn = zm.min_timestamp
+            rs = RemoteSegment(
+                segment_id=uuid.uuid4().hex, base_offset=seg.base_offset,
+                end_offset=next_base - 1, next_offset=next_base, size_bytes=size,
+                max_timestamp=max_ts, offset_of_max=offset_of_max,
+                min_timestamp=mn if mn <= max_ts else -1,
+                state=SegmentState.COPY_SEGMENT_STARTED, leader_epochs=epochs,
+                txn_index_empty=not txn, created_ms=_now_ms())
+            files: list[tuple[str, bytes]] = [
+                (".log", seg.pread(0, size)),
+                (".index", index),
+                (".timeindex", tindex),
+                (".txnindex", txn),
+                (".snapshot", encode_snapshot(producers)),
+                (".leader_epoch_checkpoint", encode_epochs(
+                    e for e in lineage if e[1] < next_base)),
+                (".zonemap", zm.encode(last_head)),
+            ]
+            if not self.manifest.segments and self.manifest.generation == 0:
+                self.write_topic_manifest()
+            segments = list(self.manifest.segments)
+            self._write_manifest(segments + [rs], self.manifest.log_start_offset)
+            yield SegmentState.COPY_SEGMENT_STARTED.name
+            for suffix, data in files:
+                self.store.put(mf.segment_key(self.topic, self.partition, rs, suffix), data)
+                self.bytes_copied += len(data)
+                yield suffix
+            done = msgspec.structs.replace(rs, state=SegmentState.COPY_SEGMENT_FINISHED)
+            self._write_manifest(segments + [done], self.manifest.log_start_offset)
+            self._producers = producers
+            yield SegmentState.COPY_SEGMENT_FINISHED.name
+
+    # -- delete (total retention, DeleteRecords) -----------------------------------------
+    def expired(self, now_ms: int) -> list[RemoteSegment]:
+        """Finished segments to delete, oldest first: wholly below the log start, then by
+        retention.ms (max timestamp older), then by retention.bytes (the partition's
+        remote size plus its local-only size above the limit), stopping at the first
+        that stays."""
+        cfg = self.log.config
+        done = self.finished()
+        start = self.log.log_start_offset
+        victims: list[RemoteSegment] = []
+        i = 0
+        while i < len(done) and done[i].end_offset < start:
+            victims.append(done[i])
+            i += 1
+        if cfg.retention_ms >= 0:
+            while i < len(done) and now_ms - (done[i].max_timestamp if done[i].max_timestamp
+                                              >= 0 else done[i].created_ms) > cfg.retention_ms:
+                victims.append(done[i])
+                i += 1
+        if cfg.retention_bytes >= 0:
+            highest = self.highest_offset
+            local_only = sum(max(s.size, 0) for s in self.log.segments
+                             if s.base_offset > highest)
+            total = local_only + sum(s.size_bytes for s in done[i:])
+            excess = total - cfg.retention_bytes
+            while i < len(done) and excess - done[i].size_bytes >= 0:
+                excess -= done[i].size_bytes
+                victims.append(done[i])
+                i += 1
+        return victims
+
+    def expire(self, now_ms: int | None = None) -> int:
+        """Delete the expired segments (``expired``); returns how many went."""
+        n = 0
+        for _ in self.expire_steps(_now_ms() if now_ms is None else now_ms):
+            if _ == SegmentState.DELETE_SEGMENT_FINISHED.name:
+                n += 1
+        return n
+
+    def expire_steps(self, now_ms: int) -> Iterator[str]:
+        for rs in self.expired(now_ms):
+            yield from self.delete_steps(rs)
+
+    def delete_steps(self, rs: RemoteSegment) -> Iterator[str]:
+        """Delete one finished segment, yielding each step's name once it is done."""
+        with self._lock:
+            log = self.log
+            new_start = max(log.log_start_offset, rs.next_offset)
+            if new_start > log.log_start_offset:
+                log.advance_log_start_offset(min(new_start, log.log_end_offset))
+            segments = [msgspec.structs.replace(s, state=SegmentState.DELETE_SEGMENT_STARTED)
+                        if s.segment_id == rs.segment_id else s for s in self.manifest.segments]
+            self._write_manifest(segments, max(self.manifest.log_start_offset,
+                                               log.log_start_offset))
+            yield SegmentState.DELETE_SEGMENT_STARTED.name
+            for suffix in mf.FILE_SUFFIXES:
+                self.store.delete(mf.segment_key(self.topic, self.partition, rs, suffix))
+                yield suffix
+            self._forget(rs)
+            self._write_manifest([s for s in self.manifest.segments
+                                  if s.segment_id != rs.segment_id],
+                                 self.manifest.log_start_offset)
+            yield SegmentState.DELETE_SEGMENT_FINISHED.name
+
+    def persist_log_start(self) -> None:
+        """Write the log's start into the manifest when it moved (DeleteRecords)."""
+        with self._lock:
+            if self.log.log_start_offset > self.manifest.log_start_offset:
+                self._write_manifest(list(self.manifest.segments), self.log.log_start_offset)
+
+    def delete_all(self) -> int:
+        """Delete every remote segment (remote.log.delete.on.disable, topic deletion)."""
+        n = 0
+        for rs in list(self.manifest.segments):
+            if rs.state == SegmentState.COPY_SEGMENT_FINISHED:
+                for _ in self.delete_steps(rs):
+                    pass
+                n += 1
+        self.recover()
+        return n
+
+    def _delete_files(self, rs: RemoteSegment) -> int:
+        for suffix in mf.FILE_SUFFIXES:
+            self.store.delete(mf.segment_key(self.topic, self.partition, rs, suffix))
+        self._forget(rs)
+        return len(mf.FILE_SUFFIXES)
+
+    def _forget(self, rs: RemoteSegment) -> None:
+        self._zone_maps.pop(rs.segment_id, None)
+        for suffix in (".index", ".timeindex"):
+            self._indexes.pop((rs.segment_id, suffix), None)
+        if self.cache is not None:
+            self.cache.drop(f"{rs.base_offset}_{rs.segment_id}")
+
+    # -- fetched indexes -------------------------------------------------------------
+    def _index(self, rs: RemoteSegment, suffix: str) -> list[tuple[int, int]]:
+        """The segment's offset index as (offset, position) or time index as
+        (timestamp, offset), absolute offsets; fetched once, then from memory (and the
+        on-disk cache across restarts)."""
+        key = (rs.segment_id, suffix)
+        entries = self._indexes.get(key)
+        if entries is not None:
+            return entries
+        obj = mf.segment_key(self.topic, self.partition, rs, suffix)
+        width = 8 if suffix == ".index" else 12
+
+        def valid(data: bytes) -> bool:
+            return _index_valid(data, suffix, rs)
+
+        if self.cache is not None:
+            data = self.cache.get(self.store, obj, f"{rs.base_offset}_{rs.segment_id}{suffix}",
+                                  valid)
+        else:
+            data = self.store.get(obj)
+            if not valid(data):
+                from storage.remote.store import RemoteStorageError
+                raise RemoteStorageError(f"remote index {obj!r} is corrupt")
+        out = []
+        for at in range(0, len(data), width):
+            if width == 8:
+                rel, pos = _OFF.unpack_from(data, at)
+                out.append((rs.base_offset + rel, pos))
+            else:
+                ts, rel = _TIME.unpack_from(data, at)
+                out.append((ts, rs.base_offset + rel))
+        self._indexes[key] = out
+        return out
+
+    def zone_map(self, rs: RemoteSegment) -> ZoneMap:
+        zm = self._zone_maps.get(rs.segment_id)
+        if zm is None:
+            obj = mf.segment_key(self.topic, self.partition, rs, ".zonemap")
+            interval = self.log.config.index_interval_bytes
+
+            def valid(data: bytes) -> bool:
+                ivl = _zone_interval(data)
+                return ivl is not None and ZoneMap.decode(data, rs.base_offset, ivl) is not None
+
+            data = (self.cache.get(self.store, obj, f"{rs.base_offset}_{rs.segment_id}.zonemap",
+                                   valid) if self.cache is not None else self.store.get(obj))
+            ivl = _zone_interval(data)
+            zm = ZoneMap.decode(data, rs.base_offset, ivl if ivl is not None else interval)
+            if zm is None:
+                from storage.remote.store import RemoteStorageError
+                raise RemoteStorageError(f"remote zone map {obj!r} is corrupt")
+            self._zone_maps[rs.segment_id] = zm
+        return zm
+
+    # -- reads -------------------------------------------------------------------------
+    def _segment_for(self, offset: int) -> RemoteSegment | None:
+        segs = self.readable()
+        i = bisect_right([s.end_offset for s in segs], offset - 1)
+        return segs[i] if i < len(segs) else None
+
+    def _walk(self, rs: RemoteSegment, position: int) -> Iterator[tuple[bytes, int, BatchHeader]]:
+        """(buffer, position in buffer, header) of each whole batch from ``position``,
+        read from the bucket in ranged GETs."""
+        obj = mf.segment_key(self.topic, self.partition, rs, ".log")
+        pos = position
+        while pos < rs.size_bytes:
+            buf = self.store.get_range(obj, pos, min(rs.size_bytes, pos + _READ_CHUNK))
+            self.bytes_fetched += len(buf)
+            at = 0
+            for p, h in iter_batches(buf):
+                at = p + h.size
+                yield buf, p, h
+            if at == 0:  # a batch larger than the chunk: fetch it whole
+                head = buf[:HEADER_SIZE]
+                size = struct.unpack_from(">i", head, 8)[0] + LOG_OVERHEAD
+                buf = self.store.get_range(obj, pos, pos + size)
+                self.bytes_fetched += len(buf)
+                for p, h in iter_batches(buf):
+                    yield buf, p, h
+                at = size
+            pos += at
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
+        """Whole batches from the one holding ``offset`` (at least one, then as many as
+        fit in ``max_bytes``), from one remote segment, none at or past ``max_offset``."""
+        rs = self._segment_for(offset)
+        if rs is None or offset < self.log.log_start_offset:
+            raise OffsetOutOfRangeError(f"offset {offset} is not in remote storage")
+        limit = rs.next_offset if max_offset is None else min(max_offset, rs.next_offset)
+        if offset >= limit:
+            return b""
+        index = self._index(rs, ".index")
+        i = bisect_right(index, (offset, 1 << 62)) - 1
+        pos = index[i][1] if i >= 0 else 0
+        out = bytearray()
+        for buf, p, h in self._walk(rs, pos):
+            if h.last_offset < offset:
+                continue
+            if h.base_offset >= limit or (out and len(out) + h.size > max_bytes):
+                break
+            out += buf[p:p + h.size]
+            if len(out) >= max_bytes:
+                break
+        return bytes(out)
+
+    def offset_for_timestamp(self, target: int) -> TimestampHit | None:
+        """Kafka's remote lookup: the first readable segment whose max timestamp >=
+        target, its time-index floor entry, the offset index, a ranged read and the
+        in-batch search; None when no remote record qualifies (search locally)."""
+        start = self.log.log_start_offset
+        for rs in self.readable():
+            if rs.max_timestamp < target:
+                continue
+            tindex = self._index(rs, ".timeindex")
+            j = bisect_right([t for t, _ in tindex], target) - 1
+            from_offset = max(start, tindex[j][1] if j >= 0 else rs.base_offset)
+            index = self._index(rs, ".index")
+            i = bisect_right(index, (from_offset, 1 << 62)) - 1
+            pos = index[i][1] if i >= 0 else 0
+            for buf, p, h in self._walk(rs, pos):
+                if h.max_timestamp < target or h.last_offset < start:
+                    continue
+                hit = first_record_at_or_after(buf, p, h, target, start)
+                if hit is not None:
+                    return TimestampHit(hit[0], hit[1], h.partition_leader_epoch)
+        return None
+
+    def max_timestamp_hit(self) -> TimestampHit | None:
+        """The first record carrying the largest timestamp among readable segments."""
+        best = None
+        for rs in self.readable():
+            if rs.max_timestamp >= 0 and (best is None or rs.max_timestamp > best.max_timestamp):
+                best = rs
+        if best is None:
+            return None
+        return TimestampHit(best.max_timestamp, best.offset_of_max,
+                            self.epoch_at(best.offset_of_max))
+
+    def epoch_at(self, offset: int) -> int:
+        """The leader epoch of the batch holding ``offset`` per the segments' epochs."""
+        epoch = -1
+        for s in self.finished():
+            for e, start in s.leader_epochs:
+                if start <= offset:
+                    epoch = e
+        return epoch
+
+    def zone_maps(self) -> list[ZoneMap]:
+        """The readable segments' zone maps, oldest first."""
+        return [self.zone_map(rs) for rs in self.readable()]
+
+
+def _zone_interval(data: bytes) -> int | None:
+    """The index interval a zone-map sidecar was built with (its header), if intact."""
+    if len(data) < 22:
+        return None
+    try:
+        magic, _v, _base, ivl = struct.unpack_from("<4sHqq", data, 0)
+    except struct.error:
+        return None
+    return ivl if magic == b"CLZM" else None
+
+
+def _index_valid(data: bytes, suffix: str, rs: RemoteSegment) -> bool:
+    """Kafka's index sanity checks: whole entries, offsets within the segment, ascending."""
+    width = 8 if suffix == ".index" else 12
+    if len(data) % width:
+        return False
+    prev_key = -(1 << 63)
+    for at in range(0, len(data), width):
+        if width == 8:
+            rel, pos = _OFF.unpack_from(data, at)
+            key = rel
+            if pos < 0 or pos >= max(rs.size_bytes, 1):
+                return False
+        else:
+            key, rel = _TIME.unpack_from(data, at)
+        if rel < 0 or rs.base_offset + rel > rs.end_offset or key < prev_key:
+            return False
+        prev_key = key
+    return True
