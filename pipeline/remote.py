@@ -48,13 +48,13 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
+import storage.remote.manifest as mf
 from client import SyncClient, TopicPartition
 from pipeline.decode import decode_fetch
 from pipeline.fetcher import DataLossError, in_window
 from pipeline.offsets import OffsetRange
 from storage import planner, txnindex
 from storage.records import iter_batches
-from storage.remote import manifest as mf
 from storage.remote.store import ObjectStore, RemoteObjectNotFound
 from storage.zonemap import ZoneMap
 
