@@ -365,3 +365,31 @@ def test_spark_reads_from_the_bucket_equal_the_broker_and_the_oracle(
                 r = r.option(k, v)
             got[remote] = sorted(_rows(r.load().toArrow()))
         assert got[True] == got[False] == want, (level, event)
+
+
+def test_reads_from_a_real_s3_server_with_the_rsm_style_options(
+        tiered: Tiered, module_broker: BrokerProcess, s3_bucket: Any) -> None:
+    """The same partitions uploaded to s3proxy (tests/helpers/s3server.py), read with
+    ``remoteStorage=s3://...`` and ``remoteStorage.s3.*`` credentials: the oracle's rows,
+    the tiered part from the bucket."""
+    store = ObjectStore(s3_bucket.url, s3_bucket.options)
+    highest = {p: upload_sealed(module_broker.data_dir, store, TOPIC, p, below=tiered.lso[p],
+                                interval=300) for p in range(PARTITIONS)}
+    assert highest == tiered.highest
+    s3 = {f"remoteStorage.{k}" if k != "url" else "remoteStorage": v
+          for k, v in s3_bucket.options.items()}
+    for level, event, (a, b) in (("read_committed", False, (10, 90)),
+                                 ("read_uncommitted", True, (20, 95)),
+                                 ("read_committed", True, (None, None))):
+        t1, t2 = _at(tiered, a), _at(tiered, b)
+        extra = {"eventTime": "true", "startingTimestamp": str(t1 or tiered.t0)} if event else {}
+        if not event and t1 is not None:
+            extra["startingTimestamp"] = str(t1)
+        if t2 is not None:
+            extra["endingTimestamp"] = str(t2)
+        opts = {**_options(tiered, level, False, **extra), **s3}
+        rows, parts = _read(opts)
+        want = (tiered.event_time(level, t1 or tiered.t0, t2) if event
+                else tiered.positional(level, t1, t2))
+        assert rows == want, (level, event)
+        assert _remote_reach(parts) > 0
