@@ -209,7 +209,7 @@ class PartitionManager:
                 name = str(entry["name"])
                 configs = {str(k): str(v) for k, v in entry.get("configs", {}).items()}
                 out[name] = Topic(name, int(entry["partitions"]), configs,
-                                  self.config.topic_config(configs))
+                                  self.config.topic_config(configs, stored=True))
             return out
         except (ValueError, KeyError, TypeError, ConfigError) as exc:
             raise RuntimeError(f"topic registry {path} is unreadable: {exc}") from exc
@@ -407,7 +407,7 @@ class PartitionManager:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"Topic {name!r} does not exist on this broker")
         try:
-            log_config = self.config.topic_config(overrides)
+            log_config = self.config.topic_config(overrides, previous=t.configs)
         except ConfigError as exc:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         if validate_only:
@@ -696,6 +696,13 @@ class PartitionManager:
                 _resolve(fut)
             else:
                 defer(functools.partial(_resolve, fut))
+
+    def notify_grown(self, topic: str, partition: int) -> None:
+        """Wake the long-polling fetches of a partition whose end moved without an
+        append here (a read replica that saw a new remote segment)."""
+        waiters = self._waiters.pop((topic, partition), None)
+        if waiters:
+            self._wake(waiters)
 
     def wake_all(self) -> None:
         """Wake every waiting long-poll (shutdown: they answer with what they have)."""

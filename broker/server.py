@@ -56,7 +56,7 @@ import time
 import types
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -89,6 +89,9 @@ from protocol import api as papi
 from protocol.errors import ErrorCode
 from protocol.messages import ApiVersionsResponseApiKeys, KafkaMessage
 from protocol.tls import TlsSession
+
+if TYPE_CHECKING:
+    from broker.tier import RemoteLogManager
 
 log = logging.getLogger("chronolog.broker")
 
@@ -925,6 +928,10 @@ class Broker:
         self.config = config
         self.partitions = PartitionManager(config)
         self.routes: dict[int, Route] = dispatch.table()
+        if config.read_replica:
+            from broker.read_replica import read_only_routes
+
+            self.routes = read_only_routes(self.routes)
         self.connections: set[Connection] = set()
         self.per_ip: dict[str, int] = {}
         self.inflight: set[asyncio.Task[None]] = set()
@@ -950,6 +957,9 @@ class Broker:
         self.credentials: Any = None
         self._background: list[asyncio.Task[None]] = []
         self.cleaner: Any = None  # broker.cleaner_task.CleanerTask while the cleaner runs
+        # The remote-log-manager (broker.tier.RemoteLogManager) when
+        # remote.log.storage.system.enable is on; handlers test it for None.
+        self.tier: RemoteLogManager | None = None
         self._udp: Any = None
         self._metrics_server: Any = None
         self._versions: dict[int, tuple[int, int]] = {}
@@ -1062,6 +1072,21 @@ class Broker:
         self.txns = TransactionService(self.partitions, self.groups,
                                        max_timeout_ms=self.config.transaction_max_timeout_ms)
         await self.txns.open()
+        if self.config.remote_log_storage_system_enable:
+            from broker.read_replica import ReadReplica
+            from broker.tier import RemoteLogManager
+
+            # Tiers attach before the listeners serve, so no read below a local log
+            # start is ever answered without its remote half.
+            self.tier = (ReadReplica if self.config.read_replica else RemoteLogManager)(
+                self.partitions, self.config)
+            try:
+                await self.tier.open()
+            except BaseException:
+                await self.tier.close()
+                self.partitions.close()
+                self._lock.release()
+                raise
         # The listeners are bound first (so port 0 resolves and a taken port fails early)
         # but accept only once UDP ingest and metrics run too: whoever waits for a
         # port to open finds the whole broker up.
@@ -1127,6 +1152,8 @@ class Broker:
         self._background.append(self.loop.create_task(
             self._every_async(cfg.offsets_retention_check_interval_ms, self.groups.expire_offsets,
                               "offset expiry", first=True), name="offset-expiry"))
+        if self.tier is not None:
+            self.tier.start(self.loop)
         if cfg.log_cleaner_enable and cfg.log_cleaner_threads > 0:
             from broker.cleaner_task import CleanerTask
 
@@ -1243,6 +1270,8 @@ class Broker:
                 task.cancel()
         if self.cleaner is not None:
             await self.cleaner.close()
+        if self.tier is not None:
+            await self.tier.close()
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -1296,7 +1325,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     _setup_logging(args.log_format, args.log_level)
     try:
         config = BrokerConfig.load(
-            args.properties, args.override, data_dir=args.data_dir, host=args.host, port=args.port
+            args.properties, args.override, data_dir=args.data_dir, host=args.host, port=args.port,
+            read_replica=getattr(args, "read_replica", None),
         )
     except ConfigError as exc:
         log.error("invalid configuration: %s", exc)

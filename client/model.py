@@ -52,7 +52,12 @@ COUNT_TIME_WINDOWS = 10001  # Chronolog's own (protocol/count_time_windows.py)
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
-_SPECIAL_MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7}
+#: KIP-405 / KIP-1005: the first offset on the broker's local disk, and the last one
+#: copied to its remote tier (-1 when none).
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+_SPECIAL_MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8,
+                        LATEST_TIERED: 9}
 
 #: The version window this client can use per API: below ``min`` our requests
 #: lack a field we rely on; above ``max`` the API moves to topic ids, which a

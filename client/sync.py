@@ -323,6 +323,12 @@ class SyncClient:
                isolation_level: int = 0) -> dict[int, int]:
         return self._call(self._client.latest(topic, partitions, isolation_level))
 
+    def earliest_local(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, int]:
+        return self._call(self._client.earliest_local(topic, partitions))
+
+    def latest_tiered(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, int]:
+        return self._call(self._client.latest_tiered(topic, partitions))
+
     def max_timestamp(
         self, topic: str, partitions: Iterable[int] | None = None
     ) -> dict[int, tuple[int, int] | None]:

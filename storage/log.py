@@ -321,20 +321,21 @@ class Log:
 
     def attach_tier(self, tier: RemoteTier) -> None:
         """Route reads below the local start to ``tier``; the log start becomes the
-        partition's (remote included): the manifest's, unless the log-start checkpoint
-        given at open says more, when the tier's copied segments reach the local ones."""
+        partition's (remote included): the first copied segment's when the tier reaches
+        the local segments, raised to the log-start checkpoint given at open and to the
+        manifest's start."""
         self.tier = tier
         first_local = self.segments[0].base_offset
         done = tier.finished()
-        if not done or done[0].base_offset >= first_local \
-                or tier.highest_offset + 1 < first_local:
-            return
-        if self.log_start_offset > first_local:
-            return  # DeleteRecords moved it into the local segments already
-        start = max(tier.manifest.log_start_offset, done[0].base_offset)
-        if self._checkpoint_start is not None:
-            start = max(start, self._checkpoint_start)
-        self.log_start_offset = min(start, first_local)
+        start = self.log_start_offset
+        if done and done[0].base_offset < first_local <= tier.highest_offset + 1 \
+                and start <= first_local:
+            # the tier reaches the local segments: the log starts in it
+            start = max(done[0].base_offset, self._checkpoint_start or 0)
+        # the manifest's start: moved by a remote delete or DeleteRecords that the
+        # checkpoint may not have seen before a crash
+        start = max(start, tier.manifest.log_start_offset)
+        self.log_start_offset = min(start, self._leo)
         self._layout_gen += 1
 
     def detach_tier(self) -> None:
@@ -535,8 +536,10 @@ class Log:
         self.segments.append(seg)
         self._bases.append(base)
         self._leo = max(self._leo, base)
-        # An empty first segment replaced past a gap: the log now starts at the new one.
-        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        # An empty first segment replaced past a gap: the log now starts at the new one
+        # (with a tier, the offsets below it may still be remote: the start stays).
+        if self.tier is None or self.tier.highest_offset + 1 < self.segments[0].base_offset:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         # No fsync here: the sealed segment and the directory are synced by the
         # RollFlush that take_roll_flush() hands out (the broker runs it on a worker
         # thread), or by the next flush(); the recovery point waits for that.
@@ -839,6 +842,8 @@ class Log:
             return np.diff(cum).tolist()
         ab = [e for e in aborted if e.last_offset > start and e.first_offset < end]
         segs = self.segments
+        if self.tier is not None and start < segs[0].base_offset:
+            cum += self.tier.count_time_windows(b, start, min(end, segs[0].base_offset), ab)
         last = len(segs) - 1
         for j in range(max(0, bisect_right(self._bases, start) - 1), len(segs)):
             seg = segs[j]
@@ -1097,7 +1102,7 @@ class Log:
             seg.delete()
         del self.segments[:victims]
         del self._bases[:victims]
-        if self.tier is None:
+        if self.tier is None or self.tier.highest_offset + 1 < self.segments[0].base_offset:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self._prefix_max = None
         self._layout_gen += 1

@@ -89,10 +89,17 @@ async def handle(request: Request[m.CountTimeWindowsRequest], ctx: RequestContex
             topics.append(m.CountTimeWindowsResponseTopics(
                 name=name, partitions=[_answer(p, bad) for p in topic.partitions]))
             continue
+        failed: dict[int, int] = {}
         for p in topic.partitions:
             await ctx.partitions.event_time_ready(name, p, sorted_index=True)
+            if ctx.broker.tier is not None:
+                # Remote segments' zone maps are fetched in the tier's threads first.
+                err = await ctx.broker.tier.event_time_ready(name, p)
+                if err is not None:
+                    failed[p] = int(partition_error(err, f"remote zone maps of {name}-{p}").code)
         topics.append(m.CountTimeWindowsResponseTopics(name=name, partitions=[
-            _partition(ctx, name, p, bounds, committed) for p in topic.partitions]))
+            _answer(p, failed[p]) if p in failed else _partition(ctx, name, p, bounds, committed)
+            for p in topic.partitions]))
     return m.CountTimeWindowsResponse(throttle_time_ms=0, topics=topics)
 
 

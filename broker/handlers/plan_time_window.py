@@ -75,10 +75,17 @@ async def handle(request: Request[m.PlanTimeWindowRequest], ctx: RequestContext)
             topics.append(m.PlanTimeWindowResponseTopics(
                 name=name, partitions=[_answer(p, denied) for p in topic.partitions]))
             continue
+        failed: dict[int, int] = {}
         for p in topic.partitions:
             await ctx.partitions.event_time_ready(name, p, sorted_index=False)
+            if ctx.broker.tier is not None:
+                # Remote segments' zone maps are fetched in the tier's threads first.
+                err = await ctx.broker.tier.event_time_ready(name, p)
+                if err is not None:
+                    failed[p] = int(partition_error(err, f"remote zone maps of {name}-{p}").code)
         topics.append(m.PlanTimeWindowResponseTopics(name=name, partitions=[
-            _partition(ctx, name, p, t1, t2, committed) for p in topic.partitions]))
+            _answer(p, failed[p]) if p in failed else _partition(ctx, name, p, t1, t2, committed)
+            for p in topic.partitions]))
     return m.PlanTimeWindowResponse(throttle_time_ms=0, topics=topics)
 
 

@@ -10,7 +10,9 @@ from client.model import (
     _SPECIAL_MIN_VERSION,
     COUNT_TIME_WINDOWS,
     EARLIEST,
+    EARLIEST_LOCAL,
     LATEST,
+    LATEST_TIERED,
     LIST_OFFSETS,
     MAX_TIMESTAMP,
     PLAN_TIME_WINDOW,
@@ -32,7 +34,8 @@ class LookupMixin(ClientCore):
     ) -> dict[TopicPartition, tuple[int, int]]:
         """One ListOffsets round for many partitions: ``{tp: (offset, timestamp)}``.
 
-        ``timestamp`` may be epoch ms or LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3).
+        ``timestamp`` may be epoch ms or LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3),
+        EARLIEST_LOCAL (-4) or LATEST_TIERED (-5; offset -1 when nothing is tiered).
         No record at or after the time → ``(-1, -1)``. A partition error raises KafkaError.
         """
         return await self._retry_read(lambda: self._list_offsets_once(query, isolation_level))
@@ -46,7 +49,7 @@ class LookupMixin(ClientCore):
         for ts in set(query.values()):
             need = _SPECIAL_MIN_VERSION.get(ts, 0) if ts < 0 else 0
             if ts < 0 and ts not in _SPECIAL_MIN_VERSION:
-                raise ValueError(f"timestamp {ts}: only epoch ms >= 0, -1, -2, -3 are valid")
+                raise ValueError(f"timestamp {ts}: only epoch ms >= 0, -1 .. -5 are valid")
             if version < need:
                 raise KafkaError(
                     ErrorCode.UNSUPPORTED_VERSION,
@@ -123,6 +126,20 @@ class LookupMixin(ClientCore):
         """Per partition, the high watermark (the offset the next record will get); under
         read_committed (isolation_level 1) the last stable offset."""
         res = await self._per_partition(topic, LATEST, partitions, isolation_level)
+        return {p: o for p, (o, _) in res.items()}
+
+    async def earliest_local(self, topic: str, partitions: Iterable[int] | None = None
+                             ) -> dict[int, int]:
+        """Per partition, the first offset on the broker's local disk (ListOffsets -4,
+        v8+, KIP-405): the log start unless older records live only in the remote tier."""
+        res = await self._per_partition(topic, EARLIEST_LOCAL, partitions)
+        return {p: o for p, (o, _) in res.items()}
+
+    async def latest_tiered(self, topic: str, partitions: Iterable[int] | None = None
+                            ) -> dict[int, int]:
+        """Per partition, the last offset copied to the remote tier (ListOffsets -5, v9+,
+        KIP-1005); -1 when nothing is."""
+        res = await self._per_partition(topic, LATEST_TIERED, partitions)
         return {p: o for p, (o, _) in res.items()}
 
     async def max_timestamp(

@@ -37,8 +37,8 @@ import threading
 import time
 import uuid
 from bisect import bisect_right
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -59,6 +59,7 @@ from storage.remote.snapshot import (
 )
 from storage.remote.store import ObjectStore, RemoteObjectNotFound
 from storage.segment import LogSegment, TimestampHit
+from storage.txnindex import TxnIndexEntry
 from storage.zonemap import ZoneMap
 
 if TYPE_CHECKING:
@@ -130,7 +131,8 @@ class RemoteTier:
     def recover(self) -> int:
         """Finish what a crash interrupted (module docstring); returns objects deleted."""
         with self._lock:
-            keep, doomed = [], []
+            keep: list[RemoteSegment] = []
+            doomed: list[RemoteSegment] = []
             for s in self.manifest.segments:
                 (keep if s.state == SegmentState.COPY_SEGMENT_FINISHED else doomed).append(s)
             deleted = 0
@@ -165,10 +167,10 @@ class RemoteTier:
         return sum(s.size_bytes for s in self.finished() if s.end_offset >= start)
 
     def readable(self) -> list[RemoteSegment]:
-        """Finished segments holding offsets in [log start, local log start): what reads,
-        lookups and plans use the tier for."""
+        """Finished segments holding offsets in [log start, first local segment's base):
+        what reads, lookups and plans use the tier for."""
         start = self.log.log_start_offset
-        local = self.log.local_log_start_offset
+        local = self.log.segments[0].base_offset
         return [s for s in self.finished() if s.end_offset >= start and s.base_offset < local]
 
     # -- copy ------------------------------------------------------------------------
@@ -549,6 +551,29 @@ class RemoteTier:
                 if start <= offset:
                     epoch = e
         return epoch
+
+    def count_time_windows(self, bounds: Any, start: int, end: int,
+                           aborted: Sequence[TxnIndexEntry]) -> Any:
+        """Cumulative counts (``tsindex.count_columns``: per bound, the records below it)
+        of the data records in [start, end) of the readable segments, decoded from
+        ranged reads of their .log from the offset index entry at or below ``start``."""
+        import numpy as np
+
+        from storage.columnar import decode_timestamps
+        from storage.tsindex import count_columns
+
+        cum = np.zeros(len(bounds), dtype=np.int64)
+        for rs in self.readable():
+            if rs.next_offset <= start or rs.base_offset >= end:
+                continue
+            index = self._index(rs, ".index")
+            i = bisect_right(index, (start, 1 << 62)) - 1
+            pos = index[i][1] if i >= 0 else 0
+            obj = mf.segment_key(self.topic, self.partition, rs, ".log")
+            buf = self.store.get_range(obj, pos, rs.size_bytes)
+            self.bytes_fetched += len(buf)
+            cum += count_columns(decode_timestamps(buf, obj), bounds, start, end, aborted)
+        return cum
 
     def zone_maps(self) -> list[ZoneMap]:
         """The readable segments' zone maps, oldest first."""
