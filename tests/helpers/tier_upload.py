@@ -1,6 +1,6 @@
 """Put a running broker's sealed segments into a bucket with the tier's own uploader.
 
-For the tests and doc examples of Spark's ``remoteStorage``: a copy of the partition
+For the tests of Spark's ``remoteStorage``: a copy of the partition
 directory is opened with the real storage ``Log`` (recovery cuts the active segment's
 unflushed tail) and ``storage.remote.tier.RemoteTier.copy`` uploads every sealed segment
 below the last stable offset (Kafka's rule), its files and the manifest, exactly as the
@@ -10,9 +10,7 @@ broker and from the bucket see the same records.
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -38,28 +36,3 @@ def upload_sealed(data_dir: Path, store: ObjectStore, topic: str, partition: int
         finally:
             log.close()
 
-
-def main(argv: list[str]) -> int:
-    """``python -m tests.helpers.tier_upload DATA_DIR TOPIC URL``: upload every partition's
-    sealed segments below its last stable offset (the broker at
-    CHRONOLOG_BOOTSTRAP_SERVER, else 127.0.0.1:9092, answers the LSO). For the docs'
-    examples, until the broker's own remote-log manager does this."""
-    from client import SyncClient, TopicPartition
-
-    data_dir, topic, url = Path(argv[0]), argv[1], argv[2]
-    store = ObjectStore(url)
-    uploaded = []
-    with SyncClient(os.environ.get("CHRONOLOG_BOOTSTRAP_SERVER", "127.0.0.1:9092")) as c:
-        for p in c.list_topics()[topic]:
-            tp = TopicPartition(topic, p)
-            lso = c.list_offsets({tp: -1}, 1)[tp][0]
-            uploaded.append(upload_sealed(data_dir, store, topic, p, below=lso))
-            print(f"{topic}-{p}: uploaded up to offset {uploaded[-1]}")
-    if max(uploaded, default=-1) < 0:
-        print(f"{topic}: no sealed segment to upload", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
