@@ -346,22 +346,34 @@ def plan_event_time(
 
 def read_task(
     remote: Sequence[tuple[str, str]], task: RemoteTask, *, chunk_bytes: int,
-    stats: RemoteStats | None = None,
+    fail_on_data_loss: bool = True, stats: RemoteStats | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Yield the Arrow batches of one remote task, in offset order (module docstring)."""
+    """Yield the Arrow batches of one remote task, in offset order (module docstring).
+
+    A segment deleted from the bucket after planning (remote retention, DeleteRecords)
+    is data loss, as a range the broker no longer holds is: DataLossError, or with
+    ``fail_on_data_loss`` off its offsets are skipped (Spark's failOnDataLoss)."""
     st = stats if stats is not None else RemoteStats()
     store = open_store(remote)
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="chronolog-remote")
     try:
         for span in task.spans:
             st.spans.append(span)
-            for batch in _read_span(store, pool, task, span, max(chunk_bytes, _MIN_CHUNK), st):
-                if task.window is not None:
-                    batch = in_window(batch, *task.window)
-                    if batch.num_rows == 0:
-                        continue
-                st.rows += batch.num_rows
-                yield batch
+            try:
+                for batch in _read_span(store, pool, task, span, max(chunk_bytes, _MIN_CHUNK),
+                                        st):
+                    if task.window is not None:
+                        batch = in_window(batch, *task.window)
+                        if batch.num_rows == 0:
+                            continue
+                    st.rows += batch.num_rows
+                    yield batch
+            except RemoteObjectNotFound:
+                if fail_on_data_loss:
+                    raise DataLossError(
+                        f"{task.topic}-{task.partition}: offsets {span.start}..{span.end - 1} "
+                        f"were deleted from {store.url} ({span.key}) after the read was "
+                        "planned; set failOnDataLoss=false to skip them") from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 

@@ -138,7 +138,8 @@ def event_time_partitions(client: SyncClient, opts: ReadOptions) -> list[InputPa
 
 def _read(opts: ReadOptions, part: InputPartition) -> Iterator[pa.RecordBatch]:
     if isinstance(part, RemoteSegmentPartition):
-        return read_task(opts.remote, part.task, chunk_bytes=opts.fetch_max_bytes)
+        return read_task(opts.remote, part.task, chunk_bytes=opts.fetch_max_bytes,
+                         fail_on_data_loss=opts.fail_on_data_loss)
     if isinstance(part, EventTimePartition):
         return read_ranges(
             opts.bootstrap, part.topic, part.partition, part.ranges, window=part.window,

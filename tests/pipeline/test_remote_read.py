@@ -12,9 +12,13 @@ reads through a real SparkSession from a broker that tiers and deletes its local
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+import re
+import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -23,7 +27,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client import SyncClient, TopicPartition
-from pipeline.options import parse_read_options
+from pipeline.fetcher import DataLossError
+from pipeline.options import OptionError, parse_read_options
 from pipeline.remote import RemoteStats, Tier, open_store, read_task
 from pipeline.source import ChronologBatchReader, RemoteSegmentPartition
 from storage.remote.store import ObjectStore
@@ -173,3 +178,61 @@ def test_reads_from_a_real_s3_server_with_the_rsm_style_options(
                 else tiered.positional(level, t1, t2))
         assert rows == want, (level, event)
         assert remote_reach(parts) > 0
+
+
+def test_a_segment_deleted_from_the_bucket_after_planning_is_data_loss(
+        tiered: Tiered, tmp_path: Path) -> None:
+    """Remote retention between planning and reading: DataLossError naming the offsets, or
+    with failOnDataLoss=false every other row (as a range the broker lost)."""
+    bucket = tmp_path / "bucket"
+    shutil.copytree(Path(tiered.bucket.removeprefix("file://")), bucket)
+    t = dataclasses.replace(tiered, bucket=bucket.as_uri())
+    want = t.positional("read_committed", None, None)
+    for fail in (True, False):
+        opts = options(t, "read_committed", True, failOnDataLoss=str(fail).lower(),
+                       maxRecordsPerPartition="50")
+        reader = ChronologBatchReader(parse_read_options(opts, streaming=False))
+        parts = list(reader.partitions())
+        victim = next(p.task.spans[0] for p in parts if isinstance(p, RemoteSegmentPartition))
+        (bucket / victim.key).unlink(missing_ok=True)
+        got: list[tuple[Any, ...]] = []
+        if fail:
+            with pytest.raises(DataLossError, match=f"offsets {victim.start}\\.\\."):
+                for part in parts:
+                    for b in reader.read(part):
+                        got += table_rows(pa.Table.from_batches([b]))
+            shutil.rmtree(bucket)
+            shutil.copytree(Path(tiered.bucket.removeprefix("file://")), bucket)
+            continue
+        for part in parts:
+            for b in reader.read(part):
+                got += table_rows(pa.Table.from_batches([b]))
+        lost = [s for p in parts if isinstance(p, RemoteSegmentPartition) for s in p.task.spans
+                if s.key == victim.key]
+        assert sorted(got) == [r for r in want if not any(
+            f"/{r[0]}/" in s.key and s.start <= r[1] < s.end for s in lost)]
+
+
+@pytest.mark.parametrize(("extra", "streaming", "message"), [
+    ({"remoteStorage": "http://bucket"}, False, "file:///a/dir or s3://bucket/prefix"),
+    ({"remoteStorage": "s3://b/p", "remoteStorage.s3.secret": "x"}, False,
+     "unknown option 'remotestorage.s3.secret'"),
+    ({"remoteStorage.s3.region": "eu-west-1"}, False, 'option "remoteStorage" names the bucket'),
+    ({"remoteStorage": "s3://b/p"}, True, "batch reads"),
+])
+def test_bad_remote_storage_options_are_refused_before_any_job(
+        extra: dict[str, str], streaming: bool, message: str) -> None:
+    opts = {"bootstrap.servers": "127.0.0.1:1", "subscribe": "t", **extra}
+    with pytest.raises(OptionError, match=re.escape(message)):
+        parse_read_options(opts, streaming=streaming)
+
+
+def test_remote_storage_options_reach_the_store_with_the_rsm_names() -> None:
+    opts = parse_read_options({"bootstrap.servers": "127.0.0.1:1", "subscribe": "t",
+                               "remoteStorage": "s3://b/p", "remoteStorage.s3.endpoint": "http://e",
+                               "remoteStorage.s3.access.key.id": "k",
+                               "remoteStorage.s3.secret.access.key": "s",
+                               "remoteStorage.s3.region": "r"}, streaming=False)
+    assert dict(opts.remote) == {"url": "s3://b/p", "s3.endpoint": "http://e",
+                                 "s3.access.key.id": "k", "s3.secret.access.key": "s",
+                                 "s3.region": "r"}
