@@ -26,6 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import storage.remote.manifest as mf
 from client import SyncClient, TopicPartition
 from pipeline.fetcher import DataLossError
 from pipeline.options import OptionError, parse_read_options
@@ -131,11 +132,13 @@ def test_a_whole_read_takes_everything_up_to_the_highest_uploaded_offset_from_th
 
 
 def test_event_time_skips_segments_and_blocks_outside_the_window(tiered: Tiered) -> None:
-    """A narrow window reads a fraction of the tier's bytes, and exactly its rows."""
+    """A narrow window reads exactly its rows and only what was planned: no segment whose
+    [min_timestamp, max_timestamp] misses the window, and of the others only the zone-map
+    blocks whose [min, max] meets it (each span read once, whole)."""
     t1, t2 = at(tiered, 30), at(tiered, 32)
     assert t1 is not None and t2 is not None
     opts = options(tiered, "read_committed", True, eventTime="true",
-                    startingTimestamp=str(t1), endingTimestamp=str(t2))
+                   startingTimestamp=str(t1), endingTimestamp=str(t2))
     reader = ChronologBatchReader(parse_read_options(opts, streaming=False))
     stats = RemoteStats()
     rows = []
@@ -143,13 +146,26 @@ def test_event_time_skips_segments_and_blocks_outside_the_window(tiered: Tiered)
         if isinstance(part, RemoteSegmentPartition):
             for b in read_task(reader.opts.remote, part.task, chunk_bytes=1 << 20, stats=stats):
                 rows += table_rows(pa.Table.from_batches([b]))
-    tier = Tier(open_store(reader.opts.remote))
-    total = sum(s.size_bytes for p in range(PARTITIONS)
-                for s in tier.partition(TOPIC, p).segments)
     want = [r for r in tiered.event_time("read_committed", t1, t2)
             if r[1] <= tiered.highest[r[0]]]
     assert sorted(rows) == want and want
-    assert stats.bytes_read < total / 2, (stats.bytes_read, total)
+    tier = Tier(open_store(reader.opts.remote))
+    segs = {mf.segment_key(TOPIC, p, s, ".log"): (p, s) for p in range(PARTITIONS)
+            for s in tier.partition(TOPIC, p).segments}
+    read_keys = {s.key for s in stats.spans}
+    outside = [k for k, (_, s) in segs.items() if s.max_timestamp < t1 or s.min_timestamp >= t2]
+    assert outside and not read_keys & set(outside)
+    for span in stats.spans:
+        p, seg = segs[span.key]
+        zm = tier.zone_map(TOPIC, p, seg)
+        assert zm is not None
+        for i in range(len(zm)):
+            lo, hi = zm.pos[i], zm.block_end(i)[1]
+            if span.pos_lo <= lo and hi <= span.pos_hi:
+                assert zm.max[i] >= t1 and zm.min[i] < t2, (span, i)
+    assert stats.bytes_read == sum(s.pos_hi - s.pos_lo for s in stats.spans)
+    total = sum(s.size_bytes for _, s in segs.values())
+    print(f"event-time window of 2 %: read {stats.bytes_read} of {total} tiered bytes")
 
 
 def test_reads_from_a_real_s3_server_with_the_rsm_style_options(
