@@ -4,9 +4,9 @@ The planner (driver side) reads each partition's manifest (storage/remote/manife
 and cuts every offset range the read needs into the part the tier holds, read by
 tasks straight from the bucket, and the rest (above the highest uploaded offset, or
 wherever no finished segment covers it), read from the broker as without the option.
-A remote task reads byte ranges of one segment's ``.log`` object with ranged GETs,
-one prefetched while the last is decoded, and decodes them with the same decoder the
-broker path uses (pipeline/decode.py).
+A remote task reads byte ranges of a partition's consecutive segments (up to
+TASK_BYTES) with ranged GETs of their ``.log`` objects, one prefetched while the last is
+decoded, and decodes them with the same decoder the broker path uses (pipeline/decode.py).
 
 Invariants:
 - a remote task yields exactly the records the broker path yields for its offsets:

@@ -13,8 +13,12 @@ Where each piece runs, and why it is shaped this way:
   planned offset ranges and keeps the rows with start <= timestamp < end. A
   positional time window (no ``eventTime``) over partitions whose timestamps
   arrived out of order logs one WARNING from the planner (:mod:`pipeline.disorder`).
-- ``read()`` runs on executors, opens its own connection and yields Arrow
-  batches (:mod:`pipeline.fetcher`). Nothing assumes a shared disk or process.
+- With ``remoteStorage`` the planner also reads the tier's manifests and turns what the
+  bucket holds into ``RemoteSegmentPartition``s (:mod:`pipeline.remote`): their tasks do
+  ranged GETs of segment objects instead of fetches; the rest stays with the broker.
+- ``read()`` runs on executors, opens its own connection (or its own object store)
+  and yields Arrow batches (:mod:`pipeline.fetcher`). Nothing assumes a shared disk or
+  process.
 - The streaming reader keeps a broker connection in the planner process across
   micro-batches (dropped when pickled); its offsets are plain JSON-able dicts
   ``{"topic": {"0": 42}}`` that Spark checkpoints, so a restarted query resumes
