@@ -3,10 +3,11 @@
 One broker, one topic of 2 partitions (16 MiB segments, N x 100 B records in 2000-record
 batches); its sealed segments are uploaded to a file:// bucket with the tier's uploader
 (``storage.remote.tier.RemoteTier.copy``, from a copy of the partition directories, the
-broker keeping its local copy). Then the same Spark read of every record, written to
-the ``noop`` sink, twice each, best of 2:
-- ``remoteStorage``: the tiered part from the bucket, the active segments' tail from the
-  broker;
+broker keeping its local copy), and to a bucket of the tests' S3 server (s3proxy,
+tests/helpers/s3server.py, on 127.0.0.1). Then the same Spark read of every record,
+written to the ``noop`` sink, twice each, best of 2:
+- ``remoteStorage`` (file:// and s3://): the tiered part from the bucket, the active
+  segments' tail from the broker;
 - through the broker (no option).
 Reported: rows/s of each, and the broker's CPU seconds during each (``/proc``), which is
 what reading from the bucket takes off the broker.
@@ -51,15 +52,13 @@ def _fill(bootstrap: str, t0: int) -> None:
                 c.produce_batch(TOPIC, p, bytes(template), acks=1)
 
 
-def _upload(data: Path, scratch: Path, url: str, bootstrap: str) -> int:
+def _upload(data: Path, scratch: Path, store: Any, bootstrap: str) -> int:
     """Upload every partition's sealed segments; returns the records now in the tier."""
     from client import SyncClient, TopicPartition
     from storage.config import LogConfig
     from storage.log import Log
-    from storage.remote.store import ObjectStore
     from storage.remote.tier import RemoteTier
 
-    store = ObjectStore(url)
     tiered = 0
     with SyncClient(bootstrap) as c:
         for p in range(PARTITIONS):
@@ -95,16 +94,25 @@ def run(report: Report, scratch: str) -> None:
         [str(Path(__file__).resolve().parents[1])]
         + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     root = Path(scratch)
+    from storage.remote.store import ObjectStore, open_store
+    from tests.helpers.s3server import server_class
+
     proc, port = start_broker(root, root / "data")
     bootstrap = f"127.0.0.1:{port}"
     bucket = (root / "bucket").as_uri()
+    s3 = server_class()(root / "s3").start()
     spark = None
     try:
+        s3_options = s3.options(s3.create_bucket())
         t = time.perf_counter()
         _fill(bootstrap, int(time.time() * 1000) - 86_400_000)
-        tiered = _upload(root / "data", root, bucket, bootstrap)
+        tiered = _upload(root / "data", root, ObjectStore(bucket), bootstrap)
         print(f"  (filled {RECORDS:,} records, {tiered:,} of them tiered, in "
               f"{time.perf_counter() - t:.1f} s)", flush=True)
+        t = time.perf_counter()
+        _upload(root / "data", root, open_store(s3_options), bootstrap)
+        print(f"  (uploaded them to {type(s3).__name__} in {time.perf_counter() - t:.1f} s)",
+              flush=True)
 
         from pipeline import register
         from pipeline.session import spark_session
@@ -112,20 +120,33 @@ def run(report: Report, scratch: str) -> None:
         spark = spark_session(app_name="chronolog-bench-remote")
         register(spark)
 
-        def read(remote: bool) -> Any:
+        remote_options = {
+            "file": {"remoteStorage": bucket},
+            "s3": {"remoteStorage" if k == "url" else f"remoteStorage.{k}": v
+                   for k, v in s3_options.items()},
+            "broker": {},
+        }
+
+        def read(how: str) -> Any:
             r = (spark.read.format("chronolog").option("bootstrap.servers", bootstrap)
                  .option("subscribe", TOPIC))
-            return r.option("remoteStorage", bucket).load() if remote else r.load()
+            for k, v in remote_options[how].items():
+                r = r.option(k, v)
+            return r.load()
 
-        for remote in (True, False):
-            n = read(remote).count()
+        for how in remote_options:
+            n = read(how).count()
             if n != RECORDS:
-                raise RuntimeError(f"read {n} records, expected {RECORDS}")
-        t_remote, cpu_remote = _timed(read(True), proc.pid)
-        t_broker, cpu_broker = _timed(read(False), proc.pid)
+                raise RuntimeError(f"read {n} records via {how}, expected {RECORDS}")
+        t_remote, cpu_remote = _timed(read("file"), proc.pid)
+        t_s3, cpu_s3 = _timed(read("s3"), proc.pid)
+        t_broker, cpu_broker = _timed(read("broker"), proc.pid)
         note = f"{tiered:,} of {RECORDS:,} records tiered; spark local[2], best of 2"
         report.add(SECTION, f"read {RECORDS:,} x {VALUE} B from the bucket (remoteStorage)",
                    RECORDS / t_remote, "rows/s", note=note)
+        report.add(SECTION, f"read {RECORDS:,} x {VALUE} B from S3 (remoteStorage, "
+                   f"{type(s3).__name__} on 127.0.0.1)", RECORDS / t_s3, "rows/s",
+                   note=f"broker CPU {cpu_s3:.2f} s")
         report.add(SECTION, f"read {RECORDS:,} x {VALUE} B through the broker",
                    RECORDS / t_broker, "rows/s", note="same session and run")
         report.add(SECTION, "broker CPU during the bucket read", cpu_remote, "s",
@@ -134,4 +155,5 @@ def run(report: Report, scratch: str) -> None:
     finally:
         if spark is not None:
             spark.stop()
+        s3.stop()
         stop_broker(proc, 30)
