@@ -72,6 +72,8 @@ NO_MARKER = (1 << 63) - 1
 """The marker offset of an aborted transaction whose marker the tier does not hold yet."""
 
 _MIN_CHUNK = 64 * 1024
+PLANNER_GETS = 16
+"""Concurrent GETs of the planner (zone maps, transaction indexes)."""
 
 
 TASK_BYTES = 128 * 1024 * 1024
@@ -175,38 +177,50 @@ class Tier:
             self._parts[(topic, partition)] = got
         return got
 
-    def zone_map(self, topic: str, partition: int, seg: mf.RemoteSegment) -> ZoneMap | None:
-        """The segment's uploaded zone map, None when missing, damaged or not of this .log."""
-        key = mf.segment_key(topic, partition, seg, ".zonemap")
-        if key not in self._zones:
+    def _get_all(self, keys: Sequence[str]) -> list[bytes | None]:
+        """The objects ``keys`` (None for a missing one), PLANNER_GETS at a time: planning
+        pays one round trip per batch of keys, not per key."""
+        def get(key: str) -> bytes | None:
             try:
-                data = self.store.get(key)
+                return self.store.get(key)
             except RemoteObjectNotFound:
-                self._zones[key] = None
                 return None
-            zm = ZoneMap.decode(data, seg.base_offset, _zone_interval(data))
+        if len(keys) <= 1:
+            return [get(k) for k in keys]
+        with concurrent.futures.ThreadPoolExecutor(min(PLANNER_GETS, len(keys))) as pool:
+            return list(pool.map(get, keys))
+
+    def load_zone_maps(self, topic: str, partition: int, segs: Sequence[mf.RemoteSegment]
+                       ) -> None:
+        """Fetch the zone maps of ``segs`` not fetched yet, concurrently."""
+        todo = [(mf.segment_key(topic, partition, s, ".zonemap"), s) for s in segs]
+        todo = [(k, s) for k, s in todo if k not in self._zones]
+        for (key, seg), data in zip(todo, self._get_all([k for k, _ in todo]), strict=True):
+            zm = None if data is None else ZoneMap.decode(data, seg.base_offset,
+                                                          _zone_interval(data))
             if zm is not None:
                 zm.sync()
                 if zm.covered != seg.size_bytes or not len(zm):
                     zm = None
             self._zones[key] = zm
-        return self._zones[key]
+
+    def zone_map(self, topic: str, partition: int, seg: mf.RemoteSegment) -> ZoneMap | None:
+        """The segment's uploaded zone map, None when missing, damaged or not of this .log."""
+        self.load_zone_maps(topic, partition, [seg])
+        return self._zones[mf.segment_key(topic, partition, seg, ".zonemap")]
 
     def aborted(self, topic: str, partition: int) -> list[txnindex.TxnIndexEntry]:
         """Every uploaded ``.txnindex`` entry of the partition, in marker order."""
+        segs = [s for s in self.partition(topic, partition).segments if not s.txn_index_empty]
         out: list[txnindex.TxnIndexEntry] = []
-        for seg in self.partition(topic, partition).segments:
-            if seg.txn_index_empty:
-                continue
-            try:
-                out += txnindex.decode(self.store.get(mf.segment_key(topic, partition, seg,
-                                                                     ".txnindex")))
-            except RemoteObjectNotFound:
+        for seg, data in zip(segs, self._get_all(
+                [mf.segment_key(topic, partition, s, ".txnindex") for s in segs]), strict=True):
+            if data is None:
                 raise DataLossError(
                     f"{topic}-{partition}: the manifest says segment {seg.base_offset} has "
                     f"aborted transactions but {self.store.url} has no .txnindex for it; a "
-                    "read_committed read cannot tell them apart (read without remoteStorage)"
-                ) from None
+                    "read_committed read cannot tell them apart (read without remoteStorage)")
+            out += txnindex.decode(data)
         return out
 
 
@@ -319,10 +333,11 @@ def plan_event_time(
         if not part.segments:
             continue
         start = max(earliest[tp], part.log_start)
+        pieces = [(lo, hi, s) for lo, hi, s in part.pieces(start, part.segments[-1].next_offset)
+                  if s is not None and s.max_timestamp >= t1 and s.min_timestamp < t2]
+        tier.load_zone_maps(tp.topic, tp.partition, [s for _, _, s in pieces])
         spans: list[RemoteSpan] = []
-        for lo, hi, seg in part.pieces(start, part.segments[-1].next_offset):
-            if seg is None or seg.max_timestamp < t1 or seg.min_timestamp >= t2:
-                continue
+        for lo, hi, seg in pieces:
             zm = tier.zone_map(tp.topic, tp.partition, seg)
             if zm is None:
                 planned = [planner.PlannedRange(lo, hi, seg.size_bytes)]
@@ -337,8 +352,8 @@ def plan_event_time(
         remote += _tasks(tp.topic, tp.partition, spans, window, ab)
     broker: list[OffsetRange] = []
     for r in broker_plan:
-        for lo, hi, seg in tier.partition(r.topic, r.partition).pieces(r.start, r.end):
-            if seg is None:
+        for lo, hi, held in tier.partition(r.topic, r.partition).pieces(r.start, r.end):
+            if held is None:
                 share = -1 if r.bytes < 0 else max(1, r.bytes * (hi - lo) // max(r.size, 1))
                 broker.append(OffsetRange(r.topic, r.partition, lo, hi, share))
     return remote, broker
