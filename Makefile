@@ -81,13 +81,13 @@ run: $(RUN_STAMP)
 TEST_WORKERS ?= 2
 PARALLEL_TESTS := tests/protocol tests/storage \
   tests/broker/test_kip848_assignors.py tests/broker/test_transactions_model.py
-test: install check-java check-maven check-compose check-clients check-openssl check-chromium check-go check-rdkafka-build
+test: install check-java check-maven check-s3server check-compose check-clients check-openssl check-chromium check-go check-rdkafka-build
 	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile $(PARALLEL_TESTS); a=$$?; \
 	  $(BIN)/python -m pytest -q -ra $(addprefix --ignore=,$(PARALLEL_TESTS)); b=$$?; \
 	  test $$a -eq 0 -a $$b -eq 0
 	$(MAKE) --no-print-directory lint
 
-bench: install check-java check-openssl ecosystem
+bench: install check-java check-openssl check-s3server ecosystem
 	$(BIN)/python -m bench
 
 ## kill -9 rounds under load and simulated power loss, longer than the short run in `make test`.
@@ -135,6 +135,20 @@ check-maven:
 	@command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || { \
 	  echo "javac/mvn not found: installing Debian's openjdk-17-jdk-headless and maven"; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless maven; }
+
+## The tier's tests and benches run a real S3 server: s3proxy 2.7.0, one shaded jar that
+## Maven fetches from Central into .cache/s3proxy (~35 s once, then a no-op; docs/storage.md).
+.PHONY: check-s3server check-seaweedfs test-s3-seaweedfs
+check-s3server: install check-maven
+	$(BIN)/python -m tests.helpers.s3server install
+
+## The same object-store tests against a second real S3 server: SeaweedFS, built once from
+## the Go proxy into .cache/seaweedfs (~8 min on 2 cores, 2 GB of modules; not in make test).
+check-seaweedfs: install check-go
+	$(BIN)/python -m tests.helpers.s3server install seaweedfs
+
+test-s3-seaweedfs: check-seaweedfs
+	CHRONOLOG_S3_SERVER=seaweedfs $(BIN)/python -m pytest -q -ra tests/remote
 
 ecosystem: check-maven
 	$(PYTHON) tools/kafka-ref/kafkaref.py fetch

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import struct
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import crc32c
 
-from bench.harness import start_broker, stop_broker
+from bench.harness import SCALE, start_broker, stop_broker
 from bench.report import Report
 from client import admin
 from client.aio import Client
@@ -26,7 +25,6 @@ from storage.config import LogConfig
 from storage.log import Log
 from storage.records import Record, build_batch
 
-SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
 N_RECORDS = int(1_000_000 * SCALE)
 N_ALTERS = 500
 T0 = 1_700_000_000_000

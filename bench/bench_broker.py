@@ -22,7 +22,6 @@ shrinks every size for a quick dry run.
 
 from __future__ import annotations
 
-import os
 import random
 import socket
 import struct
@@ -32,14 +31,13 @@ from typing import Any
 
 import crc32c
 
-from bench.harness import cpu_seconds, start_broker, stop_broker
+from bench.harness import SCALE, cpu_seconds, start_broker, stop_broker
 from bench.report import Report, percentile
 from protocol import api
 from storage.config import LogConfig
 from storage.log import Log
 from storage.records import Record, build_batch, iter_batches
 
-SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
 N_PRODUCE = int(1_000_000 * SCALE)
 N_BIG = int(10_000_000 * SCALE)
 N_CALLS = max(2000, int(20_000 * min(SCALE, 1)))

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from bench.bench_broker import T0, wait_until_idle, write_big_topic
 from bench.harness import (
+    SCALE,
     cpu_seconds,
     free_port,
     start_broker,
@@ -36,7 +37,6 @@ from bench.harness import (
 )
 from bench.report import Report, percentile
 
-SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
 PARTITIONS = 12
 N = int(10_000_000 * SCALE)
 SPAN_MS = 7 * 86_400_000

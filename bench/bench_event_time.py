@@ -1,6 +1,10 @@
 """Event-time windows (issue 24) on a month-shuffled topic, against real broker subprocesses.
 
 One run, side by side:
+- first plan: the topic's first event-time request (a PlanTimeWindow of the window
+  below), answered from the zone maps alone, and the broker CPU of the sorted-timestamp
+  indexes it starts in the background (the broker builds them only for partitions
+  asked in event time); every row after it runs once the broker is idle again;
 - window: an event-time read (``read_time_range_arrow(..., event_time=True)``) of a
   window holding 1 % of a 10M-record topic of ``bench/datasets.py``'s
   ``month_shuffled`` timestamps (4 partitions, produced with ``produce_arrow``). Bytes
@@ -17,16 +21,22 @@ One run, side by side:
   after a ListOffsets by time of the same partition on the same connection (the raw
   blocking client of bench_broker);
 - zone maps A/B: the same ``produce_arrow`` of month-shuffled records into a new topic
-  on two brokers running at once, one from this checkout and one from an export of the
+  on three brokers running at once, taking turns: this checkout; an export of the
   commit before zone maps (``CHRONOLOG_BENCH_ZONEMAP_BASE``, default the main commit
-  event-time last merged; the broker has no setting that turns zone maps off), taking
-  turns; records/s and broker CPU per record (until the broker is idle again, so the
-  maps' background work is charged), the median of the pairs' ratios;
+  event-time last merged; it differs in every change merged since, too); and this
+  checkout with the zone maps' work switched off (bench/zonemap_off.py: the broker has
+  no setting for it); records/s and broker CPU per record (until the broker is idle again, so the
+  maps' background work is charged), the median of the pairs' ratios (nobody asks
+  these topics in event time: no sorted-timestamp index is built for them). Then the
+  first CountTimeWindows of one of them, which waits for its index;
 - console: the exact event-time timeline of the whole topic through ``chronolog
   console``'s JSON API, server time (``Server-Timing``): the first chart (cold: it
   reads every timestamp) and the next ones (warm), counts checked against the oracle.
 
-``CHRONOLOG_BENCH_SCALE`` (< 1) shrinks every size for a quick run. Each row's note
+``CHRONOLOG_BENCH_SCALE`` (< 1) shrinks every size for a quick run; ``CHRONOLOG_BENCH_AB_PAIRS``
+sets the A/B's pairs (default 4), ``CHRONOLOG_BENCH_AB_IDLE_POLL_US`` its brokers'
+``idle.poll.us`` (default the broker's: they spin that long after each request, CPU
+that depends on the client's timing, not on zone maps). Each row's note
 carries the load average: the machine is shared, so trust the ratios.
 """
 
@@ -49,6 +59,7 @@ import pyarrow as pa
 from bench.bench_broker import RawClient, _list_offsets_body, wait_until_idle
 from bench.datasets import month_shuffled
 from bench.harness import (
+    SCALE,
     cpu_seconds,
     free_port,
     start_broker,
@@ -59,7 +70,6 @@ from bench.harness import (
 from bench.report import Report, median, percentile
 from storage.records import iter_batches
 
-SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
 N = int(10_000_000 * SCALE)
 PARTITIONS = 4
 VALUE = 100
@@ -67,7 +77,10 @@ WINDOW_SHARE = 0.01
 READ_PAIRS = 3
 PLAN_CALLS = max(300, int(2000 * min(SCALE * 10, 1)))
 AB_RECORDS = max(50_000, int(1_000_000 * SCALE))
-AB_PAIRS = 4
+AB_PAIRS = int(os.environ.get("CHRONOLOG_BENCH_AB_PAIRS", "4"))
+# The A/B brokers' idle.poll.us when set (0: no spinning between requests, so the CPU
+# figures count work only); else the broker's default.
+AB_IDLE_POLL_US = os.environ.get("CHRONOLOG_BENCH_AB_IDLE_POLL_US")
 AB_BASE = os.environ.get("CHRONOLOG_BENCH_ZONEMAP_BASE", "ea9de5b")
 CONSOLE_WARM_RUNS = 20
 BUCKETS = 200
@@ -76,6 +89,7 @@ SECTION = "event time"
 REPO = Path(__file__).resolve().parent.parent
 # Timestamps of 2024: the brokers must accept a year-old CreateTime.
 OVERRIDES = {"log.retention.ms": "-1", "log.message.timestamp.before.max.ms": "9223372036854775807"}
+AB_OVERRIDES = OVERRIDES | ({} if AB_IDLE_POLL_US is None else {"idle.poll.us": AB_IDLE_POLL_US})
 
 
 def _load() -> str:
@@ -149,7 +163,7 @@ async def _read(bootstrap: str, t1: int, t2: int, *, event_time: bool = True
 
 
 def bench_window(report: Report, bootstrap: str, metrics_url: str, data: Path, ts: np.ndarray,
-                 parts: np.ndarray, offs: np.ndarray) -> tuple[int, int]:
+                 parts: np.ndarray, offs: np.ndarray, broker_pid: int) -> tuple[int, int]:
     order = np.sort(ts)
     k = len(ts) // 2
     t1, t2 = int(order[k]), int(order[k + int(len(ts) * WINDOW_SHARE)])
@@ -167,6 +181,24 @@ def bench_window(report: Report, bootstrap: str, metrics_url: str, data: Path, t
     segments = sum(len(list((data / f"{TOPIC}-{p}").glob("*.log"))) for p in range(PARTITIONS))
 
     from client import SyncClient
+
+    # The topic's first event-time request: no partition has a sorted-timestamp index
+    # yet (the broker builds one only for partitions asked in event time), so the
+    # plan comes from the zone maps alone and the request starts the background build.
+    with SyncClient(bootstrap) as c:
+        c.partitions_for(TOPIC)
+        cpu0 = cpu_seconds(broker_pid)
+        t = time.perf_counter()
+        first = sum(plan.bytes for plan in c.plan_time_window(TOPIC, t1, t2).values())
+        first_ms = (time.perf_counter() - t) * 1000
+    waited = wait_until_idle(broker_pid, timeout=300, window=1.5)
+    build = cpu_seconds(broker_pid) - cpu0
+    report.add(SECTION, "1 % window, first plan (no sorted index yet): plan bytes / bytes "
+               "of the batches holding its records", first / window_bytes, "ratio",
+               note=f"{first_ms:.0f} ms, from the zone maps alone; it starts the partitions' "
+                    f"sorted-timestamp indexes in the background: broker CPU {build:.1f} s "
+                    f"({build / len(ts) * 1e6:.2f} µs/record) until idle, {waited:.0f} s later; "
+                    f"every row below runs after that; {_load()}")
 
     with SyncClient(bootstrap) as c:
         planned = sum(plan.bytes for plan in c.plan_time_window(TOPIC, t1, t2).values())
@@ -277,16 +309,18 @@ def bench_zone_map_ab(report: Report, root: Path) -> None:
     base = _export(AB_BASE, root / "base-tree")
     table = _table(month_shuffled(AB_RECORDS, seed=1))
     sides = {}
+    names = ("without", "off", "with")
     try:
-        for name, tree in (("without", root / "base-tree"), ("with", None)):
-            proc, port = start_broker(root, root / f"data-{name}", OVERRIDES, tree=tree,
-                                      log_name=f"broker-{name}.log", timeout=120)
+        for name, tree, module in (("without", root / "base-tree", "broker"),
+                                   ("off", None, "bench.zonemap_off"), ("with", None, "broker")):
+            proc, port = start_broker(root, root / f"data-{name}", AB_OVERRIDES, tree=tree,
+                                      log_name=f"broker-{name}.log", timeout=120, module=module)
             sides[name] = (proc, f"127.0.0.1:{port}")
-        results: dict[str, list[tuple[float, float, float]]] = {"without": [], "with": []}
+        results: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
         loads = []
         for i in range(AB_PAIRS):
-            order = ("without", "with") if i % 2 == 0 else ("with", "without")
-            for name in order:
+            order = names[i % 3:] + names[:i % 3]  # each side first, middle and last in turn
+            for name in order if i % 2 == 0 else order[::-1]:
                 proc, bootstrap = sides[name]
                 wait_until_idle(proc.pid)
                 cpu0 = cpu_seconds(proc.pid)
@@ -297,32 +331,59 @@ def bench_zone_map_ab(report: Report, root: Path) -> None:
                 results[name].append((AB_RECORDS / elapsed, cpu / AB_RECORDS * 1e6,
                                       during / AB_RECORDS * 1e6))
                 loads.append(os.getloadavg()[0])
-        w, wo = results["with"], results["without"]
-        rate = [a[0] / b[0] for a, b in zip(w, wo, strict=True)]
-        cpu = [a[1] / b[1] for a, b in zip(w, wo, strict=True)]
-        during = [a[2] / b[2] for a, b in zip(w, wo, strict=True)]
-        where = (f"{AB_PAIRS} pairs of {AB_RECORDS:,}-record produce_arrow runs taking turns, "
-                 f"this checkout ({_head()}) vs {base}; load average "
-                 f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")
-        report.add(SECTION, "produce records/s, with / without zone maps", median(rate),
-                   "ratio", ">= 0.97",
-                   note=f"pairs {', '.join(f'{r:.3f}' for r in rate)}; with "
-                        f"{median([x[0] for x in w]):,.0f}, without "
-                        f"{median([x[0] for x in wo]):,.0f} rec/s; {where}")
-        report.add(SECTION, "broker CPU per produced record, with / without zone maps",
-                   median(cpu), "ratio", "<= 1.03",
-                   note=f"pairs {', '.join(f'{r:.3f}' for r in cpu)}; with "
-                        f"{median([x[1] for x in w]):.3f}, without "
-                        f"{median([x[1] for x in wo]):.3f} µs/record, from the first request "
-                        f"until the broker is idle again (background work included)")
-        report.add(SECTION, "broker CPU per produced record while producing, with / without",
-                   median(during), "ratio", "<= 1.03",
-                   note=f"pairs {', '.join(f'{r:.3f}' for r in during)}; with "
-                        f"{median([x[2] for x in w]):.3f}, without "
-                        f"{median([x[2] for x in wo]):.3f} µs/record, until the last answer")
+        w = results["with"]
+        where = (f"{AB_PAIRS} rounds of {AB_RECORDS:,}-record produce_arrow runs taking turns, "
+                 f"this checkout ({_head()}) vs {base} and vs itself with the zone maps' work "
+                 f"off; idle.poll.us {AB_IDLE_POLL_US or 'default'}; load average {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")
+        for other, label in (("without", f"without ({base}, before zone maps)"),
+                             ("off", "this checkout with the zone maps' work off")):
+            wo = results[other]
+            rates = [a[0] / b[0] for a, b in zip(w, wo, strict=True)]
+            cpus = [a[1] / b[1] for a, b in zip(w, wo, strict=True)]
+            durings = [a[2] / b[2] for a, b in zip(w, wo, strict=True)]
+            report.add(SECTION, f"produce records/s, with zone maps / {label}", median(rates),
+                       "ratio", ">= 0.97",
+                       note=f"pairs {', '.join(f'{r:.3f}' for r in rates)}; with "
+                            f"{median([x[0] for x in w]):,.0f}, {other} "
+                            f"{median([x[0] for x in wo]):,.0f} rec/s; {where}")
+            report.add(SECTION, f"broker CPU per produced record, with zone maps / {label}",
+                       median(cpus), "ratio", "<= 1.03",
+                       note=f"pairs {', '.join(f'{r:.3f}' for r in cpus)}; with "
+                            f"{median([x[1] for x in w]):.3f}, {other} "
+                            f"{median([x[1] for x in wo]):.3f} µs/record, from the first request "
+                            f"until the broker is idle again (background work included)")
+            report.add(SECTION, f"broker CPU per produced record while producing, with zone "
+                       f"maps / {label}", median(durings), "ratio", "<= 1.03",
+                       note=f"pairs {', '.join(f'{r:.3f}' for r in durings)}; with "
+                            f"{median([x[2] for x in w]):.3f}, {other} "
+                            f"{median([x[2] for x in wo]):.3f} µs/record, until the last answer")
+        bench_first_count(report, sides["with"][0].pid, sides["with"][1], table.num_rows)
     finally:
         for proc, _ in sides.values():
             stop_broker(proc, 60)
+
+
+def bench_first_count(report: Report, pid: int, bootstrap: str, records: int) -> None:
+    """The first CountTimeWindows of a topic nobody asked in event time (the A/B's
+    first topic): it waits while the broker builds the sorted-timestamp indexes of
+    every partition, in slices with the event loop free between them."""
+    from client import SyncClient
+
+    with SyncClient(bootstrap) as c:
+        c.partitions_for("ab-0")
+        wait_until_idle(pid)
+        cpu0 = cpu_seconds(pid)
+        t = time.perf_counter()
+        counts = c.count_time_windows("ab-0", [0, 1 << 62])
+        took = time.perf_counter() - t
+        cpu = cpu_seconds(pid) - cpu0
+    got = sum(n for part in counts.values() for n in part)
+    if got != records:
+        raise AssertionError(f"counted {got} records, {records} were produced")
+    report.add(SECTION, "first event-time count of a topic never asked before", took * 1000, "ms",
+               note=f"{records:,} records, {PARTITIONS} partitions: the sorted-timestamp index "
+                    f"built on demand, broker CPU {cpu:.2f} s ({cpu / records * 1e6:.2f} "
+                    f"µs/record); the next counts answer from it; {_load()}")
 
 
 def _timeline(url: str) -> tuple[float, dict[str, Any]]:
@@ -386,7 +447,7 @@ def run(report: Report, scratch: str) -> None:
               f"{N / elapsed:,.0f} rec/s; broker CPU {cpu_seconds(broker.pid) - cpu0:.1f} s; "
               f"idle after {waited:.1f} s more; {_load()})", flush=True)
         lo, hi = bench_window(report, bootstrap, f"http://127.0.0.1:{metrics_port}/metrics",
-                              data, ts, parts, offs)
+                              data, ts, parts, offs, broker.pid)
         bench_plan(report, port, lo, hi)
         bench_console(report, root, bootstrap, broker.pid, ts, lo, hi)
     finally:

@@ -24,7 +24,6 @@ and ``log.retention.ms=-1`` (the records' 2023 timestamps would otherwise be exp
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
@@ -40,11 +39,10 @@ from bench.bench_broker import (
     _time_calls,
     wait_until_idle,
 )
-from bench.harness import cpu_seconds, start_broker, stop_broker
+from bench.harness import SCALE, cpu_seconds, start_broker, stop_broker
 from bench.report import Report, percentile
 from tests.ecosystem.kafka_peer import KafkaNode, fetch, kafka_version
 
-SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
 N = int(1_000_000 * SCALE)
 N_WARM = max(10_000, N // 10)
 N_LOOKUPS = max(2000, int(10_000 * min(SCALE, 1)))

@@ -13,15 +13,13 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 from bench.bench_broker import write_big_topic
-from bench.harness import start_broker, stop_broker
+from bench.harness import SCALE, start_broker, stop_broker
 from bench.report import Report
 
-SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
 N_ROUND = int(200_000 * SCALE)
 ROUNDS = 2
 PARTITION_BYTES = int(100_000_000 * SCALE)

@@ -19,7 +19,6 @@ Rows are ratios within one run: the machine is shared, so absolute numbers drift
 
 from __future__ import annotations
 
-import os
 import socket
 import statistics
 import struct
@@ -32,14 +31,13 @@ from typing import Any
 
 import uvloop
 
-from bench.harness import free_port, start_broker, stop_broker
+from bench.harness import SCALE, free_port, start_broker, stop_broker
 from bench.report import Report
 from client.connection import BrokerConnection
 from client.security import ClientSecurity, open_connection
 from protocol import api
 from protocol.scram import ScramClient
 
-SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
 N_RECORDS = int(300_000 * SCALE)
 N_LOOKUPS = 3000
 T0 = 1_700_000_000_000

@@ -10,7 +10,6 @@ advance 1 ms per record.
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import struct
@@ -21,13 +20,13 @@ from pathlib import Path
 
 import crc32c
 
+from bench.harness import SCALE
 from bench.report import Report, percentile
 from storage.config import LogConfig
 from storage.log import Log
 from storage.records import Record, build_batch
 
 T0 = 1_700_000_000_000
-SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))  # < 1 for a quick dry run
 VALUE = b"v" * 84  # with key None and the record framing: a 100-byte record
 
 

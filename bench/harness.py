@@ -13,6 +13,10 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+#: ``CHRONOLOG_BENCH_SCALE``: every benchmark's sizes are multiplied by it (< 1 for a
+#: quick dry run).
+SCALE = float(os.environ.get("CHRONOLOG_BENCH_SCALE", "1"))
+
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
     """A port on 127.0.0.1 that is free now (TCP by default; SOCK_DGRAM for UDP)."""
@@ -31,16 +35,18 @@ def start_broker(
     ready: Callable[[], object] | None = None,
     tree: Path | None = None,
     log_name: str = "broker.log",
+    module: str = "broker",
 ) -> tuple[subprocess.Popen[bytes], int]:
     """Start ``python -m broker`` on 127.0.0.1 with its log in ``scratch/LOG_NAME``;
     returns (process, Kafka port) once ``ready()`` stops raising (default: the Kafka port
     accepts a connection). If the broker exits or ``timeout`` passes first, it is stopped
     and RuntimeError carries its log. ``tree``: run the broker from that source tree
-    (an export of another commit, for an A/B in one run) instead of this checkout."""
+    (an export of another commit, for an A/B in one run) instead of this checkout;
+    ``module``: run ``python -m MODULE`` instead (bench/zonemap_off.py)."""
     port = port or free_port()
     data.mkdir(parents=True, exist_ok=True)
     log_path = scratch / log_name
-    args = [sys.executable, "-m", "broker", "--data-dir", str(data), "--host", "127.0.0.1",
+    args = [sys.executable, "-m", module, "--data-dir", str(data), "--host", "127.0.0.1",
             "--port", str(port)]
     for name, value in (overrides or {}).items():
         args += ["--override", f"{name}={value}"]

@@ -463,6 +463,54 @@ class BrokerConfig:
         # listener.name.<name>.<setting> overrides, as given (not a field: every field
         # is one Kafka-named setting; these names are open-ended).
         self.listener_overrides: dict[str, str] = {}
+        # rsm.config.<name> settings (the remote storage manager's, KIP-405's
+        # remote.log.storage.manager.impl.prefix), as given, prefix included: passed to
+        # storage.remote.store.open_store without the prefix (``rsm_options``).
+        self.rsm_config: dict[str, str] = {}
+        # ``chronolog serve --read-replica URL``: serve the bucket at URL read-only
+        # (broker/read_replica.py); empty for a normal broker.
+        self.read_replica: str = ""
+    # --- tiered storage (KIP-405; broker/tier.py, storage/remote/) ---
+    remote_log_storage_system_enable: bool = _setting(
+        "remote.log.storage.system.enable", False,
+        "Turn the remote tier on: topics with remote.storage.enable=true copy sealed "
+        "segments to the object store named by rsm.config.url and serve reads below the "
+        "local log start from it.",
+    )
+    remote_log_manager_task_interval_ms: int = _setting(
+        "remote.log.manager.task.interval.ms", 30000,
+        "How often the remote-log-manager task copies eligible segments and applies local "
+        "and remote retention; a read replica re-reads the bucket's manifests this often.",
+        minimum=1,
+    )
+    remote_log_manager_task_retry_backoff_ms: int = _setting(
+        "remote.log.manager.task.retry.backoff.ms", 500,
+        "First wait before retrying a partition whose copy or delete failed.", minimum=1,
+    )
+    remote_log_manager_task_retry_backoff_max_ms: int = _setting(
+        "remote.log.manager.task.retry.backoff.max.ms", 30000,
+        "Longest wait between retries (the wait doubles after each failure up to this).",
+        minimum=1,
+    )
+    remote_log_manager_task_retry_jitter: float = _setting(
+        "remote.log.manager.task.retry.jitter", 0.2,
+        "Random share (0 .. 0.5) added to or taken from each retry wait.",
+    )
+    remote_log_index_file_cache_total_size_bytes: int = _setting(
+        "remote.log.index.file.cache.total.size.bytes", 1073741824,
+        "Bytes of remote segments' index files kept on local disk for lookups "
+        "(least recently used dropped first).", minimum=1,
+    )
+    log_local_retention_ms: int = _setting(
+        "log.local.retention.ms", -2,
+        "Default local.retention.ms: how long copied segments stay on local disk "
+        "(-2 = retention.ms, -1 = forever).", minimum=-2,
+    )
+    log_local_retention_bytes: int = _setting(
+        "log.local.retention.bytes", -2,
+        "Default local.retention.bytes: local size kept per partition once copied "
+        "(-2 = retention.bytes, -1 = no limit).", minimum=-2,
+    )
     # --- authorization and quotas ---
     authorizer_class_name: str = _setting(
         "authorizer.class.name", "",
@@ -493,14 +541,21 @@ class BrokerConfig:
         return {f.metadata["kafka"]: f for f in dataclasses.fields(cls)}
 
     @classmethod
-    def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
-        """Build from Kafka-named string values; unknown names or bad values raise ConfigError."""
+    def from_properties(cls, values: Mapping[str, str], *, read_replica: str = "") -> BrokerConfig:
+        """Build from Kafka-named string values; unknown names or bad values raise ConfigError.
+
+        ``read_replica``: the bucket URL of ``--read-replica`` (it becomes ``rsm.config.url``).
+        """
         known = cls.settings()
         kwargs: dict[str, Any] = {}
         prefixed: dict[str, str] = {}
+        rsm: dict[str, str] = {}
         for name, raw in values.items():
             if name.startswith(LISTENER_PREFIX):
                 prefixed[name] = raw.strip()
+                continue
+            if name.startswith(RSM_PREFIX):
+                rsm[name] = raw.strip()
                 continue
             f = known.get(name)
             if f is None:
@@ -508,6 +563,8 @@ class BrokerConfig:
             kwargs[f.name] = _parse(name, f, raw)
         cfg = cls(**kwargs)
         cfg.listener_overrides = prefixed
+        cfg.rsm_config = rsm
+        cfg.read_replica = read_replica
         cfg.validate()
         return cfg
 
@@ -520,6 +577,7 @@ class BrokerConfig:
         data_dir: str | None = None,
         host: str | None = None,
         port: int | None = None,
+        read_replica: str | None = None,
     ) -> BrokerConfig:
         """The command line's view: a properties file, then ``name=value`` overrides, then flags."""
         values: dict[str, str] = {}
@@ -542,7 +600,9 @@ class BrokerConfig:
                 f"PLAINTEXT://{host if host is not None else cur_host}:"
                 f"{port if port is not None else cur_port}"
             )
-        return cls.from_properties(values)
+        if read_replica:
+            values[RSM_PREFIX + "url"] = read_replica
+        return cls.from_properties(values, read_replica=read_replica or "")
 
     def validate(self) -> None:
         from broker.security.listeners import check_listener_settings
@@ -561,8 +621,50 @@ class BrokerConfig:
             raise ConfigError("log.cleaner.io.buffer.load.factor: must be in [0, 1]")
         if self.log_cleaner_io_max_bytes_per_second <= 0:
             raise ConfigError("log.cleaner.io.max.bytes.per.second: must be above 0")
+        self._validate_remote()
         self.topic_config()  # the broker defaults must make a valid topic config
         self._validate_consumer_groups()
+
+    def _validate_remote(self) -> None:
+        """Kafka's RemoteLogManagerConfig and LogConfig.validateBrokerLogConfigValues checks."""
+        if not 0.0 <= self.remote_log_manager_task_retry_jitter <= 0.5:
+            raise ConfigError("remote.log.manager.task.retry.jitter: must be in [0, 0.5], got "
+                              f"{self.remote_log_manager_task_retry_jitter}")
+        if self.remote_log_manager_task_retry_backoff_ms > self.remote_log_manager_task_retry_backoff_max_ms:
+            raise ConfigError("remote.log.manager.task.retry.backoff.ms must not exceed "
+                              "remote.log.manager.task.retry.backoff.max.ms")
+        if self.read_replica:
+            # A read replica serves the tier only: tiering is on by definition, and a
+            # Metadata request must not create a topic the bucket does not have.
+            self.remote_log_storage_system_enable = True
+            self.auto_create_topics_enable = False
+        if self.remote_log_storage_system_enable:
+            check_local_retention("ms", self.retention_ms, self.log_local_retention_ms,
+                                  "log.retention.ms", "log.local.retention.ms")
+            check_local_retention("bytes", self.log_retention_bytes, self.log_local_retention_bytes,
+                                  "log.retention.bytes", "log.local.retention.bytes")
+            scheme = self.remote_url.partition("://")[0]
+            if scheme not in ("file", "s3"):
+                raise ConfigError(f"rsm.config.url: expected file:///a/dir or s3://bucket/prefix, "
+                                  f"got {self.remote_url!r}")
+
+    @property
+    def rsm_options(self) -> dict[str, str]:
+        """The rsm.config.* settings without the prefix, with ``url`` always set (what
+        ``storage.remote.store.open_store`` takes)."""
+        out = {k[len(RSM_PREFIX):]: v for k, v in self.rsm_config.items()}
+        out["url"] = self.remote_url
+        return out
+
+    @property
+    def remote_url(self) -> str:
+        """``rsm.config.url``, or by default ``file://<log.dirs>-remote``: a directory beside
+        the data directory (not inside it, where every subdirectory is read as a
+        partition), so the embedded case needs no server and no setting."""
+        url = self.rsm_config.get(RSM_PREFIX + "url", "")
+        if url:
+            return url
+        return "file://" + str(Path(self.log_dirs).resolve()) + "-remote"
 
     def _validate_consumer_groups(self) -> None:
         """Kafka's GroupCoordinatorConfig checks for the KIP-848 settings."""
@@ -605,6 +707,8 @@ class BrokerConfig:
 
     def is_sensitive(self, name: str) -> bool:
         """Whether a setting holds a secret (never logged, described or returned)."""
+        if name.startswith(RSM_PREFIX):
+            return name in RSM_SECRETS
         if name.startswith(LISTENER_PREFIX):
             return name.endswith("sasl.jaas.config") or any(
                 name.endswith("." + n) for n, f in self.settings().items()
@@ -682,17 +786,29 @@ class BrokerConfig:
             "min.cleanable.dirty.ratio": repr(float(self.log_cleaner_min_cleanable_ratio)),
         }
 
-    def topic_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
+    def topic_config(self, overrides: Mapping[str, str] | None = None, *,
+                     previous: Mapping[str, str] | None = None,
+                     stored: bool = False) -> LogConfig:
         """The ``storage.config.LogConfig`` of a topic: broker defaults plus its overrides.
 
-        Raises ConfigError for an unknown topic config name or a value storage rejects.
+        Raises ConfigError for an unknown topic config name or a value storage rejects,
+        and for remote-storage settings Kafka refuses (``check_remote_topic``):
+        ``previous`` = the overrides being replaced (AlterConfigs), ``stored`` = read
+        back from the topic registry at start.
         """
         from storage.config import LogConfig
 
         values = self.topic_defaults()
+        # log.local.retention.* are the defaults of local.retention.*; passed only when
+        # set, so a topic lists them (DescribeConfigs) as Kafka's UNLISTED rule expects.
+        for local_name, local in (("local.retention.ms", self.log_local_retention_ms),
+                                  ("local.retention.bytes", self.log_local_retention_bytes)):
+            if local != -2:
+                values[local_name] = str(local)
         for name, value in (overrides or {}).items():
             check_topic_config(name, value)
             values[name] = value
+        self.check_remote_topic(values, previous, stored=stored)
         try:
             return LogConfig.from_kafka(values)
         except ValueError as exc:
@@ -707,9 +823,83 @@ class BrokerConfig:
                 out[name] = SECRET_MASK
                 continue
             out[name] = "" if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
-        for name, value in sorted(self.listener_overrides.items()):
+        for name, value in sorted({**self.listener_overrides, **self.rsm_config}.items()):
             out[name] = SECRET_MASK if self.is_sensitive(name) else value
         return out
+
+
+    def local_retention(self, values: Mapping[str, str]) -> tuple[int, int]:
+        """(local.retention.ms, local.retention.bytes) of a topic's configs (overrides
+        over ``topic_defaults``), each -2 resolved to the total retention as Kafka does."""
+        ms = int(values.get("local.retention.ms", self.log_local_retention_ms))
+        size = int(values.get("local.retention.bytes", self.log_local_retention_bytes))
+        return (int(values.get("retention.ms", self.retention_ms)) if ms == -2 else ms,
+                int(values.get("retention.bytes", self.log_retention_bytes)) if size == -2 else size)
+
+    def check_remote_topic(self, values: Mapping[str, str], previous: Mapping[str, str] | None,
+                           *, stored: bool = False) -> None:
+        """Kafka's LogConfig rules for remote.storage.enable and its companions, with
+        Kafka's messages (LogConfig.validateTopicLogConfigValues,
+        validateTurningOffRemoteStorageWithDelete,
+        validateRetentionConfigsWhenRemoteCopyDisabled)."""
+        enabled = flag(values, "remote.storage.enable")
+        if previous is not None and flag(previous, "remote.storage.enable") and not enabled \
+                and not flag(values, "remote.log.delete.on.disable"):
+            raise ConfigError(
+                "It is invalid to disable remote storage without deleting remote data. If you "
+                "want to keep the remote data and turn to read only, please set "
+                "`remote.storage.enable=true,remote.log.copy.disable=true`. If you want to "
+                "disable remote storage and delete all remote data, please set "
+                "`remote.storage.enable=false,remote.log.delete.on.disable=true`.")
+        if not enabled:
+            return
+        if not self.remote_log_storage_system_enable:
+            raise ConfigError(
+                "You have to delete all topics with the property remote.storage.enable=true "
+                "before disabling tiered storage cluster-wide" if stored else
+                "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                "configured with remote log storage.")
+        if "compact" in values.get("cleanup.policy", "delete").lower():
+            raise ConfigError("Remote log storage is unsupported for the compacted topics")
+        local_ms = int(values.get("local.retention.ms", self.log_local_retention_ms))
+        local_bytes = int(values.get("local.retention.bytes", self.log_local_retention_bytes))
+        total_ms = int(values.get("retention.ms", self.retention_ms))
+        total_bytes = int(values.get("retention.bytes", self.log_retention_bytes))
+        check_local_retention("bytes", total_bytes, local_bytes, "retention.bytes",
+                              "local.retention.bytes")
+        check_local_retention("ms", total_ms, local_ms, "retention.ms", "local.retention.ms")
+        if flag(values, "remote.log.copy.disable"):
+            for unit, total, local in (("bytes", total_bytes, local_bytes), ("ms", total_ms, local_ms)):
+                if local != -2 and local != total:
+                    raise ConfigError(
+                        f"When `remote.log.copy.disable` is set to true, the `local.retention.{unit}` "
+                        f"and `retention.{unit}` must be set to the identical value because there "
+                        "will be no more logs copied to the remote storage.")
+
+
+def flag(values: Mapping[str, str], name: str) -> bool:
+    """A boolean topic config (checked by ``check_topic_config``); absent = false."""
+    return values.get(name, "false").strip().lower() == "true"
+
+
+def check_local_retention(unit: str, total: int, local: int, total_name: str, local_name: str) -> None:
+    """Kafka's validateRemoteStorageRetentionSize / ...Time: local retention is -2 (inherit)
+    or at most the total one (which must then not be unlimited locally)."""
+    unlimited = -1
+    if total == unlimited or local == -2:
+        return
+    if local == -1:
+        raise ConfigError(f"Invalid value {local} for configuration {local_name}: Value must not "
+                          f"be -1 as {total_name} value is set as {total}.")
+    if local > total:
+        raise ConfigError(f"Invalid value {local} for configuration {local_name}: Value must not "
+                          f"be more than {total_name} property value: {total}")
+
+
+#: Topic configs of the remote tier that are booleans / longs of at least -2.
+REMOTE_TOPIC_BOOLEANS = ("remote.storage.enable", "remote.log.copy.disable",
+                         "remote.log.delete.on.disable")
+LOCAL_RETENTION_TOPIC = ("local.retention.ms", "local.retention.bytes")
 
 
 def check_topic_config(name: str, value: str | None) -> None:
@@ -718,6 +908,18 @@ def check_topic_config(name: str, value: str | None) -> None:
 
     if value is None:
         raise ConfigError(f"Null value not supported for topic config {name}")
+    if name in REMOTE_TOPIC_BOOLEANS and value.strip().lower() not in ("true", "false"):
+        raise ConfigError(f"Invalid value {value} for configuration {name}: Expected value to be "
+                          "either true or false")
+    if name in LOCAL_RETENTION_TOPIC:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: Not a number of "
+                              "type LONG") from None
+        if number < -2:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be at "
+                              "least -2")
     if name == "cleanup.policy":
         bad = [v for v in value.split(",") if v.strip() not in CLEANUP_POLICIES]
         if bad:
@@ -768,6 +970,10 @@ def _parse(name: str, f: dataclasses.Field[Any], raw: str) -> Any:
 
 
 _LISTENER = re.compile(r"^(?:(?P<proto>[A-Za-z0-9_]+)://)?(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
+#: Prefix of the remote storage manager's settings (Kafka's remote.log.storage.manager.impl.prefix).
+RSM_PREFIX = "rsm.config."
+#: rsm.config.* settings holding a secret (never logged, described or returned).
+RSM_SECRETS = frozenset({RSM_PREFIX + "s3.secret.access.key"})
 #: Prefix of per-listener overrides (``listener.name.<name>.<setting>``).
 LISTENER_PREFIX = "listener.name."
 #: What a secret's value is shown as wherever settings are printed.
@@ -846,6 +1052,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=None, help="listen port (default 9092)")
     parser.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
                         help="set a broker setting by its Kafka name; repeatable")
+    parser.add_argument("--read-replica", default=None, metavar="URL",
+                        help="serve the remote tier at URL (file:///dir or s3://bucket/prefix; "
+                        "rsm.config.* settings apply) read-only, as a read replica")
     parser.add_argument("--log-format", choices=("text", "json"), default="text",
                         help="log lines as text or one JSON object per line")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")

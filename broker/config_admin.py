@@ -141,6 +141,8 @@ def alter(ctx: RequestContext, rtype: int, name: str, transform: Transform, vali
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
         topic = existing_topic(ctx, name)
         pm.alter_topic_configs(name, transform(dict(topic.configs)), validate_only=validate_only)
+        if ctx.broker.tier is not None and not validate_only:
+            ctx.broker.tier.kick()  # attach or retire its tiers now, not at the next interval
         return
     if rtype == dc.RESOURCE_BROKER:
         check_broker_name(ctx, name)

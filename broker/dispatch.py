@@ -8,6 +8,10 @@ Invariants:
   response the API carries when the handler itself failed unexpectedly
   (UNKNOWN_SERVER_ERROR in every partition/topic). Without it, a failed request
   closes its connection, as Kafka does when it cannot answer.
+- An API of ``broker.acl.check.REQUEST_CHECKS`` (one ACL check on the whole request,
+  e.g. READ on the group for Heartbeat) is checked here, before its handler runs: a
+  refused request is answered with the module's ``error_body`` and the check's error
+  code, and the handler never sees it. Such a module must have ``error_body``.
 - Only keys whose handler module imports are routed, and ApiVersions advertises
   exactly the routed keys, so a client is never told about an API we cannot serve.
 """
@@ -20,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.acl.check import REQUEST_CHECKS, request_error
 from protocol.api import API_VERSIONS
 
 if TYPE_CHECKING:
@@ -126,8 +131,25 @@ def build_table() -> dict[int, Route]:
             continue
         entry = API_VERSIONS.get(key)  # type: ignore[call-overload]
         api_name = entry.name if entry is not None else name
-        table[key] = Route(api_name, module.handle, getattr(module, "error_body", None))
+        handle, error_body = module.handle, getattr(module, "error_body", None)
+        if key in REQUEST_CHECKS:
+            if error_body is None:
+                raise TypeError(f"broker.handlers.{name} has a request check but no error_body")
+            handle = _checked(handle, error_body)
+        table[key] = Route(api_name, handle, error_body)
     return table
+
+
+def _checked(handle: Handler, error_body: ErrorBody) -> Handler:
+    """``handle`` behind its API's whole-request ACL check (``REQUEST_CHECKS``)."""
+
+    async def checked(request: Any, ctx: RequestContext) -> Any:
+        refused = request_error(request, ctx)
+        if refused:
+            return error_body(request, refused)
+        return await handle(request, ctx)
+
+    return checked
 
 
 _TABLE: dict[int, Route] | None = None

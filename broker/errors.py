@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode, KafkaError
 from storage import errors as se
+from storage.remote.store import RemoteStorageError
 
 log = logging.getLogger("chronolog.broker")
 
@@ -28,6 +29,9 @@ _STORAGE_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (se.InvalidTimestampError, ErrorCode.INVALID_TIMESTAMP),
     (se.OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
     (se.LogStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
+    # The object store of the remote tier failed (KIP-405: Kafka answers a remote read
+    # or lookup that failed with KAFKA_STORAGE_ERROR too).
+    (RemoteStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
 )
 
 EXPECTED = (KafkaError, se.StorageError)

@@ -226,16 +226,32 @@ class PartitionSnapshot:
     index_bytes_mapped: int | None
     late_records: int | None = None
     max_lateness_ms: int | None = None
+    # The remote tier (KIP-405), when the broker has one and the topic is tiered.
+    local_log_start_offset: int | None = None
+    remote_highest_offset: int | None = None
+    remote_size_bytes: int | None = None
+    upload_lag_bytes: int | None = None
+    upload_lag_segments: int | None = None
+    remote_copy_failures: int | None = None
 
 
 def snapshot_partitions(broker: Broker) -> list[PartitionSnapshot]:
     """Read every partition's figures through the storage accessors (``Log.usage``,
     ``Log.disorder_stats``); called on the event loop when there is one."""
     out: list[PartitionSnapshot] = []
+    tier = getattr(broker, "tier", None)  # a Broker has one; tools that scrape may not
     for (topic, part), plog in sorted(broker.partitions.logs().items()):
         u = plog.usage()
         stats = plog.disorder_stats()
+        ts = (tier.status((topic, part), plog)
+              if tier is not None and tier.tier((topic, part)) is not None else None)
         out.append(PartitionSnapshot(
+            local_log_start_offset=None if ts is None else ts.local_log_start_offset,
+            remote_highest_offset=None if ts is None else ts.remote_highest_offset,
+            remote_size_bytes=None if ts is None else ts.remote_bytes,
+            upload_lag_bytes=None if ts is None else ts.upload_lag_bytes,
+            upload_lag_segments=None if ts is None else ts.upload_lag_segments,
+            remote_copy_failures=None if ts is None else ts.failures,
             topic=topic,
             partition=part,
             late_records=stats.late_records,
@@ -263,6 +279,18 @@ _PARTITION_GAUGES: tuple[tuple[str, str, str], ...] = (
      "Records whose timestamp is below the largest timestamp before them (event-time disorder)."),
     ("max_lateness_ms", "chronolog_max_lateness_ms",
      "Largest (running max timestamp - record timestamp) in the partition."),
+    ("local_log_start_offset", "chronolog_local_log_start_offset",
+     "First offset on local disk (older ones are in the remote tier only)."),
+    ("remote_highest_offset", "chronolog_remote_highest_offset",
+     "Last offset copied to the remote tier (-1 when none)."),
+    ("remote_size_bytes", "chronolog_remote_size_bytes",
+     "Bytes of the partition's segments in the remote tier."),
+    ("upload_lag_bytes", "chronolog_remote_upload_lag_bytes",
+     "Bytes of sealed local segments not yet copied to the remote tier."),
+    ("upload_lag_segments", "chronolog_remote_upload_lag_segments",
+     "Sealed local segments not yet copied to the remote tier."),
+    ("remote_copy_failures", "chronolog_remote_copy_failures_in_a_row",
+     "Consecutive failed remote-tier passes of the partition (0 when the last worked)."),
 )
 
 
@@ -306,10 +334,44 @@ class PartitionCollector(Collector):
                 value = getattr(snap, field)
                 if value is not None:
                     family.add_metric(labels, float(value))
-        return list(families.values())
+        return [*families.values(), *tier_families(self._broker)]
 
     def describe(self) -> Iterable[Metric]:
         return []
+
+
+def tier_families(broker: Broker) -> list[Metric]:
+    """The remote-log-manager's counters (plain ints, read as they are)."""
+    tier = getattr(broker, "tier", None)  # a Broker has one; tools that scrape may not
+    if tier is None:
+        return []
+    c = tier.counters
+    hits, misses, cached = tier.cache_stats()
+    return [
+        CounterMetricFamily("chronolog_remote_copy_bytes",
+                            "Bytes copied to the remote tier (segments and their indexes).",
+                            value=c.bytes_copied),
+        CounterMetricFamily("chronolog_remote_copy_segments", "Segments copied to the remote tier.",
+                            value=c.segments_copied),
+        CounterMetricFamily("chronolog_remote_copy_errors",
+                            "Remote-tier passes of a partition that failed (retried with backoff).",
+                            value=c.copy_failures),
+        CounterMetricFamily("chronolog_remote_fetch_bytes",
+                            "Record bytes Fetch served from the remote tier.", value=c.bytes_fetched),
+        CounterMetricFamily("chronolog_remote_fetch_requests",
+                            "Partition reads Fetch served from the remote tier.",
+                            value=c.remote_fetches),
+        CounterMetricFamily("chronolog_remote_delete_segments",
+                            "Remote segments deleted by retention or DeleteRecords.",
+                            value=c.segments_deleted),
+        CounterMetricFamily("chronolog_remote_index_cache_hits",
+                            "Remote index/zone-map files found in the local cache.", value=hits),
+        CounterMetricFamily("chronolog_remote_index_cache_misses",
+                            "Remote index/zone-map files fetched from the bucket.", value=misses),
+        GaugeMetricFamily("chronolog_remote_index_cache_bytes",
+                          "Bytes of the local remote-index cache "
+                          "(remote.log.index.file.cache.total.size.bytes bounds it).", value=cached),
+    ]
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -110,6 +110,9 @@ class PartitionManager:
         self.cluster_id = ""
         # Partitions whose newest batches may lack lookup summaries (see summarize_step).
         self._unsummarised: set[tuple[str, int]] = set()
+        # Partitions an event-time request has asked since the start: only theirs are
+        # sorted-timestamp indexed in the background (see event_time_ready).
+        self._event_time: set[tuple[str, int]] = set()
         # Partitions whose roll fsyncs run on a worker thread right now (one at a time each).
         self._roll_flushing: set[tuple[str, int]] = set()
         # fsyncs owed to flush.messages, batched per event-loop pass (made on first use).
@@ -209,7 +212,7 @@ class PartitionManager:
                 name = str(entry["name"])
                 configs = {str(k): str(v) for k, v in entry.get("configs", {}).items()}
                 out[name] = Topic(name, int(entry["partitions"]), configs,
-                                  self.config.topic_config(configs))
+                                  self.config.topic_config(configs, stored=True))
             return out
         except (ValueError, KeyError, TypeError, ConfigError) as exc:
             raise RuntimeError(f"topic registry {path} is unreadable: {exc}") from exc
@@ -407,7 +410,7 @@ class PartitionManager:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"Topic {name!r} does not exist on this broker")
         try:
-            log_config = self.config.topic_config(overrides)
+            log_config = self.config.topic_config(overrides, previous=t.configs)
         except ConfigError as exc:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         if validate_only:
@@ -697,6 +700,13 @@ class PartitionManager:
             else:
                 defer(functools.partial(_resolve, fut))
 
+    def notify_grown(self, topic: str, partition: int) -> None:
+        """Wake the long-polling fetches of a partition whose end moved without an
+        append here (a read replica that saw a new remote segment)."""
+        waiters = self._waiters.pop((topic, partition), None)
+        if waiters:
+            self._wake(waiters)
+
     def wake_all(self) -> None:
         """Wake every waiting long-poll (shutdown: they answer with what they have)."""
         waiters, self._waiters = self._waiters, {}
@@ -748,13 +758,25 @@ class PartitionManager:
         a kill -9 without sidecars or a burst of appends, a first request would otherwise
         decode the .log in one go and hold every other connection meanwhile. Stops
         waiting after EVENT_TIME_WAIT_S (a partition appended to faster than it is
-        indexed): the request then reads the rest from the .log itself."""
+        indexed): the request then reads the rest from the .log itself.
+
+        The sorted-timestamp index is built on demand: the first event-time request of
+        a partition (since the start) marks it, and from then on the background step
+        keeps its index up to date with appends. A partition nobody asks in event time
+        costs no index work (decoding every record a second time after the append:
+        0.4-0.7 µs of CPU a record, docs/benchmarks.md); a PlanTimeWindow before its
+        index is built plans from the zone maps alone (exact, looser)."""
         key = (topic, partition)
-        if key not in self._unsummarised or self.logdir is None:
-            return  # summarised since its last append: nothing to build
+        if self.logdir is None:
+            return
         plog = self.logdir.get(topic, partition)
         if plog is None:
             return  # the handler answers UNKNOWN_TOPIC_OR_PARTITION
+        if key not in self._event_time:
+            self._event_time.add(key)
+            self._unsummarised.add(key)  # the background step starts its index
+        elif key not in self._unsummarised:
+            return  # summarised and indexed since its last append: nothing to build
         deadline = time.monotonic() + EVENT_TIME_WAIT_S
         while not (plog.build_zone_maps(EVENT_TIME_SLICE_MS)
                    and (not sorted_index or plog.build_ts_indexes(EVENT_TIME_SLICE_MS))):
@@ -766,7 +788,8 @@ class PartitionManager:
 
     def summarize_step(self, budget_ms: float) -> bool:
         """One slice of background work: load or rebuild timestamp zone maps (storage's
-        ``Log.build_zone_maps``: the first event-time plan then reads no .log) and the
+        ``Log.build_zone_maps``: the first event-time plan then reads no .log) and, for
+        the partitions an event-time request has asked (event_time_ready), the
         sorted-timestamp indexes (``Log.build_ts_indexes``: CountTimeWindows then decodes
         only the newest blocks), then build
         block summaries of large batches (``Log.build_summaries``) so that even the first
@@ -779,11 +802,13 @@ class PartitionManager:
             plog = self.logdir.get(*key)
             if plog is None:
                 self._unsummarised.discard(key)
+                self._event_time.discard(key)
                 continue
             # The indexes do not wait for the disorder counts (build_zone_maps' last step):
             # each part progresses on its own budget.
             zones = plog.build_zone_maps(budget_ms)
-            if not plog.build_ts_indexes(budget_ms) or not zones or not plog.build_summaries(budget_ms):
+            indexed = key not in self._event_time or plog.build_ts_indexes(budget_ms)
+            if not indexed or not zones or not plog.build_summaries(budget_ms):
                 return False
             self._unsummarised.discard(key)
         return True

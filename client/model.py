@@ -52,7 +52,12 @@ COUNT_TIME_WINDOWS = 10001  # Chronolog's own (protocol/count_time_windows.py)
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
-_SPECIAL_MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7}
+#: KIP-405 / KIP-1005: the first offset on the broker's local disk, and the last one
+#: copied to its remote tier (-1 when none).
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+_SPECIAL_MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8,
+                        LATEST_TIERED: 9}
 
 #: The version window this client can use per API: below ``min`` our requests
 #: lack a field we rely on; above ``max`` the API moves to topic ids, which a
@@ -452,22 +457,38 @@ def decode_arrow(
     return pa.RecordBatch.from_arrays(list(res.columns.values()), schema=arrow_schema()), nxt
 
 
-def _without_aborted(buf: bytes, aborted: Sequence[tuple[int, int]]) -> bytes:
-    """``buf`` without the batches of aborted transactions (Kafka's CompletedFetch rule, as
-    _decode_records applies it)."""
-    pending = sorted(aborted, key=lambda a: a[1])
-    skipping: set[int] = set()
-    kept: list[bytes] = []
-    for pos, h in rec.iter_batches(buf):
-        last = h.base_offset + h.last_offset_delta
+class _AbortedFilter:
+    """Kafka's CompletedFetch rule, batch by batch in offset order: a transactional batch
+    of a producer is skipped from the first offset of one of its aborted transactions (a
+    Fetch answer's AbortedTransactions: producer id, first offset) until that producer's
+    ABORT marker."""
+
+    __slots__ = ("pending", "skipping")
+
+    def __init__(self, aborted: Sequence[tuple[int, int]]) -> None:
+        self.pending = sorted(aborted, key=lambda a: a[1])
+        self.skipping: set[int] = set()
+
+    def skips(self, buf: bytes, pos: int, h: rec.BatchHeader, last: int) -> bool:
+        """Whether the batch at ``pos`` (header ``h``, last offset ``last``) is left out."""
+        pending, skipping = self.pending, self.skipping
         while pending and pending[0][1] <= last:
             skipping.add(pending.pop(0)[0])
         if h.attributes & rec.CONTROL_MASK:
             if rec.control_type(buf, pos) == rec.ABORT_MARKER:
                 skipping.discard(h.producer_id)
-        elif h.attributes & rec.TRANSACTIONAL_MASK and h.producer_id in skipping:
-            continue
-        kept.append(buf[pos:pos + h.size])
+            return False
+        return bool(h.attributes & rec.TRANSACTIONAL_MASK and h.producer_id in skipping)
+
+
+def _without_aborted(buf: bytes, aborted: Sequence[tuple[int, int]]) -> bytes:
+    """``buf`` without the batches of aborted transactions (:class:`_AbortedFilter`, as
+    _decode_records applies it)."""
+    txn = _AbortedFilter(aborted)
+    kept: list[bytes] = []
+    for pos, h in rec.iter_batches(buf):
+        if not txn.skips(buf, pos, h, h.base_offset + h.last_offset_delta):
+            kept.append(buf[pos:pos + h.size])
     return b"".join(kept)
 
 
@@ -478,8 +499,7 @@ def _decode_records(
     out: list[Record] = []
     next_offset = start
     append = out.append
-    pending = sorted(aborted, key=lambda a: a[1])
-    skipping: set[int] = set()
+    txn = _AbortedFilter(aborted) if aborted else None
     for pos, h in rec.iter_batches(buf):
         # CRC first: lastOffsetDelta is under the CRC, and a flipped bit in it must not
         # make a damaged batch look like one to skip.
@@ -489,15 +509,10 @@ def _decode_records(
                 f"{topic}-{partition}: batch at offset {h.base_offset} fails its CRC",
             )
         last = h.base_offset + h.last_offset_delta
-        if pending or skipping:  # Kafka's CompletedFetch: only with aborted transactions
-            while pending and pending[0][1] <= last:
-                skipping.add(pending.pop(0)[0])
-            if h.attributes & rec.CONTROL_MASK:
-                if rec.control_type(buf, pos) == rec.ABORT_MARKER:
-                    skipping.discard(h.producer_id)
-            elif h.attributes & rec.TRANSACTIONAL_MASK and h.producer_id in skipping:
-                next_offset = max(next_offset, last + 1)
-                continue
+        # Kafka's CompletedFetch: only while aborted transactions are pending or open
+        if txn is not None and (txn.pending or txn.skipping) and txn.skips(buf, pos, h, last):
+            next_offset = max(next_offset, last + 1)
+            continue
         if last < start:
             continue
         if not h.attributes & rec.CONTROL_MASK:

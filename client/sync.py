@@ -23,8 +23,8 @@ import concurrent.futures
 import functools
 import os
 import threading
-from collections.abc import Coroutine, Generator, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import uvloop
 
@@ -32,29 +32,22 @@ from client.aio import (
     DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_MAX_IN_FLIGHT,
     Client,
-    ConfigEntry,
-    FetchResult,
-    Placement,
     ProducerRecord,
     Record,
-    TimeWindowPlan,
-    TopicPartition,
 )
 from client.connection import IDLE_POLL_US
 from client.producer import Producer, RecordMetadata
-from storage.planner import DisorderStats, PlannedRange
+from storage.planner import PlannedRange
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-    import pyarrow as pa
 
-    from client.aio import ProduceWindow
     from client.security import ClientSecurity
 
 __all__ = ["SyncClient", "SyncProducer"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
+F = TypeVar("F", bound=Callable[..., Any])
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"pid": None, "loop": None, "thread": None}
@@ -103,8 +96,50 @@ def _run(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
 
+def _blocking(
+    fn: Callable[Concatenate[Client, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[SyncClient, P], T]:
+    """The blocking twin of a :class:`client.Client` coroutine method: its parameters and
+    docstring, run on the loop thread with the caller blocked for the result."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def method(self: SyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._call(getattr(self._client, name)(*args, **kwargs))
+
+    return _named(method)
+
+
+def _iterating(
+    fn: Callable[Concatenate[Client, P], AsyncIterator[T]],
+) -> Callable[Concatenate[SyncClient, P], Generator[T, None, None]]:
+    """The blocking twin of a :class:`client.Client` method that yields chunks: an
+    iterator crossing to the loop thread once per chunk (see ``_iterate_chunks``)."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def method(self: SyncClient, /, *args: P.args,
+               **kwargs: P.kwargs) -> Generator[T, None, None]:
+        return self._iterate_chunks(getattr(self._client, name)(*args, **kwargs))
+
+    return _named(method)
+
+
+def _named(method: F) -> F:
+    """``method`` as SyncClient's own in reprs and tracebacks (``functools.wraps`` gave it
+    Client's qualified name and module)."""
+    method.__module__ = __name__
+    method.__qualname__ = f"SyncClient.{method.__name__}"
+    return method
+
+
 class SyncClient:
     """Blocking twin of :class:`client.Client`; same methods, same arguments, same errors.
+
+    The plain calls and the chunk iterators are made from Client's own methods
+    (``_blocking``, ``_iterating``), so their parameters and documentation are Client's;
+    the rest (connecting, ``produce``'s eager ``list(records)``, the record-at-a-time
+    iterators, ``send_batches``) is written here.
 
     ``SyncClient("127.0.0.1:9092")`` connects at once; use it as a context manager
     or call :meth:`close`.
@@ -166,38 +201,12 @@ class SyncClient:
 
     # ------------------------------------------------------------ admin and metadata
 
-    def create_topic(
-        self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None, *,
-        replication_factor: int = 1,
-    ) -> None:
-        self._call(self._client.create_topic(name, partitions, configs,
-                                             replication_factor=replication_factor))
-
-    def delete_topic(self, name: str) -> None:
-        self._call(self._client.delete_topic(name))
-
-    def list_topics(self) -> dict[str, list[int]]:
-        return self._call(self._client.list_topics())
-
-    def partitions_for(self, topic: str) -> list[int]:
-        return self._call(self._client.partitions_for(topic))
-
-    def describe_configs(
-        self, topic: str, keys: Sequence[str] | None = None
-    ) -> dict[str, str | None] | None:
-        return self._call(self._client.describe_configs(topic, keys))
-
-    def describe_config_entries(
-        self,
-        name: str,
-        *,
-        resource: str = "topic",
-        keys: Sequence[str] | None = None,
-        synonyms: bool = False,
-        documentation: bool = False,
-    ) -> dict[str, ConfigEntry]:
-        return self._call(self._client.describe_config_entries(
-            name, resource=resource, keys=keys, synonyms=synonyms, documentation=documentation))
+    create_topic = _blocking(Client.create_topic)
+    delete_topic = _blocking(Client.delete_topic)
+    list_topics = _blocking(Client.list_topics)
+    partitions_for = _blocking(Client.partitions_for)
+    describe_configs = _blocking(Client.describe_configs)
+    describe_config_entries = _blocking(Client.describe_config_entries)
 
     def api_version(self, api_key: int) -> int:
         return self._client.api_version(api_key)
@@ -225,49 +234,6 @@ class SyncClient:
                 max_batch_bytes=max_batch_bytes, max_in_flight=max_in_flight,
             )
         )
-
-    def produce_arrow(
-        self,
-        topic: str,
-        table: pa.Table | pa.RecordBatch,
-        *,
-        acks: int = 1,
-        compression: str | int | None = None,
-        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-    ) -> Placement:
-        """Bulk-produce an Arrow table; see :meth:`client.Client.produce_arrow`."""
-        return self._call(self._client.produce_arrow(
-            topic, table, acks=acks, compression=compression, max_batch_bytes=max_batch_bytes,
-            max_in_flight=max_in_flight))
-
-    def produce_columns(
-        self,
-        topic: str,
-        values: Any,
-        keys: Any = None,
-        timestamps: Any = None,
-        headers: Any = None,
-        *,
-        partition: int | None = None,
-        partitions: npt.NDArray[np.int64] | None = None,
-        acks: int = 1,
-        compression: str | int | None = None,
-        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-        window: ProduceWindow | None = None,
-    ) -> Placement:
-        """Produce records given as columns; see :meth:`client.Client.produce_columns`."""
-        return self._call(self._client.produce_columns(
-            topic, values, keys, timestamps, headers, partition=partition, partitions=partitions,
-            acks=acks, compression=compression, max_batch_bytes=max_batch_bytes,
-            max_in_flight=max_in_flight, window=window))
-
-    def init_producer_id(self) -> tuple[int, int]:
-        return self._call(self._client.init_producer_id())
-
-    def produce_batch(self, topic: str, partition: int, batch: bytes, *, acks: int = 1) -> int:
-        return self._call(self._client.produce_batch(topic, partition, batch, acks=acks))
 
     def send_batches(
         self, topic: str, batches: Mapping[int, bytes], *, acks: int = 1
@@ -298,56 +264,38 @@ class SyncClient:
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop)
 
+    produce_arrow = _blocking(Client.produce_arrow)
+    produce_columns = _blocking(Client.produce_columns)
+    init_producer_id = _blocking(Client.init_producer_id)
+    produce_batch = _blocking(Client.produce_batch)
+
     def producer(self, **kwargs: Any) -> SyncProducer:
         """A batching producer (same options as :class:`client.producer.Producer`)."""
         return SyncProducer(self, **kwargs)
 
     # ------------------------------------------------------------ offsets
 
-    def list_offsets(
-        self, query: Mapping[TopicPartition, int], isolation_level: int = 0
-    ) -> dict[TopicPartition, tuple[int, int]]:
-        return self._call(self._client.list_offsets(query, isolation_level))
-
-    def offsets_for_times(
-        self, topic: str, ts_ms: int, partitions: Iterable[int] | None = None,
-        isolation_level: int = 0,
-    ) -> dict[int, tuple[int, int] | None]:
-        return self._call(self._client.offsets_for_times(topic, ts_ms, partitions,
-                                                         isolation_level))
-
-    def earliest(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, int]:
-        return self._call(self._client.earliest(topic, partitions))
-
-    def latest(self, topic: str, partitions: Iterable[int] | None = None,
-               isolation_level: int = 0) -> dict[int, int]:
-        return self._call(self._client.latest(topic, partitions, isolation_level))
-
-    def max_timestamp(
-        self, topic: str, partitions: Iterable[int] | None = None
-    ) -> dict[int, tuple[int, int] | None]:
-        return self._call(self._client.max_timestamp(topic, partitions))
-
-    def time_range_offsets(
-        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None
-    ) -> dict[int, tuple[int, int]]:
-        return self._call(self._client.time_range_offsets(topic, start_ms, end_ms, partitions))
+    list_offsets = _blocking(Client.list_offsets)
+    offsets_for_times = _blocking(Client.offsets_for_times)
+    earliest = _blocking(Client.earliest)
+    latest = _blocking(Client.latest)
+    earliest_local = _blocking(Client.earliest_local)
+    latest_tiered = _blocking(Client.latest_tiered)
+    max_timestamp = _blocking(Client.max_timestamp)
+    time_range_offsets = _blocking(Client.time_range_offsets)
+    plan_time_window = _blocking(Client.plan_time_window)
+    count_time_windows = _blocking(Client.count_time_windows)
+    disorder_stats = _blocking(Client.disorder_stats)
 
     # ------------------------------------------------------------ fetch
 
-    def fetch_raw(
-        self, topic: str, partition: int, offset: int, max_bytes: int = 4 * 1024 * 1024, *,
-        max_wait_ms: int = 0, min_bytes: int = 1, isolation_level: int = 0,
-        timeout: float | None = None,
-    ) -> FetchResult:
-        return self._call(self._client.fetch_raw(
-            topic, partition, offset, max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
-            isolation_level=isolation_level, timeout=timeout))
-
-    def fetch(
-        self, topic: str, partition: int, offset: int, max_bytes: int = 4 * 1024 * 1024
-    ) -> tuple[list[Record], int]:
-        return self._call(self._client.fetch(topic, partition, offset, max_bytes))
+    fetch_raw = _blocking(Client.fetch_raw)
+    fetch = _blocking(Client.fetch)
+    # One thread hop per Fetch's list or Arrow batch, not per record.
+    consume_chunks = _iterating(Client.consume_chunks)
+    consume_arrow = _iterating(Client.consume_arrow)
+    read_planned_range_arrow = _iterating(Client.read_planned_range_arrow)
+    read_time_range_arrow = _iterating(Client.read_time_range_arrow)
 
     def consume(
         self,
@@ -363,44 +311,6 @@ class SyncClient:
                                              follow=follow, isolation_level=isolation_level)
         return self._iterate(chunks)
 
-    def consume_chunks(
-        self,
-        topic: str,
-        partition: int,
-        start_offset: int,
-        end_offset: int | None = None,
-        *,
-        follow: bool = False,
-        max_bytes: int = 4 * 1024 * 1024,
-        poll_ms: int = 500,
-        isolation_level: int = 0,
-    ) -> Generator[list[Record], None, None]:
-        """Like :meth:`consume`, one list per Fetch (one thread hop per list, not per record)."""
-        chunks = self._client.consume_chunks(
-            topic, partition, start_offset, end_offset, follow=follow, max_bytes=max_bytes,
-            poll_ms=poll_ms, isolation_level=isolation_level,
-        )
-        return self._iterate_chunks(chunks)
-
-    def consume_arrow(
-        self,
-        topic: str,
-        partition: int,
-        start_offset: int,
-        end_offset: int | None = None,
-        *,
-        follow: bool = False,
-        max_bytes: int = 4 * 1024 * 1024,
-        poll_ms: int = 500,
-        isolation_level: int = 0,
-    ) -> Generator[pa.RecordBatch, None, None]:
-        """Arrow record batches, one per Fetch; see :meth:`client.Client.consume_arrow`."""
-        chunks = self._client.consume_arrow(
-            topic, partition, start_offset, end_offset, follow=follow, max_bytes=max_bytes,
-            poll_ms=poll_ms, isolation_level=isolation_level,
-        )
-        return self._iterate_chunks(chunks)
-
     def _iterate_chunks(self, chunks: Any) -> Generator[Any, None, None]:
         try:
             while True:
@@ -412,29 +322,6 @@ class SyncClient:
         finally:
             if os.getpid() == self._pid:
                 self._call(chunks.aclose())
-
-    def plan_time_window(
-        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
-        *, isolation_level: int = 0,
-    ) -> dict[int, TimeWindowPlan]:
-        """The event-time plan per partition; see :meth:`client.Client.plan_time_window`."""
-        return self._call(self._client.plan_time_window(
-            topic, start_ms, end_ms, partitions, isolation_level=isolation_level))
-
-    def count_time_windows(
-        self, topic: str, boundaries: Sequence[int], partitions: Iterable[int] | None = None,
-        *, isolation_level: int = 0,
-    ) -> dict[int, list[int]]:
-        """Exact record counts per bucket and partition; see
-        :meth:`client.Client.count_time_windows`."""
-        return self._call(self._client.count_time_windows(
-            topic, boundaries, partitions, isolation_level=isolation_level))
-
-    def disorder_stats(
-        self, topic: str, partitions: Iterable[int] | None = None
-    ) -> dict[int, DisorderStats]:
-        """Per partition disorder counts; see :meth:`client.Client.disorder_stats`."""
-        return self._call(self._client.disorder_stats(topic, partitions))
 
     def read_time_range(
         self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
@@ -465,25 +352,6 @@ class SyncClient:
         for chunk in self._iterate_chunks(self._client.read_planned_range(
                 topic, partition, rng, start_ms, end_ms, isolation_level=isolation_level)):
             yield from chunk
-
-    def read_planned_range_arrow(
-        self, topic: str, partition: int, rng: PlannedRange, start_ms: int, end_ms: int,
-        *, isolation_level: int = 0,
-    ) -> Generator[pa.RecordBatch, None, None]:
-        """One planned range as Arrow batches; see
-        :meth:`client.Client.read_planned_range_arrow`."""
-        return self._iterate_chunks(self._client.read_planned_range_arrow(
-            topic, partition, rng, start_ms, end_ms, isolation_level=isolation_level))
-
-    def read_time_range_arrow(
-        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
-        *, event_time: bool = False, isolation_level: int = 0,
-    ) -> Generator[tuple[int, pa.RecordBatch], None, None]:
-        """(partition, Arrow batch) pairs of a time window; see
-        :meth:`client.Client.read_time_range_arrow`."""
-        return self._iterate_chunks(self._client.read_time_range_arrow(
-            topic, start_ms, end_ms, partitions, event_time=event_time,
-            isolation_level=isolation_level))
 
     def _iterate(self, chunks: Any) -> Generator[Record, None, None]:
         for chunk in self._iterate_chunks(chunks):

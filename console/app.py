@@ -32,6 +32,7 @@ import jinja2
 from aiohttp import web
 
 from client.aio import EARLIEST, LATEST, MAX_TIMESTAMP, Client, TopicPartition
+from client.model import EARLIEST_LOCAL, LATEST_TIERED, LIST_OFFSETS
 from client.timeparse import TimeParseError, format_time, parse_time
 from console import browse, deletes, eventtime, groups, timeline
 from console.cluster import overview
@@ -334,13 +335,32 @@ async def timeline_page(request: web.Request) -> web.Response:
     if before and request.app[CONFIG].allow_writes:
         at = deletes.parse_at(before)
         cut = {"at": at, "plan": await deletes.plan(client_of(request), ctx["topic"], at)}
+    tier = await tier_table(client_of(request), ctx["topic"], tl.partitions)
     resp = _page(request, "timeline.html", tl=tl, data_json=json.dumps(data).replace("</", "<\\/"),
-                 cut=cut, token=request.app[FORM_TOKEN], done=request.query.get("done"),
+                 cut=cut, tier=tier, token=request.app[FORM_TOKEN], done=request.query.get("done"),
                  disorder=states, late=sum(s.late_records or 0 for s in states.values()),
                  meaning_link=_meaning_link(request, "offset" if ctx["by"] == "event" else "event"),
                  **ctx)
     resp.headers["Server-Timing"] = f"timeline;dur={tl.server_ms:.1f}"
     return resp
+
+
+async def tier_table(client: Client, topic: str, parts: list[int]) -> list[dict[str, int]] | None:
+    """Per partition: log start, local log start (ListOffsets -4), last offset in the
+    remote tier (-5) and log end; None when no partition has remote data or the broker
+    cannot say (ListOffsets below v9: not a KIP-405 broker)."""
+    if client.api_version(LIST_OFFSETS) < 9:
+        return None
+    tps = {p: TopicPartition(topic, p) for p in parts}
+    start = await client.list_offsets(dict.fromkeys(tps.values(), EARLIEST))
+    local = await client.list_offsets(dict.fromkeys(tps.values(), EARLIEST_LOCAL))
+    tiered = await client.list_offsets(dict.fromkeys(tps.values(), LATEST_TIERED))
+    end = await client.list_offsets(dict.fromkeys(tps.values(), LATEST))
+    rows = [{"partition": p, "log_start": start[tp][0], "local_start": local[tp][0],
+             "remote_end": tiered[tp][0], "log_end": end[tp][0]} for p, tp in sorted(tps.items())]
+    if all(r["remote_end"] < 0 and r["local_start"] <= r["log_start"] for r in rows):
+        return None
+    return rows
 
 
 def _meaning_link(request: web.Request, by: str) -> str:

@@ -45,7 +45,7 @@ from client import ErrorCode, FetchResult, KafkaError, SyncClient, TopicPartitio
 from pipeline.decode import decode_fetch
 from storage.records import iter_batches
 
-__all__ = ["DataLossError", "FetchStats", "read_range", "read_ranges"]
+__all__ = ["DataLossError", "FetchStats", "in_window", "read_range", "read_ranges"]
 
 _FIRST_FETCH_BYTES = 32 * 1024
 _MIN_FETCH_BYTES = 4 * 1024
@@ -180,7 +180,7 @@ def read_ranges(
                               isolation_level=isolation_level)
             for batch in span:
                 if window is not None:
-                    batch = _in_window(batch, *window)
+                    batch = in_window(batch, *window)
                     if batch.num_rows == 0:
                         continue
                 yield batch
@@ -189,7 +189,7 @@ def read_ranges(
         client.close()
 
 
-def _in_window(batch: pa.RecordBatch, start_ms: int, end_ms: int) -> pa.RecordBatch:
+def in_window(batch: pa.RecordBatch, start_ms: int, end_ms: int) -> pa.RecordBatch:
     """The rows of ``batch`` with start_ms <= timestamp < end_ms (timestamps are in µs)."""
     ts = batch.column("timestamp").cast(pa.int64())
     keep = pc.greater_equal(ts, start_ms * 1000)

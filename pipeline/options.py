@@ -128,6 +128,9 @@ class ReadOptions:
     """Kafka's IsolationLevel: 0 read_uncommitted (Spark's default), 1 read_committed."""
     event_time: bool = False
     """``eventTime``: the time bounds select records by their own timestamps, not positions."""
+    remote: tuple[tuple[str, str], ...] = ()
+    """``remoteStorage`` and its ``remoteStorage.*`` options as the object store takes them
+    (``url``, ``s3.endpoint``, ...): read what the tier holds straight from the bucket."""
 
     @property
     def positional_window(self) -> bool:
@@ -300,6 +303,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     event_time = _bool(opts, "eventtime", False)
     if event_time:
         _check_event_time(starting, ending, streaming=streaming)
+    remote = _remote(opts, streaming=streaming)
     fetch_max = _int(opts, "fetch.max.bytes", 1024) or _DEFAULT_FETCH_MAX_BYTES
     timeout_ms = _int(opts, "request.timeout.ms", 1) or 30000
     return ReadOptions(
@@ -316,7 +320,40 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         request_timeout=timeout_ms / 1000.0,
         isolation_level=_ISOLATION[isolation],
         event_time=event_time,
+        remote=remote,
     )
+
+
+_REMOTE = "remotestorage"
+_REMOTE_KEYS = ("s3.endpoint", "s3.region", "s3.access.key.id", "s3.secret.access.key")
+
+
+def _remote(opts: Mapping[str, str], *, streaming: bool) -> tuple[tuple[str, str], ...]:
+    """``remoteStorage`` (the broker's rsm.config.url) and ``remoteStorage.<name>`` (its
+    rsm.config.<name>) as the object store's options; unknown names are errors."""
+    given = {k: v for k, v in opts.items() if k == _REMOTE or k.startswith(_REMOTE + ".")}
+    if not given:
+        return ()
+    url = (given.pop(_REMOTE, "") or "").strip()
+    if not url:
+        raise OptionError(
+            'option "remoteStorage" names the bucket the broker tiers to, e.g. '
+            '.option("remoteStorage", "s3://bucket/prefix") (the broker\'s rsm.config.url); '
+            f"got {', '.join(sorted(given))} without it")
+    if not url.startswith(("file://", "s3://")):
+        raise OptionError(f'option "remoteStorage" must be file:///a/dir or s3://bucket/prefix, '
+                          f"got {url!r}")
+    if streaming:
+        raise OptionError('option "remoteStorage" applies to batch reads (spark.read) only')
+    out = [("url", url)]
+    for k, v in sorted(given.items()):
+        name = k[len(_REMOTE) + 1:]
+        if name not in _REMOTE_KEYS:
+            raise OptionError(
+                f"unknown option {k!r}; remoteStorage takes "
+                + ", ".join(f"remoteStorage.{n}" for n in _REMOTE_KEYS))
+        out.append((name, v.strip()))
+    return tuple(out)
 
 
 def _check_event_time(starting: Bound, ending: Bound, *, streaming: bool) -> None:

@@ -13,8 +13,12 @@ Where each piece runs, and why it is shaped this way:
   planned offset ranges and keeps the rows with start <= timestamp < end. A
   positional time window (no ``eventTime``) over partitions whose timestamps
   arrived out of order logs one WARNING from the planner (:mod:`pipeline.disorder`).
-- ``read()`` runs on executors, opens its own connection and yields Arrow
-  batches (:mod:`pipeline.fetcher`). Nothing assumes a shared disk or process.
+- With ``remoteStorage`` the planner also reads the tier's manifests and turns what the
+  bucket holds into ``RemoteSegmentPartition``s (:mod:`pipeline.remote`): their tasks do
+  ranged GETs of segment objects instead of fetches; the rest stays with the broker.
+- ``read()`` runs on executors, opens its own connection (or its own object store)
+  and yields Arrow batches (:mod:`pipeline.fetcher`). Nothing assumes a shared disk or
+  process.
 - The streaming reader keeps a broker connection in the planner process across
   micro-batches (dropped when pickled); its offsets are plain JSON-able dicts
   ``{"topic": {"0": 42}}`` that Spark checkpoints, so a restarted query resumes
@@ -61,9 +65,12 @@ from pipeline.options import (
     parse_read_options,
     parse_write_options,
 )
+from pipeline.remote import RemoteTask, Tier, open_store, plan_positional, read_task
+from pipeline.remote import plan_event_time as remote_event_time
 from pipeline.schema import SPARK_SCHEMA
 
-__all__ = ["ChronologDataSource", "OffsetRangePartition", "EventTimePartition"]
+__all__ = ["ChronologDataSource", "OffsetRangePartition", "EventTimePartition",
+           "RemoteSegmentPartition"]
 
 
 class OffsetRangePartition(InputPartition):
@@ -102,17 +109,41 @@ class EventTimePartition(InputPartition):
         return f"EventTimePartition({self.topic}-{self.partition} {spans} ms {self.window})"
 
 
-def event_time_partitions(client: SyncClient, opts: ReadOptions) -> list[EventTimePartition]:
-    """The tasks of an event-time batch read (what ``partitions()`` returns)."""
-    tasks = event_time_tasks(plan_event_time(client, opts), opts.min_partitions,
-                             opts.max_records_per_partition)
+class RemoteSegmentPartition(InputPartition):
+    """One Spark task reading byte ranges of tiered segments of one partition straight from
+    the bucket (``remoteStorage``, :mod:`pipeline.remote`)."""
+
+    def __init__(self, task: RemoteTask) -> None:
+        super().__init__(tuple(task))
+        self.task = task
+
+    def __repr__(self) -> str:
+        t = self.task
+        spans = ", ".join(f"[{s.start}, {s.end})" for s in t.spans)
+        return f"RemoteSegmentPartition({t.topic}-{t.partition} {spans})"
+
+
+def event_time_partitions(client: SyncClient, opts: ReadOptions) -> list[InputPartition]:
+    """The tasks of an event-time batch read (what ``partitions()`` returns); with
+    ``remoteStorage`` the tiered part becomes remote tasks, one per planned segment."""
+    plan = plan_event_time(client, opts)
     window = opts.event_window()
-    return [EventTimePartition(t[0].topic, t[0].partition,
-                               tuple((r.start, r.end, r.bytes) for r in t), window)
-            for t in tasks]
+    remote: list[InputPartition] = []
+    if opts.remote:
+        parts = opts.subscription.select(client.list_topics())
+        tasks, plan = remote_event_time(Tier(open_store(opts.remote)), client, parts, window,
+                                        plan, opts.isolation_level)
+        remote = [RemoteSegmentPartition(t) for t in tasks]
+    pieces = event_time_tasks(plan, opts.min_partitions, opts.max_records_per_partition)
+    return remote + [EventTimePartition(t[0].topic, t[0].partition,
+                                        tuple((r.start, r.end, r.bytes) for r in t), window)
+                     for t in pieces]
 
 
 def _read(opts: ReadOptions, part: InputPartition) -> Iterator[pa.RecordBatch]:
+    if isinstance(part, RemoteSegmentPartition):
+        return read_task(opts.remote, part.task, chunk_bytes=opts.fetch_max_bytes,
+                         fail_on_data_loss=opts.fail_on_data_loss)
     if isinstance(part, EventTimePartition):
         return read_ranges(
             opts.bootstrap, part.topic, part.partition, part.ranges, window=part.window,
@@ -194,10 +225,16 @@ class ChronologBatchReader(DataSourceReader):
             ranges = resolve_ranges(c, self.opts)
             if self.opts.positional_window:
                 warn_if_disordered(c, _by_topic(ranges))
-        pieces = split_ranges(
-            ranges, self.opts.min_partitions, self.opts.max_records_per_partition
-        )
-        return [OffsetRangePartition(r.topic, r.partition, r.start, r.end) for r in pieces]
+            pieces = split_ranges(
+                ranges, self.opts.min_partitions, self.opts.max_records_per_partition
+            )
+            remote: list[InputPartition] = []
+            if self.opts.remote:
+                tasks, pieces = plan_positional(Tier(open_store(self.opts.remote)), c, pieces,
+                                                self.opts.isolation_level)
+                remote = [RemoteSegmentPartition(t) for t in tasks]
+        return remote + [OffsetRangePartition(r.topic, r.partition, r.start, r.end)
+                         for r in pieces]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.opts, partition)

@@ -14,6 +14,7 @@ records of aborted transactions (IsolationLevel 1).
 
 from __future__ import annotations
 
+from protocol.plan_time_window import ASKED_TOPICS, PARTITION_POSITION
 from protocol.schema import F, arr, message
 
 #: The most boundaries one request may carry (a chart has a few hundred).
@@ -23,10 +24,7 @@ REQUEST = message(
     "CountTimeWindowsRequest",
     F("isolation_level", "int8"),
     F("boundaries", "[]int64"),
-    F("topics", arr(
-        F("name", "string"),
-        F("partitions", "[]int32"),
-    )),
+    ASKED_TOPICS,
 )
 
 RESPONSE = message(
@@ -35,11 +33,7 @@ RESPONSE = message(
     F("topics", arr(
         F("name", "string"),
         F("partitions", arr(
-            F("partition_index", "int32"),
-            F("error_code", "int16"),
-            F("log_start_offset", "int64", default=-1),
-            F("high_watermark", "int64", default=-1),
-            F("last_stable_offset", "int64", default=-1),
+            *PARTITION_POSITION,
             F("counts", "[]int64"),
         )),
     )),

@@ -17,15 +17,27 @@ from __future__ import annotations
 
 from protocol.schema import F, arr, message
 
+#: What the two event-time APIs (this one and CountTimeWindows) share: the partitions a
+#: request asks, per topic, and what every partition's answer starts with (where it
+#: stands, or why it has no answer).
+ASKED_TOPICS = F("topics", arr(
+    F("name", "string"),
+    F("partitions", "[]int32"),
+))
+PARTITION_POSITION = (
+    F("partition_index", "int32"),
+    F("error_code", "int16"),
+    F("log_start_offset", "int64", default=-1),
+    F("high_watermark", "int64", default=-1),
+    F("last_stable_offset", "int64", default=-1),
+)
+
 REQUEST = message(
     "PlanTimeWindowRequest",
     F("isolation_level", "int8"),
     F("start_timestamp", "int64"),
     F("end_timestamp", "int64"),
-    F("topics", arr(
-        F("name", "string"),
-        F("partitions", "[]int32"),
-    )),
+    ASKED_TOPICS,
 )
 
 RESPONSE = message(
@@ -34,11 +46,7 @@ RESPONSE = message(
     F("topics", arr(
         F("name", "string"),
         F("partitions", arr(
-            F("partition_index", "int32"),
-            F("error_code", "int16"),
-            F("log_start_offset", "int64", default=-1),
-            F("high_watermark", "int64", default=-1),
-            F("last_stable_offset", "int64", default=-1),
+            *PARTITION_POSITION,
             F("late_records", "int64", default=-1),
             F("max_lateness_ms", "int64", default=-1),
             F("records", "int64", default=-1),

@@ -24,7 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from io import BytesIO
 from typing import Any
 
@@ -244,22 +244,42 @@ def default_source(value: Any) -> str:
 
 
 class _Leaf(Construct):
-    """A leaf type whose compiled path is one call of the helper its ``_parse``/``_build`` call.
+    """A leaf type read by one helper call and written by another, the same calls in the
+    interpreted path (``_parse``/``_build``) and, as source, in the compiled one.
 
-    ``_parse_call``/``_build_call`` are that call's source, formatted with the
-    instance's attributes (``{compact}``, ``{nullable}``).
+    ``_read(io[, this], *args)`` and ``_write(io, obj, *args)``: ``args`` are the
+    instance's settings (a sized leaf's ``compact`` and ``nullable``); ``this`` (the
+    parse context, for a zero-copy slice of the frame) only where ``_reads_context``.
     """
 
-    _parse_call = ""
-    _build_call = ""
+    _read: Callable[..., Any]
+    _write: Callable[..., Any]
+    _reads_context = False
+
+    def _args(self) -> tuple[Any, ...]:
+        return ()
+
+    def _parse(self, stream: Any, context: Any, path: Any) -> Any:
+        if self._reads_context:
+            return self._read(stream, context, *self._args())
+        return self._read(stream, *self._args())
+
+    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
+        return self._write(stream, obj, *self._args())
 
     def _emitparse(self, code: Any) -> str:
         code.append(_HELPERS)
-        return self._parse_call.format(**vars(self))
+        this = ["this"] if self._reads_context else []
+        return _call(self._read, "io", *this, *self._args())
 
     def _emitbuild(self, code: Any) -> str:
         code.append(_HELPERS)
-        return self._build_call.format(**vars(self))
+        return _call(self._write, "io", "obj", *self._args())
+
+
+def _call(fn: Callable[..., Any], *names: Any) -> str:
+    """The source of a call of ``fn``: strings are names, other arguments their repr."""
+    return f"{fn.__name__}({', '.join(n if isinstance(n, str) else repr(n) for n in names)})"
 
 
 class _Sized(_Leaf):
@@ -270,57 +290,37 @@ class _Sized(_Leaf):
         self.compact = compact
         self.nullable = nullable
 
+    def _args(self) -> tuple[Any, ...]:
+        return self.compact, self.nullable
+
 
 class KBool(_Leaf):
     """Kafka boolean: one byte, 0 = false."""
 
-    _parse_call = "read_bool(io)"
-    _build_call = "write_bool(io, obj)"
-
-    def _parse(self, stream: Any, context: Any, path: Any) -> bool:
-        return read_bool(stream)
-
-    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> bool:
-        return write_bool(stream, obj)
+    _read = staticmethod(read_bool)
+    _write = staticmethod(write_bool)
 
 
 class KUuid(_Leaf):
     """A 16-byte UUID kept as ``bytes`` (all-zero = Kafka's ZERO_UUID)."""
 
-    _parse_call = "read_uuid(io)"
-    _build_call = "write_uuid(io, obj)"
-
-    def _parse(self, stream: Any, context: Any, path: Any) -> bytes:
-        return read_uuid(stream)
-
-    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
-        return write_uuid(stream, obj)
+    _read = staticmethod(read_uuid)
+    _write = staticmethod(write_uuid)
 
 
 class KString(_Sized):
     """int16-length (or, compact, uvarint len+1) UTF-8 string; -1 / 0 = null when nullable."""
 
-    _parse_call = "read_string(io, {compact}, {nullable})"
-    _build_call = "write_string(io, obj, {compact}, {nullable})"
-
-    def _parse(self, stream: Any, context: Any, path: Any) -> str | None:
-        return read_string(stream, self.compact, self.nullable)
-
-    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> str | None:
-        return write_string(stream, obj, self.compact, self.nullable)
+    _read = staticmethod(read_string)
+    _write = staticmethod(write_string)
 
 
 class KBytes(_Sized):
     """int32-length (or compact) bytes; ``records`` use it too. Zero-copy given a ``frame``."""
 
-    _parse_call = "read_bytes(io, this, {compact}, {nullable})"
-    _build_call = "write_bytes(io, obj, {compact}, {nullable})"
-
-    def _parse(self, stream: Any, context: Any, path: Any) -> Any:
-        return read_bytes(stream, context, self.compact, self.nullable)
-
-    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
-        return write_bytes(stream, obj, self.compact, self.nullable)
+    _read = staticmethod(read_bytes)
+    _write = staticmethod(write_bytes)
+    _reads_context = True
 
 
 class KArray(Construct):

@@ -16,6 +16,9 @@ from hypothesis import HealthCheck, settings
 # Also imported from here by tests/ecosystem, which keeps its own imports.
 from tests.helpers.broker import BrokerProcess, free_port_number
 
+# Fixtures: the real S3 server (s3proxy) and a fresh bucket per test, for the tier.
+from tests.helpers.s3server import s3_bucket, s3_server  # noqa: F401
+
 settings.register_profile(
     "chronolog",
     deadline=None,

@@ -211,8 +211,13 @@ def sessions(
             base = tmp_path_factory.mktemp(doc.stem)
             (base / "broker-data").mkdir()
             udp = f"127.0.0.1:{_free_port()}"
+            # Tiering on (topics opt in with remote.storage.enable=true), its bucket beside
+            # the data directory, so docs/storage.md's tier examples run as written.
             b = broker_process_class(base / "broker-data", _free_port(), {
-                "udp.listeners": udp, "udp.topic": "udp", "udp.format": "tsv"}).start()
+                "udp.listeners": udp, "udp.topic": "udp", "udp.format": "tsv",
+                "remote.log.storage.system.enable": "true",
+                "rsm.config.url": f"file://{base}/bucket",
+                "remote.log.manager.task.interval.ms": "200"}).start()
             brokers.append(b)
             (base / "work").mkdir()
             s = self[doc] = DocSession(base / "work", b, udp)

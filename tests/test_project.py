@@ -15,6 +15,10 @@ LAYERS = ("broker", "protocol", "storage", "client", "pipeline", "console")
 # client side (client/, pipeline/) may use to build and decode batches.
 _CODEC = {"storage.records", "storage.columnar", "storage.codecs", "storage.errors",
           "storage.planner", "storage.primitives"}
+# The tier's shared formats: what a reader of the bucket needs besides the codec (Spark's
+# remoteStorage reads manifests, zone maps and transaction indexes straight from it).
+_TIER_FORMATS = {"storage.remote.manifest", "storage.remote.store", "storage.txnindex",
+                 "storage.zonemap"}
 
 # What each package may import of ours (a name, or anything below it). client/cli/ is
 # the application and may import every layer; bench/ and tests/ sit on top.
@@ -25,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "storage": {"storage"},
     "broker": {"broker", "protocol", "storage"},
     "client": {"client", "protocol"} | _CODEC,
-    "pipeline": {"pipeline", "client"} | _CODEC,
+    "pipeline": {"pipeline", "client"} | _CODEC | _TIER_FORMATS,
     "console": {"console", "client", "protocol"},
 }
 APPLICATION = ("client/cli",)

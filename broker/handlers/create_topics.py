@@ -97,6 +97,8 @@ async def handle(request: Request[m.CreateTopicsRequest], ctx: RequestContext) -
             partitions, log_config, overrides = pm.resolve_create(name, num_partitions, rf, configs)
             if not body.validate_only:
                 pm.create_topic(name, partitions, dict(overrides), rf)
+                if ctx.broker.tier is not None:
+                    ctx.broker.tier.kick()  # a tiered topic gets its tiers at once
         except KafkaError as exc:
             out.append(_failed(name, int(exc.code), exc.message or None))
             continue

@@ -9,6 +9,10 @@ Invariants (Kafka's ``Partition.deleteRecordsOnLeader``):
   at once and the segments wholly below it are deleted at once (Kafka leaves both to
   its periodic tasks); ListOffsets EARLIEST, time lookups, Fetch (OFFSET_OUT_OF_RANGE
   below it) and retention all use it.
+- A tiered partition (KIP-405): the new start is written into its remote manifest before
+  the answer (read replicas and Spark stop serving below it), and the remote segments
+  wholly below it are deleted by the remote-log-manager's next pass, which this kicks. A
+  store failure there is logged and retried; the answer stands (the start moved).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ async def handle(request: Request[m.DeleteRecordsRequest], ctx: RequestContext) 
                 continue
             try:
                 low, code = pm.delete_records(topic.name, p.partition_index, p.offset), 0
+                if ctx.broker.tier is not None:
+                    await ctx.broker.tier.log_start_moved(topic.name, p.partition_index)
             except KafkaError as exc:
                 low, code = -1, int(exc.code)
                 log.info("refused DeleteRecords of %s-%d to %d from %s: %s", topic.name,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.acl.check import request_error
 from broker.quotas.model import (
     InvalidQuota,
     UnknownEntityType,
@@ -24,9 +23,6 @@ from protocol.errors import ErrorCode
 
 
 async def handle(request: Request[m.DescribeClientQuotasRequest], ctx: Any) -> m.DescribeClientQuotasResponse:
-    refused = request_error(request, ctx)
-    if refused:
-        return error_body(request, refused)
     body = request.body
     components = [(c.entity_type, c.match_type, c.match) for c in body.components]
     try:

@@ -135,6 +135,9 @@ _BROKER_LONGS = frozenset({
     "connections.max.idle.ms",
     "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "log.cleaner.delete.retention.ms",
     "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
+    "remote.log.manager.task.interval.ms", "remote.log.manager.task.retry.backoff.ms",
+    "remote.log.manager.task.retry.backoff.max.ms", "remote.log.index.file.cache.total.size.bytes",
+    "log.local.retention.ms", "log.local.retention.bytes",
 })
 
 

@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import shutil
 
-from broker.acl.check import request_error
 from broker.dispatch import RequestContext
 from protocol import messages as m
 from protocol.api import Request
 
 
 async def handle(request: Request[m.DescribeLogDirsRequest], ctx: RequestContext) -> m.DescribeLogDirsResponse:
-    refused = request_error(request, ctx)
-    if refused:
-        return error_body(request, refused)
     pm = ctx.partitions
     logs = pm.logs()
     wanted: dict[str, list[int]]

@@ -8,7 +8,6 @@ partitions that need no election). The top-level ErrorCode (v1+) is NONE.
 
 from __future__ import annotations
 
-from broker.acl.check import request_error
 from broker.dispatch import RequestContext
 from protocol import messages as m
 from protocol.api import Request
@@ -26,9 +25,6 @@ def _result(ctx: RequestContext, topic: str, p: int) -> Result:
 
 
 async def handle(request: Request[m.ElectLeadersRequest], ctx: RequestContext) -> m.ElectLeadersResponse:
-    refused = request_error(request, ctx)
-    if refused:
-        return error_body(request, refused)
     wanted = request.body.topic_partitions or []
     return m.ElectLeadersResponse(throttle_time_ms=0, error_code=0, replica_election_results=[
         m.ElectLeadersResponseReplicaElectionResults(

@@ -23,6 +23,10 @@ Invariants:
   shutdown), then read again. The answer never waits longer than MaxWaitMs.
 - CurrentLeaderEpoch (v9+) other than -1 or 0 is UNKNOWN_LEADER_EPOCH (75) above,
   FENCED_LEADER_EPOCH (74) below, as Kafka checks it.
+- A FetchOffset below the local log start of a tiered partition (KIP-405) is read from
+  the remote tier in the tier's thread pool (``read_remote``), the answer otherwise the
+  same: consumers see one log. Kafka's OFFSET_MOVED_TO_TIERED_STORAGE is for followers
+  only; this broker has none.
 - Fetch sessions (KIP-227) are not kept: SessionId 0 is answered (the client
   then sends full fetches); an incremental fetch naming a session is
   FETCH_SESSION_ID_NOT_FOUND (70).
@@ -58,11 +62,47 @@ def _partition(index: int, error: int, hw: int, log_start: int, records: Buffer,
                   aborted_transactions=aborted, preferred_read_replica=-1, records=records)
 
 
+async def read_remote(body: m.FetchRequest, ctx: RequestContext, denied: frozenset[str]
+                      ) -> dict[tuple[str, int], Buffer | Exception]:
+    """The records of partitions whose FetchOffset is below their local log start, read
+    from the remote tier in its thread pool (never on the event loop): (topic,
+    partition) -> bytes, or the exception the read raised (answered per partition)."""
+    tier = ctx.broker.tier
+    out: dict[tuple[str, int], Buffer | Exception] = {}
+    if tier is None:
+        return out
+    pm = ctx.partitions
+    committed = body.isolation_level == READ_COMMITTED
+    limit = max(0, min(body.max_bytes, ctx.config.fetch_max_bytes))
+    for topic in body.topics:
+        if topic.topic in denied:
+            continue
+        for p in topic.partitions:
+            try:
+                plog = pm.get_log(topic.topic, p.partition)
+            except KafkaError:
+                continue
+            offset = p.fetch_offset
+            if not (plog.log_start_offset <= offset and tier.remote_below(plog, offset)):
+                continue
+            bound = pm.last_stable_offset(topic.topic, p.partition, plog) if committed \
+                else plog.high_watermark
+            try:
+                out[(topic.topic, p.partition)] = await tier.read(
+                    plog, offset, max(min(p.partition_max_bytes, limit), 1), bound)
+            except Exception as exc:
+                out[(topic.topic, p.partition)] = exc
+    return out
+
+
 def read_partitions(body: m.FetchRequest, ctx: RequestContext, denied: frozenset[str] = frozenset(),
+                    remote: dict[tuple[str, int], Buffer | Exception] | None = None,
                     ) -> tuple[list[m.FetchResponseResponses], int, bool]:
     """One pass over the requested partitions: (responses, bytes of records, any error);
-    topics in ``denied`` (no READ) answer TOPIC_AUTHORIZATION_FAILED."""
+    topics in ``denied`` (no READ) answer TOPIC_AUTHORIZATION_FAILED; ``remote`` holds
+    what ``read_remote`` read from the tier for offsets below the local log start."""
     pm = ctx.partitions
+    tier = ctx.broker.tier
     committed = body.isolation_level == READ_COMMITTED
     aborted: list[Aborted] | None = [] if committed else None
     producers = pm.producers
@@ -95,6 +135,12 @@ def read_partitions(body: m.FetchRequest, ctx: RequestContext, denied: frozenset
                 parts.append(_partition(index, int(code), -1, -1, b"", aborted))
                 errors = True
                 continue
+            down = tier.unavailable(name, index) if tier is not None else None
+            if down is not None:
+                parts.append(_partition(index, int(ErrorCode.KAFKA_STORAGE_ERROR), -1, -1, b"",
+                                        aborted))
+                errors = True
+                continue
             hw = plog.high_watermark
             start = plog.log_start_offset
             offset = p.fetch_offset
@@ -110,7 +156,11 @@ def read_partitions(body: m.FetchRequest, ctx: RequestContext, denied: frozenset
             bound = lso if committed else hw
             if offset < bound and (limit > 0 or first_data):
                 try:
-                    records = plog.read(offset, max(limit, 1), max_offset=bound)
+                    got = remote.get((name, index)) if remote else None
+                    if isinstance(got, Exception):
+                        raise got
+                    records = got if got is not None else plog.read(
+                        offset, max(limit, 1), max_offset=bound)
                 except Exception as exc:
                     err = partition_error(exc, f"fetch from {name}-{index}")
                     parts.append(_partition(index, int(err.code), hw, start, b"", aborted))
@@ -143,7 +193,8 @@ async def handle(request: Request[m.FetchRequest], ctx: RequestContext) -> m.Fet
     if ctx.broker.authorizer is not None:
         denied = frozenset(t.topic for t in body.topics if not allowed(ctx, READ, TOPIC, t.topic))
     while True:
-        responses, total, errors = read_partitions(body, ctx, denied)
+        remote = await read_remote(body, ctx, denied) if ctx.broker.tier is not None else None
+        responses, total, errors = read_partitions(body, ctx, denied, remote)
         remaining = deadline - loop.time()
         if total >= body.min_bytes or errors or remaining <= 0 or ctx.broker.stopping or not keys:
             break

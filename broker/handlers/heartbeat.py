@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
 from protocol import messages as m
 from protocol.api import Request
@@ -22,9 +21,6 @@ def _answer(code: int) -> m.HeartbeatResponse:
 
 
 async def handle(request: Request[m.HeartbeatRequest], ctx: Any) -> m.HeartbeatResponse:
-    refused = request_error(request, ctx)
-    if refused:
-        return error_body(request, refused)
     b = request.body
     coord: GroupCoordinator = ctx.broker.groups
     if not b.group_id:

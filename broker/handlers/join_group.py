@@ -15,7 +15,6 @@ from typing import Any
 
 import msgspec
 
-from broker.acl.check import request_error
 from broker.groups.classic import JoinRequest
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
 from protocol import messages as m
@@ -37,9 +36,6 @@ def _shape(version: int, body: m.JoinGroupResponse) -> m.JoinGroupResponse:
 
 
 async def handle(request: Request[m.JoinGroupRequest], ctx: Any) -> m.JoinGroupResponse:
-    refused = request_error(request, ctx)
-    if refused:
-        return error_body(request, refused)
     b = request.body
     v = request.api_version
     coord: GroupCoordinator = ctx.broker.groups

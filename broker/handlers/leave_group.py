@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
 from protocol import messages as m
 from protocol.api import Request
@@ -37,9 +36,6 @@ def _answer(request: Request[m.LeaveGroupRequest], leaving: list[tuple[str, str 
 
 
 async def handle(request: Request[m.LeaveGroupRequest], ctx: Any) -> m.LeaveGroupResponse:
-    refused = request_error(request, ctx)
-    if refused:
-        return error_body(request, refused)
     b = request.body
     coord: GroupCoordinator = ctx.broker.groups
     leaving = _leaving(request)

@@ -15,6 +15,10 @@ Invariants (kafka-facts §4 and §6):
   itself runs over every batch, control markers and aborted data included, exactly as
   under READ_UNCOMMITTED. EARLIEST is never filtered. With no open transaction the
   LSO is the high watermark and both levels agree.
+- A tiered partition (KIP-405): -4 EARLIEST_LOCAL is the local log start, -5
+  LATEST_TIERED the highest offset copied (-1 when none); a timestamp is searched in
+  the remote segments first (Kafka's algorithm, in the tier's thread pool, never on the
+  event loop), then in the local ones.
 - A partition named twice in one request is INVALID_REQUEST (42) each time (v1+).
 - CurrentLeaderEpoch (v4+) other than -1: above ours is UNKNOWN_LEADER_EPOCH (75),
   below is FENCED_LEADER_EPOCH (74). This broker's leader epoch is always 0.
@@ -22,6 +26,7 @@ Invariants (kafka-facts §4 and §6):
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -32,7 +37,7 @@ from broker.errors import partition_error
 from protocol import messages as m
 from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
-from storage.log import Log
+from storage.log import Log, TimestampOffset
 
 LEADER_EPOCH = 0
 LATEST = -1
@@ -52,6 +57,10 @@ METRICS = _metrics()
 
 
 Answer = m.ListOffsetsResponseTopicsPartitions
+#: ``_lookup``'s default: the remote tier was not asked (no tier, or nothing remote).
+_NOT_ASKED: Any = object()
+#: The timestamp under which ``remote_lookups`` files a partition whose tier is down.
+UNAVAILABLE = -(1 << 62)
 
 
 def _answer(index: int, error: int, timestamp: int = -1, offset: int = -1,
@@ -89,9 +98,49 @@ def legacy_offsets(plog: Log, timestamp: int, max_num_offsets: int, now_ms: int)
     return out
 
 
-def _lookup(plog: Log, timestamp: int) -> tuple[int, int, int]:
-    """(timestamp, offset, leader epoch) of one partition, for v1+."""
+async def remote_lookups(ctx: RequestContext, body: m.ListOffsetsRequest
+                         ) -> dict[tuple[str, int, int], TimestampOffset | None | Exception]:
+    """Kafka's remote part of a timestamp lookup (RemoteLogManager.findOffsetByTimestamp)
+    for every tiered partition asked about a timestamp >= 0, run in the tier's thread
+    pool (it may fetch indexes and batches from the store): (topic, partition,
+    timestamp) -> the remote hit, None (search the local segments), or the error."""
+    tier = ctx.broker.tier
+    out: dict[tuple[str, int, int], TimestampOffset | None | Exception] = {}
+    if tier is None:
+        return out
+    for topic in body.topics:
+        for p in topic.partitions:
+            down = tier.unavailable(topic.name, p.partition_index)
+            if down is not None:
+                out[(topic.name, p.partition_index, UNAVAILABLE)] = down
+                continue
+            if p.timestamp < 0:
+                continue
+            try:
+                plog = ctx.partitions.get_log(topic.name, p.partition_index)
+            except KafkaError:
+                continue
+            remote = plog.tier
+            if remote is None or not remote.readable():
+                continue
+            ts = p.timestamp
+            try:
+                hit = await tier.call(functools.partial(remote.offset_for_timestamp, ts))
+                out[(topic.name, p.partition_index, ts)] = (
+                    None if hit is None else TimestampOffset(*hit))
+            except Exception as exc:
+                out[(topic.name, p.partition_index, ts)] = exc
+    return out
+
+
+def _lookup(plog: Log, timestamp: int, remote: Any = _NOT_ASKED) -> tuple[int, int, int]:
+    """(timestamp, offset, leader epoch) of one partition, for v1+; ``remote`` is the
+    tier's answer when ``remote_lookups`` asked it (None: search locally)."""
     metrics = METRICS
+    if isinstance(remote, Exception):
+        raise remote
+    if remote is not None and remote is not _NOT_ASKED:
+        return remote.timestamp, remote.offset, remote.leader_epoch
     if timestamp >= 0:
         t0 = _perf()
         hit = plog.offset_for_timestamp(timestamp)
@@ -136,6 +185,8 @@ async def handle(request: Request[m.ListOffsetsRequest], ctx: RequestContext) ->
     duplicates = _duplicates(requested) if version >= 1 else _NO_DUPLICATES
     committed = version >= 2 and body.isolation_level == 1
     authz = ctx.broker.authorizer
+    remote = await remote_lookups(ctx, body) if ctx.broker.tier is not None and version >= 1 \
+        else None
     topics = []
     for topic in requested:
         name = topic.name
@@ -146,13 +197,15 @@ async def handle(request: Request[m.ListOffsetsRequest], ctx: RequestContext) ->
             continue
         topics.append(m.ListOffsetsResponseTopics(
             name=name,
-            partitions=[_partition(pm, name, p, version, duplicates, committed) for p in topic.partitions],
+            partitions=[_partition(pm, name, p, version, duplicates, committed, remote)
+                        for p in topic.partitions],
         ))
     return m.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
 def _partition(pm: Any, name: str, p: m.ListOffsetsRequestTopicsPartitions, version: int,
-               duplicates: set[tuple[str, int]], committed: bool = False) -> Answer:
+               duplicates: set[tuple[str, int]], committed: bool = False,
+               remote: dict[tuple[str, int, int], Any] | None = None) -> Answer:
     index = p.partition_index
     if duplicates and (name, index) in duplicates:
         return _answer(index, int(ErrorCode.INVALID_REQUEST))
@@ -167,6 +220,9 @@ def _partition(pm: Any, name: str, p: m.ListOffsetsRequestTopicsPartitions, vers
         plog = pm.get_log(name, index)
     except KafkaError as exc:
         return _answer(index, int(exc.code))
+    if remote is not None and isinstance(down := remote.get((name, index, UNAVAILABLE)),
+                                         Exception):
+        return _answer(index, int(partition_error(down, f"list offsets of {name}-{index}").code))
     if version >= 4:
         epoch = p.current_leader_epoch
         if epoch != -1 and epoch != LEADER_EPOCH:
@@ -179,7 +235,9 @@ def _partition(pm: Any, name: str, p: m.ListOffsetsRequestTopicsPartitions, vers
             answer.old_style_offsets = legacy_offsets(
                 plog, timestamp, p.max_num_offsets, int(time.time() * 1000))
             return answer
-        ts, offset, leader_epoch = _lookup(plog, timestamp)
+        ts, offset, leader_epoch = _lookup(
+            plog, timestamp, remote.get((name, index, timestamp), _NOT_ASKED) if remote
+            else _NOT_ASKED)
         if committed and offset >= 0 and timestamp not in (EARLIEST, -4):
             lso = pm.last_stable_offset(name, index, plog)
             if timestamp == LATEST:

@@ -24,7 +24,7 @@ import logging
 from typing import Any
 
 from broker.acl.authorizer import READ, TOPIC
-from broker.acl.check import allowed, request_error
+from broker.acl.check import allowed
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.store import CommittedOffset
 from protocol import messages as m
@@ -52,9 +52,6 @@ def group_error(coord: GroupCoordinator, body: Any, version: int) -> int:
 
 
 async def handle(request: Request[m.OffsetCommitRequest], ctx: Any) -> m.OffsetCommitResponse:
-    refused = request_error(request, ctx)
-    if refused:
-        return error_body(request, refused)
     body = request.body
     group_id = body.group_id
     coord: GroupCoordinator = ctx.broker.groups

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator
 from protocol import messages as m
 from protocol.api import Request
@@ -28,9 +27,6 @@ def _topics(request: Request[m.OffsetDeleteRequest], code_for: Any) -> list[m.Of
 
 
 async def handle(request: Request[m.OffsetDeleteRequest], ctx: Any) -> m.OffsetDeleteResponse:
-    refused = request_error(request, ctx)
-    if refused:
-        return error_body(request, refused)
     b = request.body
     coord: GroupCoordinator = ctx.broker.groups
     if not b.group_id:

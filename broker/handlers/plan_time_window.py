@@ -14,16 +14,11 @@ Invariants (protocol/plan_time_window.py):
 
 from __future__ import annotations
 
-from broker.acl.authorizer import DESCRIBE, TOPIC
-from broker.acl.check import allowed
 from broker.dispatch import RequestContext
-from broker.errors import partition_error
+from broker.time_window import READ_COMMITTED, failed_topics, serve_topics
 from protocol import messages as m
 from protocol.api import Request
-from protocol.errors import ErrorCode, KafkaError
-
-READ_COMMITTED = 1
-
+from storage.log import Log
 
 Answer = m.PlanTimeWindowResponseTopicsPartitions
 
@@ -33,56 +28,37 @@ def _answer(index: int, error: int) -> Answer:
                   last_stable_offset=-1, late_records=-1, max_lateness_ms=-1, records=-1, ranges=[])
 
 
-def _partition(ctx: RequestContext, name: str, index: int, t1: int, t2: int,
-               committed: bool) -> Answer:
-    if t1 < 0 or t2 < 0:
-        return _answer(index, int(ErrorCode.INVALID_REQUEST))
-    pm = ctx.partitions
-    try:
-        plog = pm.get_log(name, index)
-    except KafkaError as exc:
-        return _answer(index, int(exc.code))
-    try:
-        lso = pm.last_stable_offset(name, index, plog)
-        plan = plog.plan_time_window(t1, t2, max_offset=lso if committed else None)
-        stats = plog.disorder_stats()
-    except Exception as exc:
-        return _answer(index, int(partition_error(exc, f"plan {name}-{index}").code))
-    return Answer(
-        partition_index=index,
-        error_code=0,
-        log_start_offset=plog.log_start_offset,
-        high_watermark=plog.high_watermark,
-        last_stable_offset=lso,
-        late_records=stats.late_records,
-        max_lateness_ms=stats.max_lateness_ms,
-        records=stats.records,
-        ranges=[m.PlanTimeWindowResponseTopicsPartitionsRanges(
-            start_offset=r.start_offset, end_offset=r.end_offset, bytes=r.bytes) for r in plan],
-    )
+def _response(topics: list[tuple[str, list[Answer]]]) -> m.PlanTimeWindowResponse:
+    return m.PlanTimeWindowResponse(throttle_time_ms=0, topics=[
+        m.PlanTimeWindowResponseTopics(name=name, partitions=parts) for name, parts in topics])
 
 
 async def handle(request: Request[m.PlanTimeWindowRequest], ctx: RequestContext) -> m.PlanTimeWindowResponse:
     body = request.body
     t1, t2 = body.start_timestamp, body.end_timestamp
     committed = body.isolation_level == READ_COMMITTED
-    authz = ctx.broker.authorizer
-    topics = []
-    for topic in body.topics:
-        name = topic.name
-        if authz is not None and not allowed(ctx, DESCRIBE, TOPIC, name):
-            denied = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            topics.append(m.PlanTimeWindowResponseTopics(
-                name=name, partitions=[_answer(p, denied) for p in topic.partitions]))
-            continue
-        for p in topic.partitions:
-            await ctx.partitions.event_time_ready(name, p, sorted_index=False)
-        topics.append(m.PlanTimeWindowResponseTopics(name=name, partitions=[
-            _partition(ctx, name, p, t1, t2, committed) for p in topic.partitions]))
-    return m.PlanTimeWindowResponse(throttle_time_ms=0, topics=topics)
+
+    def serve(name: str, index: int, plog: Log, lso: int) -> Answer:
+        plan = plog.plan_time_window(t1, t2, max_offset=lso if committed else None)
+        stats = plog.disorder_stats()
+        return Answer(
+            partition_index=index,
+            error_code=0,
+            log_start_offset=plog.log_start_offset,
+            high_watermark=plog.high_watermark,
+            last_stable_offset=lso,
+            late_records=stats.late_records,
+            max_lateness_ms=stats.max_lateness_ms,
+            records=stats.records,
+            ranges=[m.PlanTimeWindowResponseTopicsPartitionsRanges(
+                start_offset=r.start_offset, end_offset=r.end_offset, bytes=r.bytes) for r in plan],
+        )
+
+    # A negative timestamp is INVALID_REQUEST in each partition (after authorization).
+    return _response(await serve_topics(ctx, body.topics, _answer, serve, "plan",
+                                        sorted_index=False, remote_in_thread=False,
+                                        valid=t1 >= 0 and t2 >= 0))
 
 
 def error_body(request: Request[m.PlanTimeWindowRequest], code: int) -> m.PlanTimeWindowResponse:
-    return m.PlanTimeWindowResponse(throttle_time_ms=0, topics=[
-        m.PlanTimeWindowResponseTopics(name=t.name, partitions=[_answer(p, code) for p in t.partitions])
-        for t in request.body.topics])
+    return _response(failed_topics(request.body.topics, _answer, code))

@@ -12,7 +12,6 @@ from typing import Any
 
 import msgspec
 
-from broker.acl.check import request_error
 from broker.groups.coordinator import GroupCoordinator, InconsistentGroupType
 from protocol import messages as m
 from protocol.api import Request
@@ -25,9 +24,6 @@ def _error(code: ErrorCode | int) -> m.SyncGroupResponse:
 
 
 async def handle(request: Request[m.SyncGroupRequest], ctx: Any) -> m.SyncGroupResponse:
-    refused = request_error(request, ctx)
-    if refused:
-        return error_body(request, refused)
     b = request.body
     coord: GroupCoordinator = ctx.broker.groups
     if not b.group_id:

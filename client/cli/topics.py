@@ -7,7 +7,9 @@ value and its source (``DYNAMIC_TOPIC_CONFIG`` = set on the topic,
 ``STATIC_BROKER_CONFIG`` = from the broker's ``log.*`` setting, ``DEFAULT_CONFIG``);
 ``--format json`` gives the same as one JSON object. Each partition also shows its
 late records (a timestamp below the largest one before it, in offset order) and the
-largest lateness, ``-`` against a broker without PlanTimeWindow (Kafka).
+largest lateness, ``-`` against a broker without PlanTimeWindow (Kafka). A topic with
+``remote.storage.enable=true`` also gets its remote tier per partition (``chronolog
+tier``'s table: local start, last tiered offset, upload lag, local and remote bytes).
 
 ``alter`` changes a topic while the broker runs: ``--config k=v`` sets and
 ``--delete-config k`` removes topic configs (IncrementalAlterConfigs: the configs not
@@ -56,6 +58,10 @@ def register(subparsers: Any) -> None:
     d = sub.add_parser("describe", help="partitions, log start/end offsets and configs")
     d.add_argument("name")
     d.add_argument("--format", choices=["table", "json"], default="table")
+    d.add_argument("--remote", default=None, metavar="URL",
+                   help="a tiered topic's bucket (rsm.config.url), to show its remote bytes")
+    d.add_argument("--rsm", type=config_arg, action="append", default=[], metavar="NAME=VALUE",
+                   help="an rsm.config.* setting for --remote, without the prefix (repeatable)")
     add_bootstrap(d)
     d.set_defaults(func=lambda a: run(lambda: _describe(a)))
 
@@ -125,7 +131,20 @@ async def _describe(args: argparse.Namespace) -> int:
                "sensitive": e.sensitive}
         for name, e in sorted(entries.items())
     }
-    info = {"topic": args.name, "partitions": rows, "configs": configs}
+    tier = None
+    if configs is not None and str(configs.get("remote.storage.enable", {}).get("value")) == "true":
+        from client.cli.tier import open_bucket, tier_rows
+        from protocol.errors import ErrorCode, KafkaError
+
+        async with await _connect(args) as c:
+            try:
+                tier = await tier_rows(c, args.name, parts, open_bucket(args.remote, args.rsm))
+            except KafkaError as e:
+                if e.code != ErrorCode.UNSUPPORTED_VERSION:
+                    raise
+                print("Remote tier: not shown (the broker lacks ListOffsets v9, KIP-1005)",
+                      file=sys.stderr)
+    info = {"topic": args.name, "partitions": rows, "configs": configs, "tier": tier}
     if args.format == "json":
         print(json.dumps(info, indent=2, sort_keys=True))
         return 0
@@ -139,6 +158,12 @@ async def _describe(args: argparse.Namespace) -> int:
             for r in rows
         ]
     )
+    if tier is not None:
+        from client.cli.tier import print_tier_table
+
+        print()
+        print("Remote tier (remote.storage.enable=true):")
+        print_tier_table(tier, with_topic=False)
     if configs is None:
         print("Configs: not shown (the broker does not implement DescribeConfigs)")
     else:

@@ -10,7 +10,9 @@ from client.model import (
     _SPECIAL_MIN_VERSION,
     COUNT_TIME_WINDOWS,
     EARLIEST,
+    EARLIEST_LOCAL,
     LATEST,
+    LATEST_TIERED,
     LIST_OFFSETS,
     MAX_TIMESTAMP,
     PLAN_TIME_WINDOW,
@@ -32,7 +34,8 @@ class LookupMixin(ClientCore):
     ) -> dict[TopicPartition, tuple[int, int]]:
         """One ListOffsets round for many partitions: ``{tp: (offset, timestamp)}``.
 
-        ``timestamp`` may be epoch ms or LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3).
+        ``timestamp`` may be epoch ms or LATEST (-1), EARLIEST (-2), MAX_TIMESTAMP (-3),
+        EARLIEST_LOCAL (-4) or LATEST_TIERED (-5; offset -1 when nothing is tiered).
         No record at or after the time → ``(-1, -1)``. A partition error raises KafkaError.
         """
         return await self._retry_read(lambda: self._list_offsets_once(query, isolation_level))
@@ -46,7 +49,7 @@ class LookupMixin(ClientCore):
         for ts in set(query.values()):
             need = _SPECIAL_MIN_VERSION.get(ts, 0) if ts < 0 else 0
             if ts < 0 and ts not in _SPECIAL_MIN_VERSION:
-                raise ValueError(f"timestamp {ts}: only epoch ms >= 0, -1, -2, -3 are valid")
+                raise ValueError(f"timestamp {ts}: only epoch ms >= 0, -1 .. -5 are valid")
             if version < need:
                 raise KafkaError(
                     ErrorCode.UNSUPPORTED_VERSION,
@@ -125,6 +128,20 @@ class LookupMixin(ClientCore):
         res = await self._per_partition(topic, LATEST, partitions, isolation_level)
         return {p: o for p, (o, _) in res.items()}
 
+    async def earliest_local(self, topic: str, partitions: Iterable[int] | None = None
+                             ) -> dict[int, int]:
+        """Per partition, the first offset on the broker's local disk (ListOffsets -4,
+        v8+, KIP-405): the log start unless older records live only in the remote tier."""
+        res = await self._per_partition(topic, EARLIEST_LOCAL, partitions)
+        return {p: o for p, (o, _) in res.items()}
+
+    async def latest_tiered(self, topic: str, partitions: Iterable[int] | None = None
+                            ) -> dict[int, int]:
+        """Per partition, the last offset copied to the remote tier (ListOffsets -5, v9+,
+        KIP-1005); -1 when nothing is."""
+        res = await self._per_partition(topic, LATEST_TIERED, partitions)
+        return {p: o for p, (o, _) in res.items()}
+
     async def max_timestamp(
         self, topic: str, partitions: Iterable[int] | None = None
     ) -> dict[int, tuple[int, int] | None]:
@@ -175,36 +192,17 @@ class LookupMixin(ClientCore):
         """
         if start_ms < 0 or end_ms < 0:
             raise ValueError("start_ms and end_ms must be epoch ms >= 0")
-        self.api_version(PLAN_TIME_WINDOW)
-        parts = await self.partitions_for(topic) if partitions is None else list(partitions)
-        by_leader: dict[int, list[int]] = {}
-        for p in parts:
-            by_leader.setdefault(await self._leader(topic, p), []).append(p)
-
-        async def ask(leader: int, ps: list[int]) -> Any:
-            body = {"isolation_level": isolation_level, "start_timestamp": start_ms,
-                    "end_timestamp": end_ms, "topics": [{"name": topic, "partitions": ps}]}
-            return await self._retry_read(
-                lambda: self._request(PLAN_TIME_WINDOW, body, leader))
-
-        answers = await asyncio.gather(*(ask(n, ps) for n, ps in by_leader.items()))
-        out: dict[int, TimeWindowPlan] = {}
-        for resp in answers:
-            for t in resp["topics"]:
-                for p in t["partitions"]:
-                    index = p["partition_index"]
-                    if p["error_code"] in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                        self._topics.pop(topic, None)
-                    _raise_for(p["error_code"], f"plan time window of {topic}-{index}")
-                    out[index] = TimeWindowPlan(
-                        index,
-                        tuple(PlannedRange(r["start_offset"], r["end_offset"], r["bytes"])
-                              for r in p["ranges"]),
-                        p["log_start_offset"], p["high_watermark"], p["last_stable_offset"],
-                        DisorderStats(p["late_records"], p["max_lateness_ms"], p["records"]),
-                    )
-        return out
+        answers = await self._ask_leaders(
+            PLAN_TIME_WINDOW, topic, partitions, "plan time window",
+            {"isolation_level": isolation_level, "start_timestamp": start_ms,
+             "end_timestamp": end_ms})
+        return {p["partition_index"]: TimeWindowPlan(
+            p["partition_index"],
+            tuple(PlannedRange(r["start_offset"], r["end_offset"], r["bytes"])
+                  for r in p["ranges"]),
+            p["log_start_offset"], p["high_watermark"], p["last_stable_offset"],
+            DisorderStats(p["late_records"], p["max_lateness_ms"], p["records"]),
+        ) for p in answers}
 
     async def count_time_windows(
         self, topic: str, boundaries: Sequence[int], partitions: Iterable[int] | None = None,
@@ -222,20 +220,30 @@ class LookupMixin(ClientCore):
         bounds = [int(b) for b in boundaries]
         if len(bounds) < 2 or any(a > b for a, b in zip(bounds, bounds[1:], strict=False)):
             raise ValueError("boundaries must ascend, at least two")
-        self.api_version(COUNT_TIME_WINDOWS)
+        answers = await self._ask_leaders(
+            COUNT_TIME_WINDOWS, topic, partitions, "count time windows",
+            {"isolation_level": isolation_level, "boundaries": bounds})
+        return {p["partition_index"]: list(p["counts"]) for p in answers}
+
+    async def _ask_leaders(self, api_key: int, topic: str, partitions: Iterable[int] | None,
+                           what: str, fields: dict[str, Any]) -> list[Any]:
+        """Ask each leader of ``topic``'s partitions (all by default) once, concurrently:
+        ``fields`` plus the topic and its partitions there; every partition's answer. A
+        partition's error is raised (naming ``what``), its metadata forgotten first when
+        the error says the leader moved. Raises UNSUPPORTED_VERSION before asking a broker
+        without ``api_key``."""
+        self.api_version(api_key)
         parts = await self.partitions_for(topic) if partitions is None else list(partitions)
         by_leader: dict[int, list[int]] = {}
         for p in parts:
             by_leader.setdefault(await self._leader(topic, p), []).append(p)
 
         async def ask(leader: int, ps: list[int]) -> Any:
-            body = {"isolation_level": isolation_level, "boundaries": bounds,
-                    "topics": [{"name": topic, "partitions": ps}]}
-            return await self._retry_read(
-                lambda: self._request(COUNT_TIME_WINDOWS, body, leader))
+            body = {**fields, "topics": [{"name": topic, "partitions": ps}]}
+            return await self._retry_read(lambda: self._request(api_key, body, leader))
 
         answers = await asyncio.gather(*(ask(n, ps) for n, ps in by_leader.items()))
-        out: dict[int, list[int]] = {}
+        out: list[Any] = []
         for resp in answers:
             for t in resp["topics"]:
                 for p in t["partitions"]:
@@ -243,8 +251,8 @@ class LookupMixin(ClientCore):
                     if p["error_code"] in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                         self._topics.pop(topic, None)
-                    _raise_for(p["error_code"], f"count time windows of {topic}-{index}")
-                    out[index] = list(p["counts"])
+                    _raise_for(p["error_code"], f"{what} of {topic}-{index}")
+                    out.append(p)
         return out
 
     async def disorder_stats(

@@ -18,13 +18,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from client import SyncClient
 from client.aio import COUNT_TIME_WINDOWS, ProducerRecord
 from protocol.errors import ErrorCode, KafkaError
+from tests.helpers.acls import STANDARD_AUTHORIZER, allow_on_topic
+from tests.helpers.confluent import some_transactions_aborted, txn_producer
+from tests.helpers.disorder import batch_timestamps, shaped_batches
+from tests.helpers.sidecars import kill_with_sidecars_damaged
+from tests.helpers.wait import wait_until
 
 NOW = int(time.time() * 1000)
 T0 = NOW - 40 * 86_400_000
@@ -70,20 +74,7 @@ def _check(c: SyncClient, topic: str, rows: list[tuple[int, int, int]], parts: l
         assert c.count_time_windows(topic, bounds) == _oracle(rows, bounds, parts, start), bounds
 
 
-batch_shapes = st.lists(st.tuples(st.integers(0, 2), st.sampled_from(
-    ["in_order", "late", "ties", "shuffled"]), st.integers(1, 30), st.integers(0, 2000)),
-    min_size=1, max_size=25)
-
-
-def _timestamps(shape: str, n: int, at: int, rng: random.Random) -> list[int]:
-    base = T0 + at * 5
-    if shape == "in_order":
-        return sorted(base + rng.randint(0, 3000) for _ in range(n))
-    if shape == "late":
-        return [T0 + rng.randint(0, 10_000) for _ in range(n)]
-    if shape == "ties":
-        return [base] * n
-    return [base + rng.randint(-500_000, 500_000) for _ in range(n)]
+batch_shapes = shaped_batches(2, 2000)
 
 
 @settings(max_examples=15, deadline=None,
@@ -94,8 +85,7 @@ def test_counts_equal_the_oracle(broker, shapes, parts: int, seed: int) -> None:
     topic = f"ctw-{next(_topics)}"
     with SyncClient(broker.bootstrap, client_id="ctw") as c:
         c.create_topic(topic, parts, {"segment.bytes": "1200", "index.interval.bytes": "200"})
-        rows = _produce(c, topic, parts, [(p, _timestamps(shape, n, at, rng))
-                                          for p, shape, n, at in shapes])
+        rows = _produce(c, topic, parts, batch_timestamps(shapes, T0, rng))
         _check(c, topic, rows, list(range(parts)), rng)  # right after produce
         time.sleep(0.3)  # and once background slices have run
         _check(c, topic, rows, list(range(parts)), rng)
@@ -116,25 +106,8 @@ def test_after_delete_records(sync_client: SyncClient) -> None:
 def test_read_committed_leaves_out_aborted_records(sync_client: SyncClient, broker) -> None:  # type: ignore[no-untyped-def]
     c = sync_client
     c.create_topic("ctw-txn", 1, {"segment.bytes": "1000", "index.interval.bytes": "100"})
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "ctw-txn",
-                  "linger.ms": 5})
-    p.init_transactions(15)
-    rows: list[tuple[int, bytes]] = []
-    rng = random.Random(9)
-    aborted: set[bytes] = set()
-    for n in range(8):
-        p.begin_transaction()
-        for i in range(6):
-            ts = T0 + rng.randint(0, 50_000)
-            v = b"%d-%d" % (n, i)
-            p.produce("ctw-txn", value=v, timestamp=ts)
-            rows.append((ts, v))
-        p.flush(10)
-        if n % 3 == 1:
-            p.abort_transaction(15)
-            aborted |= {v for _, v in rows[-6:]}
-        else:
-            p.commit_transaction(15)
+    p = txn_producer(broker.bootstrap, "ctw-txn")
+    rows, aborted = some_transactions_aborted(p, "ctw-txn", random.Random(9), T0, 50_000)
     # an open transaction: its records lie past the LSO
     p.begin_transaction()
     p.produce("ctw-txn", value=b"open", timestamp=T0 + 10)
@@ -164,51 +137,51 @@ def test_after_kill_9_with_the_sidecars_damaged(broker, damage: str) -> None:  #
         c.create_topic("ctw-kill", 1, {"segment.bytes": "1500", "index.interval.bytes": "100"})
         rows = _produce(c, "ctw-kill", 1, [(0, [T0 + rng.randint(0, 80_000) for _ in range(5)])
                                            for _ in range(40)])
-    pdir = Path(broker.data_dir, "ctw-kill-0")
-    deadline = time.monotonic() + 20  # sealed segments' sidecars come from a background slice
-    while len(list(pdir.glob("*.tsindex"))) < len(list(pdir.glob("*.log"))) - 1:
-        assert time.monotonic() < deadline, "no sidecars written"
-        time.sleep(0.1)
-    broker.kill()
-    sidecars = sorted(pdir.glob("*.tsindex"))
-    assert sidecars
-    for f in sidecars:
-        if damage == "deleted":
-            f.unlink()
-        else:
-            f.write_bytes(f.read_bytes()[: len(f.read_bytes()) // 2])
-    broker.start()
+        # the first event-time request starts the partition's index (built on demand)
+        c.count_time_windows("ctw-kill", [T0, T0 + 80_001])
+    kill_with_sidecars_damaged(broker, "ctw-kill-0", ".tsindex", damage)
     with SyncClient(broker.bootstrap, client_id="ctw") as c:
         _check(c, "ctw-kill", rows, [0], rng)
 
 
+def test_only_partitions_asked_in_event_time_are_indexed_in_the_background(broker) -> None:  # type: ignore[no-untyped-def]
+    """The sorted-timestamp index is built on demand: a partition nobody asks in event
+    time gets zone maps (their sidecars show the background step has been there) but
+    no index; from its first event-time request on (a PlanTimeWindow, which does not
+    wait for it) the background step indexes it, and keeps indexing its appends."""
+    rng = random.Random(5)
+    pdir = Path(broker.data_dir, "ctw-lazy-0")
+
+    def sealed(suffix: str) -> int:
+        return len(list(pdir.glob(f"*{suffix}")))
+
+    def produce(c: SyncClient) -> list[tuple[int, int, int]]:
+        return _produce(c, "ctw-lazy", 1, [(0, [T0 + rng.randint(0, 80_000) for _ in range(5)])
+                                           for _ in range(30)])
+
+    with SyncClient(broker.bootstrap, client_id="ctw") as c:
+        c.create_topic("ctw-lazy", 1, {"segment.bytes": "1500", "index.interval.bytes": "100"})
+        rows = produce(c)
+        wait_until(lambda: sealed(".zonemap") >= sealed(".log") - 1 > 0, 20, "no zone-map sidecars")
+        time.sleep(0.5)  # more background slices: still no index
+        assert sealed(".tsindex") == 0
+        c.plan_time_window("ctw-lazy", T0, T0 + 1000)
+        wait_until(lambda: sealed(".tsindex") == sealed(".log") - 1, 20, "no index after an event-time request")
+        before = sealed(".log")
+        rows += produce(c)
+        assert sealed(".log") > before
+        wait_until(lambda: sealed(".tsindex") == sealed(".log") - 1, 20, "appends after it not indexed")
+        _check(c, "ctw-lazy", rows, [0], rng)
+
+
 def test_counting_needs_describe_on_the_topic(broker_factory) -> None:  # type: ignore[no-untyped-def]
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        ResourcePatternType,
-        ResourceType,
-    )
-
-    b = broker_factory({"authorizer.class.name":
-                        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                        "allow.everyone.if.no.acl.found": "true"})
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-
-    def allow(topic: str, op: AclOperation, principal: str) -> None:
-        binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal,
-                             "*", op, AclPermissionType.ALLOW)
-        for f in admin.create_acls([binding], request_timeout=15).values():
-            f.result()
-
+    b = broker_factory(STANDARD_AUTHORIZER)
     with SyncClient(b.bootstrap, client_id="ctw") as c:
         for t in ("ctw-guarded", "ctw-described"):
             c.create_topic(t, 1)
             c.produce(t, [ProducerRecord(value=b"x", timestamp=T0)], partition=0)
-        allow("ctw-guarded", AclOperation.READ, "User:someone-else")  # not us
-        allow("ctw-described", AclOperation.DESCRIBE, "User:ANONYMOUS")
+        allow_on_topic(b.bootstrap, "ctw-guarded", "READ", "User:someone-else")  # not us
+        allow_on_topic(b.bootstrap, "ctw-described", "DESCRIBE", "User:ANONYMOUS")
         with pytest.raises(KafkaError) as exc:
             c.count_time_windows("ctw-guarded", [T0, T0 + 1], [0])
         assert exc.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED

@@ -14,17 +14,18 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Producer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from client import SyncClient
 from client.aio import PLAN_TIME_WINDOW, ProducerRecord
-from tests.helpers.disorder import SHAPES, disordered
+from tests.helpers.acls import STANDARD_AUTHORIZER, allow_on_topic
+from tests.helpers.confluent import some_transactions_aborted, txn_producer
+from tests.helpers.disorder import batch_timestamps, shaped_batches
+from tests.helpers.sidecars import kill_with_sidecars_damaged
 
 NOW = int(time.time() * 1000)
 T0 = NOW - 40 * 86_400_000
@@ -94,14 +95,7 @@ def _check(c: SyncClient, topic: str, rows: list[tuple[int, int, int, bytes]],
     assert arrow == want
 
 
-batch_shapes = st.lists(
-    st.tuples(st.integers(0, 3), st.sampled_from(SHAPES),
-              st.integers(1, 30), st.integers(0, 400_000)),
-    min_size=1, max_size=25)
-
-
-def _timestamps(shape: str, n: int, at: int, rng: random.Random) -> list[int]:
-    return disordered(shape, n, T0 + at * 5, T0, rng)
+batch_shapes = shaped_batches(3, 400_000)
 
 
 @settings(max_examples=25, deadline=None,
@@ -112,8 +106,7 @@ def test_event_time_reads_equal_the_oracle(broker, shapes, parts: int, seed: int
     topic = f"evt-{next(_topics)}"
     with SyncClient(broker.bootstrap, client_id="evt") as c:
         c.create_topic(topic, parts, {"segment.bytes": "1200", "index.interval.bytes": "200"})
-        rows = _produce(c, topic, parts, [(p, _timestamps(shape, n, at, rng))
-                                          for p, shape, n, at in shapes])
+        rows = _produce(c, topic, parts, batch_timestamps(shapes, T0, rng))
         for t1, t2 in _windows(rows, rng):
             _check(c, topic, rows, t1, t2)
 
@@ -153,25 +146,8 @@ def test_after_delete_records(sync_client: SyncClient) -> None:
 def test_read_committed_leaves_out_aborted_records(sync_client: SyncClient, broker) -> None:  # type: ignore[no-untyped-def]
     c = sync_client
     c.create_topic("evt-txn", 1, {"segment.bytes": "1000"})
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "evt-txn",
-                  "linger.ms": 5})
-    p.init_transactions(15)
-    rows = []
-    rng = random.Random(9)
-    aborted = set()
-    for n in range(8):
-        p.begin_transaction()
-        for i in range(6):
-            ts = T0 + rng.randint(0, 50_000)
-            v = b"%d-%d" % (n, i)
-            p.produce("evt-txn", value=v, timestamp=ts)
-            rows.append((ts, v))
-        p.flush(10)
-        if n % 3 == 1:
-            p.abort_transaction(15)
-            aborted |= {v for _, v in rows[-6:]}
-        else:
-            p.commit_transaction(15)
+    p = txn_producer(broker.bootstrap, "evt-txn")
+    rows, aborted = some_transactions_aborted(p, "evt-txn", random.Random(9), T0, 50_000)
     for t1, t2 in [(T0, T0 + 50_001), (T0 + 10_000, T0 + 20_000), (T0 + 49_000, T0 + 60_000)]:
         want = sorted((ts, v) for ts, v in rows if t1 <= ts < t2 and v not in aborted)
         got = [(r.timestamp, r.value) for r in c.read_time_range(
@@ -198,20 +174,7 @@ def test_after_kill_9_with_the_sidecars_damaged(broker, damage: str) -> None:  #
         c.create_topic("evt-kill", 1, {"segment.bytes": "1500", "index.interval.bytes": "100"})
         rows = _produce(c, "evt-kill", 1, [(0, [T0 + rng.randint(0, 80_000) for _ in range(5)])
                                            for _ in range(40)])
-    pdir = Path(broker.data_dir, "evt-kill-0")
-    deadline = time.monotonic() + 20  # sealed segments' sidecars come from a background slice
-    while len(list(pdir.glob("*.zonemap"))) < len(list(pdir.glob("*.log"))) - 1:
-        assert time.monotonic() < deadline, "no sidecars written"
-        time.sleep(0.1)
-    broker.kill()
-    sidecars = sorted(pdir.glob("*.zonemap"))
-    assert sidecars
-    for f in sidecars:
-        if damage == "deleted":
-            f.unlink()
-        else:
-            f.write_bytes(f.read_bytes()[: len(f.read_bytes()) // 2])
-    broker.start()
+    kill_with_sidecars_damaged(broker, "evt-kill-0", ".zonemap", damage)
     with SyncClient(broker.bootstrap, client_id="evt") as c:
         for t1, t2 in _windows(rows, rng):
             _check(c, "evt-kill", rows, t1, t2)
@@ -225,34 +188,15 @@ def test_after_kill_9_with_the_sidecars_damaged(broker, damage: str) -> None:  #
 
 
 def test_planning_needs_describe_on_the_topic(broker_factory) -> None:  # type: ignore[no-untyped-def]
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        ResourcePatternType,
-        ResourceType,
-    )
-
     from protocol.errors import ErrorCode, KafkaError
 
-    b = broker_factory({"authorizer.class.name":
-                        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                        "allow.everyone.if.no.acl.found": "true"})
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-
-    def allow(topic: str, op: AclOperation, principal: str) -> None:
-        binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal,
-                             "*", op, AclPermissionType.ALLOW)
-        for f in admin.create_acls([binding], request_timeout=15).values():
-            f.result()
-
+    b = broker_factory(STANDARD_AUTHORIZER)
     with SyncClient(b.bootstrap, client_id="evt") as c:
         for t in ("evt-guarded", "evt-readable"):
             c.create_topic(t, 1)
             c.produce(t, [ProducerRecord(value=b"x", timestamp=T0)], partition=0)
-        allow("evt-guarded", AclOperation.READ, "User:someone-else")  # not us
-        allow("evt-readable", AclOperation.READ, "User:ANONYMOUS")  # READ implies DESCRIBE
+        allow_on_topic(b.bootstrap, "evt-guarded", "READ", "User:someone-else")  # not us
+        allow_on_topic(b.bootstrap, "evt-readable", "READ", "User:ANONYMOUS")  # READ implies DESCRIBE
         with pytest.raises(KafkaError) as exc:
             c.plan_time_window("evt-guarded", T0, T0 + 1, [0])
         assert exc.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED

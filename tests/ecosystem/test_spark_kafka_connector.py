@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 
 from client import SyncClient, TopicPartition
 from storage.records import decode_batch, iter_batches
+from tests.helpers.rows import Row, dataframe_rows
 from tests.helpers.spark_kafka import connector_jars, connector_version
 
 TOPIC = "spark-kafka"
@@ -50,19 +51,6 @@ SPREAD = 300 * STEP  # the clock's span over the 300 records (jitter and latenes
 LEVELS = ("read_committed", "read_uncommitted")
 
 Header = tuple[str, bytes | None]
-
-
-@dataclass(frozen=True)
-class Row:
-    """One row as both sources give it (timestamp in ms)."""
-
-    partition: int
-    offset: int
-    timestamp: int
-    timestamp_type: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...]
 
 
 @dataclass(frozen=True)
@@ -112,20 +100,6 @@ def connector(spark: Any) -> str:
     missing = [j for j in jars if j not in loaded.split(",")]
     assert not missing, f"the Spark session started without {missing} on spark.jars"
     return connector_version()
-
-
-def _rows(df: Any) -> list[Row]:
-    """A DataFrame of either source as rows, via Arrow (exact microsecond timestamps)."""
-    import pyarrow as pa
-
-    table = df.toArrow()
-    ts = table.column("timestamp").cast(pa.int64()).to_pylist()
-    out = []
-    for i, r in enumerate(table.to_pylist()):
-        assert ts[i] % 1000 == 0, ts[i]
-        out.append(Row(r["partition"], r["offset"], ts[i] // 1000, r["timestampType"], r["key"],
-                       r["value"], tuple((h["key"], h["value"]) for h in r["headers"] or ())))
-    return sorted(out, key=lambda r: (r.partition, r.offset))
 
 
 class Writer:
@@ -232,7 +206,7 @@ def _read(spark: Any, fmt: str, bootstrap: str, options: dict[str, str]) -> list
     r = r.option("subscribe", TOPIC).option("includeHeaders", "true")
     for k, v in options.items():
         r = r.option(k, v)
-    return _rows(r.load())
+    return dataframe_rows(r.load())
 
 
 def _window_options(level: str, t1: dict[int, int | None], t2: dict[int, int | None],
@@ -251,8 +225,12 @@ times = st.integers(-9600, SPREAD + 1600)
 """Event times relative to the log's t0: from before the latest late record to past the last."""
 
 
+#: (isolation level, per partition?, start and end per partition, relative to the log's t0).
+DrawnWindow = tuple[str, bool, dict[int, int | None], dict[int, int | None]]
+
+
 @st.composite
-def windows(draw: Any) -> tuple[str, bool, dict[int, int | None], dict[int, int | None]]:
+def windows(draw: Any) -> DrawnWindow:
     """A level and a window relative to t0, one time for all partitions or one per partition
     (Spark wants every partition listed, so per-partition bounds are all given or all absent)."""
     level = draw(st.sampled_from(LEVELS))
@@ -281,15 +259,21 @@ def _check_window(spark: Any, bootstrap: str, log: Log, level: str, per_partitio
     assert _read(spark, "chronolog", bootstrap, opts) == expected, f"format('chronolog') {opts}"
 
 
+def _check_drawn_window(spark: Any, bootstrap: str, log: Log,
+                        w: DrawnWindow) -> None:
+    """_check_window for a window drawn by ``windows()`` (times relative to the log's t0)."""
+    level, per_partition, t1, t2 = w
+    _check_window(spark, bootstrap, log, level, per_partition, _shift(t1, log.t0),
+                  _shift(t2, log.t0))
+
+
 @settings(max_examples=2)
 @given(w=windows())
 def test_batch_time_windows_of_the_kafka_connector_match_chronologs_source(
     spark: Any, connector: str, chronolog: Any, log: Log,
-    w: tuple[str, bool, dict[int, int | None], dict[int, int | None]]
+    w: DrawnWindow
 ) -> None:
-    level, per_partition, t1, t2 = w
-    _check_window(spark, chronolog.bootstrap, log, level, per_partition, _shift(t1, log.t0),
-                  _shift(t2, log.t0))
+    _check_drawn_window(spark, chronolog.bootstrap, log, w)
 
 
 @pytest.mark.ecosystem_full
@@ -297,11 +281,9 @@ def test_batch_time_windows_of_the_kafka_connector_match_chronologs_source(
 @given(w=windows())
 def test_many_drawn_batch_windows_match(
     spark: Any, connector: str, chronolog: Any, log: Log,
-    w: tuple[str, bool, dict[int, int | None], dict[int, int | None]]
+    w: DrawnWindow
 ) -> None:
-    level, per_partition, t1, t2 = w
-    _check_window(spark, chronolog.bootstrap, log, level, per_partition, _shift(t1, log.t0),
-                  _shift(t2, log.t0))
+    _check_drawn_window(spark, chronolog.bootstrap, log, w)
 
 
 def test_a_window_inside_the_data_at_both_levels_and_both_forms(
@@ -344,7 +326,7 @@ def _stream(spark: Any, fmt: str, bootstrap: str, options: dict[str, str], tmp: 
     try:
         assert q.awaitTermination(180), f"{fmt} stream did not finish"
         assert q.exception() is None, q.exception()
-        return _rows(spark.table(name))
+        return dataframe_rows(spark.table(name))
     finally:
         q.stop()
         spark.catalog.dropTempView(name)
@@ -377,7 +359,7 @@ def test_a_stream_from_a_time_delivers_the_window_to_the_end(
 @given(w=windows())
 def test_streams_from_drawn_times_match_the_oracle(
     spark: Any, connector: str, chronolog: Any, log: Log, tmp_path_factory: Any,
-    w: tuple[str, bool, dict[int, int | None], dict[int, int | None]]
+    w: DrawnWindow
 ) -> None:
     level, per_partition, t1, _t2 = w
     _check_stream(spark, chronolog.bootstrap, log, level, per_partition, _shift(t1, log.t0),

@@ -29,6 +29,8 @@ class BrokerProcess:
     overrides: dict[str, str] = field(default_factory=dict)
     log_path: Path | None = None
     proc: subprocess.Popen[bytes] | None = None
+    #: More command-line arguments (e.g. ``--read-replica URL``).
+    extra_args: list[str] = field(default_factory=list)
 
     @property
     def bootstrap(self) -> str:
@@ -42,6 +44,7 @@ class BrokerProcess:
         ]
         for name, value in self.overrides.items():
             args += ["--override", f"{name}={value}"]
+        args += self.extra_args
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
         log = open(self.log_path, "ab")
         since = log.tell()  # a restart appends: only this start's lines say it is ready

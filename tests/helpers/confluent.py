@@ -4,6 +4,7 @@ and transactional producing and reading.
 
 from __future__ import annotations
 
+import random
 import time
 from typing import Any
 
@@ -89,3 +90,28 @@ def consume_isolated(bootstrap: str, topic: str, partitions: int, isolation: str
 
 
 TIMEOUT = 15.0
+
+
+def some_transactions_aborted(p: Producer, topic: str, rng: random.Random, t0: int,
+                              spread_ms: int, txns: int = 8,
+                              size: int = 6) -> tuple[list[tuple[int, bytes]], set[bytes]]:
+    """``txns`` transactions of ``size`` records (values ``b"n-i"``, timestamps drawn in
+    [t0, t0 + spread_ms]) through the transactional ``p``, every third one from the
+    second aborted, the rest committed; (timestamp, value) of every record, and the
+    values of the aborted ones."""
+    rows: list[tuple[int, bytes]] = []
+    aborted: set[bytes] = set()
+    for n in range(txns):
+        p.begin_transaction()
+        for i in range(size):
+            ts = t0 + rng.randint(0, spread_ms)
+            v = b"%d-%d" % (n, i)
+            p.produce(topic, value=v, timestamp=ts)
+            rows.append((ts, v))
+        p.flush(10)
+        if n % 3 == 1:
+            p.abort_transaction(15)
+            aborted |= {v for _, v in rows[-size:]}
+        else:
+            p.commit_transaction(15)
+    return rows, aborted

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from hypothesis import strategies as st
@@ -25,9 +26,9 @@ T0 = 1_700_000_000_000
 NOW = T0 + 10_000_000
 
 
-def log_records(log: Log) -> list[tuple[int, int]]:
-    """(offset, timestamp) of every data record in [log start, high watermark)."""
-    out: list[tuple[int, int]] = []
+def data_records(log: Log) -> Iterator[tuple[R.BatchHeader, Record]]:
+    """(batch header, record) of every data record in [log start, high watermark), decoded
+    batch by batch from the segments' files (control batches left out)."""
     for seg in log.segments:
         size = max(seg.size, 0)
         if size == 0:
@@ -38,8 +39,12 @@ def log_records(log: Log) -> list[tuple[int, int]]:
                 continue
             for r in R.decode_batch(buf, pos):
                 if log.log_start_offset <= r.offset < log.high_watermark:
-                    out.append((r.offset, r.timestamp))
-    return out
+                    yield h, r
+
+
+def log_records(log: Log) -> list[tuple[int, int]]:
+    """(offset, timestamp) of every data record in [log start, high watermark)."""
+    return [(r.offset, r.timestamp) for _, r in data_records(log)]
 
 
 def oracle_disorder(recs: list[tuple[int, int]]) -> tuple[int, int, int]:

@@ -9,26 +9,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from client import SyncClient, TopicPartition
 from storage.records import Record, build_batch, decode_batch, iter_batches
-
-
-@dataclass(frozen=True)
-class Row:
-    """One record as the oracle sees it (timestamp in ms, timestampType 0/1)."""
-
-    partition: int
-    offset: int
-    timestamp: int
-    timestamp_type: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
+from tests.helpers.rows import Row, dataframe_rows
 
 
 class LogTool:
@@ -115,20 +102,6 @@ def window_oracle(log: dict[int, list[Row]], t1: int | None, t2: int | None) -> 
     return sorted(out, key=lambda r: (r.partition, r.offset))
 
 
-def spark_rows(df: Any) -> list[Row]:
-    """A chronolog DataFrame as oracle rows, via Arrow (exact microsecond timestamps)."""
-    import pyarrow as pa
-
-    table = df.toArrow()
-    ts = table.column("timestamp").cast(pa.int64()).to_pylist()
-    out = []
-    for i, r in enumerate(table.to_pylist()):
-        assert ts[i] % 1000 == 0
-        out.append(Row(r["partition"], r["offset"], ts[i] // 1000, r["timestampType"], r["key"],
-                       r["value"], tuple((h["key"], h["value"]) for h in r["headers"])))
-    return sorted(out, key=lambda r: (r.partition, r.offset))
-
-
 @pytest.fixture
 def logtool(broker: Any) -> Iterator[LogTool]:
     tool = LogTool(broker.bootstrap)
@@ -142,6 +115,6 @@ def helpers() -> Any:
 
     class H:
         window = staticmethod(window_oracle)
-        rows = staticmethod(spark_rows)
+        rows = staticmethod(dataframe_rows)
 
     return H

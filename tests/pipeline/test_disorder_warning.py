@@ -8,6 +8,7 @@ from typing import Any
 
 from client import ProducerRecord, SyncClient
 from pipeline.disorder import disorder_warning
+from tests.helpers.acls import STANDARD_AUTHORIZER, allow_on_topic
 
 T0 = 1_700_000_000_000
 
@@ -43,27 +44,11 @@ def test_the_warning_counts_each_late_partition_and_names_event_time(broker: Any
 
 
 def test_a_broker_that_cannot_say_gives_no_warning_and_no_error(broker_factory: Any) -> None:
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        ResourcePatternType,
-        ResourceType,
-    )
-
-    b = broker_factory({"authorizer.class.name":
-                        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                        "allow.everyone.if.no.acl.found": "true"})
+    b = broker_factory(STANDARD_AUTHORIZER)
     with SyncClient(b.bootstrap) as c:
         c.create_topic("guarded", 1)
         c.produce("guarded", [ProducerRecord(value=b"x", timestamp=t) for t in (T0 + 1, T0)],
                   partition=0)
-        admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        binding = AclBinding(ResourceType.TOPIC, "guarded", ResourcePatternType.LITERAL,
-                             "User:someone-else", "*", AclOperation.READ,
-                             AclPermissionType.ALLOW)
-        for f in admin.create_acls([binding], request_timeout=15).values():
-            f.result()
+        allow_on_topic(b.bootstrap, "guarded", "READ", "User:someone-else")
         # The broker refuses to describe the topic to us: no way to know, so no warning.
         assert disorder_warning(c, {"guarded": [0]}) is None

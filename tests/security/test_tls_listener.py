@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.server import SSL_HANDSHAKE_TIMEOUT_S
+from broker.tls_connection import SSL_HANDSHAKE_TIMEOUT_S
 from protocol import api as papi
 from tests.helpers.kafka_socket import read_frame_or_none, request_frame
 from tests.helpers.wait import wait_until

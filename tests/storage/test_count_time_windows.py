@@ -22,13 +22,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
-from storage import records as R
 from storage.config import LogConfig
 from storage.log import Log
-from storage.records import Record, build_batch, iter_batches
+from storage.records import Record, build_batch
 from storage.tsindex import TsIndex
 from storage.txnindex import TxnIndexEntry
-from tests.helpers.event_time_machine import NOW, T0, EventTimeMachine
+from tests.helpers.event_time_machine import NOW, T0, EventTimeMachine, data_records
 
 PID = 7
 
@@ -36,20 +35,8 @@ PID = 7
 def oracle_records(log: Log) -> list[tuple[int, int, bool]]:
     """(offset, timestamp, transactional of producer PID) of every data record in
     [log start, high watermark), decoded batch by batch."""
-    out: list[tuple[int, int, bool]] = []
-    for seg in log.segments:
-        size = max(seg.size, 0)
-        if size == 0:
-            continue
-        buf = seg.pread(0, size)
-        for pos, h in iter_batches(buf):
-            if h.attributes & R.CONTROL_MASK:
-                continue
-            txn = h.is_transactional and h.producer_id == PID
-            for r in R.decode_batch(buf, pos):
-                if log.log_start_offset <= r.offset < log.high_watermark:
-                    out.append((r.offset, r.timestamp, txn))
-    return out
+    return [(r.offset, r.timestamp, h.is_transactional and h.producer_id == PID)
+            for h, r in data_records(log)]
 
 
 def oracle_counts(recs: list[tuple[int, int, bool]], bounds: list[int], end: int,

@@ -7,16 +7,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
-	"math/rand"
-	"os"
 	"slices"
-	"sort"
-	"strconv"
 	"time"
 
+	"chronolog.test/goclients/checkio"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -29,33 +25,13 @@ const (
 
 var txnOutcomes = []string{"commit", "abort", "commit"}
 
-func emit(fields map[string]any) {
-	b, err := json.Marshal(fields)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(string(b))
-}
-
-func fail(step string, err error) {
-	emit(map[string]any{"event": "error", "step": step, "error": err.Error()})
-	os.Exit(1)
-}
+var (
+	emit = checkio.Emit
+	fail = checkio.Fail
+)
 
 func main() {
-	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: franzcheck BOOTSTRAP PREFIX BASE_MS SEED")
-		os.Exit(2)
-	}
-	seeds, prefix := os.Args[1], os.Args[2]
-	base, err := strconv.ParseInt(os.Args[3], 10, 64)
-	if err != nil {
-		fail("args", err)
-	}
-	seed, err := strconv.ParseInt(os.Args[4], 10, 64)
-	if err != nil {
-		fail("args", err)
-	}
+	seeds, prefix, base, seed := checkio.Args("franzcheck")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -73,15 +49,10 @@ func main() {
 	}
 
 	// Produce with explicit, out-of-order CreateTime timestamps (idempotent by default).
-	rng := rand.New(rand.NewSource(seed))
-	var stamps []int64
+	stamps := checkio.Timestamps(seed, base, 600_000, partitions, perPart)
 	for p := int32(0); p < partitions; p++ {
 		for i := 0; i < perPart; i++ {
-			ts := base + rng.Int63n(600_000)
-			if i > 0 && rng.Intn(5) == 0 {
-				ts = stamps[len(stamps)-1] // equal timestamps, too
-			}
-			stamps = append(stamps, ts)
+			ts := stamps[int(p)*perPart+i]
 			r := &kgo.Record{
 				Topic: topic, Partition: p, Timestamp: time.UnixMilli(ts),
 				Key: []byte(fmt.Sprintf("k%d-%d", p, i)), Value: []byte(fmt.Sprintf("v%d-%d", p, i)),
@@ -95,15 +66,7 @@ func main() {
 	}
 
 	// kadm: offsets by time, for every produced timestamp, one ms after each, and both ends.
-	queries := map[int64]bool{base - 1: true, base + 600_001: true}
-	for _, ts := range stamps {
-		queries[ts], queries[ts+1] = true, true
-	}
-	var qs []int64
-	for q := range queries {
-		qs = append(qs, q)
-	}
-	sort.Slice(qs, func(i, j int) bool { return qs[i] < qs[j] })
+	qs := checkio.Queries(stamps, base, 600_000)
 	for _, q := range qs {
 		listed, err := adm.ListOffsetsAfterMilli(ctx, q, topic)
 		if err != nil {

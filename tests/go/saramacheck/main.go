@@ -7,15 +7,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"math/rand"
-	"os"
-	"sort"
-	"strconv"
 	"sync"
 	"time"
 
+	"chronolog.test/goclients/checkio"
 	"github.com/IBM/sarama"
 )
 
@@ -24,18 +20,10 @@ const (
 	perPart    = 30
 )
 
-func emit(fields map[string]any) {
-	b, err := json.Marshal(fields)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(string(b))
-}
-
-func fail(step string, err error) {
-	emit(map[string]any{"event": "error", "step": step, "error": err.Error()})
-	os.Exit(1)
-}
+var (
+	emit = checkio.Emit
+	fail = checkio.Fail
+)
 
 func config() *sarama.Config {
 	cfg := sarama.NewConfig()
@@ -50,19 +38,8 @@ func config() *sarama.Config {
 }
 
 func main() {
-	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: saramacheck BOOTSTRAP PREFIX BASE_MS SEED")
-		os.Exit(2)
-	}
-	addrs, prefix := []string{os.Args[1]}, os.Args[2]
-	base, err := strconv.ParseInt(os.Args[3], 10, 64)
-	if err != nil {
-		fail("args", err)
-	}
-	seed, err := strconv.ParseInt(os.Args[4], 10, 64)
-	if err != nil {
-		fail("args", err)
-	}
+	bootstrap, prefix, base, seed := checkio.Args("saramacheck")
+	addrs := []string{bootstrap}
 	topic, group := prefix+"-t", prefix+"-g"
 
 	client, err := sarama.NewClient(addrs, config())
@@ -83,15 +60,10 @@ func main() {
 	if err != nil {
 		fail("producer", err)
 	}
-	rng := rand.New(rand.NewSource(seed))
-	var stamps []int64
+	stamps := checkio.Timestamps(seed, base, 300_000, partitions, perPart)
 	for p := int32(0); p < partitions; p++ {
 		for i := 0; i < perPart; i++ {
-			ts := base + rng.Int63n(300_000)
-			if i > 0 && rng.Intn(5) == 0 {
-				ts = stamps[len(stamps)-1]
-			}
-			stamps = append(stamps, ts)
+			ts := stamps[int(p)*perPart+i]
 			key, value := fmt.Sprintf("k%d-%d", p, i), fmt.Sprintf("v%d-%d", p, i)
 			msg := &sarama.ProducerMessage{Topic: topic, Partition: p, Timestamp: time.UnixMilli(ts),
 				Key: sarama.StringEncoder(key), Value: sarama.StringEncoder(value)}
@@ -108,15 +80,7 @@ func main() {
 	}
 
 	// GetOffset by time (ListOffsets, READ_UNCOMMITTED) and the two special values.
-	queries := map[int64]bool{base - 1: true, base + 300_001: true}
-	for _, ts := range stamps {
-		queries[ts], queries[ts+1] = true, true
-	}
-	var qs []int64
-	for q := range queries {
-		qs = append(qs, q)
-	}
-	sort.Slice(qs, func(i, j int) bool { return qs[i] < qs[j] })
+	qs := checkio.Queries(stamps, base, 300_000)
 	for p := int32(0); p < partitions; p++ {
 		for _, q := range append(qs, sarama.OffsetNewest, sarama.OffsetOldest) {
 			offset, err := client.GetOffset(topic, p, q)
