@@ -258,4 +258,12 @@ class LogConfig:
         out["cleanup.policy"] = self.cleanup_policy
         out["min.cleanable.dirty.ratio"] = repr(float(self.min_cleanable_dirty_ratio))
         out.update(self.extra)
+        default = _DEFAULTS
+        for name, attr in (*_TIERED_BOOLS.items(), *_TIERED_LONGS.items()):
+            value = getattr(self, attr)
+            if name in self.extra or value != getattr(default, attr):
+                out[name] = str(value).lower() if isinstance(value, bool) else str(value)
         return out
+
+
+_DEFAULTS = LogConfig()

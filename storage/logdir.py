@@ -9,6 +9,7 @@ Layout (as Apache Kafka's ``LogManager``):
   id. A topic found without one (written by an older Chronolog) gets one new id
   on open, written into each of its directories; directories that disagree take
   the id of the topic's lowest partition that has one;
+- ``remote-log-index-cache/``: indexes of remote segments (storage/remote/index_cache.py);
 - ``.kafka_cleanshutdown``: written last by :meth:`LogDir.close` after every log was
   flushed and sealed; when present at startup recovery is skipped; it is deleted
   once the logs are open, so a crash from then on is treated as unclean.
@@ -31,6 +32,8 @@ from storage.config import LogConfig
 from storage.fsutil import fsync_dir
 from storage.log import Log
 from storage.partition_metadata import new_topic_id, read_topic_id, write_topic_id
+from storage.remote.index_cache import DIR_NAME as INDEX_CACHE_DIR
+from storage.remote.index_cache import RemoteIndexCache
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -65,6 +68,7 @@ class LogDir:
         self._topic_ids: dict[str, bytes] = {}
         self._topics_by_id: dict[bytes, str] = {}
         self._partition_counts: dict[str, int] = {}
+        self._index_cache: RemoteIndexCache | None = None
         marker = self.path / CLEAN_SHUTDOWN_FILE
         self.clean_shutdown = marker.exists()
         recovery = read_checkpoint(self.path / RECOVERY_POINT_CHECKPOINT)
@@ -179,6 +183,16 @@ class LogDir:
             if topic_id is not None:
                 self._topics_by_id.pop(topic_id, None)
         return True
+
+    def remote_index_cache(self, budget_bytes: int) -> RemoteIndexCache:
+        """The cache of remote segments' indexes (``remote-log-index-cache/`` in this
+        directory, Kafka's place), bounded by
+        ``remote.log.index.file.cache.total.size.bytes``; one per directory, shared by
+        every partition's tier."""
+        if self._index_cache is None:
+            self._index_cache = RemoteIndexCache(self.path / INDEX_CACHE_DIR, budget_bytes)
+        self._index_cache.budget = budget_bytes
+        return self._index_cache
 
     # -- durability -------------------------------------------------------------------
     def checkpoint(self) -> None:

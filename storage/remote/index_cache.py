@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
-from storage.remote.store import ObjectStore
+from storage.remote.store import ObjectStore, RemoteStorageError
 
 DIR_NAME = "remote-log-index-cache"
 DEFAULT_BUDGET = 1 << 30
@@ -76,7 +76,6 @@ class RemoteIndexCache:
         self.misses += 1
         data = store.get(key)
         if not valid(data):
-            from storage.remote.store import RemoteStorageError
             raise RemoteStorageError(f"remote index {key!r} is corrupt in the bucket")
         with self._lock:
             self._files.pop(name, None)

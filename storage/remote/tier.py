@@ -28,17 +28,34 @@ Invariants:
   ``next_offset`` is the base of the segment that followed it locally, so the local log
   start (first local segment's base) is a remote ``next_offset`` or beyond;
 - every method blocks on the object store: callers run it off the event loop.
+
+How the broker drives it (one ``RemoteTier`` per partition of a topic with
+remote.storage.enable=true; ``LogDir.remote_index_cache(budget)`` is the shared cache):
+- ``RemoteTier(log, store, topic, partition, topic_id=..., partitions=..., cache=...)``
+  opens the manifest, finishes an interrupted copy/delete and attaches to ``log``;
+- every remote.log.manager.task.interval.ms, on a worker thread: ``copy(lso)`` then
+  ``expire(now_ms)`` (total retention and the segments below a DeleteRecords start);
+  ``persist_log_start()`` after a DeleteRecords; ``log.delete_old_segments`` (the
+  existing retention pass) then deletes local copies per local.retention.*;
+- ``log.is_remote_offset(offset)`` says whether ``log.read`` will call the store: run it
+  on a worker thread then; ``offset_for_timestamp``/``plan_time_window``/
+  ``count_time_windows`` of a log with a tier may call it too;
+- ``disable()`` when remote.storage.enable goes false; ``open_read_replica`` and
+  ``refresh`` for ``serve --read-replica``.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import struct
 import threading
 import time
 import uuid
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -57,17 +74,43 @@ from storage.remote.snapshot import (
     encode_epochs,
     encode_snapshot,
 )
-from storage.remote.store import ObjectStore, RemoteObjectNotFound
+from storage.remote.store import ObjectStore, RemoteObjectNotFound, RemoteStorageError
 from storage.segment import LogSegment, TimestampHit
 from storage.txnindex import TxnIndexEntry
 from storage.zonemap import ZoneMap
 
 if TYPE_CHECKING:
+    from storage.config import LogConfig
     from storage.log import Log
 
 _OFF = struct.Struct(">ii")
 _TIME = struct.Struct(">qi")
 _READ_CHUNK = 64 * 1024
+_FIRST_READ = 8 * 1024
+MEMORY_ENTRIES = 256
+_LOG = logging.getLogger("chronolog.tier")
+
+
+class _Index:
+    """A fetched index as two ascending lists: keys (offset or timestamp) and values
+    (position or offset); ``floor`` is the index lookup (largest key <= target)."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self, entries: list[tuple[int, int]]) -> None:
+        self.keys = [k for k, _ in entries]
+        self.values = [v for _, v in entries]
+
+    def floor(self, target: int, default: int) -> int:
+        i = bisect_right(self.keys, target) - 1
+        return self.values[i] if i >= 0 else default
+
+
+class _Readable(NamedTuple):
+    key: tuple[int, int, int]  # manifest generation, log start, first local base
+    segments: list[RemoteSegment]
+    ends: list[int]  # end offsets, ascending
+    prefix_max: list[int]  # running max of max_timestamp
 
 
 def _now_ms() -> int:
@@ -80,7 +123,8 @@ class RemoteTier:
 
     def __init__(self, log: Log, store: ObjectStore, topic: str, partition: int, *,
                  topic_id: str = "", partitions: int | None = None,
-                 cache: RemoteIndexCache | None = None, attach: bool = True) -> None:
+                 cache: RemoteIndexCache | None = None, attach: bool = True,
+                 read_only: bool = False) -> None:
         self.log = log
         self.store = store
         self.topic = topic
@@ -89,13 +133,20 @@ class RemoteTier:
         self.partitions = partitions
         self.cache = cache
         self._lock = threading.RLock()
-        self._zone_maps: dict[str, ZoneMap] = {}
-        self._indexes: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        # Parsed indexes and zone maps of remote segments, most recently used last, at
+        # most MEMORY_ENTRIES of each (the files stay in the on-disk cache).
+        self._zone_maps: OrderedDict[str, ZoneMap] = OrderedDict()
+        self._indexes: OrderedDict[tuple[str, str], _Index] = OrderedDict()
+        self._memo_lock = threading.Lock()
+        self._readable: _Readable | None = None
         self._producers: dict[int, ProducerEntry] | None = None
         self.bytes_copied = 0
         self.bytes_fetched = 0
+        self.read_only = read_only
+        self._topic_written = b""
         self.manifest = self._load_manifest()
-        self.recover()
+        if not read_only:
+            self.recover()
         if attach:
             log.attach_tier(self)
 
@@ -116,17 +167,58 @@ class RemoteTier:
         return m
 
     def _write_manifest(self, segments: list[RemoteSegment], log_start: int) -> None:
+        if self.read_only:
+            raise RemoteStorageError(f"{self.topic}-{self.partition}: a read replica does not "
+                                     "write to the bucket")
         m = PartitionManifest(mf.FORMAT_VERSION, self.topic, self.partition, self.topic_id,
                               self.manifest.generation + 1, log_start, segments)
         self.store.put(mf.manifest_key(self.topic, self.partition), mf.encode(m))
         self.manifest = m  # one reference swap: readers on other threads see old or new
+
+    # -- read replicas -------------------------------------------------------------------
+    @classmethod
+    def open_read_replica(cls, store: ObjectStore, topic: str, partition: int,
+                          directory: str | os.PathLike[str], config: LogConfig, *,
+                          cache: RemoteIndexCache | None = None) -> RemoteTier:
+        """A partition served from the bucket alone (``chronolog serve --read-replica``):
+        an empty local log in ``directory`` starting right after the last copied offset,
+        with this tier below it, so the ``Log`` API (read, ListOffsets, plans, counts)
+        answers over the remote data; ``refresh`` follows new uploads. Never writes."""
+        from storage.log import Log
+
+        tier = cls(Log(directory, config), store, topic, partition, cache=cache,
+                   attach=False, read_only=True)
+        tier._follow()
+        return tier
+
+    def refresh(self) -> bool:
+        """Reload the manifest (a reader following the writer); True when it changed. A
+        read replica's log then ends right after the last copied offset."""
+        m = self._load_manifest()
+        if m.generation == self.manifest.generation:
+            return False
+        self.manifest = m
+        if self.read_only:
+            self._follow()
+        return True
+
+    def _follow(self) -> None:
+        log = self.log
+        end = max(self.highest_offset + 1, self.manifest.log_start_offset)
+        if log.log_end_offset != end or log.segments[0].base_offset != end:
+            log.truncate_fully_and_start_at(end)
+        log.tier = None
+        log.attach_tier(self)
 
     def write_topic_manifest(self) -> None:
         """topics/<topic>/topic.json: id, partition count, the topic's Kafka configs."""
         tm = mf.TopicManifest(mf.FORMAT_VERSION, self.topic, self.topic_id,
                               self.partitions if self.partitions is not None
                               else self.partition + 1, self.log.config.to_kafka())
-        self.store.put(mf.topic_key(self.topic), mf.encode(tm))
+        data = mf.encode(tm)
+        if data != self._topic_written:
+            self.store.put(mf.topic_key(self.topic), data)
+            self._topic_written = data
 
     def recover(self) -> int:
         """Finish what a crash interrupted (module docstring); returns objects deleted."""
@@ -169,9 +261,21 @@ class RemoteTier:
     def readable(self) -> list[RemoteSegment]:
         """Finished segments holding offsets in [log start, first local segment's base):
         what reads, lookups and plans use the tier for."""
+        return self._readable_view().segments
+
+    def _readable_view(self) -> _Readable:
         start = self.log.log_start_offset
         local = self.log.segments[0].base_offset
-        return [s for s in self.finished() if s.end_offset >= start and s.base_offset < local]
+        key = (self.manifest.generation, start, local)
+        view = self._readable
+        if view is None or view.key != key:
+            segs = [s for s in self.finished() if s.end_offset >= start and s.base_offset < local]
+            run, pm = -1, []
+            for s in segs:
+                run = max(run, s.max_timestamp)
+                pm.append(run)
+            view = self._readable = _Readable(key, segs, [s.end_offset for s in segs], pm)
+        return view
 
     # -- copy ------------------------------------------------------------------------
     def copy_candidates(self, last_stable_offset: int) -> list[LogSegment]:
@@ -193,6 +297,7 @@ class RemoteTier:
         cleaned up (its files deleted, its entry dropped) and the error raised."""
         if self.log.config.remote_log_copy_disable:
             return 0
+        self.write_topic_manifest()  # once per process, and again when the configs change
         n = 0
         for seg in self.copy_candidates(last_stable_offset):
             self.copy_segment(seg)
@@ -297,10 +402,12 @@ class RemoteTier:
                     e for e in lineage if e[1] < next_base)),
                 (".zonemap", zm.encode(last_head)),
             ]
-            if not self.manifest.segments and self.manifest.generation == 0:
-                self.write_topic_manifest()
+            self.write_topic_manifest()
             segments = list(self.manifest.segments)
-            self._write_manifest(segments + [rs], self.manifest.log_start_offset)
+            # the manifest's start follows the log's (a DeleteRecords not persisted yet),
+            # so readers of the bucket never see records below it
+            start = max(self.manifest.log_start_offset, self.log.log_start_offset)
+            self._write_manifest(segments + [rs], start)
             yield SegmentState.COPY_SEGMENT_STARTED.name
             for suffix, data in files:
                 self.store.put(mf.segment_key(self.topic, self.partition, rs, suffix), data)
@@ -345,8 +452,8 @@ class RemoteTier:
     def expire(self, now_ms: int | None = None) -> int:
         """Delete the expired segments (``expired``); returns how many went."""
         n = 0
-        for _ in self.expire_steps(_now_ms() if now_ms is None else now_ms):
-            if _ == SegmentState.DELETE_SEGMENT_FINISHED.name:
+        for step in self.expire_steps(_now_ms() if now_ms is None else now_ms):
+            if step == SegmentState.DELETE_SEGMENT_FINISHED.name:
                 n += 1
         return n
 
@@ -392,6 +499,14 @@ class RemoteTier:
         self.recover()
         return n
 
+    def disable(self) -> int:
+        """remote.storage.enable turned off: with remote.log.delete.on.disable the remote
+        segments are deleted (KIP-950); the log then starts at its first local offset
+        either way. Returns how many segments were deleted."""
+        n = self.delete_all() if self.log.config.remote_log_delete_on_disable else 0
+        self.log.detach_tier()
+        return n
+
     def _delete_files(self, rs: RemoteSegment) -> int:
         for suffix in mf.FILE_SUFFIXES:
             self.store.delete(mf.segment_key(self.topic, self.partition, rs, suffix))
@@ -399,35 +514,44 @@ class RemoteTier:
         return len(mf.FILE_SUFFIXES)
 
     def _forget(self, rs: RemoteSegment) -> None:
-        self._zone_maps.pop(rs.segment_id, None)
-        for suffix in (".index", ".timeindex"):
-            self._indexes.pop((rs.segment_id, suffix), None)
+        with self._memo_lock:
+            self._zone_maps.pop(rs.segment_id, None)
+            for suffix in (".index", ".timeindex"):
+                self._indexes.pop((rs.segment_id, suffix), None)
         if self.cache is not None:
             self.cache.drop(f"{rs.base_offset}_{rs.segment_id}")
 
     # -- fetched indexes -------------------------------------------------------------
-    def _index(self, rs: RemoteSegment, suffix: str) -> list[tuple[int, int]]:
+    def _index(self, rs: RemoteSegment, suffix: str) -> _Index:
         """The segment's offset index as (offset, position) or time index as
         (timestamp, offset), absolute offsets; fetched once, then from memory (and the
         on-disk cache across restarts)."""
         key = (rs.segment_id, suffix)
-        entries = self._indexes.get(key)
-        if entries is not None:
-            return entries
+        with self._memo_lock:
+            known = self._indexes.get(key)
+            if known is not None:
+                self._indexes.move_to_end(key)
+                return known
         obj = mf.segment_key(self.topic, self.partition, rs, suffix)
         width = 8 if suffix == ".index" else 12
 
         def valid(data: bytes) -> bool:
             return _index_valid(data, suffix, rs)
 
-        if self.cache is not None:
-            data = self.cache.get(self.store, obj, f"{rs.base_offset}_{rs.segment_id}{suffix}",
-                                  valid)
-        else:
-            data = self.store.get(obj)
-            if not valid(data):
-                from storage.remote.store import RemoteStorageError
-                raise RemoteStorageError(f"remote index {obj!r} is corrupt")
+        try:
+            if self.cache is not None:
+                data = self.cache.get(self.store, obj,
+                                      f"{rs.base_offset}_{rs.segment_id}{suffix}", valid)
+            else:
+                data = self.store.get(obj)
+                if not valid(data):
+                    raise RemoteStorageError(f"remote index {obj!r} is corrupt")
+        except RemoteStorageError as exc:
+            # The bucket's copy is damaged or gone: rebuild it from the .log's headers
+            # (as Kafka rebuilds a local index), for this process only.
+            log_line = f"{exc}; rebuilding it from the remote .log"
+            _LOG.warning(log_line)
+            return self._remember(self._indexes, key, _Index(self._rebuild_index(rs, suffix)))
         out = []
         for at in range(0, len(data), width):
             if width == 8:
@@ -436,11 +560,28 @@ class RemoteTier:
             else:
                 ts, rel = _TIME.unpack_from(data, at)
                 out.append((ts, rs.base_offset + rel))
-        self._indexes[key] = out
+        return self._remember(self._indexes, key, _Index(out))
+
+    def _rebuild_index(self, rs: RemoteSegment, suffix: str) -> list[tuple[int, int]]:
+        """Index entries from a walk of the remote .log: an offset entry per batch
+        (exact, denser than Kafka's), a time entry per batch that raises the running max."""
+        out: list[tuple[int, int]] = []
+        obj = mf.segment_key(self.topic, self.partition, rs, ".log")
+        buf = self.store.get_range(obj, 0, rs.size_bytes)
+        running = -1
+        for pos, h in iter_batches(buf):
+            if suffix == ".index":
+                out.append((h.last_offset, pos))
+            elif h.max_timestamp > running:
+                running = h.max_timestamp
+                out.append((running, h.last_offset))
         return out
 
     def zone_map(self, rs: RemoteSegment) -> ZoneMap:
-        zm = self._zone_maps.get(rs.segment_id)
+        with self._memo_lock:
+            zm = self._zone_maps.get(rs.segment_id)
+            if zm is not None:
+                self._zone_maps.move_to_end(rs.segment_id)
         if zm is None:
             obj = mf.segment_key(self.topic, self.partition, rs, ".zonemap")
             interval = self.log.config.index_interval_bytes
@@ -454,24 +595,34 @@ class RemoteTier:
             ivl = _zone_interval(data)
             zm = ZoneMap.decode(data, rs.base_offset, ivl if ivl is not None else interval)
             if zm is None:
-                from storage.remote.store import RemoteStorageError
                 raise RemoteStorageError(f"remote zone map {obj!r} is corrupt")
-            self._zone_maps[rs.segment_id] = zm
+            self._remember(self._zone_maps, rs.segment_id, zm)
         return zm
+
+    def _remember(self, memo: OrderedDict[Any, Any], key: Any, value: Any) -> Any:
+        with self._memo_lock:
+            memo[key] = value
+            memo.move_to_end(key)
+            while len(memo) > MEMORY_ENTRIES:
+                memo.popitem(last=False)
+        return value
 
     # -- reads -------------------------------------------------------------------------
     def _segment_for(self, offset: int) -> RemoteSegment | None:
-        segs = self.readable()
-        i = bisect_right([s.end_offset for s in segs], offset - 1)
-        return segs[i] if i < len(segs) else None
+        view = self._readable_view()
+        i = bisect_right(view.ends, offset - 1)
+        return view.segments[i] if i < len(view.segments) else None
 
-    def _walk(self, rs: RemoteSegment, position: int) -> Iterator[tuple[bytes, int, BatchHeader]]:
+    def _walk(self, rs: RemoteSegment, position: int, first_read: int = _FIRST_READ
+              ) -> Iterator[tuple[bytes, int, BatchHeader]]:
         """(buffer, position in buffer, header) of each whole batch from ``position``,
         read from the bucket in ranged GETs."""
         obj = mf.segment_key(self.topic, self.partition, rs, ".log")
         pos = position
+        chunk = first_read  # a lookup usually needs a batch or two: start small, then double
         while pos < rs.size_bytes:
-            buf = self.store.get_range(obj, pos, min(rs.size_bytes, pos + _READ_CHUNK))
+            buf = self.store.get_range(obj, pos, min(rs.size_bytes, pos + chunk))
+            chunk = min(chunk * 2, _READ_CHUNK)
             self.bytes_fetched += len(buf)
             at = 0
             for p, h in iter_batches(buf):
@@ -496,11 +647,9 @@ class RemoteTier:
         limit = rs.next_offset if max_offset is None else min(max_offset, rs.next_offset)
         if offset >= limit:
             return b""
-        index = self._index(rs, ".index")
-        i = bisect_right(index, (offset, 1 << 62)) - 1
-        pos = index[i][1] if i >= 0 else 0
+        pos = self._index(rs, ".index").floor(offset, 0)
         out = bytearray()
-        for buf, p, h in self._walk(rs, pos):
+        for buf, p, h in self._walk(rs, pos, max(_FIRST_READ, min(max_bytes, _READ_CHUNK))):
             if h.last_offset < offset:
                 continue
             if h.base_offset >= limit or (out and len(out) + h.size > max_bytes):
@@ -515,15 +664,12 @@ class RemoteTier:
         target, its time-index floor entry, the offset index, a ranged read and the
         in-batch search; None when no remote record qualifies (search locally)."""
         start = self.log.log_start_offset
-        for rs in self.readable():
+        view = self._readable_view()
+        for rs in view.segments[bisect_left(view.prefix_max, target):]:
             if rs.max_timestamp < target:
                 continue
-            tindex = self._index(rs, ".timeindex")
-            j = bisect_right([t for t, _ in tindex], target) - 1
-            from_offset = max(start, tindex[j][1] if j >= 0 else rs.base_offset)
-            index = self._index(rs, ".index")
-            i = bisect_right(index, (from_offset, 1 << 62)) - 1
-            pos = index[i][1] if i >= 0 else 0
+            entry = self._index(rs, ".timeindex").floor(target, rs.base_offset)
+            pos = self._index(rs, ".index").floor(max(start, entry), 0)
             for buf, p, h in self._walk(rs, pos):
                 if h.max_timestamp < target or h.last_offset < start:
                     continue
@@ -566,9 +712,7 @@ class RemoteTier:
         for rs in self.readable():
             if rs.next_offset <= start or rs.base_offset >= end:
                 continue
-            index = self._index(rs, ".index")
-            i = bisect_right(index, (start, 1 << 62)) - 1
-            pos = index[i][1] if i >= 0 else 0
+            pos = self._index(rs, ".index").floor(start, 0)
             obj = mf.segment_key(self.topic, self.partition, rs, ".log")
             buf = self.store.get_range(obj, pos, rs.size_bytes)
             self.bytes_fetched += len(buf)

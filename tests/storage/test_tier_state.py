@@ -19,7 +19,7 @@ locally:
 - nothing at or above the log start is ever lost; no segment that is not copied leaves
   the local disk; the bucket holds exactly the files of the manifest's segments.
 
-60 examples of 30 steps in ``make test`` (about 10 s); ``TIER_EXAMPLES=1000`` for a long run.
+150 examples of up to 30 steps in ``make test`` (about 5-15 s); ``TIER_EXAMPLES=1000`` for a long run.
 Checked to fail when the read boundary (``offset < first local base``), the remote
 segment filter (``end_offset >= log start``) or the local-retention copy guard is off
 by one.
@@ -75,6 +75,7 @@ class TierMachine(RuleBasedStateMachine):
         self.store = ObjectStore(f"file://{self.tmp}/bucket")
         self.twin = Log(self.tmp / "twin-0", TWIN_CFG)
         self.records: list[tuple[int, int, bool]] = []  # offset, timestamp, is data
+        self.epochs: dict[int, int] = {}  # offset -> leader epoch of its batch
         self.log_start = 0
         self.checkpoint_start = 0  # what the broker's log-start checkpoint holds
         self.epoch = 0
@@ -109,6 +110,7 @@ class TierMachine(RuleBasedStateMachine):
         r2 = self.twin.append(batch, now_ms=T0, leader_epoch=self.epoch)
         assert r.base_offset == r2.base_offset
         self.records += [(r.base_offset + i, T0 + s, True) for i, s in enumerate(stamps)]
+        self.epochs.update((r.base_offset + i, self.epoch) for i in range(len(stamps)))
 
     @rule(stamps=stamps_st)
     def produce(self, stamps: list[int]) -> None:
@@ -123,6 +125,7 @@ class TierMachine(RuleBasedStateMachine):
                                    coordinator_epoch=0, now_ms=T0 + marker,
                                    leader_epoch=self.epoch)
         self.records.append((r.base_offset, T0 + marker, False))
+        self.epochs[r.base_offset] = self.epoch
 
     @rule()
     def bump_leader_epoch(self) -> None:
@@ -293,6 +296,11 @@ class TierMachine(RuleBasedStateMachine):
         assert local.offset == self.log_start or self.uploaded >= local.offset - 1
         tiered = log.offset_for_timestamp(LATEST_TIERED_TIMESTAMP)
         assert tiered is not None and tiered.offset == self.uploaded
+        if self.uploaded >= 0:  # the leader epoch of the batch holding it, as the twin has it
+            assert tiered.leader_epoch == self._epoch(self.uploaded)
+        if self.log_start < hw:
+            assert tuple(log.offset_for_timestamp(EARLIEST_TIMESTAMP)) == tuple(  # type: ignore[arg-type]
+                self.twin.offset_for_timestamp(EARLIEST_TIMESTAMP))  # type: ignore[arg-type]
         assert [(s.base_offset, s.end_offset) for s in self.tier.finished()] == self.copied
         live = [r for r in self.records if r[0] >= self.log_start]
         probes = {T0 - 1, T0, T0 + 4_001, *(t for _, t, _d in live)}
@@ -313,7 +321,10 @@ class TierMachine(RuleBasedStateMachine):
         else:
             mx = max(t for _, t, _d in kept)
             off = next(o for o, t, _d in kept if t == mx)
-            assert got is not None and (got.timestamp, got.offset) == (mx, off)
+            assert got is not None and tuple(got) == (mx, off, self._epoch(off))
+
+    def _epoch(self, offset: int) -> int:
+        return self.epochs[offset]
 
     @invariant()
     def every_offset_reads_its_batch(self) -> None:
@@ -336,6 +347,11 @@ class TierMachine(RuleBasedStateMachine):
             if log.is_remote_offset(off):  # whole batches only, at least one
                 assert sum(x.size for _, x in batches) == len(data)
                 assert len(data) <= 200 or len(batches) == 1
+            # a read_committed reader's bound (the LSO): nothing at or past it
+            bounded = log.read(off, 1 << 16, max_offset=off + 1)
+            want = self.twin.read(off, 1 << 16, max_offset=off + 1)
+            assert bounded[:h.size] == want[:h.size]
+            assert all(x.base_offset <= off for _, x in iter_batches(bounded))
 
     @invariant()
     def event_time_plans_and_counts_match(self) -> None:
@@ -356,6 +372,7 @@ class TierMachine(RuleBasedStateMachine):
     @invariant()
     def bucket_holds_exactly_the_manifest(self) -> None:
         m = self.tier.manifest
+        assert m.log_start_offset <= self.log_start
         assert all(s.state == SegmentState.COPY_SEGMENT_FINISHED for s in m.segments)
         want = {mf.segment_key("t", 0, s, suffix) for s in m.segments
                 for suffix in mf.FILE_SUFFIXES}
@@ -365,6 +382,6 @@ class TierMachine(RuleBasedStateMachine):
 
 
 TierMachine.TestCase.settings = settings(
-    max_examples=int(os.environ.get("TIER_EXAMPLES", "60")), stateful_step_count=30, deadline=None, report_multiple_bugs=False,
+    max_examples=int(os.environ.get("TIER_EXAMPLES", "150")), stateful_step_count=30, deadline=None, report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 test_tier_state_machine = TierMachine.TestCase
