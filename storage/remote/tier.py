@@ -75,9 +75,9 @@ from storage.remote.snapshot import (
     encode_snapshot,
 )
 from storage.remote.store import ObjectStore, RemoteObjectNotFound, RemoteStorageError
-from storage.segment import LogSegment, TimestampHit
+from storage.segment import LogSegment, TimestampHit, zone_add_batch
 from storage.txnindex import TxnIndexEntry
-from storage.zonemap import ZoneMap
+from storage.zonemap import NO_MAX, ZoneMap
 
 if TYPE_CHECKING:
     from storage.config import LogConfig
@@ -590,13 +590,38 @@ class RemoteTier:
                 ivl = _zone_interval(data)
                 return ivl is not None and ZoneMap.decode(data, rs.base_offset, ivl) is not None
 
-            data = (self.cache.get(self.store, obj, f"{rs.base_offset}_{rs.segment_id}.zonemap",
-                                   valid) if self.cache is not None else self.store.get(obj))
-            ivl = _zone_interval(data)
-            zm = ZoneMap.decode(data, rs.base_offset, ivl if ivl is not None else interval)
-            if zm is None:
-                raise RemoteStorageError(f"remote zone map {obj!r} is corrupt")
+            try:
+                data = (self.cache.get(self.store, obj,
+                                       f"{rs.base_offset}_{rs.segment_id}.zonemap", valid)
+                        if self.cache is not None else self.store.get(obj))
+                ivl = _zone_interval(data)
+                zm = ZoneMap.decode(data, rs.base_offset, ivl if ivl is not None else interval)
+                if zm is None:
+                    raise RemoteStorageError(f"remote zone map {obj!r} is corrupt")
+            except RemoteStorageError as exc:
+                # Damaged or gone in the bucket: rebuilt from the remote .log (as a local
+                # segment rebuilds its sidecar), for this process only.
+                _LOG.warning("%s; rebuilding it from the remote .log", exc)
+                zm = self._rebuild_zone_map(rs, interval)
             self._remember(self._zone_maps, rs.segment_id, zm)
+        return zm
+
+    def _rebuild_zone_map(self, rs: RemoteSegment, interval: int) -> ZoneMap:
+        """A segment's zone map from a walk of its remote .log, disorder counted against
+        the largest timestamp of the finished segments before it."""
+        running = NO_MAX
+        for s in self.finished():
+            if s.base_offset >= rs.base_offset:
+                break
+            if s.max_timestamp >= 0:
+                running = max(running, s.max_timestamp)
+        zm = ZoneMap(rs.base_offset, interval, running)
+        obj = mf.segment_key(self.topic, self.partition, rs, ".log")
+        buf = self.store.get_range(obj, 0, rs.size_bytes)
+        self.bytes_fetched += len(buf)
+        for pos, h in iter_batches(buf):
+            running = zone_add_batch(zm, buf, pos, pos, h, running)
+        zm.sync()
         return zm
 
     def _remember(self, memo: OrderedDict[Any, Any], key: Any, value: Any) -> Any:

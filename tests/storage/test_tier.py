@@ -25,6 +25,7 @@ from storage.remote.snapshot import decode_epochs, decode_snapshot
 from storage.remote.store import ObjectStore
 from storage.remote.tier import RemoteTier
 from storage.txnindex import TxnIndexEntry
+from storage.zonemap import ZoneMap
 
 T0 = 1_700_000_000_000
 CFG = LogConfig(segment_bytes=600, index_interval_bytes=120, segment_index_bytes=240,
@@ -297,3 +298,27 @@ def test_disable_with_delete_on_disable_empties_the_bucket_and_topic_json_follow
     keys = {o.key for o in store.list("topics/t/")}
     assert keys == {mf.topic_key("t"), mf.manifest_key("t", 0)}
     assert mf.decode_partition(store.get(mf.manifest_key("t", 0))).segments == []
+
+
+def test_a_damaged_or_missing_remote_zone_map_is_rebuilt_from_the_remote_log(
+        tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", CFG)
+    fill(log, 30)
+    store, tier = open_tier(tmp_path, log)
+    tier.copy(log.high_watermark)
+    log.delete_old_segments(T0)
+    assert len(tier.readable()) >= 3
+
+    def blocks(zm: ZoneMap) -> list[tuple[int, ...]]:
+        zm.sync()
+        return list(zip(zm.first, zm.pos, zm.min, zm.max, zm.records, zm.late, zm.worst,
+                        strict=True))
+
+    want = [(zm.covered, blocks(zm)) for zm in tier.zone_maps()]
+    first, second = tier.readable()[:2]
+    store.put(mf.segment_key("t", 0, first, ".zonemap"), b"CLZM" + b"\x00" * 40)
+    store.delete(mf.segment_key("t", 0, second, ".zonemap"))
+    for p in (tmp_path / "remote-log-index-cache").iterdir():
+        p.unlink()
+    _, again = open_tier(tmp_path, Log(tmp_path / "t-0", CFG))
+    assert [(zm.covered, blocks(zm)) for zm in again.zone_maps()] == want
