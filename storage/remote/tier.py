@@ -167,13 +167,25 @@ class RemoteTier:
         return m
 
     def _write_manifest(self, segments: list[RemoteSegment], log_start: int) -> None:
-        if self.read_only:
-            raise RemoteStorageError(f"{self.topic}-{self.partition}: a read replica does not "
-                                     "write to the bucket")
         m = PartitionManifest(mf.FORMAT_VERSION, self.topic, self.partition, self.topic_id,
                               self.manifest.generation + 1, log_start, segments)
-        self.store.put(mf.manifest_key(self.topic, self.partition), mf.encode(m))
+        self._put(mf.manifest_key(self.topic, self.partition), mf.encode(m))
         self.manifest = m  # one reference swap: readers on other threads see old or new
+
+    def _put(self, key: str, data: bytes) -> None:
+        """Every write of the tier goes through here or ``_delete``: a read-only tier
+        (a read replica) refuses it before the store is called."""
+        self._writable(key)
+        self.store.put(key, data)
+
+    def _delete(self, key: str) -> None:
+        self._writable(key)
+        self.store.delete(key)
+
+    def _writable(self, key: str) -> None:
+        if self.read_only:
+            raise RemoteStorageError(f"{self.topic}-{self.partition}: a read replica does not "
+                                     f"write to the bucket (refused a write of {key})")
 
     # -- read replicas -------------------------------------------------------------------
     @classmethod
@@ -186,29 +198,58 @@ class RemoteTier:
         answers over the remote data; ``refresh`` follows new uploads. Never writes."""
         from storage.log import Log
 
-        tier = cls(Log(directory, config), store, topic, partition, cache=cache,
-                   attach=False, read_only=True)
-        tier._follow()
+        tier = cls.read_replica_of(Log(directory, config), store, topic, partition, cache=cache)
+        tier.follow()
         return tier
+
+    @classmethod
+    def read_replica_of(cls, log: Log, store: ObjectStore, topic: str, partition: int, *,
+                        cache: RemoteIndexCache | None = None) -> RemoteTier:
+        """A read-only tier over ``log`` (an existing log that holds no data of its own,
+        e.g. a broker's partition): the manifest is read (store I/O, run it off the event
+        loop) but the log is not touched until ``follow()``, which does no I/O (the
+        event loop's half). No recovery runs: a copy the writer has not finished is its
+        business; only COPY_SEGMENT_FINISHED segments are read."""
+        return cls(log, store, topic, partition, cache=cache, attach=False, read_only=True)
 
     def refresh(self) -> bool:
         """Reload the manifest (a reader following the writer); True when it changed. A
-        read replica's log then ends right after the last copied offset."""
-        m = self._load_manifest()
-        if m.generation == self.manifest.generation:
+        read replica's log then ends right after the last copied offset. Blocking:
+        ``fetch_manifest()`` (thread) + ``follow(m)`` (loop) is the same in two halves."""
+        m = self.fetch_manifest()
+        if m is None:
             return False
-        self.manifest = m
         if self.read_only:
-            self._follow()
+            self.follow(m)
+        else:
+            self.manifest = m
         return True
 
-    def _follow(self) -> None:
+    def fetch_manifest(self) -> PartitionManifest | None:
+        """The bucket's manifest if it is newer (a higher generation) than the one held,
+        else None (same, or an older one read stale). Store I/O only: nothing changes."""
+        m = self._load_manifest()
+        return m if m.generation > self.manifest.generation else None
+
+    def follow(self, m: PartitionManifest | None = None) -> bool:
+        """A read replica takes manifest ``m`` (when newer than the held one) and its log
+        moves to where the tier ends: empty, starting right after the last copied offset,
+        its log start the first remote one raised to the manifest's (the writer's
+        retention and DeleteRecords). No I/O beyond the local log's. Returns whether the
+        log's end moved."""
+        if not self.read_only:
+            raise RemoteStorageError(f"{self.topic}-{self.partition}: follow() is for read "
+                                     "replicas")
+        if m is not None and m.generation > self.manifest.generation:
+            self.manifest = m
         log = self.log
         end = max(self.highest_offset + 1, self.manifest.log_start_offset)
-        if log.log_end_offset != end or log.segments[0].base_offset != end:
+        moved = end != log.log_end_offset
+        if moved or log.segments[0].base_offset != end:
             log.truncate_fully_and_start_at(end)
         log.tier = None
         log.attach_tier(self)
+        return moved
 
     def write_topic_manifest(self) -> None:
         """topics/<topic>/topic.json: id, partition count, the topic's Kafka configs."""
@@ -217,7 +258,7 @@ class RemoteTier:
                               else self.partition + 1, self.log.config.to_kafka())
         data = mf.encode(tm)
         if data != self._topic_written:
-            self.store.put(mf.topic_key(self.topic), data)
+            self._put(mf.topic_key(self.topic), data)
             self._topic_written = data
 
     def recover(self) -> int:
@@ -240,7 +281,7 @@ class RemoteTier:
                     continue
                 seg_id = stem.split("-", 1)[1]
                 if seg_id not in known:
-                    self.store.delete(obj.key)
+                    self._delete(obj.key)
                     deleted += 1
             return deleted
 
@@ -410,7 +451,7 @@ class RemoteTier:
             self._write_manifest(segments + [rs], start)
             yield SegmentState.COPY_SEGMENT_STARTED.name
             for suffix, data in files:
-                self.store.put(mf.segment_key(self.topic, self.partition, rs, suffix), data)
+                self._put(mf.segment_key(self.topic, self.partition, rs, suffix), data)
                 self.bytes_copied += len(data)
                 yield suffix
             done = msgspec.structs.replace(rs, state=SegmentState.COPY_SEGMENT_FINISHED)
@@ -474,7 +515,7 @@ class RemoteTier:
                                                log.log_start_offset))
             yield SegmentState.DELETE_SEGMENT_STARTED.name
             for suffix in mf.FILE_SUFFIXES:
-                self.store.delete(mf.segment_key(self.topic, self.partition, rs, suffix))
+                self._delete(mf.segment_key(self.topic, self.partition, rs, suffix))
                 yield suffix
             self._forget(rs)
             self._write_manifest([s for s in self.manifest.segments
@@ -509,7 +550,7 @@ class RemoteTier:
 
     def _delete_files(self, rs: RemoteSegment) -> int:
         for suffix in mf.FILE_SUFFIXES:
-            self.store.delete(mf.segment_key(self.topic, self.partition, rs, suffix))
+            self._delete(mf.segment_key(self.topic, self.partition, rs, suffix))
         self._forget(rs)
         return len(mf.FILE_SUFFIXES)
 

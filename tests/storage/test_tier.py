@@ -22,7 +22,7 @@ from storage.records import Record, build_batch, iter_batches
 from storage.remote import manifest as mf
 from storage.remote.index_cache import RemoteIndexCache
 from storage.remote.snapshot import decode_epochs, decode_snapshot
-from storage.remote.store import ObjectStore
+from storage.remote.store import ObjectStore, RemoteStorageError
 from storage.remote.tier import RemoteTier
 from storage.txnindex import TxnIndexEntry
 from storage.zonemap import ZoneMap
@@ -322,3 +322,41 @@ def test_a_damaged_or_missing_remote_zone_map_is_rebuilt_from_the_remote_log(
         p.unlink()
     _, again = open_tier(tmp_path, Log(tmp_path / "t-0", CFG))
     assert [(zm.covered, blocks(zm)) for zm in again.zone_maps()] == want
+
+
+def test_a_read_replica_tier_refuses_every_write_and_leaves_the_bucket_as_it_was(
+        tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", CFG)
+    fill(log, 30)
+    store, tier = open_tier(tmp_path, log)
+    tier.copy(log.segments[3].base_offset)
+    # a copy interrupted by a crash: the writer's recovery would delete it; a replica not
+    steps = tier.copy_steps(log.segments[3])
+    next(steps), next(steps)
+    bucket = tmp_path / "bucket"
+
+    def contents() -> dict[str, bytes]:
+        return {str(p.relative_to(bucket)): p.read_bytes() for p in bucket.rglob("*")
+                if p.is_file()}
+
+    before = contents()
+    ro = ObjectStore(f"file://{bucket}", read_only=True)
+    replica = RemoteTier.open_read_replica(ro, "t", 0, tmp_path / "replica" / "t-0", CFG)
+    rlog = replica.log
+    assert rlog.high_watermark == replica.highest_offset + 1 > 0
+    writes = [lambda: replica.write_topic_manifest(), lambda: replica.recover(),
+              lambda: replica.copy(rlog.high_watermark), lambda: replica.delete_all(),
+              lambda: ro.put("x", b"x"), lambda: ro.delete("x")]
+    rlog.advance_log_start_offset(5)
+    writes.append(lambda: replica.persist_log_start())
+    writes.append(lambda: replica.expire(T0))
+    for write in writes:
+        with pytest.raises(RemoteStorageError, match="read"):
+            write()
+    assert contents() == before
+    # a writable store under a read-only tier: refused by the tier before the store
+    rw = RemoteTier.open_read_replica(store, "t", 0, tmp_path / "replica2" / "t-0", CFG)
+    for write in (rw.write_topic_manifest, rw.recover):
+        with pytest.raises(RemoteStorageError, match="read replica"):
+            write()
+    assert contents() == before

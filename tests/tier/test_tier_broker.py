@@ -321,6 +321,48 @@ def test_read_replica_answers_as_the_leader_from_the_bucket(tiered: Tiered, tmp_
         replica.stop()
 
 
+def test_a_read_replica_never_writes_to_the_bucket(tiered: Tiered, tmp_path: Path) -> None:
+    """A copy of the leader's bucket with what a leader killed mid-copy leaves (a
+    COPY_SEGMENT_STARTED entry with some of its files, and an orphan file): a leader
+    opening it would delete those; the replica serves it and leaves every byte alone."""
+    import msgspec
+
+    bucket = tmp_path / "ro-bucket"
+    shutil.copytree(tiered.bucket, bucket)
+    topic = tiered.topic
+    m = manifest(bucket, topic)
+    assert m is not None and m.finished()
+    last = m.finished()[-1]
+    half = msgspec.structs.replace(last, segment_id="f" * 32, base_offset=last.next_offset,
+                                   end_offset=last.next_offset + 9,
+                                   next_offset=last.next_offset + 10,
+                                   state=mf.SegmentState.COPY_SEGMENT_STARTED)
+    m.segments.append(half)
+    (bucket / mf.manifest_key(topic, 0)).write_bytes(mf.encode(m))
+    for suffix in (".log", ".index"):
+        (bucket / mf.segment_key(topic, 0, half, suffix)).write_bytes(b"half a copy")
+    orphan = bucket / mf.segment_key(topic, 0, msgspec.structs.replace(
+        last, segment_id="0" * 32), ".log")
+    orphan.write_bytes(b"no manifest names me")
+
+    def contents() -> dict[str, tuple[bytes, int]]:
+        return {str(p.relative_to(bucket)): (p.read_bytes(), p.stat().st_mtime_ns)
+                for p in files(bucket)}
+
+    before = contents()
+    replica = start(tmp_path, "ro-replica", {"rsm.config.url": f"file://{bucket}", **INTERVAL},
+                    ["--read-replica", f"file://{bucket}"])
+    try:
+        end = last.next_offset
+        assert list_offsets(replica.port, topic, -1, 9)[:2] == (0, end)
+        time.sleep(1.0)  # ten passes of the replica's task over the bucket
+        assert list_offsets(replica.port, topic, -1, 9)[:2] == (0, end)
+        assert "refused" not in replica.log() and "failed" not in replica.log(), replica.log()
+    finally:
+        replica.stop()
+    assert contents() == before
+
+
 def test_read_replica_follows_new_uploads(tmp_path: Path) -> None:
     bucket = tmp_path / "bucket"
     common = {"rsm.config.url": f"file://{bucket}", **INTERVAL}
