@@ -13,9 +13,10 @@ after any of them and reopen from disk and bucket, which is what a kill -9 leave
      files);
   3. manifest with the segment COPY_SEGMENT_FINISHED: from now on readers use it and
      local retention may delete the local copy.
-Delete of one segment (``delete_steps``): the log start moves past it first (in memory,
-then in the manifest that marks it DELETE_SEGMENT_STARTED), then its files go, then a
-manifest without it.
+Delete of one segment (``delete_steps``), in two halves: ``move_log_start_past`` (on
+the thread that owns the log: the log start moves past it in memory) then
+``delete_segment_steps`` (store I/O: the manifest that marks it DELETE_SEGMENT_STARTED
+and carries the new start, its files, a manifest without it).
 
 Invariants:
 - opening a tier finishes what a crash interrupted: segments left in COPY_SEGMENT_STARTED
@@ -33,15 +34,20 @@ How the broker drives it (one ``RemoteTier`` per partition of a topic with
 remote.storage.enable=true; ``LogDir.remote_index_cache(budget)`` is the shared cache):
 - ``RemoteTier(log, store, topic, partition, topic_id=..., partitions=..., cache=...)``
   opens the manifest, finishes an interrupted copy/delete and attaches to ``log``;
-- every remote.log.manager.task.interval.ms, on a worker thread: ``copy(lso)`` then
-  ``expire(now_ms)`` (total retention and the segments below a DeleteRecords start);
+- every remote.log.manager.task.interval.ms: ``copy_candidates(lso)`` on the loop and
+  ``copy_segment`` on a worker thread; for each of ``expired(now_ms)`` (total retention
+  and the segments below a DeleteRecords start) ``move_log_start_past`` on the loop,
+  ``delete_segment_steps`` on a worker thread;
   ``persist_log_start()`` after a DeleteRecords; ``log.delete_old_segments`` (the
   existing retention pass) then deletes local copies per local.retention.*;
 - ``log.is_remote_offset(offset)`` says whether ``log.read`` will call the store: run it
   on a worker thread then; ``offset_for_timestamp``/``plan_time_window``/
   ``count_time_windows`` of a log with a tier may call it too;
-- ``disable()`` when remote.storage.enable goes false; ``open_read_replica`` and
-  ``refresh`` for ``serve --read-replica``.
+- remote.storage.enable going false: ``log.detach_tier()`` on the loop, then with
+  remote.log.delete.on.disable ``delete_all()`` on a worker thread (``disable()`` does
+  both); a deleted topic: ``delete_all(topic_deleted=True)``;
+- ``open_read_replica`` + ``refresh`` for a standalone read replica; a broker's uses
+  ``read_replica_of`` and ``fetch_manifest`` (thread) + ``follow`` (loop).
 """
 
 from __future__ import annotations
@@ -503,16 +509,33 @@ class RemoteTier:
             yield from self.delete_steps(rs)
 
     def delete_steps(self, rs: RemoteSegment) -> Iterator[str]:
-        """Delete one finished segment, yielding each step's name once it is done."""
+        """Delete one finished segment, yielding each step's name once it is done: both
+        halves below in one call (a standalone tier, tests). A broker runs
+        ``move_log_start_past`` on its event loop and ``delete_segment_steps`` in a
+        thread."""
+        self.move_log_start_past(rs)
+        yield from self.delete_segment_steps(rs)
+
+    def move_log_start_past(self, rs: RemoteSegment) -> int:
+        """The first half of deleting ``rs``, on the thread that owns the log (a broker's
+        event loop): the log's start moves past it (never past the log end), so no
+        reader is handed an offset whose files are about to go. No store I/O. Returns
+        the log start."""
+        log = self.log
+        new_start = min(max(log.log_start_offset, rs.next_offset), log.log_end_offset)
+        if new_start > log.log_start_offset:
+            log.advance_log_start_offset(new_start)
+        return log.log_start_offset
+
+    def delete_segment_steps(self, rs: RemoteSegment) -> Iterator[str]:
+        """The second half (store I/O, a worker thread; the log is only read): manifest
+        with ``rs`` DELETE_SEGMENT_STARTED and the log's start, its files, then a
+        manifest without it. Yields each step's name once it is done."""
         with self._lock:
-            log = self.log
-            new_start = max(log.log_start_offset, rs.next_offset)
-            if new_start > log.log_start_offset:
-                log.advance_log_start_offset(min(new_start, log.log_end_offset))
             segments = [msgspec.structs.replace(s, state=SegmentState.DELETE_SEGMENT_STARTED)
                         if s.segment_id == rs.segment_id else s for s in self.manifest.segments]
             self._write_manifest(segments, max(self.manifest.log_start_offset,
-                                               log.log_start_offset))
+                                               self.log.log_start_offset))
             yield SegmentState.DELETE_SEGMENT_STARTED.name
             for suffix in mf.FILE_SUFFIXES:
                 self._delete(mf.segment_key(self.topic, self.partition, rs, suffix))
@@ -529,24 +552,45 @@ class RemoteTier:
             if self.log.log_start_offset > self.manifest.log_start_offset:
                 self._write_manifest(list(self.manifest.segments), self.log.log_start_offset)
 
-    def delete_all(self) -> int:
-        """Delete every remote segment (remote.log.delete.on.disable, topic deletion)."""
-        n = 0
-        for rs in list(self.manifest.segments):
-            if rs.state == SegmentState.COPY_SEGMENT_FINISHED:
-                for _ in self.delete_steps(rs):
-                    pass
-                n += 1
-        self.recover()
-        return n
+    def delete_all(self, *, topic_deleted: bool = False) -> int:
+        """Delete the partition's remote data (store I/O, a worker thread; the log is not
+        touched: remote.log.delete.on.disable detaches it first, see ``disable``).
+        The manifest goes first, so every reader (read replicas, Spark) sees no segment
+        before any file goes: rewritten empty, or, for a deleted topic
+        (``topic_deleted``), deleted with the topic's topic.json after the files. Then
+        every object under the partition's prefix; a crash in between leaves files no
+        manifest names, which the next open deletes as orphans. Returns the objects
+        deleted."""
+        with self._lock:
+            doomed = list(self.manifest.segments)
+            manifest_key = mf.manifest_key(self.topic, self.partition)
+            if topic_deleted:
+                self._delete(manifest_key)
+            else:
+                self._write_manifest([], self.manifest.log_start_offset)
+            n = 0
+            for obj in self.store.list(self.prefix):
+                if obj.key != manifest_key:
+                    self._delete(obj.key)
+                    n += 1
+            for rs in doomed:
+                self._forget(rs)
+            self._producers = None
+            if topic_deleted:
+                self._delete(mf.topic_key(self.topic))
+                self._topic_written = b""
+            return n
 
     def disable(self) -> int:
-        """remote.storage.enable turned off: with remote.log.delete.on.disable the remote
-        segments are deleted (KIP-950); the log then starts at its first local offset
-        either way. Returns how many segments were deleted."""
-        n = self.delete_all() if self.log.config.remote_log_delete_on_disable else 0
+        """remote.storage.enable turned off: the log stops using the tier and starts at
+        its first local offset (Kafka moves the log start to the local log start: what
+        was only remote is gone for readers first), then, with
+        remote.log.delete.on.disable (KIP-950), the remote data is deleted
+        (``delete_all``). Both halves in one call; a broker detaches on its event loop
+        (``log.detach_tier()``) and runs ``delete_all`` in a thread. Returns the objects
+        deleted."""
         self.log.detach_tier()
-        return n
+        return self.delete_all() if self.log.config.remote_log_delete_on_disable else 0
 
     def _delete_files(self, rs: RemoteSegment) -> int:
         for suffix in mf.FILE_SUFFIXES:

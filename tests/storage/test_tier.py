@@ -347,7 +347,7 @@ def test_a_read_replica_tier_refuses_every_write_and_leaves_the_bucket_as_it_was
     writes = [lambda: replica.write_topic_manifest(), lambda: replica.recover(),
               lambda: replica.copy(rlog.high_watermark), lambda: replica.delete_all(),
               lambda: ro.put("x", b"x"), lambda: ro.delete("x")]
-    rlog.advance_log_start_offset(5)
+    rlog.advance_log_start_offset(10)  # past the first remote segment: expired
     writes.append(lambda: replica.persist_log_start())
     writes.append(lambda: replica.expire(T0))
     for write in writes:
@@ -360,3 +360,52 @@ def test_a_read_replica_tier_refuses_every_write_and_leaves_the_bucket_as_it_was
         with pytest.raises(RemoteStorageError, match="read replica"):
             write()
     assert contents() == before
+
+
+def test_delete_on_disable_keeps_the_log_start_at_records_still_on_local_disk(
+        tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", CFG)
+    recs = fill(log, 30)
+    store, tier = open_tier(tmp_path, log)
+    tier.copy(log.high_watermark)
+    assert tier.highest_offset > 0 and log.segments[0].base_offset == 0  # all still local
+    log.update_config(LogConfig.from_kafka({"remote.log.delete.on.disable": "true"}, CFG))
+    assert tier.disable() > 0
+    assert (log.tier, log.log_start_offset) == (None, 0)
+    got = [o for off in range(len(recs)) for _, h in iter_batches(log.read(off, 1))
+           for o in range(h.base_offset, h.last_offset + 1) if o == off]
+    assert got == [o for o, _ in recs]
+    assert {o.key for o in store.list("topics/t/")} == {mf.topic_key("t"), mf.manifest_key("t", 0)}
+    assert mf.decode_partition(store.get(mf.manifest_key("t", 0))).segments == []
+
+
+def test_a_delete_in_two_halves_moves_the_log_start_first_and_never_touches_the_log_after(
+        tmp_path: Path) -> None:
+    import threading
+
+    log = Log(tmp_path / "t-0", CFG)
+    fill(log, 30)
+    store, tier = open_tier(tmp_path, log)
+    tier.copy(log.high_watermark)
+    log.delete_old_segments(T0)
+    bucket = tmp_path / "bucket"
+
+    def contents() -> dict[str, bytes]:
+        return {str(p.relative_to(bucket)): p.read_bytes() for p in bucket.rglob("*")
+                if p.is_file()}
+
+    rs = tier.finished()[0]
+    before = contents()
+    assert tier.move_log_start_past(rs) == rs.next_offset == log.log_start_offset
+    assert contents() == before  # the loop half does no store I/O
+    worker = threading.Thread(target=lambda: list(tier.delete_segment_steps(rs)))
+    worker.start()
+    worker.join()
+    assert log.log_start_offset == rs.next_offset
+    m = mf.decode_partition(store.get(mf.manifest_key("t", 0)))
+    assert rs.segment_id not in {s.segment_id for s in m.segments}
+    assert m.log_start_offset == rs.next_offset
+    assert not [k for k in contents() if rs.segment_id in k]
+    # a deleted topic: nothing of the partition or the topic stays in the bucket
+    assert tier.delete_all(topic_deleted=True) > 0
+    assert store.list("topics/t/") == []

@@ -497,6 +497,9 @@ def test_deleting_or_untiering_a_topic_deletes_its_remote_data(tmp_path: Path) -
                                 if f.suffix == ".log"], TIMEOUT,
                    "the untiered topic's remote segments removed")
         assert list_offsets(leader.port, "untiered", -5, 9)[:2] == (0, -1)
+        assert list_offsets(leader.port, "untiered", -2, 9)[:2] == (0, 0)  # still local
+        untiered = manifest(bucket, "untiered")  # readers of the bucket see no segment
+        assert untiered is not None and untiered.segments == []
         assert consume_confluent(leader.bootstrap, "untiered", len(kept)) == kept
     finally:
         leader.stop()
