@@ -212,6 +212,8 @@ def test_list_offsets_earliest_local_and_latest_tiered_at_kafkas_versions(tiered
     assert list_offsets(port, topic, -1, 9)[:2] == (0, len(tiered.recs))
     assert list_offsets(port, topic, -4, 7)[0] == 35  # UNSUPPORTED_VERSION below v8
     assert list_offsets(port, topic, -5, 8)[0] == 35  # and below v9 (KIP-1005)
+    # -6 EARLIEST_PENDING_UPLOAD needs v11 (KIP-1023), not advertised: Kafka's gate
+    assert list_offsets(port, topic, -6, 10)[0] == 35
     with SyncClient(tiered.leader.bootstrap) as c:
         assert c.earliest_local(topic) == {0: local_start}
         assert c.latest_tiered(topic) == {0: m.highest_offset()}
