@@ -18,9 +18,12 @@ Invariants:
   manifest (higher generation) is taken on the event loop (``RemoteTier.follow``, no
   I/O): the local log moves to the new remote end (fetches parked on the partition
   wake) and a log start raised by the leader (retention, DeleteRecords) is taken
-  over; a topic whose topic.json is gone (deleted on the leader) stops being served. The topic list is a listing of ``topics/`` (every object
-  of the bucket: ``ObjectStore`` has no delimiter listing yet), the one cost that grows
-  with the bucket.
+  over; a topic whose topic.json is gone (deleted on the leader) stops being served,
+  and a topic.json with more partitions or other configs (the leader's
+  CreatePartitions / AlterConfigs; the leader rewrites it at its next pass) grows the
+  local topic and changes its configs. The topic list is a listing of ``topics/``
+  (every object of the bucket: ``ObjectStore`` has no delimiter listing yet), the one
+  cost that grows with the bucket.
 - Writes are refused with POLICY_VIOLATION (44) and a log line: non-retriable, so a
   producer pointed at a replica fails at once with "policy violation" instead of
   retrying NOT_LEADER_OR_FOLLOWER until its delivery timeout (every client surfaces 44
@@ -83,6 +86,8 @@ class ReadReplica(RemoteLogManager):
     """Follows a bucket instead of copying to it (module docstring)."""
 
     async def open(self) -> None:
+        #: topic -> the leader's configs this broker refused (warned about once)
+        self._refused: dict[str, dict[str, str]] = {}
         loop = asyncio.get_running_loop()
         self.store = await loop.run_in_executor(
             self.executor, lambda: open_store(self.config.rsm_options, read_only=True))
@@ -138,25 +143,40 @@ class ReadReplica(RemoteLogManager):
         return out
 
     def _ensure_topic(self, tm: TopicManifest) -> bool:
-        """A local (empty) topic for a topic of the bucket; False if it cannot be served."""
+        """A local (empty) topic for a topic of the bucket, grown to its partition count
+        and given its configs when the leader changed them; False if it cannot be served."""
         pm = self.partitions
         t = pm.topics.get(tm.topic)
-        if t is not None:
-            if t.partitions < tm.partitions:
-                log.warning("read replica: %s has %d partitions in the bucket, %d here; "
-                            "serving the first %d", tm.topic, tm.partitions, t.partitions,
-                            t.partitions)
-                tm.partitions = t.partitions
-            return True
-        # The leader's configs as DescribeConfigs will show them; a set this broker
-        # refuses (another version's names) falls back to the defaults.
-        for configs in (dict(tm.configs), {"remote.storage.enable": "true"}):
+        if t is None:
+            # The leader's configs as DescribeConfigs will show them; a set this broker
+            # refuses (another version's names) falls back to the defaults.
+            for configs in (dict(tm.configs), {"remote.storage.enable": "true"}):
+                try:
+                    pm.create_topic(tm.topic, tm.partitions, dict(configs))
+                    return True
+                except (KafkaError, ConfigError) as exc:
+                    log.warning("read replica: topic %s configs refused (%s)", tm.topic, exc)
+            return False
+        if tm.partitions > t.partitions:
             try:
-                pm.create_topic(tm.topic, tm.partitions, dict(configs))
-                return True
+                pm.create_partitions(tm.topic, tm.partitions)
+                log.info("read replica: %s now has %d partitions, as in %s", tm.topic,
+                         tm.partitions, self.config.remote_url)
+            except KafkaError as exc:
+                log.warning("read replica: %s cannot grow to %d partitions (%s); serving %d",
+                            tm.topic, tm.partitions, exc, t.partitions)
+        tm.partitions = min(tm.partitions, t.partitions)
+        configs = dict(tm.configs)
+        if configs != t.configs and self._refused.get(tm.topic) != configs:
+            try:
+                pm.alter_topic_configs(tm.topic, configs)
+                log.info("read replica: %s configs now %s, as in %s", tm.topic, configs,
+                         self.config.remote_url)
             except (KafkaError, ConfigError) as exc:
-                log.warning("read replica: topic %s configs refused (%s)", tm.topic, exc)
-        return False
+                self._refused[tm.topic] = configs  # said once, not at every pass
+                log.warning("read replica: %s keeps its configs; the leader's are refused "
+                            "here (%s)", tm.topic, exc)
+        return True
 
     async def _follow_partition(self, key: Key) -> None:
         """Store I/O (opening the tier, reading a newer manifest) in the thread pool; the

@@ -279,6 +279,11 @@ class RemoteLogManager:
         lso = self.partitions.last_stable_offset(key[0], key[1], plog)
         loop = asyncio.get_running_loop()
         copied = 0
+        # topics/<topic>/topic.json follows CreatePartitions and AlterConfigs at once (a
+        # put only when its bytes change), not at the next copy: read replicas and Spark
+        # learn new partitions and configs from it.
+        tier.partitions = self.partitions.topics[key[0]].partitions
+        await loop.run_in_executor(self.executor, tier.write_topic_manifest)
         # The candidates are picked on the loop (an in-memory snapshot of sealed
         # segments); each copy reads only those immutable files, in a thread.
         for seg in tier.copy_candidates(lso):

@@ -387,8 +387,30 @@ def test_read_replica_follows_new_uploads(tmp_path: Path) -> None:
         end = list_offsets(replica.port, topic, -1, 9)[1]
         got = consume_confluent(replica.bootstrap, topic, end)
         assert got == [r for r in recs if r.offset < end]
-        # Deleted on the leader: the replica stops serving it.
+        # CreatePartitions and AlterConfigs on the leader reach the replica (topic.json).
         admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+        from confluent_kafka.admin import NewPartitions
+
+        admin.create_partitions([NewPartitions(topic, 2)])[topic].result(TIMEOUT)
+        res = ConfigResource("TOPIC", topic, incremental_configs=[
+            _set("max.message.bytes", "2000000")])
+        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
+        ro = AdminClient({"bootstrap.servers": replica.bootstrap})
+
+        def replica_view() -> tuple[int, str]:
+            parts = len(ro.list_topics(topic, timeout=TIMEOUT).topics[topic].partitions)
+            desc = ro.describe_configs([ConfigResource("TOPIC", topic)])
+            configs = next(iter(desc.values())).result(TIMEOUT)
+            return parts, configs["max.message.bytes"].value
+
+        wait_until(lambda: replica_view() == (2, "2000000"), TIMEOUT,
+                   "the replica has the new partition and config")
+        with KafkaSocket(replica.port) as conn:
+            resp = conn.request(2, 9, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 1, "timestamp": -1}]}]})
+        assert resp.topics[0].partitions[0].error_code == 0
+        assert "refused" not in replica.log(), replica.log()
+        # Deleted on the leader: the replica stops serving it.
         admin.delete_topics([topic])[topic].result(TIMEOUT)
         wait_until(lambda: list_offsets(replica.port, topic, -1, 9)[0] == 3, TIMEOUT,
                    "UNKNOWN_TOPIC_OR_PARTITION on the replica")
