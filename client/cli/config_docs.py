@@ -97,9 +97,10 @@ def _rsm_section() -> list[str]:
     """The ``rsm.config.*`` options of the object store (storage/remote/store.py)."""
     from storage.remote.store import RETRY_DEFAULTS
 
-    rows = [("rsm.config.url", "(unset)", "Where the remote tier lives: `file:///a/dir` or "
-             "`s3://bucket/prefix`. `chronolog serve --read-replica URL` sets it and serves "
-             "that bucket read-only.")]
+    rows = [("rsm.config.url", "`file://<log.dirs>-remote`", "Where the remote tier lives: "
+             "`file:///a/dir` or `s3://bucket/prefix`; the default is a directory beside the "
+             "data directory. `chronolog serve --read-replica URL` sets it and serves that "
+             "bucket read-only.")]
     for name, env in (("s3.endpoint", "AWS_ENDPOINT_URL"), ("s3.region", "AWS_REGION"),
                       ("s3.access.key.id", "AWS_ACCESS_KEY_ID"),
                       ("s3.secret.access.key", "AWS_SECRET_ACCESS_KEY")):
