@@ -1029,6 +1029,7 @@ class Log:
         self._bases = [offset]
         self._leo = offset
         self.log_start_offset = offset
+        self._checkpoint_start = None  # the start checkpointed before no longer applies
         self.recovery_point = offset
         self._roll_flush_upto = offset
         self._forget_derived()

@@ -235,7 +235,12 @@ class RemoteTier:
         """The bucket's manifest if it is newer (a higher generation) than the one held,
         else None (same, or an older one read stale). Store I/O only: nothing changes."""
         m = self._load_manifest()
-        return m if m.generation > self.manifest.generation else None
+        return m if m.generation > self.manifest.generation or self._other_topic(m) else None
+
+    def _other_topic(self, m: PartitionManifest) -> bool:
+        """``m`` is of a topic deleted and created again under the same name (another
+        topic id): its generations start over, so a lower one is still the newer."""
+        return bool(m.topic_id and self.manifest.topic_id and m.topic_id != self.manifest.topic_id)
 
     def follow(self, m: PartitionManifest | None = None) -> bool:
         """A read replica takes manifest ``m`` (when newer than the held one) and its log
@@ -246,12 +251,20 @@ class RemoteTier:
         if not self.read_only:
             raise RemoteStorageError(f"{self.topic}-{self.partition}: follow() is for read "
                                      "replicas")
-        if m is not None and m.generation > self.manifest.generation:
+        replaced = m is not None and self._other_topic(m)
+        if m is not None and (replaced or m.generation > self.manifest.generation):
             self.manifest = m
+            self.topic_id = m.topic_id
+        if replaced:
+            with self._memo_lock:
+                self._zone_maps.clear()
+                self._indexes.clear()
+            self._readable = None
+            self._producers = None
         log = self.log
         end = max(self.highest_offset + 1, self.manifest.log_start_offset)
         moved = end != log.log_end_offset
-        if moved or log.segments[0].base_offset != end:
+        if replaced or moved or log.segments[0].base_offset != end:
             log.truncate_fully_and_start_at(end)
         log.tier = None
         log.attach_tier(self)

@@ -409,3 +409,39 @@ def test_a_delete_in_two_halves_moves_the_log_start_first_and_never_touches_the_
     # a deleted topic: nothing of the partition or the topic stays in the bucket
     assert tier.delete_all(topic_deleted=True) > 0
     assert store.list("topics/t/") == []
+
+
+def test_a_read_replica_follows_a_topic_deleted_and_created_again_under_its_name(
+        tmp_path: Path) -> None:
+    """The new topic's manifest starts at a lower generation: still the one to serve."""
+    log = Log(tmp_path / "t-0", CFG)
+    fill(log, 30)
+    _, tier = open_tier(tmp_path, log)
+    tier.copy(log.high_watermark)
+    for start in range(1, 5):  # DeleteRecords four times: a high generation
+        log.advance_log_start_offset(start)
+        tier.persist_log_start()
+    bucket = ObjectStore(f"file://{tmp_path}/bucket", read_only=True)
+    replica = RemoteTier.open_read_replica(bucket, "t", 0, tmp_path / "replica" / "t-0", CFG)
+    assert replica.log.log_start_offset == 4
+    old_generation = replica.manifest.generation
+    tier.delete_all(topic_deleted=True)
+    log.close()
+    new_log = Log(tmp_path / "again" / "t-0", CFG)
+    recs = fill(new_log, 12)
+    new_store = ObjectStore(f"file://{tmp_path}/bucket")
+    new_tier = RemoteTier(new_log, new_store, "t", 0, topic_id="cd" * 16, partitions=1)
+    new_tier.copy(new_log.segments[1].base_offset)
+    assert 0 < new_tier.manifest.generation < old_generation
+    assert replica.refresh()
+    rlog = replica.log
+    end = new_tier.highest_offset + 1
+    assert (rlog.log_start_offset, rlog.high_watermark) == (0, end)
+    copied = [r for r in recs if r[0] < end]
+    for _, ts in copied:
+        want = next(o for o, t in copied if t >= ts)
+        hit = rlog.offset_for_timestamp(ts)
+        assert hit is not None and hit.offset == want
+    got = [(h.base_offset, h.last_offset) for _, h in iter_batches(rlog.read(0, 1 << 20))]
+    assert got and got[0][0] == 0 and got[-1][1] <= end - 1
+    assert not replica.refresh()
