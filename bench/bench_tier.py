@@ -70,6 +70,7 @@ def _lookups(log: Log, targets: list[int]) -> list[float]:
 
 
 def _bench(report: Report, d: Path, name: str, store: ObjectStore) -> None:
+    from storage.remote.chunk_cache import RemoteChunkCache
     from storage.remote.index_cache import RemoteIndexCache
     from storage.remote.tier import RemoteTier
 
@@ -82,8 +83,9 @@ def _bench(report: Report, d: Path, name: str, store: ObjectStore) -> None:
     local = _lookups(log, [T0 + rng.randrange(RECORDS) for _ in range(WARM)])
     local_p50 = percentile(local, 50)
 
-    cache_dir = d / "index-cache"
-    tier = RemoteTier(log, store, "bench", 0, cache=RemoteIndexCache(cache_dir))
+    cache_dir, chunk_dir = d / "index-cache", d / "chunk-cache"
+    tier = RemoteTier(log, store, "bench", 0, cache=RemoteIndexCache(cache_dir),
+                      chunks=RemoteChunkCache(chunk_dir))
     t = time.perf_counter()
     copied = tier.copy(log.log_end_offset)
     upload_s = time.perf_counter() - t
@@ -96,9 +98,11 @@ def _bench(report: Report, d: Path, name: str, store: ObjectStore) -> None:
     cold = []
     for _ in range(COLD):
         shutil.rmtree(cache_dir, ignore_errors=True)
+        shutil.rmtree(chunk_dir, ignore_errors=True)
         target = T0 + rng.randrange(tier.highest_offset)
         t = time.perf_counter()
-        RemoteTier(log, store, "bench", 0, cache=RemoteIndexCache(cache_dir))
+        tier = RemoteTier(log, store, "bench", 0, cache=RemoteIndexCache(cache_dir),
+                          chunks=RemoteChunkCache(chunk_dir))
         hit = log.offset_for_timestamp(target)
         cold.append(time.perf_counter() - t)
         assert hit is not None and hit.offset == target - T0

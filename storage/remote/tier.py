@@ -64,6 +64,7 @@ from storage.zonemap import ZoneMap
 
 if TYPE_CHECKING:
     from storage.log import Log
+    from storage.remote.chunk_cache import RemoteChunkCache
 
 _OFF = struct.Struct(">ii")
 _TIME = struct.Struct(">qi")
@@ -80,7 +81,8 @@ class RemoteTier:
 
     def __init__(self, log: Log, store: ObjectStore, topic: str, partition: int, *,
                  topic_id: str = "", partitions: int | None = None,
-                 cache: RemoteIndexCache | None = None, attach: bool = True) -> None:
+                 cache: RemoteIndexCache | None = None, attach: bool = True,
+                 chunks: RemoteChunkCache | None = None) -> None:
         self.log = log
         self.store = store
         self.topic = topic
@@ -88,6 +90,7 @@ class RemoteTier:
         self.topic_id = topic_id
         self.partitions = partitions
         self.cache = cache
+        self.chunks = chunks
         self._lock = threading.RLock()
         self._zone_maps: dict[str, ZoneMap] = {}
         self._indexes: dict[tuple[str, str], list[tuple[int, int]]] = {}
@@ -404,6 +407,8 @@ class RemoteTier:
             self._indexes.pop((rs.segment_id, suffix), None)
         if self.cache is not None:
             self.cache.drop(f"{rs.base_offset}_{rs.segment_id}")
+        if self.chunks is not None:
+            self.chunks.drop(f"{rs.base_offset}_{rs.segment_id}.")
 
     # -- fetched indexes -------------------------------------------------------------
     def _index(self, rs: RemoteSegment, suffix: str) -> list[tuple[int, int]]:
@@ -465,14 +470,25 @@ class RemoteTier:
         i = bisect_right([s.end_offset for s in segs], offset - 1)
         return segs[i] if i < len(segs) else None
 
+    def _log_range(self, rs: RemoteSegment, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the segment's .log: through the chunk cache when there
+        is one (storage/remote/chunk_cache.py), else one ranged GET."""
+        obj = mf.segment_key(self.topic, self.partition, rs, ".log")
+        if self.chunks is None:
+            buf = self.store.get_range(obj, start, end)
+            fetched = len(buf)
+        else:
+            buf, fetched = self.chunks.read(self.store, obj, f"{rs.base_offset}_{rs.segment_id}"
+                                            ".log", rs.size_bytes, start, end)
+        self.bytes_fetched += fetched
+        return buf
+
     def _walk(self, rs: RemoteSegment, position: int) -> Iterator[tuple[bytes, int, BatchHeader]]:
         """(buffer, position in buffer, header) of each whole batch from ``position``,
-        read from the bucket in ranged GETs."""
-        obj = mf.segment_key(self.topic, self.partition, rs, ".log")
+        read in pieces of ``_READ_CHUNK`` bytes (_log_range)."""
         pos = position
         while pos < rs.size_bytes:
-            buf = self.store.get_range(obj, pos, min(rs.size_bytes, pos + _READ_CHUNK))
-            self.bytes_fetched += len(buf)
+            buf = self._log_range(rs, pos, min(rs.size_bytes, pos + _READ_CHUNK))
             at = 0
             for p, h in iter_batches(buf):
                 at = p + h.size
@@ -480,8 +496,7 @@ class RemoteTier:
             if at == 0:  # a batch larger than the chunk: fetch it whole
                 head = buf[:HEADER_SIZE]
                 size = struct.unpack_from(">i", head, 8)[0] + LOG_OVERHEAD
-                buf = self.store.get_range(obj, pos, pos + size)
-                self.bytes_fetched += len(buf)
+                buf = self._log_range(rs, pos, pos + size)
                 for p, h in iter_batches(buf):
                     yield buf, p, h
                 at = size
@@ -519,7 +534,7 @@ class RemoteTier:
             if rs.max_timestamp < target:
                 continue
             tindex = self._index(rs, ".timeindex")
-            j = bisect_right([t for t, _ in tindex], target) - 1
+            j = bisect_right(tindex, (target, 1 << 62)) - 1
             from_offset = max(start, tindex[j][1] if j >= 0 else rs.base_offset)
             index = self._index(rs, ".index")
             i = bisect_right(index, (from_offset, 1 << 62)) - 1
@@ -570,8 +585,7 @@ class RemoteTier:
             i = bisect_right(index, (start, 1 << 62)) - 1
             pos = index[i][1] if i >= 0 else 0
             obj = mf.segment_key(self.topic, self.partition, rs, ".log")
-            buf = self.store.get_range(obj, pos, rs.size_bytes)
-            self.bytes_fetched += len(buf)
+            buf = self._log_range(rs, pos, rs.size_bytes)
             cum += count_columns(decode_timestamps(buf, obj), bounds, start, end, aborted)
         return cum
 
