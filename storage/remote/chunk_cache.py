@@ -13,28 +13,62 @@ they survive a restart. Invariants:
 - chunk ``i`` of an object of ``size`` bytes holds bytes [i*C, min((i+1)*C, size)):
   chunks are aligned to the chunk size C and only the last one is short;
 - a chunk file is written to a temporary name and renamed, and is served only when its
-  length is exactly that chunk's length (an fstat of the open file at every read): a torn or truncated file is deleted and fetched again, never served. The
-  check is the length only (no checksum): the batches' own CRCs are the clients' check;
+  length is exactly that chunk's length (an fstat of the open file at every read): a
+  torn or truncated file is deleted and fetched again, never served. The check is the
+  length only (no checksum): the batches' own CRCs are the clients' check;
+- a range inside one chunk is returned as a view of the chunk file's mapping (no copy:
+  a lookup in a 1 MB batch costs what a local one does); a range across chunks is
+  copied. As with local segments, a file truncated by someone else while a view of it
+  is read faults the process (SIGBUS): nothing but this cache writes its directory;
 - the files' total size stays within ``remote.log.chunk.cache.total.size.bytes``,
   least recently used chunk out first; a chunk larger than the whole bound is served
   but not kept;
-- methods block on the object store: callers run them off the event loop.
+- methods block on the object store: callers run them off the event loop, except
+  under ``cached_only()``, where whatever would need the store raises ``NotCached``
+  instead (a warm lookup then runs where it is asked, as a local one does, without a
+  hop to a thread).
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from storage.remote.store import ObjectStore, RemoteStorageError
 
 DIR_NAME = "remote-log-chunk-cache"
 DEFAULT_BUDGET = 1 << 30
-DEFAULT_CHUNK = 1 << 20
+DEFAULT_CHUNK = 4 << 20
 #: Open chunk files kept for reads (each costs one descriptor).
 OPEN_FILES = 64
+
+_CACHED_ONLY: ContextVar[bool] = ContextVar("chronolog_remote_cached_only", default=False)
+
+
+class NotCached(Exception):
+    """Under ``cached_only()``: the answer needs the object store."""
+
+
+@contextmanager
+def cached_only() -> Iterator[None]:
+    """Within it, remote reads that would fetch from the store raise ``NotCached``."""
+    token = _CACHED_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _CACHED_ONLY.reset(token)
+
+
+def require_store() -> None:
+    """Called before a fetch from the store: raises ``NotCached`` under ``cached_only()``."""
+    if _CACHED_ONLY.get():
+        raise NotCached
 
 
 class RemoteChunkCache:
@@ -52,7 +86,8 @@ class RemoteChunkCache:
         # eviction cannot close (and the OS reuse) the descriptor under it.
         self._lock = threading.Lock()
         self._files: OrderedDict[str, int] = OrderedDict()  # name -> bytes, LRU first
-        self._fds: OrderedDict[str, int] = OrderedDict()  # name -> open descriptor
+        # name -> (descriptor, mapping) of open chunk files, least recently used first
+        self._open: OrderedDict[str, tuple[int, mmap.mmap]] = OrderedDict()
         self._size = 0
         self.hits = 0
         self.misses = 0
@@ -75,7 +110,7 @@ class RemoteChunkCache:
         return self._size
 
     def read(self, store: ObjectStore, key: str, name: str, size: int, start: int,
-             end: int) -> tuple[bytes, int]:
+             end: int) -> tuple[bytes | memoryview, int]:
         """Bytes [start, min(end, size)) of the object ``key`` of ``size`` bytes, cached
         under ``name``; and how many bytes were fetched from the store for it. Missing
         chunks that follow one another are fetched in one GET."""
@@ -83,7 +118,7 @@ class RemoteChunkCache:
         if start >= end:
             return b"", 0
         first, last = start // self.chunk, (end - 1) // self.chunk
-        parts: list[bytes] = []
+        parts: list[bytes | memoryview] = []
         fetched = 0
         i = first
         while i <= last:
@@ -94,6 +129,7 @@ class RemoteChunkCache:
                 parts.append(data)
                 i += 1
                 continue
+            require_store()
             j = i  # fetch the run of missing chunks i..j in one GET
             while j < last and not self._known(name, j + 1):
                 j += 1
@@ -112,35 +148,37 @@ class RemoteChunkCache:
     def _known(self, name: str, index: int) -> bool:
         return f"{name}.{index}" in self._files
 
-    def _cached(self, name: str, index: int, length: int, lo: int, hi: int) -> bytes | None:
-        """Bytes [lo, hi) of the chunk file when it is cached whole; None (and the file
-        gone) when it is missing, torn or of the wrong length."""
+    def _cached(self, name: str, index: int, length: int, lo: int, hi: int
+                ) -> memoryview | None:
+        """A view of bytes [lo, hi) of the chunk file when it is cached whole; None (and
+        the file gone) when it is missing, torn or of the wrong length."""
         fname = f"{name}.{index}"
         with self._lock:
             if fname not in self._files:
                 return None
-            fd = self._fds.get(fname)
-            if fd is None:
+            opened = self._open.get(fname)
+            if opened is None:
                 try:
                     fd = os.open(self.dir / fname, os.O_RDONLY)
                 except FileNotFoundError:
                     self._forget(fname)
                     return None
-                self._fds[fname] = fd
-                if len(self._fds) > OPEN_FILES:
-                    os.close(self._fds.popitem(last=False)[1])
+                if os.fstat(fd).st_size != length:
+                    os.close(fd)
+                    self._forget(fname)
+                    return None
+                opened = (fd, mmap.mmap(fd, length, prot=mmap.PROT_READ))
+                self._open[fname] = opened
+                if len(self._open) > OPEN_FILES:
+                    _close(*self._open.popitem(last=False)[1])
             else:
-                self._fds.move_to_end(fname)
-            if os.fstat(fd).st_size != length:  # torn, or changed since it was opened
-                self._forget(fname)
-                return None
-            data = os.pread(fd, hi - lo, lo)
-            if len(data) != hi - lo:
-                self._forget(fname)
-                return None
+                self._open.move_to_end(fname)
+                if os.fstat(opened[0]).st_size != length:  # torn since it was opened
+                    self._forget(fname)
+                    return None
             self._files.move_to_end(fname)
             self.hits += 1
-            return data
+            return memoryview(opened[1])[lo:hi]
 
     def _fetch(self, store: ObjectStore, key: str, name: str, size: int, first: int,
                last: int) -> list[bytes]:
@@ -170,9 +208,9 @@ class RemoteChunkCache:
 
     def _forget(self, fname: str) -> None:
         """Drop one chunk file (lock held)."""
-        fd = self._fds.pop(fname, None)
-        if fd is not None:
-            os.close(fd)
+        opened = self._open.pop(fname, None)
+        if opened is not None:
+            _close(*opened)
         size = self._files.pop(fname, None)
         if size is not None:
             self._size -= size
@@ -191,5 +229,14 @@ class RemoteChunkCache:
     def close(self) -> None:
         """Close the open chunk files (the files stay for the next start)."""
         with self._lock:
-            while self._fds:
-                os.close(self._fds.popitem()[1])
+            while self._open:
+                _close(*self._open.popitem()[1])
+
+
+def _close(fd: int, mapping: mmap.mmap) -> None:
+    """Close a chunk file; its mapping goes with the last view of it."""
+    os.close(fd)
+    try:
+        mapping.close()
+    except BufferError:
+        pass  # a view is still in use: the mapping is released when it is

@@ -9,7 +9,9 @@ object's own bytes, and a twin log that keeps everything locally.
   the bound.
 - A log whose segments are all copied and dropped locally answers every offset read
   and every time lookup through a small cache (chunk files torn between queries) as
-  its local twin does, and the lookups as a brute-force scan of the timestamps.
+  its local twin does, and the lookups as a brute-force scan of the timestamps; a
+  lookup under ``cached_only()`` (the broker's on-loop try) answers the same or raises
+  ``NotCached``, and never raises once everything fits in the cache.
 - The tier state machine of tests/storage/test_tier_state.py again, every remote
   read through a cache of 64-byte chunks bounded at 200 bytes, with a rule tearing
   chunk files (that machine reaches remote reads in few of its steps: the test above
@@ -23,7 +25,9 @@ by one (every read then refetches).
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import random
 import shutil
 import tempfile
 from pathlib import Path
@@ -34,7 +38,7 @@ from hypothesis.stateful import invariant, rule
 
 from storage.log import Log
 from storage.records import Record, build_batch, iter_batches
-from storage.remote.chunk_cache import RemoteChunkCache
+from storage.remote.chunk_cache import NotCached, RemoteChunkCache, cached_only
 from storage.remote.store import ObjectStore
 from storage.remote.tier import RemoteTier
 from tests.storage.test_tier_state import CFG, T0, TWIN_CFG, TierMachine
@@ -170,15 +174,65 @@ def test_remote_reads_and_lookups_through_the_cache_equal_the_local_twin(
             assert log.read(offset, max_bytes) == _whole(twin.read(offset, max_bytes)), offset
             if tears and n % 3 == 0:
                 _tear(chunks, *tears[n % len(tears)])
-        for target in sorted({T0 - 1, *stamps, T0 + 4_001}):
+        targets = sorted({T0 - 1, *stamps, T0 + 4_001})
+        for target in targets:
             want = next((o for o, t in enumerate(stamps) if t >= target), None)
+            try:  # what the broker tries first, on its loop
+                with cached_only():
+                    quick = log.offset_for_timestamp(target)
+            except NotCached:
+                quick = None
             hit = log.offset_for_timestamp(target)
             assert (hit.offset if hit is not None else None) == want, target
             assert hit == twin.offset_for_timestamp(target)
+            assert quick is None or quick == hit
         assert chunks.size_bytes <= budget
+        if budget >= tier.size_bytes():  # all cached now: no lookup needs the store
+            with cached_only():
+                for target in targets:
+                    assert log.offset_for_timestamp(target) == twin.offset_for_timestamp(target)
     finally:
         chunks.close()
         for seg in log.segments + twin.segments:
+            seg.release()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=st.lists(st.tuples(st.integers(512, 1500), st.integers(0, 1 << 30)),
+                        min_size=1, max_size=3),
+       spread=st.sampled_from([3, 50, 100_000]), probes=st.lists(st.integers(-5, 100_010),
+                                                                 min_size=1, max_size=15))
+def test_lookups_in_large_remote_batches_through_block_summaries_equal_a_scan(
+        batches: list[tuple[int, int]], spread: int, probes: list[int]) -> None:
+    """Batches of 512+ records (the size a block summary is built for, on a batch's
+    second search, as locally): every lookup, asked twice, equals a brute-force scan."""
+    tmp = Path(tempfile.mkdtemp(prefix="chronolog-chunk-summary-"))
+    log = Log(tmp / "t-0", dataclasses.replace(CFG, segment_bytes=1 << 20))
+    chunks = RemoteChunkCache(tmp / "remote-log-chunk-cache", 1 << 22, 4096)
+    try:
+        stamps: list[int] = []
+        for n, seed in batches:
+            rng = random.Random(seed)
+            ts = [T0 + rng.randrange(spread) if seed & 1 else T0 + len(stamps) + i
+                  for i in range(n)]
+            log.append(build_batch([Record(0, t, None, b"v") for t in ts]), now_ms=T0)
+            log.roll()
+            stamps += ts
+        tier = RemoteTier(log, ObjectStore(f"file://{tmp}/bucket"), "t", 0, chunks=chunks)
+        tier.copy(log.log_end_offset)
+        log.delete_old_segments(T0 + 10_000)
+        assert log.segments[0].base_offset == len(stamps)
+        for probe in probes * 2:
+            target = T0 + probe
+            want = next((o for o, t in enumerate(stamps) if t >= target), None)
+            hit = log.offset_for_timestamp(target)
+            assert (hit.offset if hit is not None else None) == want, target
+            if hit is not None:
+                assert hit.timestamp == stamps[want]
+    finally:
+        chunks.close()
+        for seg in log.segments:
             seg.release()
         shutil.rmtree(tmp, ignore_errors=True)
 
