@@ -16,7 +16,8 @@ At the broker level (``python -m broker`` on 127.0.0.1, confluent-kafka, raw Lis
 - produce throughput, tiering off vs on (remote.storage.enable=true, 8 MiB segments,
   local.retention.bytes=0, the remote-log-manager every 200 ms and the retention check
   every 500 ms: segments upload and leave the local disk while
-  the producer runs), two alternating rounds each, the ratio of the best of each;
+  the producer runs; both brokers idle before each), three alternating rounds each,
+  the ratio of the best of each, with how many segments were uploaded by the last ack;
 - time lookups p50/p99 by ListOffsets on the same records: local (the tiering-off
   broker) vs remote cold (first lookup of each target after a restart with the index
   and chunk caches emptied) and warm (the same targets again); answers checked equal;
@@ -163,6 +164,7 @@ def _next_offset(chunk: bytes) -> int:
 BROKER_RECORDS = int(2_000_000 * SCALE)
 BROKER_SEGMENT = 8 << 20
 LOOKUPS = 300
+ROUNDS = 3
 VALUE = b"x" * 100
 
 
@@ -221,25 +223,30 @@ def _broker_bench(report: Report, d: Path, name: str, rsm: dict[str, str]) -> No
               "log.retention.check.interval.ms": "500", **rsm}
     topic_cfg = {"retention.ms": "-1", "segment.bytes": str(BROKER_SEGMENT)}
     tier_cfg = {**topic_cfg, "remote.storage.enable": "true", "local.retention.bytes": "0"}
+    store = open_store({k.removeprefix("rsm.config."): v for k, v in rsm.items()})
     off, off_port = start_broker(d, d / "off", log_name="off.log")
     on, on_port = start_broker(d, d / "on", on_cfg, log_name="on.log")
     try:
         rates: dict[str, list[float]] = {"off": [], "on": []}
-        for r in range(2):
-            for label, proc, port, cfg in (("off", off, off_port, topic_cfg),
-                                           ("on", on, on_port, tier_cfg)):
+        uploaded = []
+        for r in range(ROUNDS):
+            for label, port, cfg in (("off", off_port, topic_cfg), ("on", on_port, tier_cfg)):
                 bootstrap = f"127.0.0.1:{port}"
                 _create(bootstrap, f"t{r}", cfg)
-                wait_until_idle(proc.pid)  # the previous round's uploads are done
+                for proc in (off, on):  # the previous round's uploads are done
+                    wait_until_idle(proc.pid)
                 rates[label].append(_produce(bootstrap, f"t{r}", BROKER_RECORDS))
+                if label == "on":
+                    uploaded.append(sum(1 for o in store.list(f"topics/t{r}/")
+                                        if o.key.endswith(".log")))
         best_off, best_on = max(rates["off"]), max(rates["on"])
         report.add("tier", f"broker produce, tiering on / off, {name}", best_on / best_off,
                    "ratio", ">= 0.9",
-                   f"best of 2: {best_on:,.0f} vs {best_off:,.0f} rec/s "
+                   f"best of {ROUNDS}: {best_on:,.0f} vs {best_off:,.0f} rec/s "
                    f"(on {', '.join(f'{x:,.0f}' for x in rates['on'])}; "
                    f"off {', '.join(f'{x:,.0f}' for x in rates['off'])}); "
-                   f"{BROKER_RECORDS:,} x 100 B, {BROKER_SEGMENT >> 20} MiB segments "
-                   "uploading meanwhile")
+                   f"{BROKER_RECORDS:,} x 100 B in {BROKER_SEGMENT >> 20} MiB segments, "
+                   f"{'/'.join(map(str, uploaded))} of them uploaded when the last was acked")
         # Wait until t0's copied segments are gone locally: its history is remote.
         c = RawClient(on_port)
         deadline = time.monotonic() + 300

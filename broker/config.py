@@ -503,7 +503,7 @@ class BrokerConfig:
     )
     remote_log_chunk_cache_total_size_bytes: int = _setting(
         "remote.log.chunk.cache.total.size.bytes", 1073741824,
-        "Bytes of remote segments' data kept on local disk in 1 MiB chunks for reads and "
+        "Bytes of remote segments' data kept on local disk in 4 MiB chunks for reads and "
         "lookups below the local log start (least recently used dropped first).", minimum=1,
     )
     log_local_retention_ms: int = _setting(

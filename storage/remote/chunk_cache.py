@@ -3,9 +3,9 @@ tiered-storage plugin calls its chunk cache and Redpanda its cloud-storage cache
 
 A read below the local log start asks for a byte range of a remote ``.log``; without a
 cache every read is one ranged GET (about 0.5 ms on a local S3 server however small).
-Here the range is served from chunk files, and a missing chunk is fetched whole, so a
-1 MiB read costs at most one or two GETs and a lookup repeated near data already read
-costs none.
+Here the range is served from chunk files (4 MiB, Aiven's default chunk size), and a
+missing run of chunks is fetched whole in one GET, so a 1 MiB read costs at most one or
+two GETs and a lookup near data already read costs none.
 
 Files live in ``<log dir>/remote-log-chunk-cache/`` beside Kafka's
 ``remote-log-index-cache``, named ``<base offset>_<segment id>.log.<chunk index>``;

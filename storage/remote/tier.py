@@ -113,10 +113,9 @@ class RemoteTier:
         self._zone_maps: dict[str, ZoneMap] = {}
         self._indexes: dict[tuple[str, str], list[tuple[int, int]]] = {}
         self._producers: dict[int, ProducerEntry] | None = None
-        # Block summaries of large remote batches searched twice, as a local segment
+        # Block summaries of large remote batches once searched, as a local segment
         # keeps them (storage/batch_search.py), counted against the same budget.
         self._summaries: dict[tuple[str, int], BatchSummary] = {}
-        self._touched: set[tuple[str, int]] = set()
         self.bytes_copied = 0
         self.bytes_fetched = 0
         self.manifest = self._load_manifest()
@@ -580,18 +579,17 @@ class RemoteTier:
 
     def _search(self, rs: RemoteSegment, buf: bytes | memoryview, p: int, h: BatchHeader,
                 target: int, start: int) -> tuple[int, int] | None:
-        """The in-batch search, through the batch's block summary from its second
-        search on (what LogSegment does locally: a 1 MB batch costs one block)."""
+        """The in-batch search through the batch's block summary, as LogSegment searches
+        locally (a 1 MB batch then costs one block). Built at the first search, not the
+        second as locally: a remote batch searched once is likely searched again (its
+        chunk is cached for that), and no background task summarises remote batches."""
         if (h.base_offset < start or h.records_count < SUMMARY_MIN_RECORDS
                 or h.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK)):
             return first_record_at_or_after(buf, p, h, target, start)
         key = (rs.segment_id, h.base_offset)
         summary = self._summaries.get(key)
         if summary is None:
-            if key not in self._touched or not summary_fits(h.records_count):
-                if len(self._touched) >= 65536:
-                    self._touched.clear()
-                self._touched.add(key)
+            if not summary_fits(h.records_count):
                 return first_record_at_or_after(buf, p, h, target, start)
             built = build_summary(buf, p, h)
             summary = self._summaries.setdefault(key, built)

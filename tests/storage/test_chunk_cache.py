@@ -12,15 +12,18 @@ object's own bytes, and a twin log that keeps everything locally.
   its local twin does, and the lookups as a brute-force scan of the timestamps; a
   lookup under ``cached_only()`` (the broker's on-loop try) answers the same or raises
   ``NotCached``, and never raises once everything fits in the cache.
+- Lookups in batches of 512+ records (searched through block summaries) equal a
+  brute-force scan.
 - The tier state machine of tests/storage/test_tier_state.py again, every remote
   read through a cache of 64-byte chunks bounded at 200 bytes, with a rule tearing
-  chunk files (that machine reaches remote reads in few of its steps: the test above
-  is the one that covers reads).
+  chunk files (that machine reaches remote reads in few of its steps: the second
+  test is the one that covers reads).
 
 About 6 s in ``make test``. Checked to fail when a chunk read loses its last byte, when
-eviction is skipped, when the per-read length check is dropped (a chunk truncated
-while open is then served from its prefix) or when a chunk's expected length is off
-by one (every read then refetches).
+a summary search starts one block early, when eviction is skipped, when the per-read
+length check is dropped (a chunk truncated while open is then served from its prefix),
+when ``cached_only()`` refuses a cached chunk, or when a chunk's expected length
+is off by one (every read then refetches).
 """
 
 from __future__ import annotations
@@ -205,8 +208,8 @@ def test_remote_reads_and_lookups_through_the_cache_equal_the_local_twin(
                                                                  min_size=1, max_size=15))
 def test_lookups_in_large_remote_batches_through_block_summaries_equal_a_scan(
         batches: list[tuple[int, int]], spread: int, probes: list[int]) -> None:
-    """Batches of 512+ records (the size a block summary is built for, on a batch's
-    second search, as locally): every lookup, asked twice, equals a brute-force scan."""
+    """Batches of 512+ records (the size a block summary is built for, at a remote
+    batch's first search): every lookup, asked twice, equals a brute-force scan."""
     tmp = Path(tempfile.mkdtemp(prefix="chronolog-chunk-summary-"))
     log = Log(tmp / "t-0", dataclasses.replace(CFG, segment_bytes=1 << 20))
     chunks = RemoteChunkCache(tmp / "remote-log-chunk-cache", 1 << 22, 4096)
