@@ -16,7 +16,8 @@ At the broker level (``python -m broker`` on 127.0.0.1, confluent-kafka, raw Lis
 - produce throughput, tiering off vs on (remote.storage.enable=true, 8 MiB segments,
   local.retention.bytes=0, the remote-log-manager every 200 ms and the retention check
   every 500 ms: segments upload and leave the local disk while
-  the producer runs; both brokers idle before each), three alternating rounds each,
+  the producer runs; both brokers idle and the previous round's uploads done before
+  each), three alternating rounds each,
   the ratio of the best of each, with how many segments were uploaded by the last ack;
 - time lookups p50/p99 by ListOffsets on the same records: local (the tiering-off
   broker) vs remote cold (first lookup of each target after a restart with the index
@@ -216,6 +217,20 @@ def _timed_lookups(port: int, topic: str, targets: list[int]) -> tuple[list[floa
     return lat, answers
 
 
+def _wait_tiered(port: int, topic: str) -> int:
+    """Wait until the topic's copied segments are gone locally (its history is remote):
+    its local log start (ListOffsets -4) past 3/4 of the records; returns it."""
+    c = RawClient(port)
+    try:
+        deadline = time.monotonic() + 300
+        while (start := _list_offset(c, topic, -4)) < BROKER_RECORDS * 3 // 4:
+            assert time.monotonic() < deadline, f"{topic}: uploads did not finish in 300 s"
+            time.sleep(0.2)
+        return start
+    finally:
+        c.close()
+
+
 def _broker_bench(report: Report, d: Path, name: str, rsm: dict[str, str]) -> None:
     """Produce with tiering off and on, lookups local vs remote, disk (module docstring)."""
     on_cfg = {"remote.log.storage.system.enable": "true",
@@ -239,6 +254,9 @@ def _broker_bench(report: Report, d: Path, name: str, rsm: dict[str, str]) -> No
                 if label == "on":
                     uploaded.append(sum(1 for o in store.list(f"topics/t{r}/")
                                         if o.key.endswith(".log")))
+                    # Its uploads (I/O-bound: the broker looks idle meanwhile) finish
+                    # before anything else is measured.
+                    _wait_tiered(on_port, f"t{r}")
         best_off, best_on = max(rates["off"]), max(rates["on"])
         report.add("tier", f"broker produce, tiering on / off, {name}", best_on / best_off,
                    "ratio", ">= 0.9",
@@ -247,14 +265,7 @@ def _broker_bench(report: Report, d: Path, name: str, rsm: dict[str, str]) -> No
                    f"off {', '.join(f'{x:,.0f}' for x in rates['off'])}); "
                    f"{BROKER_RECORDS:,} x 100 B in {BROKER_SEGMENT >> 20} MiB segments, "
                    f"{'/'.join(map(str, uploaded))} of them uploaded when the last was acked")
-        # Wait until t0's copied segments are gone locally: its history is remote.
-        c = RawClient(on_port)
-        deadline = time.monotonic() + 300
-        while _list_offset(c, "t0", -4) < BROKER_RECORDS * 3 // 4:
-            assert time.monotonic() < deadline, "uploads did not finish in 300 s"
-            time.sleep(0.2)
-        local_start = _list_offset(c, "t0", -4)
-        c.close()
+        local_start = _wait_tiered(on_port, "t0")
         stop_broker(on)
         for cache in ("remote-log-chunk-cache", "remote-log-index-cache"):
             shutil.rmtree(d / "on" / cache, ignore_errors=True)
