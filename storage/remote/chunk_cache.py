@@ -189,20 +189,23 @@ class RemoteChunkCache:
             raise RemoteStorageError(f"remote object {key!r} holds {lo + len(data)} bytes "
                                      f"where the manifest says {size}")
         chunks = [data[at:at + self.chunk] for at in range(0, len(data), self.chunk)]
+        # The files are written outside the lock (a lookup on the event loop may be
+        # waiting for it), renamed into place under it.
+        written = []
+        for k, chunk in enumerate(chunks, first):
+            if len(chunk) <= self.budget:
+                fname = f"{name}.{k}"
+                tmp = self.dir / f"{fname}.{threading.get_ident()}.tmp"
+                tmp.write_bytes(chunk)
+                written.append((fname, tmp, len(chunk)))
         with self._lock:
             self.misses += len(chunks)
             self.bytes_fetched += len(data)
-            for k, chunk in enumerate(chunks, first):
-                fname = f"{name}.{k}"
+            for fname, tmp, length in written:
                 self._forget(fname)
-                if len(chunk) > self.budget:
-                    continue
-                path = self.dir / fname
-                tmp = path.with_name(f"{fname}.{threading.get_ident()}.tmp")
-                tmp.write_bytes(chunk)
-                os.replace(tmp, path)
-                self._files[fname] = len(chunk)
-                self._size += len(chunk)
+                os.replace(tmp, self.dir / fname)
+                self._files[fname] = length
+                self._size += length
             self._evict()
         return chunks
 
