@@ -111,6 +111,7 @@ class ReadReplica(RemoteLogManager):
         self.store = ReadOnlyStore(inner)
         self.cache = RemoteIndexCache(Path(self.config.log_dirs) / INDEX_CACHE_DIR,
                                       self.config.remote_log_index_file_cache_total_size_bytes)
+        self.chunks = self.open_chunk_cache()
         await self.follow()
         log.info("read replica of %s: %d topic(s), %d partition(s); following every %d ms",
                  self.config.remote_url, len({k[0] for k in self.tiers}), len(self.tiers),
@@ -199,7 +200,7 @@ class ReadReplica(RemoteLogManager):
             store = self.store
             tier = await loop.run_in_executor(self.executor, lambda: RemoteTier(
                 plog, store, key[0], key[1], topic_id=m.topic_id, cache=self.cache,
-                attach=False))
+                attach=False, chunks=self.chunks))
             self.tiers[key] = tier
         if m.generation < tier.manifest.generation:
             return  # an older manifest than the one held (a stale read): keep ours
