@@ -501,6 +501,11 @@ class BrokerConfig:
         "Bytes of remote segments' index files kept on local disk for lookups "
         "(least recently used dropped first).", minimum=1,
     )
+    remote_log_chunk_cache_total_size_bytes: int = _setting(
+        "remote.log.chunk.cache.total.size.bytes", 1073741824,
+        "Bytes of remote segments' data kept on local disk in 4 MiB chunks for reads and "
+        "lookups below the local log start (least recently used dropped first).", minimum=1,
+    )
     log_local_retention_ms: int = _setting(
         "log.local.retention.ms", -2,
         "Default local.retention.ms: how long copied segments stay on local disk "

@@ -347,6 +347,7 @@ def tier_families(broker: Broker) -> list[Metric]:
         return []
     c = tier.counters
     hits, misses, cached = tier.cache_stats()
+    chunk_hits, chunk_misses, chunk_bytes = tier.chunk_cache_stats()
     return [
         CounterMetricFamily("chronolog_remote_copy_bytes",
                             "Bytes copied to the remote tier (segments and their indexes).",
@@ -371,6 +372,15 @@ def tier_families(broker: Broker) -> list[Metric]:
         GaugeMetricFamily("chronolog_remote_index_cache_bytes",
                           "Bytes of the local remote-index cache "
                           "(remote.log.index.file.cache.total.size.bytes bounds it).", value=cached),
+        CounterMetricFamily("chronolog_remote_chunk_cache_hits",
+                            "Remote .log chunks read from the local chunk cache.",
+                            value=chunk_hits),
+        CounterMetricFamily("chronolog_remote_chunk_cache_misses",
+                            "Remote .log chunks fetched from the bucket.", value=chunk_misses),
+        GaugeMetricFamily("chronolog_remote_chunk_cache_bytes",
+                          "Bytes of the local remote-chunk cache "
+                          "(remote.log.chunk.cache.total.size.bytes bounds it).",
+                          value=chunk_bytes),
     ]
 
 

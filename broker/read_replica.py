@@ -93,6 +93,7 @@ class ReadReplica(RemoteLogManager):
             self.executor, lambda: open_store(self.config.rsm_options, read_only=True))
         self.cache = RemoteIndexCache(Path(self.config.log_dirs) / INDEX_CACHE_DIR,
                                       self.config.remote_log_index_file_cache_total_size_bytes)
+        self.chunks = self.open_chunk_cache()
         await self.follow()
         log.info("read replica of %s: %d topic(s), %d partition(s); following every %d ms",
                  self.config.remote_url, len({k[0] for k in self.tiers}), len(self.tiers),
@@ -187,8 +188,9 @@ class ReadReplica(RemoteLogManager):
         store, cache = self.store, self.cache
         assert store is not None
         if tier is None:
+            chunks = self.chunks
             tier = await loop.run_in_executor(self.executor, lambda: RemoteTier.read_replica_of(
-                plog, store, key[0], key[1], cache=cache))
+                plog, store, key[0], key[1], cache=cache, chunks=chunks))
             self.tiers[key] = tier
             m = None
         else:

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from storage.remote.chunk_cache import DIR_NAME as CHUNK_CACHE_DIR
+from storage.remote.chunk_cache import RemoteChunkCache
 from storage.remote.index_cache import DIR_NAME as INDEX_CACHE_DIR
 from storage.remote.index_cache import RemoteIndexCache
 from storage.remote.store import ObjectStore, RemoteStorageError, open_store
@@ -109,6 +111,7 @@ class RemoteLogManager:
         self.store: ObjectStore | None = None
         self.tiers: dict[Key, RemoteTier] = {}
         self.cache: RemoteIndexCache | None = None
+        self.chunks: RemoteChunkCache | None = None
         # remote.log.manager.thread.pool.size's default is 10; on this small broker the
         # copy runs one partition at a time and readers share the same pool.
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chronolog-tier")
@@ -125,9 +128,15 @@ class RemoteLogManager:
         self.store = await loop.run_in_executor(self.executor, open_store, self.config.rsm_options)
         self.cache = RemoteIndexCache(Path(self.config.log_dirs) / INDEX_CACHE_DIR,
                                       self.config.remote_log_index_file_cache_total_size_bytes)
+        self.chunks = self.open_chunk_cache()
         await self.attach_all()
         log.info("remote tier on: %s (task every %d ms)", self.config.remote_url,
                  self.config.remote_log_manager_task_interval_ms)
+
+    def open_chunk_cache(self) -> RemoteChunkCache:
+        """The local-disk cache of remote .log chunks (storage/remote/chunk_cache.py)."""
+        return RemoteChunkCache(Path(self.config.log_dirs) / CHUNK_CACHE_DIR,
+                                self.config.remote_log_chunk_cache_total_size_bytes)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._task = loop.create_task(self._run(), name="remote-log-manager")
@@ -138,6 +147,8 @@ class RemoteLogManager:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         self.executor.shutdown(wait=True, cancel_futures=True)
+        if self.chunks is not None:
+            self.chunks.close()
 
     def kick(self) -> None:
         """Run a pass now (tests, and after a topic turns tiering on)."""
@@ -235,7 +246,7 @@ class RemoteLogManager:
         # in a thread, unattached; the log learns of the tier on the loop.
         tier = await loop.run_in_executor(self.executor, lambda: RemoteTier(
             plog, store, key[0], key[1], topic_id=topic_id, partitions=partitions,
-            cache=self.cache, attach=False))
+            cache=self.cache, attach=False, chunks=self.chunks))
         plog.attach_tier(tier)
         self.tiers[key] = tier
         log.info("remote tier attached to %s-%d: %d segment(s) remote, highest offset %d",
@@ -431,6 +442,11 @@ class RemoteLogManager:
     def cache_stats(self) -> tuple[int, int, int]:
         """(hits, misses, bytes) of the remote index cache."""
         c = self.cache
+        return (c.hits, c.misses, c.size_bytes) if c is not None else (0, 0, 0)
+
+    def chunk_cache_stats(self) -> tuple[int, int, int]:
+        """(hits, misses, bytes) of the remote chunk cache (chunks, not reads)."""
+        c = self.chunks
         return (c.hits, c.misses, c.size_bytes) if c is not None else (0, 0, 0)
 
 

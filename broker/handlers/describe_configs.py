@@ -137,6 +137,7 @@ _BROKER_LONGS = frozenset({
     "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
     "remote.log.manager.task.interval.ms", "remote.log.manager.task.retry.backoff.ms",
     "remote.log.manager.task.retry.backoff.max.ms", "remote.log.index.file.cache.total.size.bytes",
+    "remote.log.chunk.cache.total.size.bytes",
     "log.local.retention.ms", "log.local.retention.bytes",
 })
 

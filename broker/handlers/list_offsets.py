@@ -40,6 +40,7 @@ from protocol import messages as m
 from protocol.api import Request
 from protocol.errors import ErrorCode, KafkaError
 from storage.log import Log, TimestampOffset
+from storage.remote.chunk_cache import NotCached, cached_only
 
 LEADER_EPOCH = 0
 LATEST = -1
@@ -103,9 +104,11 @@ def legacy_offsets(plog: Log, timestamp: int, max_num_offsets: int, now_ms: int)
 async def remote_lookups(ctx: RequestContext, body: m.ListOffsetsRequest
                          ) -> dict[tuple[str, int, int], TimestampOffset | None | Exception]:
     """Kafka's remote part of a timestamp lookup (RemoteLogManager.findOffsetByTimestamp)
-    for every tiered partition asked about a timestamp >= 0, run in the tier's thread
-    pool (it may fetch indexes and batches from the store): (topic, partition,
-    timestamp) -> the remote hit, None (search the local segments), or the error."""
+    for every tiered partition asked about a timestamp >= 0: on the loop when the
+    indexes are in memory and the batches in the chunk cache (a local disk read, as a
+    local lookup), else in the tier's thread pool (it fetches from the store):
+    (topic, partition, timestamp) -> the remote hit, None (search the local segments),
+    or the error."""
     tier = ctx.broker.tier
     out: dict[tuple[str, int, int], TimestampOffset | None | Exception] = {}
     if tier is None:
@@ -127,7 +130,12 @@ async def remote_lookups(ctx: RequestContext, body: m.ListOffsetsRequest
                 continue
             ts = p.timestamp
             try:
-                hit = await tier.call(functools.partial(remote.offset_for_timestamp, ts))
+                try:  # answered from memory and the chunk cache: here, as a local lookup
+                    with cached_only():
+                        hit = remote.offset_for_timestamp(ts)
+                    tier.counters.remote_lookups += 1
+                except NotCached:
+                    hit = await tier.call(functools.partial(remote.offset_for_timestamp, ts))
                 out[(topic.name, p.partition_index, ts)] = (
                     None if hit is None else TimestampOffset(*hit))
             except Exception as exc:

@@ -66,10 +66,28 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 
 from storage import txnindex
-from storage.batch_search import first_record_at_or_after, offset_of_first_max
+from storage.batch_search import (
+    SUMMARY_MIN_RECORDS,
+    BatchSummary,
+    build_summary,
+    charge_summary_blocks,
+    first_record_at_or_after,
+    offset_of_first_max,
+    search_block,
+    summary_block,
+    summary_fits,
+)
 from storage.errors import OffsetOutOfRangeError
-from storage.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, iter_batches
+from storage.records import (
+    COMPRESSION_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    iter_batches,
+)
 from storage.remote import manifest as mf
+from storage.remote.chunk_cache import require_store
 from storage.remote.index_cache import RemoteIndexCache
 from storage.remote.manifest import PartitionManifest, RemoteSegment, SegmentState
 from storage.remote.snapshot import (
@@ -88,6 +106,7 @@ from storage.zonemap import NO_MAX, ZoneMap
 if TYPE_CHECKING:
     from storage.config import LogConfig
     from storage.log import Log
+    from storage.remote.chunk_cache import RemoteChunkCache
 
 _OFF = struct.Struct(">ii")
 _TIME = struct.Struct(">qi")
@@ -130,7 +149,7 @@ class RemoteTier:
     def __init__(self, log: Log, store: ObjectStore, topic: str, partition: int, *,
                  topic_id: str = "", partitions: int | None = None,
                  cache: RemoteIndexCache | None = None, attach: bool = True,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, chunks: RemoteChunkCache | None = None) -> None:
         self.log = log
         self.store = store
         self.topic = topic
@@ -138,6 +157,7 @@ class RemoteTier:
         self.topic_id = topic_id
         self.partitions = partitions
         self.cache = cache
+        self.chunks = chunks
         self._lock = threading.RLock()
         # Parsed indexes and zone maps of remote segments, most recently used last, at
         # most MEMORY_ENTRIES of each (the files stay in the on-disk cache).
@@ -146,6 +166,9 @@ class RemoteTier:
         self._memo_lock = threading.Lock()
         self._readable: _Readable | None = None
         self._producers: dict[int, ProducerEntry] | None = None
+        # Block summaries of large remote batches once searched, as a local segment
+        # keeps them (storage/batch_search.py), counted against the same budget.
+        self._summaries: dict[tuple[str, int], BatchSummary] = {}
         self.bytes_copied = 0
         self.bytes_fetched = 0
         self.read_only = read_only
@@ -197,26 +220,30 @@ class RemoteTier:
     @classmethod
     def open_read_replica(cls, store: ObjectStore, topic: str, partition: int,
                           directory: str | os.PathLike[str], config: LogConfig, *,
-                          cache: RemoteIndexCache | None = None) -> RemoteTier:
+                          cache: RemoteIndexCache | None = None,
+                          chunks: RemoteChunkCache | None = None) -> RemoteTier:
         """A partition served from the bucket alone (``chronolog serve --read-replica``):
         an empty local log in ``directory`` starting right after the last copied offset,
         with this tier below it, so the ``Log`` API (read, ListOffsets, plans, counts)
         answers over the remote data; ``refresh`` follows new uploads. Never writes."""
         from storage.log import Log
 
-        tier = cls.read_replica_of(Log(directory, config), store, topic, partition, cache=cache)
+        tier = cls.read_replica_of(Log(directory, config), store, topic, partition, cache=cache,
+                                   chunks=chunks)
         tier.follow()
         return tier
 
     @classmethod
     def read_replica_of(cls, log: Log, store: ObjectStore, topic: str, partition: int, *,
-                        cache: RemoteIndexCache | None = None) -> RemoteTier:
+                        cache: RemoteIndexCache | None = None,
+                        chunks: RemoteChunkCache | None = None) -> RemoteTier:
         """A read-only tier over ``log`` (an existing log that holds no data of its own,
         e.g. a broker's partition): the manifest is read (store I/O, run it off the event
         loop) but the log is not touched until ``follow()``, which does no I/O (the
         event loop's half). No recovery runs: a copy the writer has not finished is its
         business; only COPY_SEGMENT_FINISHED segments are read."""
-        return cls(log, store, topic, partition, cache=cache, attach=False, read_only=True)
+        return cls(log, store, topic, partition, cache=cache, attach=False, read_only=True,
+                   chunks=chunks)
 
     def refresh(self) -> bool:
         """Reload the manifest (a reader following the writer); True when it changed. A
@@ -246,21 +273,20 @@ class RemoteTier:
         """A read replica takes manifest ``m`` (when newer than the held one) and its log
         moves to where the tier ends: empty, starting right after the last copied offset,
         its log start the first remote one raised to the manifest's (the writer's
-        retention and DeleteRecords). No I/O beyond the local log's. Returns whether the
+        retention and DeleteRecords). No store I/O: only the local log's (and the local
+        caches' files of a topic created again under its name). Returns whether the
         log's end moved."""
         if not self.read_only:
             raise RemoteStorageError(f"{self.topic}-{self.partition}: follow() is for read "
                                      "replicas")
         replaced = m is not None and self._other_topic(m)
+        if replaced:  # the old topic's parsed indexes, summaries and cached files go
+            for rs in self.manifest.segments:
+                self._forget(rs)
+            self._producers = None
         if m is not None and (replaced or m.generation > self.manifest.generation):
             self.manifest = m
             self.topic_id = m.topic_id
-        if replaced:
-            with self._memo_lock:
-                self._zone_maps.clear()
-                self._indexes.clear()
-            self._readable = None
-            self._producers = None
         log = self.log
         end = max(self.highest_offset + 1, self.manifest.log_start_offset)
         moved = end != log.log_end_offset
@@ -618,6 +644,12 @@ class RemoteTier:
                 self._indexes.pop((rs.segment_id, suffix), None)
         if self.cache is not None:
             self.cache.drop(f"{rs.base_offset}_{rs.segment_id}")
+        if self.chunks is not None:
+            self.chunks.drop(f"{rs.base_offset}_{rs.segment_id}.")
+        for key in [k for k in list(self._summaries) if k[0] == rs.segment_id]:
+            gone = self._summaries.pop(key, None)
+            if gone is not None:
+                charge_summary_blocks(-gone.blocks)
 
     # -- fetched indexes -------------------------------------------------------------
     def _index(self, rs: RemoteSegment, suffix: str) -> _Index:
@@ -630,6 +662,7 @@ class RemoteTier:
             if known is not None:
                 self._indexes.move_to_end(key)
                 return known
+        require_store()
         obj = mf.segment_key(self.topic, self.partition, rs, suffix)
         width = 8 if suffix == ".index" else 12
 
@@ -736,17 +769,32 @@ class RemoteTier:
         i = bisect_right(view.ends, offset - 1)
         return view.segments[i] if i < len(view.segments) else None
 
-    def _walk(self, rs: RemoteSegment, position: int, first_read: int = _FIRST_READ
-              ) -> Iterator[tuple[bytes, int, BatchHeader]]:
-        """(buffer, position in buffer, header) of each whole batch from ``position``,
-        read from the bucket in ranged GETs."""
+    def _log_range(self, rs: RemoteSegment, start: int, end: int) -> bytes | memoryview:
+        """Bytes [start, end) of the segment's .log: through the chunk cache when there
+        is one (storage/remote/chunk_cache.py; a view of a cached chunk), else one
+        ranged GET."""
         obj = mf.segment_key(self.topic, self.partition, rs, ".log")
+        buf: bytes | memoryview
+        if self.chunks is None:
+            require_store()
+            buf = self.store.get_range(obj, start, end)
+            fetched = len(buf)
+        else:
+            buf, fetched = self.chunks.read(self.store, obj, f"{rs.base_offset}_{rs.segment_id}"
+                                            ".log", rs.size_bytes, start, end)
+        self.bytes_fetched += fetched
+        return buf
+
+    def _walk(self, rs: RemoteSegment, position: int, first_read: int = _FIRST_READ
+              ) -> Iterator[tuple[bytes | memoryview, int, BatchHeader]]:
+        """(buffer, position in buffer, header) of each whole batch from ``position``,
+        read in pieces (``_log_range``) that start at ``first_read`` bytes and double up
+        to ``_READ_CHUNK``."""
         pos = position
         chunk = first_read  # a lookup usually needs a batch or two: start small, then double
         while pos < rs.size_bytes:
-            buf = self.store.get_range(obj, pos, min(rs.size_bytes, pos + chunk))
+            buf = self._log_range(rs, pos, min(rs.size_bytes, pos + chunk))
             chunk = min(chunk * 2, _READ_CHUNK)
-            self.bytes_fetched += len(buf)
             at = 0
             for p, h in iter_batches(buf):
                 at = p + h.size
@@ -754,8 +802,7 @@ class RemoteTier:
             if at == 0:  # a batch larger than the chunk: fetch it whole
                 head = buf[:HEADER_SIZE]
                 size = struct.unpack_from(">i", head, 8)[0] + LOG_OVERHEAD
-                buf = self.store.get_range(obj, pos, pos + size)
-                self.bytes_fetched += len(buf)
+                buf = self._log_range(rs, pos, pos + size)
                 for p, h in iter_batches(buf):
                     yield buf, p, h
                 at = size
@@ -796,10 +843,31 @@ class RemoteTier:
             for buf, p, h in self._walk(rs, pos):
                 if h.max_timestamp < target or h.last_offset < start:
                     continue
-                hit = first_record_at_or_after(buf, p, h, target, start)
+                hit = self._search(rs, buf, p, h, target, start)
                 if hit is not None:
                     return TimestampHit(hit[0], hit[1], h.partition_leader_epoch)
         return None
+
+    def _search(self, rs: RemoteSegment, buf: bytes | memoryview, p: int, h: BatchHeader,
+                target: int, start: int) -> tuple[int, int] | None:
+        """The in-batch search through the batch's block summary, as LogSegment searches
+        locally (a 1 MB batch then costs one block). Built at the first search, not the
+        second as locally: a remote batch searched once is likely searched again (its
+        chunk is cached for that), and no background task summarises remote batches."""
+        if (h.base_offset < start or h.records_count < SUMMARY_MIN_RECORDS
+                or h.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK)):
+            return first_record_at_or_after(buf, p, h, target, start)
+        key = (rs.segment_id, h.base_offset)
+        summary = self._summaries.get(key)
+        if summary is None:
+            if not summary_fits(h.records_count):
+                return first_record_at_or_after(buf, p, h, target, start)
+            built = build_summary(buf, p, h)
+            summary = self._summaries.setdefault(key, built)
+            if summary is built:
+                charge_summary_blocks(built.blocks)
+        b = summary_block(summary, target)
+        return None if b < 0 else search_block(buf, p, h, summary, b, target)
 
     def max_timestamp_hit(self) -> TimestampHit | None:
         """The first record carrying the largest timestamp among readable segments."""
@@ -837,8 +905,7 @@ class RemoteTier:
                 continue
             pos = self._index(rs, ".index").floor(start, 0)
             obj = mf.segment_key(self.topic, self.partition, rs, ".log")
-            buf = self.store.get_range(obj, pos, rs.size_bytes)
-            self.bytes_fetched += len(buf)
+            buf = self._log_range(rs, pos, rs.size_bytes)
             cum += count_columns(decode_timestamps(buf, obj), bounds, start, end, aborted)
         return cum
 

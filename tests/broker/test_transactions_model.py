@@ -197,7 +197,8 @@ class TxnModel(RuleBasedStateMachine):
     # ---- the broker's answers -----------------------------------------------------------
 
     def fetch_all(self, committed: bool) -> list[tuple[int, bytes]]:
-        ctx = SimpleNamespace(partitions=self.pm, config=SimpleNamespace(fetch_max_bytes=10**8))
+        ctx = SimpleNamespace(partitions=self.pm, config=SimpleNamespace(fetch_max_bytes=10**8),
+                              broker=SimpleNamespace(tier=None))  # no remote tier
         offset, out = 0, []
         while True:
             body = SimpleNamespace(isolation_level=int(committed), max_bytes=300, topics=[

@@ -492,6 +492,11 @@ def test_metrics_count_what_the_tier_copied_and_served(tiered: Tiered) -> None:
     assert value("chronolog_local_log_start_offset") == bases(tiered.leader.data_dir,
                                                               tiered.topic)[0]
     assert value("chronolog_remote_size_bytes") == copied
+    # the remote history consumed above came through the chunk cache under log.dirs
+    assert value("chronolog_remote_chunk_cache_misses_total") >= 1
+    cached = sorted((tiered.leader.data_dir / "remote-log-chunk-cache").iterdir())
+    assert cached and value("chronolog_remote_chunk_cache_bytes") == sum(
+        f.stat().st_size for f in cached)
 
 
 def test_deleting_or_untiering_a_topic_deletes_its_remote_data(tmp_path: Path) -> None:
