@@ -791,6 +791,18 @@ class BrokerConfig:
             "min.cleanable.dirty.ratio": repr(float(self.log_cleaner_min_cleanable_ratio)),
         }
 
+    def tiered_topic_defaults(self) -> dict[str, str]:
+        """The remote tier's topic configs (KIP-405, KIP-950) with the default each topic
+        gets: kept out of ``topic_defaults`` because a topic lists them only when set
+        (local.retention.* inherit log.local.retention.*; -2 = the total retention's)."""
+        return {
+            "remote.storage.enable": "false",
+            "local.retention.ms": str(self.log_local_retention_ms),
+            "local.retention.bytes": str(self.log_local_retention_bytes),
+            "remote.log.copy.disable": "false",
+            "remote.log.delete.on.disable": "false",
+        }
+
     def topic_config(self, overrides: Mapping[str, str] | None = None, *,
                      previous: Mapping[str, str] | None = None,
                      stored: bool = False) -> LogConfig:

@@ -8,18 +8,22 @@ where the tier ends, with the partition's remote tier attached, so Metadata, Lis
 console are served by the same handlers as on the leader, from the bucket.
 
 Invariants:
-- It never writes to the bucket: its store drops every put and delete (logged at
-  debug), so the recovery a tier runs when it opens (deleting a copy the leader has
-  not finished) cannot touch the leader's data; only COPY_SEGMENT_FINISHED segments
-  are ever read.
+- It never writes to the bucket, by construction: its store is opened read-only
+  (``open_store(..., read_only=True)`` refuses every put and delete before a request
+  goes out) and every tier is a read-only one (``RemoteTier.read_replica_of``: no
+  recovery at open, so a copy the leader has not finished is left alone, and any
+  write raises); only COPY_SEGMENT_FINISHED segments are ever read.
 - Every ``remote.log.manager.task.interval.ms`` it re-reads the topic list and each
-  partition's manifest (in its thread pool): a newer manifest (higher generation)
-  replaces the one it holds, its local log moves to the new remote end (fetches
-  parked on the partition wake), and a log start raised by the leader (retention,
-  DeleteRecords) is taken over; a topic whose topic.json is gone (deleted on the
-  leader) stops being served. The topic list is a listing of ``topics/`` (every object
-  of the bucket: ``ObjectStore`` has no delimiter listing yet), the one cost that grows
-  with the bucket.
+  partition's manifest (``RemoteTier.fetch_manifest``, in its thread pool): a newer
+  manifest (higher generation) is taken on the event loop (``RemoteTier.follow``, no
+  I/O): the local log moves to the new remote end (fetches parked on the partition
+  wake) and a log start raised by the leader (retention, DeleteRecords) is taken
+  over; a topic whose topic.json is gone (deleted on the leader) stops being served,
+  and a topic.json with more partitions or other configs (the leader's
+  CreatePartitions / AlterConfigs; the leader rewrites it at its next pass) grows the
+  local topic and changes its configs. The topic list is a listing of ``topics/``
+  (every object of the bucket: ``ObjectStore`` has no delimiter listing yet), the one
+  cost that grows with the bucket.
 - Writes are refused with POLICY_VIOLATION (44) and a log line: non-retriable, so a
   producer pointed at a replica fails at once with "policy violation" instead of
   retrying NOT_LEADER_OR_FOLLOWER until its delivery timeout (every client surfaces 44
@@ -40,8 +44,8 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.remote import manifest as mf
 from storage.remote.index_cache import DIR_NAME as INDEX_CACHE_DIR
 from storage.remote.index_cache import RemoteIndexCache
-from storage.remote.manifest import PartitionManifest, TopicManifest
-from storage.remote.store import ObjectInfo, ObjectStore, RemoteObjectNotFound, open_store
+from storage.remote.manifest import TopicManifest
+from storage.remote.store import RemoteObjectNotFound, open_store
 from storage.remote.tier import RemoteTier
 
 log = logging.getLogger("chronolog.read_replica")
@@ -53,30 +57,6 @@ WRITE_APIS = {
     37: "CreatePartitions", 43: "ElectLeaders", 44: "IncrementalAlterConfigs",
     45: "AlterPartitionReassignments",
 }
-
-
-class ReadOnlyStore(ObjectStore):
-    """An ObjectStore whose writes are dropped: a read replica must never change the
-    bucket it follows."""
-
-    def __init__(self, inner: ObjectStore) -> None:  # wraps inner: no super().__init__
-        self.url = inner.url
-        self._inner = inner
-
-    def put(self, key: str, data: Any) -> None:
-        log.debug("read replica: not writing %s", key)
-
-    def delete(self, key: str) -> None:
-        log.debug("read replica: not deleting %s", key)
-
-    def get(self, key: str) -> bytes:
-        return self._inner.get(key)
-
-    def get_range(self, key: str, start: int, end: int) -> bytes:
-        return self._inner.get_range(key, start, end)
-
-    def list(self, prefix: str) -> list[ObjectInfo]:
-        return self._inner.list(prefix)
 
 
 def read_only_routes(routes: dict[int, Route]) -> dict[int, Route]:
@@ -106,9 +86,11 @@ class ReadReplica(RemoteLogManager):
     """Follows a bucket instead of copying to it (module docstring)."""
 
     async def open(self) -> None:
+        #: topic -> the leader's configs this broker refused (warned about once)
+        self._refused: dict[str, dict[str, str]] = {}
         loop = asyncio.get_running_loop()
-        inner = await loop.run_in_executor(self.executor, open_store, self.config.rsm_options)
-        self.store = ReadOnlyStore(inner)
+        self.store = await loop.run_in_executor(
+            self.executor, lambda: open_store(self.config.rsm_options, read_only=True))
         self.cache = RemoteIndexCache(Path(self.config.log_dirs) / INDEX_CACHE_DIR,
                                       self.config.remote_log_index_file_cache_total_size_bytes)
         self.chunks = self.open_chunk_cache()
@@ -133,9 +115,7 @@ class ReadReplica(RemoteLogManager):
             for p in range(tm.partitions):
                 key = (tm.topic, p)
                 try:
-                    m = await loop.run_in_executor(self.executor, self._read_manifest, key)
-                    if m is not None:
-                        await self._follow_partition(key, m)
+                    await self._follow_partition(key)
                 except Exception as exc:  # one bad partition must not stop the others
                     self._failed(key, exc)
 
@@ -163,59 +143,62 @@ class ReadReplica(RemoteLogManager):
                 log.warning("read replica: skipping unreadable %s: %s", obj.key, exc)
         return out
 
-    def _read_manifest(self, key: Key) -> PartitionManifest | None:
-        assert self.store is not None
-        try:
-            return mf.decode_partition(self.store.get(mf.manifest_key(*key)))
-        except RemoteObjectNotFound:
-            return None  # nothing copied yet
-
     def _ensure_topic(self, tm: TopicManifest) -> bool:
-        """A local (empty) topic for a topic of the bucket; False if it cannot be served."""
+        """A local (empty) topic for a topic of the bucket, grown to its partition count
+        and given its configs when the leader changed them; False if it cannot be served."""
         pm = self.partitions
         t = pm.topics.get(tm.topic)
-        if t is not None:
-            if t.partitions < tm.partitions:
-                log.warning("read replica: %s has %d partitions in the bucket, %d here; "
-                            "serving the first %d", tm.topic, tm.partitions, t.partitions,
-                            t.partitions)
-                tm.partitions = t.partitions
-            return True
-        # The leader's configs as DescribeConfigs will show them; a set this broker
-        # refuses (another version's names) falls back to the defaults.
-        for configs in (dict(tm.configs), {"remote.storage.enable": "true"}):
+        if t is None:
+            # The leader's configs as DescribeConfigs will show them; a set this broker
+            # refuses (another version's names) falls back to the defaults.
+            for configs in (dict(tm.configs), {"remote.storage.enable": "true"}):
+                try:
+                    pm.create_topic(tm.topic, tm.partitions, dict(configs))
+                    return True
+                except (KafkaError, ConfigError) as exc:
+                    log.warning("read replica: topic %s configs refused (%s)", tm.topic, exc)
+            return False
+        if tm.partitions > t.partitions:
             try:
-                pm.create_topic(tm.topic, tm.partitions, dict(configs))
-                return True
+                pm.create_partitions(tm.topic, tm.partitions)
+                log.info("read replica: %s now has %d partitions, as in %s", tm.topic,
+                         tm.partitions, self.config.remote_url)
+            except KafkaError as exc:
+                log.warning("read replica: %s cannot grow to %d partitions (%s); serving %d",
+                            tm.topic, tm.partitions, exc, t.partitions)
+        tm.partitions = min(tm.partitions, t.partitions)
+        configs = dict(tm.configs)
+        if configs != t.configs and self._refused.get(tm.topic) != configs:
+            try:
+                pm.alter_topic_configs(tm.topic, configs)
+                log.info("read replica: %s configs now %s, as in %s", tm.topic, configs,
+                         self.config.remote_url)
             except (KafkaError, ConfigError) as exc:
-                log.warning("read replica: topic %s configs refused (%s)", tm.topic, exc)
-        return False
+                self._refused[tm.topic] = configs  # said once, not at every pass
+                log.warning("read replica: %s keeps its configs; the leader's are refused "
+                            "here (%s)", tm.topic, exc)
+        return True
 
-    async def _follow_partition(self, key: Key, m: PartitionManifest) -> None:
+    async def _follow_partition(self, key: Key) -> None:
+        """Store I/O (opening the tier, reading a newer manifest) in the thread pool; the
+        log follows on the loop."""
         plog = self.partitions.get_log(*key)
         tier = self.tiers.get(key)
         loop = asyncio.get_running_loop()
+        store, cache = self.store, self.cache
+        assert store is not None
         if tier is None:
-            assert self.store is not None
-            store = self.store
-            tier = await loop.run_in_executor(self.executor, lambda: RemoteTier(
-                plog, store, key[0], key[1], topic_id=m.topic_id, cache=self.cache,
-                attach=False, chunks=self.chunks))
+            chunks = self.chunks
+            tier = await loop.run_in_executor(self.executor, lambda: RemoteTier.read_replica_of(
+                plog, store, key[0], key[1], cache=cache, chunks=chunks))
             self.tiers[key] = tier
-        if m.generation < tier.manifest.generation:
-            return  # an older manifest than the one held (a stale read): keep ours
-        tier.manifest = m
-        done = tier.finished()
-        end = done[-1].next_offset if done else m.log_start_offset
-        grew = end > plog.log_end_offset
-        if grew:
-            # The local log is only the place where the tier ends: empty, at its end.
-            plog.truncate_fully_and_start_at(end)
-        plog.attach_tier(tier)
-        start = min(m.log_start_offset, plog.log_end_offset)
-        if start > plog.log_start_offset:
-            plog.advance_log_start_offset(start)
-        if grew:
+            m = None
+        else:
+            m = await loop.run_in_executor(self.executor, tier.fetch_manifest)
+            if m is None:
+                return  # nothing new (or a stale read): keep ours
+        if tier.follow(m):
             self.partitions.notify_grown(*key)
             log.info("read replica: %s-%d now [%d, %d) (manifest generation %d)", key[0],
-                     key[1], plog.log_start_offset, plog.log_end_offset, m.generation)
+                     key[1], plog.log_start_offset, plog.log_end_offset,
+                     tier.manifest.generation)

@@ -30,6 +30,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
@@ -39,7 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from storage.remote import manifest as mf
 from storage.remote.chunk_cache import DIR_NAME as CHUNK_CACHE_DIR
 from storage.remote.chunk_cache import RemoteChunkCache
 from storage.remote.index_cache import DIR_NAME as INDEX_CACHE_DIR
@@ -271,11 +271,11 @@ class RemoteLogManager:
                 continue
             if not deleted:
                 # Kafka moves the log start to the local log start: what was only remote
-                # is gone for readers before its files go.
+                # is gone for readers before its files go (on the loop, the log's owner).
                 tier.log.detach_tier()
             try:
-                n = await loop.run_in_executor(self.executor, self._delete_remote, key,
-                                               deleted)
+                n = await loop.run_in_executor(
+                    self.executor, functools.partial(tier.delete_all, topic_deleted=deleted))
             except RemoteStorageError as exc:
                 self._failed(key, exc)
                 continue
@@ -284,29 +284,17 @@ class RemoteLogManager:
             log.info("remote tier: %s-%d %s, %d remote object(s) deleted", key[0], key[1],
                      "deleted" if deleted else "no longer tiered (remote.log.delete.on.disable)", n)
 
-    def _delete_remote(self, key: Key, topic_too: bool) -> int:
-        """Delete a partition's remote data (in a thread): its manifest first, so every
-        reader (read replicas, Spark) sees no segment, then every object under its
-        prefix (a crash in between leaves only files no manifest names, which a tier
-        opened there later deletes as orphans), then the topic's manifest when the topic
-        is gone. Returns the objects deleted. Not ``RemoteTier.delete_all``: that moves
-        the log start past segments still on local disk."""
-        assert self.store is not None
-        store = self.store
-        store.delete(mf.manifest_key(*key))
-        objects = store.list(mf.partition_prefix(*key))
-        for obj in objects:
-            store.delete(obj.key)
-        if topic_too:
-            store.delete(mf.topic_key(key[0]))
-        return len(objects) + 1
-
     async def _copy_partition(self, key: Key, plog: Log) -> int:
         tier = self.tiers.get(key) or await self._attach(
             key, plog, self.partitions.topics[key[0]].partitions)
         lso = self.partitions.last_stable_offset(key[0], key[1], plog)
         loop = asyncio.get_running_loop()
         copied = 0
+        # topics/<topic>/topic.json follows CreatePartitions and AlterConfigs at once (a
+        # put only when its bytes change), not at the next copy: read replicas and Spark
+        # learn new partitions and configs from it.
+        tier.partitions = self.partitions.topics[key[0]].partitions
+        await loop.run_in_executor(self.executor, tier.write_topic_manifest)
         # The candidates are picked on the loop (an in-memory snapshot of sealed
         # segments); each copy reads only those immutable files, in a thread.
         for seg in tier.copy_candidates(lso):
@@ -337,17 +325,17 @@ class RemoteLogManager:
         for rs in tier.expired(int(time.time() * 1000)):
             # The log start moves on the loop first (readers never see an offset the
             # tier is deleting); the store work runs in a thread.
-            self._advance_log_start(key, plog, min(max(plog.log_start_offset, rs.next_offset),
-                                                   plog.log_end_offset))
-            await loop.run_in_executor(self.executor, _drain, tier.delete_steps(rs))
+            before = plog.log_start_offset
+            if tier.move_log_start_past(rs) > before:
+                self._log_start_moved(key, plog)
+            await loop.run_in_executor(self.executor, _drain, tier.delete_segment_steps(rs))
             self.counters.segments_deleted += 1
             log.info("remote tier: deleted %s-%d offsets %d..%d (log start now %d)", key[0],
                      key[1], rs.base_offset, rs.end_offset, plog.log_start_offset)
 
-    def _advance_log_start(self, key: Key, plog: Log, offset: int) -> None:
-        if offset <= plog.log_start_offset:
-            return
-        plog.advance_log_start_offset(offset)
+    def _log_start_moved(self, key: Key, plog: Log) -> None:
+        """After remote retention moved the log start: local segments wholly below it
+        go, producer state and the checkpoint follow."""
         plog.delete_segments_below_log_start()
         producers = self.partitions.producers
         if producers is not None:

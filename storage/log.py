@@ -684,8 +684,9 @@ class Log:
         -1 LATEST: (-1, high watermark, latest epoch); -2 EARLIEST and -4
         EARLIEST_LOCAL: (-1, log start, epoch of the batch there); -3 MAX_TIMESTAMP:
         the first record carrying the largest timestamp (base offset of its batch under
-        LogAppendTime); -5 LATEST_TIERED / -6 EARLIEST_PENDING_UPLOAD without tiered
-        storage: (-1, -1, -1).
+        LogAppendTime); -5 LATEST_TIERED: (-1, highest copied offset, its epoch);
+        -6 EARLIEST_PENDING_UPLOAD: ``_earliest_pending_upload``; both without a tier:
+        (-1, -1, -1).
         """
         tier = self.tier
         if timestamp >= 0:
@@ -706,9 +707,23 @@ class Log:
         if timestamp == LATEST_TIERED_TIMESTAMP and tier is not None:
             high = tier.highest_offset
             return TimestampOffset(-1, high, tier.epoch_at(high) if high >= 0 else -1)
+        if timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP and tier is not None:
+            return self._earliest_pending_upload(tier.highest_offset)
         if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
             return TimestampOffset(-1, -1, -1)
         raise ValueError(f"unsupported special timestamp {timestamp}")
+
+    def _earliest_pending_upload(self, high: int) -> TimestampOffset:
+        """-6 EARLIEST_PENDING_UPLOAD (KIP-1023) as Kafka's UnifiedLog answers it: the
+        first offset not copied yet, max(highest remote + 1, log start); with nothing
+        copied the log start when the log is all local, else unknown (-1: the tier holds
+        data this log does not know of)."""
+        if high < 0:
+            if self.local_log_start_offset != self.log_start_offset:
+                return TimestampOffset(-1, -1, -1)
+            return TimestampOffset(-1, self.log_start_offset, self._epoch_at(self.log_start_offset))
+        offset = max(high + 1, self.log_start_offset)
+        return TimestampOffset(-1, offset, self._epoch_at(offset))
 
     def _remote_search(self, timestamp: int) -> TimestampOffset | None:
         """The tier's answer for records below the local start (Kafka's
@@ -1014,6 +1029,7 @@ class Log:
         self._bases = [offset]
         self._leo = offset
         self.log_start_offset = offset
+        self._checkpoint_start = None  # the start checkpointed before no longer applies
         self.recovery_point = offset
         self._roll_flush_upto = offset
         self._forget_derived()

@@ -833,20 +833,7 @@ class LogSegment:
                 buf_pos, rel = pos, 0
                 if len(buf) < bsize:
                     break
-            last = h.base_offset + h.last_offset_delta
-            if h.attributes & CONTROL_MASK or h.records_count <= 0:
-                zm.add(pos, bsize, h.base_offset, last, 0, 0, 0, 0, 0)
-            else:
-                sc = scan_timestamps(buf, rel, h, run)
-                mn, mx = sc.min_timestamp, sc.max_timestamp
-                if mx < run:  # LogAppendTime's too
-                    late, worst = h.records_count, run - mn
-                else:
-                    late, worst = sc.late, sc.max_lateness
-                zm.add(pos, bsize, h.base_offset, last, h.records_count, mn, mx, late, worst,
-                       exact=True)
-                if mx > run:
-                    run = mx
+            run = zone_add_batch(zm, buf, rel, pos, h, run)
             pos += bsize
 
     def block_late(self, start: int, end: int, running: int) -> tuple[int, int]:
@@ -1121,3 +1108,24 @@ class LogSegment:
         os.fsync(fd)
         self.mark_indexes_checked()
         return removed
+
+
+def zone_add_batch(zm: ZoneMap, buf: bytes, rel: int, pos: int, h: BatchHeader,
+                   running: int) -> int:
+    """Add the whole batch at ``rel`` of ``buf`` (position ``pos`` of its .log, header
+    ``h``) to ``zm`` with exact disorder counts against ``running`` (the largest
+    timestamp before it); returns the running max after it. The zone-map rebuild walk of
+    a local segment and of a remote one (storage/remote/tier.py) share it."""
+    bsize = h.batch_length + LOG_OVERHEAD
+    last = h.base_offset + h.last_offset_delta
+    if h.attributes & CONTROL_MASK or h.records_count <= 0:
+        zm.add(pos, bsize, h.base_offset, last, 0, 0, 0, 0, 0)
+        return running
+    sc = scan_timestamps(buf, rel, h, running)
+    mn, mx = sc.min_timestamp, sc.max_timestamp
+    if mx < running:  # LogAppendTime's too
+        late, worst = h.records_count, running - mn
+    else:
+        late, worst = sc.late, sc.max_lateness
+    zm.add(pos, bsize, h.base_offset, last, h.records_count, mn, mx, late, worst, exact=True)
+    return max(running, mx)

@@ -8,7 +8,9 @@ Invariants (kafka-facts §4 and §6):
   -2 EARLIEST from v0 (v0 uses the legacy "offsets before" answer), -3
   MAX_TIMESTAMP from v7, -4 EARLIEST_LOCAL from v8, -5 LATEST_TIERED from v9,
   -6 EARLIEST_PENDING_UPLOAD from v11; below its version a partition gets
-  UNSUPPORTED_VERSION (35). Other negative timestamps are INVALID_REQUEST.
+  UNSUPPORTED_VERSION (35). v11 is not advertised (protocol/api.py: 0-10), so every -6
+  gets 35, as Kafka's gate answers a v10 request (storage answers -6 already:
+  ``Log.offset_for_timestamp``). Other negative timestamps are INVALID_REQUEST.
 - READ_COMMITTED (IsolationLevel 1, v2+) bounds every answer by the last stable
   offset (Kafka's lastFetchableOffset): LATEST is the LSO, and a timestamp or
   MAX_TIMESTAMP answer at or after the LSO becomes "none" (NONE, -1/-1). The search

@@ -88,8 +88,34 @@ def render() -> str:
             f"`{name}`", _type_name(f), _value_text(default), _cell(allowed),
             _cell(str(meta.get("doc", ""))),
         )) + " |")
+    lines += _rsm_section()
     lines += _topic_section(BrokerConfig)
     return "\n".join(lines) + "\n"
+
+
+def _rsm_section() -> list[str]:
+    """The ``rsm.config.*`` options of the object store (storage/remote/store.py)."""
+    from storage.remote.store import RETRY_DEFAULTS
+
+    rows = [("rsm.config.url", "`file://<log.dirs>-remote`", "Where the remote tier lives: "
+             "`file:///a/dir` or `s3://bucket/prefix`; the default is a directory beside the "
+             "data directory. `chronolog serve --read-replica URL` sets it and serves that "
+             "bucket read-only.")]
+    for name, env in (("s3.endpoint", "AWS_ENDPOINT_URL"), ("s3.region", "AWS_REGION"),
+                      ("s3.access.key.id", "AWS_ACCESS_KEY_ID"),
+                      ("s3.secret.access.key", "AWS_SECRET_ACCESS_KEY")):
+        rows.append((f"rsm.config.{name}", f"(unset: `{env}`)",
+                     "S3-compatible endpoint, region and credentials; an unset one comes "
+                     "from the environment variable shown."))
+    for name, value in RETRY_DEFAULTS.items():
+        rows.append((f"rsm.config.{name}", f"`{value}`", "S3 client retries and timeouts "
+                     "inside one call (transient failures only)."))
+    lines = ["", "## Remote storage settings (`rsm.config.*`)", "",
+             "The object store of the remote tier, under Kafka's "
+             "remote.log.storage.manager.impl.prefix `rsm.config.`.", "",
+             "| Name | Default | Description |", "|---|---|---|"]
+    lines += [f"| `{n}` | {d} | {_cell(doc)} |" for n, d, doc in rows]
+    return lines
 
 
 def _topic_section(config_cls: Any) -> list[str]:
@@ -102,16 +128,31 @@ def _topic_section(config_cls: Any) -> list[str]:
              "Set per topic at creation (CreateTopics configs) under Kafka's topic config "
              "names; a topic without an override inherits the broker default shown here.", "",
              "| Topic setting | Broker default | Allowed values |", "|---|---|---|"]
-    for name, raw in defaults.items():
+    tiered = config_cls().tiered_topic_defaults()
+    for name, raw in {**defaults, **tiered}.items():
         if name == "message.timestamp.type":
             allowed = "`CreateTime`, `LogAppendTime`"
         elif name in ranges:
             _, lo, hi = ranges[name]
             allowed = f"{lo} .. {hi}"
+        elif raw in ("true", "false"):
+            allowed = "`true`, `false`"
+        elif name.startswith("local.retention."):
+            allowed = ">= -2 (-2 = retention." + name.rsplit(".", 1)[1] + "; at most it)"
         else:
             allowed = ""
-        shown: Any = int(raw) if raw.lstrip("-").isdigit() else raw
+        shown: Any = raw
+        if raw.lstrip("-").isdigit():
+            shown = int(raw)
+        elif raw in ("true", "false"):
+            shown = raw == "true"
         lines.append(f"| `{name}` | {_value_text(shown)} | {allowed} |")
+    lines += ["", "The remote tier's topic settings (`remote.storage.enable`, "
+              "`local.retention.*`, `remote.log.copy.disable`, "
+              "`remote.log.delete.on.disable`) need `remote.log.storage.system.enable=true`; "
+              "Kafka's checks apply (no compaction with remote storage, local retention at "
+              "most the total, copy disabled only with local retention equal to the total, "
+              "remote.storage.enable turned off only with remote.log.delete.on.disable=true)."]
     passthrough = sorted(getattr(sys.modules["storage.config"], "_PASS_THROUGH", ()))
     if passthrough:
         lines += ["", "Accepted for compatibility and echoed back, but without effect on a "

@@ -113,8 +113,11 @@ def _int_option(opts: Mapping[str, str], name: str) -> int:
 class ObjectStore:
     """Blocking access to one bucket prefix (the broker calls it from worker threads)."""
 
-    def __init__(self, url: str, options: Mapping[str, str] | None = None) -> None:
+    def __init__(self, url: str, options: Mapping[str, str] | None = None, *,
+                 read_only: bool = False) -> None:
         self.url = url
+        # A read-only store (a read replica's) refuses put and delete before any request.
+        self.read_only = read_only
         opts = dict(options or {})
         parsed = urlparse(url)
         self.bucket = ""
@@ -214,7 +217,13 @@ class ObjectStore:
         first = head.strip().splitlines()[0] if head.strip() else type(exc).__name__
         return first, False, False
 
+    def _refuse_write(self, op: str, key: str) -> None:
+        if self.read_only:
+            raise RemoteStorageError(f"{op} {key!r} refused: {self.url} is opened read-only",
+                                     op=op, key=key)
+
     def put(self, key: str, data: bytes | bytearray | memoryview | Path) -> None:
+        self._refuse_write("put", key)
         try:
             obstore.put(self._store, key, data)
         except Exception as exc:
@@ -261,6 +270,7 @@ class ObjectStore:
 
     def delete(self, key: str) -> None:
         """Delete ``key``; deleting a missing key is not an error."""
+        self._refuse_write("delete", key)
         try:
             obstore.delete(self._store, key)
         except Exception as exc:
@@ -274,9 +284,10 @@ def _xml(text: str, tag: str) -> str:
     return m.group(1).strip() if m else ""
 
 
-def open_store(options: Mapping[str, str]) -> ObjectStore:
-    """The store the ``rsm.config.*`` settings name (``options`` without the prefix)."""
+def open_store(options: Mapping[str, str], *, read_only: bool = False) -> ObjectStore:
+    """The store the ``rsm.config.*`` settings name (``options`` without the prefix);
+    ``read_only`` refuses every put and delete (RemoteStorageError)."""
     url = options.get("url")
     if not url:
         raise RemoteStorageError("rsm.config.url is not set")
-    return ObjectStore(url, options)
+    return ObjectStore(url, options, read_only=read_only)

@@ -13,9 +13,10 @@ after any of them and reopen from disk and bucket, which is what a kill -9 leave
      files);
   3. manifest with the segment COPY_SEGMENT_FINISHED: from now on readers use it and
      local retention may delete the local copy.
-Delete of one segment (``delete_steps``): the log start moves past it first (in memory,
-then in the manifest that marks it DELETE_SEGMENT_STARTED), then its files go, then a
-manifest without it.
+Delete of one segment (``delete_steps``), in two halves: ``move_log_start_past`` (on
+the thread that owns the log: the log start moves past it in memory) then
+``delete_segment_steps`` (store I/O: the manifest that marks it DELETE_SEGMENT_STARTED
+and carries the new start, its files, a manifest without it).
 
 Invariants:
 - opening a tier finishes what a crash interrupted: segments left in COPY_SEGMENT_STARTED
@@ -33,15 +34,20 @@ How the broker drives it (one ``RemoteTier`` per partition of a topic with
 remote.storage.enable=true; ``LogDir.remote_index_cache(budget)`` is the shared cache):
 - ``RemoteTier(log, store, topic, partition, topic_id=..., partitions=..., cache=...)``
   opens the manifest, finishes an interrupted copy/delete and attaches to ``log``;
-- every remote.log.manager.task.interval.ms, on a worker thread: ``copy(lso)`` then
-  ``expire(now_ms)`` (total retention and the segments below a DeleteRecords start);
+- every remote.log.manager.task.interval.ms: ``copy_candidates(lso)`` on the loop and
+  ``copy_segment`` on a worker thread; for each of ``expired(now_ms)`` (total retention
+  and the segments below a DeleteRecords start) ``move_log_start_past`` on the loop,
+  ``delete_segment_steps`` on a worker thread;
   ``persist_log_start()`` after a DeleteRecords; ``log.delete_old_segments`` (the
   existing retention pass) then deletes local copies per local.retention.*;
 - ``log.is_remote_offset(offset)`` says whether ``log.read`` will call the store: run it
   on a worker thread then; ``offset_for_timestamp``/``plan_time_window``/
   ``count_time_windows`` of a log with a tier may call it too;
-- ``disable()`` when remote.storage.enable goes false; ``open_read_replica`` and
-  ``refresh`` for ``serve --read-replica``.
+- remote.storage.enable going false: ``log.detach_tier()`` on the loop, then with
+  remote.log.delete.on.disable ``delete_all()`` on a worker thread (``disable()`` does
+  both); a deleted topic: ``delete_all(topic_deleted=True)``;
+- ``open_read_replica`` + ``refresh`` for a standalone read replica; a broker's uses
+  ``read_replica_of`` and ``fetch_manifest`` (thread) + ``follow`` (loop).
 """
 
 from __future__ import annotations
@@ -93,9 +99,9 @@ from storage.remote.snapshot import (
     encode_snapshot,
 )
 from storage.remote.store import ObjectStore, RemoteObjectNotFound, RemoteStorageError
-from storage.segment import LogSegment, TimestampHit
+from storage.segment import LogSegment, TimestampHit, zone_add_batch
 from storage.txnindex import TxnIndexEntry
-from storage.zonemap import ZoneMap
+from storage.zonemap import NO_MAX, ZoneMap
 
 if TYPE_CHECKING:
     from storage.config import LogConfig
@@ -190,48 +196,105 @@ class RemoteTier:
         return m
 
     def _write_manifest(self, segments: list[RemoteSegment], log_start: int) -> None:
-        if self.read_only:
-            raise RemoteStorageError(f"{self.topic}-{self.partition}: a read replica does not "
-                                     "write to the bucket")
         m = PartitionManifest(mf.FORMAT_VERSION, self.topic, self.partition, self.topic_id,
                               self.manifest.generation + 1, log_start, segments)
-        self.store.put(mf.manifest_key(self.topic, self.partition), mf.encode(m))
+        self._put(mf.manifest_key(self.topic, self.partition), mf.encode(m))
         self.manifest = m  # one reference swap: readers on other threads see old or new
+
+    def _put(self, key: str, data: bytes) -> None:
+        """Every write of the tier goes through here or ``_delete``: a read-only tier
+        (a read replica) refuses it before the store is called."""
+        self._writable(key)
+        self.store.put(key, data)
+
+    def _delete(self, key: str) -> None:
+        self._writable(key)
+        self.store.delete(key)
+
+    def _writable(self, key: str) -> None:
+        if self.read_only:
+            raise RemoteStorageError(f"{self.topic}-{self.partition}: a read replica does not "
+                                     f"write to the bucket (refused a write of {key})")
 
     # -- read replicas -------------------------------------------------------------------
     @classmethod
     def open_read_replica(cls, store: ObjectStore, topic: str, partition: int,
                           directory: str | os.PathLike[str], config: LogConfig, *,
-                          cache: RemoteIndexCache | None = None) -> RemoteTier:
+                          cache: RemoteIndexCache | None = None,
+                          chunks: RemoteChunkCache | None = None) -> RemoteTier:
         """A partition served from the bucket alone (``chronolog serve --read-replica``):
         an empty local log in ``directory`` starting right after the last copied offset,
         with this tier below it, so the ``Log`` API (read, ListOffsets, plans, counts)
         answers over the remote data; ``refresh`` follows new uploads. Never writes."""
         from storage.log import Log
 
-        tier = cls(Log(directory, config), store, topic, partition, cache=cache,
-                   attach=False, read_only=True)
-        tier._follow()
+        tier = cls.read_replica_of(Log(directory, config), store, topic, partition, cache=cache,
+                                   chunks=chunks)
+        tier.follow()
         return tier
+
+    @classmethod
+    def read_replica_of(cls, log: Log, store: ObjectStore, topic: str, partition: int, *,
+                        cache: RemoteIndexCache | None = None,
+                        chunks: RemoteChunkCache | None = None) -> RemoteTier:
+        """A read-only tier over ``log`` (an existing log that holds no data of its own,
+        e.g. a broker's partition): the manifest is read (store I/O, run it off the event
+        loop) but the log is not touched until ``follow()``, which does no I/O (the
+        event loop's half). No recovery runs: a copy the writer has not finished is its
+        business; only COPY_SEGMENT_FINISHED segments are read."""
+        return cls(log, store, topic, partition, cache=cache, attach=False, read_only=True,
+                   chunks=chunks)
 
     def refresh(self) -> bool:
         """Reload the manifest (a reader following the writer); True when it changed. A
-        read replica's log then ends right after the last copied offset."""
-        m = self._load_manifest()
-        if m.generation == self.manifest.generation:
+        read replica's log then ends right after the last copied offset. Blocking:
+        ``fetch_manifest()`` (thread) + ``follow(m)`` (loop) is the same in two halves."""
+        m = self.fetch_manifest()
+        if m is None:
             return False
-        self.manifest = m
         if self.read_only:
-            self._follow()
+            self.follow(m)
+        else:
+            self.manifest = m
         return True
 
-    def _follow(self) -> None:
+    def fetch_manifest(self) -> PartitionManifest | None:
+        """The bucket's manifest if it is newer (a higher generation) than the one held,
+        else None (same, or an older one read stale). Store I/O only: nothing changes."""
+        m = self._load_manifest()
+        return m if m.generation > self.manifest.generation or self._other_topic(m) else None
+
+    def _other_topic(self, m: PartitionManifest) -> bool:
+        """``m`` is of a topic deleted and created again under the same name (another
+        topic id): its generations start over, so a lower one is still the newer."""
+        return bool(m.topic_id and self.manifest.topic_id and m.topic_id != self.manifest.topic_id)
+
+    def follow(self, m: PartitionManifest | None = None) -> bool:
+        """A read replica takes manifest ``m`` (when newer than the held one) and its log
+        moves to where the tier ends: empty, starting right after the last copied offset,
+        its log start the first remote one raised to the manifest's (the writer's
+        retention and DeleteRecords). No store I/O: only the local log's (and the local
+        caches' files of a topic created again under its name). Returns whether the
+        log's end moved."""
+        if not self.read_only:
+            raise RemoteStorageError(f"{self.topic}-{self.partition}: follow() is for read "
+                                     "replicas")
+        replaced = m is not None and self._other_topic(m)
+        if replaced:  # the old topic's parsed indexes, summaries and cached files go
+            for rs in self.manifest.segments:
+                self._forget(rs)
+            self._producers = None
+        if m is not None and (replaced or m.generation > self.manifest.generation):
+            self.manifest = m
+            self.topic_id = m.topic_id
         log = self.log
         end = max(self.highest_offset + 1, self.manifest.log_start_offset)
-        if log.log_end_offset != end or log.segments[0].base_offset != end:
+        moved = end != log.log_end_offset
+        if replaced or moved or log.segments[0].base_offset != end:
             log.truncate_fully_and_start_at(end)
         log.tier = None
         log.attach_tier(self)
+        return moved
 
     def write_topic_manifest(self) -> None:
         """topics/<topic>/topic.json: id, partition count, the topic's Kafka configs."""
@@ -240,7 +303,7 @@ class RemoteTier:
                               else self.partition + 1, self.log.config.to_kafka())
         data = mf.encode(tm)
         if data != self._topic_written:
-            self.store.put(mf.topic_key(self.topic), data)
+            self._put(mf.topic_key(self.topic), data)
             self._topic_written = data
 
     def recover(self) -> int:
@@ -263,7 +326,7 @@ class RemoteTier:
                     continue
                 seg_id = stem.split("-", 1)[1]
                 if seg_id not in known:
-                    self.store.delete(obj.key)
+                    self._delete(obj.key)
                     deleted += 1
             return deleted
 
@@ -433,7 +496,7 @@ class RemoteTier:
             self._write_manifest(segments + [rs], start)
             yield SegmentState.COPY_SEGMENT_STARTED.name
             for suffix, data in files:
-                self.store.put(mf.segment_key(self.topic, self.partition, rs, suffix), data)
+                self._put(mf.segment_key(self.topic, self.partition, rs, suffix), data)
                 self.bytes_copied += len(data)
                 yield suffix
             done = msgspec.structs.replace(rs, state=SegmentState.COPY_SEGMENT_FINISHED)
@@ -485,19 +548,36 @@ class RemoteTier:
             yield from self.delete_steps(rs)
 
     def delete_steps(self, rs: RemoteSegment) -> Iterator[str]:
-        """Delete one finished segment, yielding each step's name once it is done."""
+        """Delete one finished segment, yielding each step's name once it is done: both
+        halves below in one call (a standalone tier, tests). A broker runs
+        ``move_log_start_past`` on its event loop and ``delete_segment_steps`` in a
+        thread."""
+        self.move_log_start_past(rs)
+        yield from self.delete_segment_steps(rs)
+
+    def move_log_start_past(self, rs: RemoteSegment) -> int:
+        """The first half of deleting ``rs``, on the thread that owns the log (a broker's
+        event loop): the log's start moves past it (never past the log end), so no
+        reader is handed an offset whose files are about to go. No store I/O. Returns
+        the log start."""
+        log = self.log
+        new_start = min(max(log.log_start_offset, rs.next_offset), log.log_end_offset)
+        if new_start > log.log_start_offset:
+            log.advance_log_start_offset(new_start)
+        return log.log_start_offset
+
+    def delete_segment_steps(self, rs: RemoteSegment) -> Iterator[str]:
+        """The second half (store I/O, a worker thread; the log is only read): manifest
+        with ``rs`` DELETE_SEGMENT_STARTED and the log's start, its files, then a
+        manifest without it. Yields each step's name once it is done."""
         with self._lock:
-            log = self.log
-            new_start = max(log.log_start_offset, rs.next_offset)
-            if new_start > log.log_start_offset:
-                log.advance_log_start_offset(min(new_start, log.log_end_offset))
             segments = [msgspec.structs.replace(s, state=SegmentState.DELETE_SEGMENT_STARTED)
                         if s.segment_id == rs.segment_id else s for s in self.manifest.segments]
             self._write_manifest(segments, max(self.manifest.log_start_offset,
-                                               log.log_start_offset))
+                                               self.log.log_start_offset))
             yield SegmentState.DELETE_SEGMENT_STARTED.name
             for suffix in mf.FILE_SUFFIXES:
-                self.store.delete(mf.segment_key(self.topic, self.partition, rs, suffix))
+                self._delete(mf.segment_key(self.topic, self.partition, rs, suffix))
                 yield suffix
             self._forget(rs)
             self._write_manifest([s for s in self.manifest.segments
@@ -511,28 +591,49 @@ class RemoteTier:
             if self.log.log_start_offset > self.manifest.log_start_offset:
                 self._write_manifest(list(self.manifest.segments), self.log.log_start_offset)
 
-    def delete_all(self) -> int:
-        """Delete every remote segment (remote.log.delete.on.disable, topic deletion)."""
-        n = 0
-        for rs in list(self.manifest.segments):
-            if rs.state == SegmentState.COPY_SEGMENT_FINISHED:
-                for _ in self.delete_steps(rs):
-                    pass
-                n += 1
-        self.recover()
-        return n
+    def delete_all(self, *, topic_deleted: bool = False) -> int:
+        """Delete the partition's remote data (store I/O, a worker thread; the log is not
+        touched: remote.log.delete.on.disable detaches it first, see ``disable``).
+        The manifest goes first, so every reader (read replicas, Spark) sees no segment
+        before any file goes: rewritten empty, or, for a deleted topic
+        (``topic_deleted``), deleted with the topic's topic.json after the files. Then
+        every object under the partition's prefix; a crash in between leaves files no
+        manifest names, which the next open deletes as orphans. Returns the objects
+        deleted."""
+        with self._lock:
+            doomed = list(self.manifest.segments)
+            manifest_key = mf.manifest_key(self.topic, self.partition)
+            if topic_deleted:
+                self._delete(manifest_key)
+            else:
+                self._write_manifest([], self.manifest.log_start_offset)
+            n = 0
+            for obj in self.store.list(self.prefix):
+                if obj.key != manifest_key:
+                    self._delete(obj.key)
+                    n += 1
+            for rs in doomed:
+                self._forget(rs)
+            self._producers = None
+            if topic_deleted:
+                self._delete(mf.topic_key(self.topic))
+                self._topic_written = b""
+            return n
 
     def disable(self) -> int:
-        """remote.storage.enable turned off: with remote.log.delete.on.disable the remote
-        segments are deleted (KIP-950); the log then starts at its first local offset
-        either way. Returns how many segments were deleted."""
-        n = self.delete_all() if self.log.config.remote_log_delete_on_disable else 0
+        """remote.storage.enable turned off: the log stops using the tier and starts at
+        its first local offset (Kafka moves the log start to the local log start: what
+        was only remote is gone for readers first), then, with
+        remote.log.delete.on.disable (KIP-950), the remote data is deleted
+        (``delete_all``). Both halves in one call; a broker detaches on its event loop
+        (``log.detach_tier()``) and runs ``delete_all`` in a thread. Returns the objects
+        deleted."""
         self.log.detach_tier()
-        return n
+        return self.delete_all() if self.log.config.remote_log_delete_on_disable else 0
 
     def _delete_files(self, rs: RemoteSegment) -> int:
         for suffix in mf.FILE_SUFFIXES:
-            self.store.delete(mf.segment_key(self.topic, self.partition, rs, suffix))
+            self._delete(mf.segment_key(self.topic, self.partition, rs, suffix))
         self._forget(rs)
         return len(mf.FILE_SUFFIXES)
 
@@ -620,13 +721,38 @@ class RemoteTier:
                 ivl = _zone_interval(data)
                 return ivl is not None and ZoneMap.decode(data, rs.base_offset, ivl) is not None
 
-            data = (self.cache.get(self.store, obj, f"{rs.base_offset}_{rs.segment_id}.zonemap",
-                                   valid) if self.cache is not None else self.store.get(obj))
-            ivl = _zone_interval(data)
-            zm = ZoneMap.decode(data, rs.base_offset, ivl if ivl is not None else interval)
-            if zm is None:
-                raise RemoteStorageError(f"remote zone map {obj!r} is corrupt")
+            try:
+                data = (self.cache.get(self.store, obj,
+                                       f"{rs.base_offset}_{rs.segment_id}.zonemap", valid)
+                        if self.cache is not None else self.store.get(obj))
+                ivl = _zone_interval(data)
+                zm = ZoneMap.decode(data, rs.base_offset, ivl if ivl is not None else interval)
+                if zm is None:
+                    raise RemoteStorageError(f"remote zone map {obj!r} is corrupt")
+            except RemoteStorageError as exc:
+                # Damaged or gone in the bucket: rebuilt from the remote .log (as a local
+                # segment rebuilds its sidecar), for this process only.
+                _LOG.warning("%s; rebuilding it from the remote .log", exc)
+                zm = self._rebuild_zone_map(rs, interval)
             self._remember(self._zone_maps, rs.segment_id, zm)
+        return zm
+
+    def _rebuild_zone_map(self, rs: RemoteSegment, interval: int) -> ZoneMap:
+        """A segment's zone map from a walk of its remote .log, disorder counted against
+        the largest timestamp of the finished segments before it."""
+        running = NO_MAX
+        for s in self.finished():
+            if s.base_offset >= rs.base_offset:
+                break
+            if s.max_timestamp >= 0:
+                running = max(running, s.max_timestamp)
+        zm = ZoneMap(rs.base_offset, interval, running)
+        obj = mf.segment_key(self.topic, self.partition, rs, ".log")
+        buf = self.store.get_range(obj, 0, rs.size_bytes)
+        self.bytes_fetched += len(buf)
+        for pos, h in iter_batches(buf):
+            running = zone_add_batch(zm, buf, pos, pos, h, running)
+        zm.sync()
         return zm
 
     def _remember(self, memo: OrderedDict[Any, Any], key: Any, value: Any) -> Any:

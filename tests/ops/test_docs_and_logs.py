@@ -87,3 +87,20 @@ def test_setting_up_logging_twice_does_not_duplicate_lines(restore_logging: None
     assert "WARNING x: once k='a b'" in out.getvalue()
     with pytest.raises(ValueError):
         setup_logging("xml")
+
+
+def test_configuration_reference_lists_every_topic_and_remote_storage_setting() -> None:
+    """The oracle is storage's own list of Kafka topic config names (every typed
+    setting ``LogConfig.to_kafka`` can emit, the remote tier's included) and the object
+    store's options, not the generator's."""
+    import storage.config as sc
+    from storage.remote.store import RETRY_DEFAULTS
+
+    tiered = {**{n: "true" for n in sc._TIERED_BOOLS}, **{n: "-2" for n in sc._TIERED_LONGS}}
+    names = set(sc.LogConfig.from_kafka(tiered).to_kafka())
+    assert set(tiered) <= names
+    rows = {ln.split("`")[1] for ln in render().splitlines() if ln.startswith("| `")}
+    assert names <= rows, sorted(names - rows)
+    store_options = {"url", "s3.endpoint", "s3.region", "s3.access.key.id",
+                     "s3.secret.access.key", *RETRY_DEFAULTS}
+    assert {f"rsm.config.{n}" for n in store_options} <= rows

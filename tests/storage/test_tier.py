@@ -22,9 +22,10 @@ from storage.records import Record, build_batch, iter_batches
 from storage.remote import manifest as mf
 from storage.remote.index_cache import RemoteIndexCache
 from storage.remote.snapshot import decode_epochs, decode_snapshot
-from storage.remote.store import ObjectStore
+from storage.remote.store import ObjectStore, RemoteStorageError
 from storage.remote.tier import RemoteTier
 from storage.txnindex import TxnIndexEntry
+from storage.zonemap import ZoneMap
 
 T0 = 1_700_000_000_000
 CFG = LogConfig(segment_bytes=600, index_interval_bytes=120, segment_index_bytes=240,
@@ -297,3 +298,150 @@ def test_disable_with_delete_on_disable_empties_the_bucket_and_topic_json_follow
     keys = {o.key for o in store.list("topics/t/")}
     assert keys == {mf.topic_key("t"), mf.manifest_key("t", 0)}
     assert mf.decode_partition(store.get(mf.manifest_key("t", 0))).segments == []
+
+
+def test_a_damaged_or_missing_remote_zone_map_is_rebuilt_from_the_remote_log(
+        tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", CFG)
+    fill(log, 30)
+    store, tier = open_tier(tmp_path, log)
+    tier.copy(log.high_watermark)
+    log.delete_old_segments(T0)
+    assert len(tier.readable()) >= 3
+
+    def blocks(zm: ZoneMap) -> list[tuple[int, ...]]:
+        zm.sync()
+        return list(zip(zm.first, zm.pos, zm.min, zm.max, zm.records, zm.late, zm.worst,
+                        strict=True))
+
+    want = [(zm.covered, blocks(zm)) for zm in tier.zone_maps()]
+    first, second = tier.readable()[:2]
+    store.put(mf.segment_key("t", 0, first, ".zonemap"), b"CLZM" + b"\x00" * 40)
+    store.delete(mf.segment_key("t", 0, second, ".zonemap"))
+    for p in (tmp_path / "remote-log-index-cache").iterdir():
+        p.unlink()
+    _, again = open_tier(tmp_path, Log(tmp_path / "t-0", CFG))
+    assert [(zm.covered, blocks(zm)) for zm in again.zone_maps()] == want
+
+
+def test_a_read_replica_tier_refuses_every_write_and_leaves_the_bucket_as_it_was(
+        tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", CFG)
+    fill(log, 30)
+    store, tier = open_tier(tmp_path, log)
+    tier.copy(log.segments[3].base_offset)
+    # a copy interrupted by a crash: the writer's recovery would delete it; a replica not
+    steps = tier.copy_steps(log.segments[3])
+    next(steps), next(steps)
+    bucket = tmp_path / "bucket"
+
+    def contents() -> dict[str, bytes]:
+        return {str(p.relative_to(bucket)): p.read_bytes() for p in bucket.rglob("*")
+                if p.is_file()}
+
+    before = contents()
+    ro = ObjectStore(f"file://{bucket}", read_only=True)
+    replica = RemoteTier.open_read_replica(ro, "t", 0, tmp_path / "replica" / "t-0", CFG)
+    rlog = replica.log
+    assert rlog.high_watermark == replica.highest_offset + 1 > 0
+    writes = [lambda: replica.write_topic_manifest(), lambda: replica.recover(),
+              lambda: replica.copy(rlog.high_watermark), lambda: replica.delete_all(),
+              lambda: ro.put("x", b"x"), lambda: ro.delete("x")]
+    rlog.advance_log_start_offset(10)  # past the first remote segment: expired
+    writes.append(lambda: replica.persist_log_start())
+    writes.append(lambda: replica.expire(T0))
+    for write in writes:
+        with pytest.raises(RemoteStorageError, match="read"):
+            write()
+    assert contents() == before
+    # a writable store under a read-only tier: refused by the tier before the store
+    rw = RemoteTier.open_read_replica(store, "t", 0, tmp_path / "replica2" / "t-0", CFG)
+    for write in (rw.write_topic_manifest, rw.recover):
+        with pytest.raises(RemoteStorageError, match="read replica"):
+            write()
+    assert contents() == before
+
+
+def test_delete_on_disable_keeps_the_log_start_at_records_still_on_local_disk(
+        tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", CFG)
+    recs = fill(log, 30)
+    store, tier = open_tier(tmp_path, log)
+    tier.copy(log.high_watermark)
+    assert tier.highest_offset > 0 and log.segments[0].base_offset == 0  # all still local
+    log.update_config(LogConfig.from_kafka({"remote.log.delete.on.disable": "true"}, CFG))
+    assert tier.disable() > 0
+    assert (log.tier, log.log_start_offset) == (None, 0)
+    got = [o for off in range(len(recs)) for _, h in iter_batches(log.read(off, 1))
+           for o in range(h.base_offset, h.last_offset + 1) if o == off]
+    assert got == [o for o, _ in recs]
+    assert {o.key for o in store.list("topics/t/")} == {mf.topic_key("t"), mf.manifest_key("t", 0)}
+    assert mf.decode_partition(store.get(mf.manifest_key("t", 0))).segments == []
+
+
+def test_a_delete_in_two_halves_moves_the_log_start_first_and_never_touches_the_log_after(
+        tmp_path: Path) -> None:
+    import threading
+
+    log = Log(tmp_path / "t-0", CFG)
+    fill(log, 30)
+    store, tier = open_tier(tmp_path, log)
+    tier.copy(log.high_watermark)
+    log.delete_old_segments(T0)
+    bucket = tmp_path / "bucket"
+
+    def contents() -> dict[str, bytes]:
+        return {str(p.relative_to(bucket)): p.read_bytes() for p in bucket.rglob("*")
+                if p.is_file()}
+
+    rs = tier.finished()[0]
+    before = contents()
+    assert tier.move_log_start_past(rs) == rs.next_offset == log.log_start_offset
+    assert contents() == before  # the loop half does no store I/O
+    worker = threading.Thread(target=lambda: list(tier.delete_segment_steps(rs)))
+    worker.start()
+    worker.join()
+    assert log.log_start_offset == rs.next_offset
+    m = mf.decode_partition(store.get(mf.manifest_key("t", 0)))
+    assert rs.segment_id not in {s.segment_id for s in m.segments}
+    assert m.log_start_offset == rs.next_offset
+    assert not [k for k in contents() if rs.segment_id in k]
+    # a deleted topic: nothing of the partition or the topic stays in the bucket
+    assert tier.delete_all(topic_deleted=True) > 0
+    assert store.list("topics/t/") == []
+
+
+def test_a_read_replica_follows_a_topic_deleted_and_created_again_under_its_name(
+        tmp_path: Path) -> None:
+    """The new topic's manifest starts at a lower generation: still the one to serve."""
+    log = Log(tmp_path / "t-0", CFG)
+    fill(log, 30)
+    _, tier = open_tier(tmp_path, log)
+    tier.copy(log.high_watermark)
+    for start in range(1, 5):  # DeleteRecords four times: a high generation
+        log.advance_log_start_offset(start)
+        tier.persist_log_start()
+    bucket = ObjectStore(f"file://{tmp_path}/bucket", read_only=True)
+    replica = RemoteTier.open_read_replica(bucket, "t", 0, tmp_path / "replica" / "t-0", CFG)
+    assert replica.log.log_start_offset == 4
+    old_generation = replica.manifest.generation
+    tier.delete_all(topic_deleted=True)
+    log.close()
+    new_log = Log(tmp_path / "again" / "t-0", CFG)
+    recs = fill(new_log, 12)
+    new_store = ObjectStore(f"file://{tmp_path}/bucket")
+    new_tier = RemoteTier(new_log, new_store, "t", 0, topic_id="cd" * 16, partitions=1)
+    new_tier.copy(new_log.segments[1].base_offset)
+    assert 0 < new_tier.manifest.generation < old_generation
+    assert replica.refresh()
+    rlog = replica.log
+    end = new_tier.highest_offset + 1
+    assert (rlog.log_start_offset, rlog.high_watermark) == (0, end)
+    copied = [r for r in recs if r[0] < end]
+    for _, ts in copied:
+        want = next(o for o, t in copied if t >= ts)
+        hit = rlog.offset_for_timestamp(ts)
+        assert hit is not None and hit.offset == want
+    got = [(h.base_offset, h.last_offset) for _, h in iter_batches(rlog.read(0, 1 << 20))]
+    assert got and got[0][0] == 0 and got[-1][1] <= end - 1
+    assert not replica.refresh()

@@ -40,6 +40,7 @@ from storage.config import LogConfig
 from storage.errors import OffsetOutOfRangeError
 from storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     HAVE_NUMPY,
     LATEST_TIERED_TIMESTAMP,
@@ -298,6 +299,15 @@ class TierMachine(RuleBasedStateMachine):
         assert tiered is not None and tiered.offset == self.uploaded
         if self.uploaded >= 0:  # the leader epoch of the batch holding it, as the twin has it
             assert tiered.leader_epoch == self._epoch(self.uploaded)
+        # KIP-1023 (Kafka's UnifiedLog.fetchEarliestPendingUploadOffset)
+        pending = log.offset_for_timestamp(EARLIEST_PENDING_UPLOAD_TIMESTAMP)
+        if self.uploaded >= 0:
+            want = max(self.uploaded + 1, self.log_start)
+        else:
+            want = self.log_start if local.offset == self.log_start else -1
+        assert pending is not None and pending.offset == want
+        if 0 <= want < hw:
+            assert pending.leader_epoch == self._epoch(want)
         if self.log_start < hw:
             assert tuple(log.offset_for_timestamp(EARLIEST_TIMESTAMP)) == tuple(  # type: ignore[arg-type]
                 self.twin.offset_for_timestamp(EARLIEST_TIMESTAMP))  # type: ignore[arg-type]

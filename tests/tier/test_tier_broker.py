@@ -212,6 +212,8 @@ def test_list_offsets_earliest_local_and_latest_tiered_at_kafkas_versions(tiered
     assert list_offsets(port, topic, -1, 9)[:2] == (0, len(tiered.recs))
     assert list_offsets(port, topic, -4, 7)[0] == 35  # UNSUPPORTED_VERSION below v8
     assert list_offsets(port, topic, -5, 8)[0] == 35  # and below v9 (KIP-1005)
+    # -6 EARLIEST_PENDING_UPLOAD needs v11 (KIP-1023), not advertised: Kafka's gate
+    assert list_offsets(port, topic, -6, 10)[0] == 35
     with SyncClient(tiered.leader.bootstrap) as c:
         assert c.earliest_local(topic) == {0: local_start}
         assert c.latest_tiered(topic) == {0: m.highest_offset()}
@@ -321,6 +323,48 @@ def test_read_replica_answers_as_the_leader_from_the_bucket(tiered: Tiered, tmp_
         replica.stop()
 
 
+def test_a_read_replica_never_writes_to_the_bucket(tiered: Tiered, tmp_path: Path) -> None:
+    """A copy of the leader's bucket with what a leader killed mid-copy leaves (a
+    COPY_SEGMENT_STARTED entry with some of its files, and an orphan file): a leader
+    opening it would delete those; the replica serves it and leaves every byte alone."""
+    import msgspec
+
+    bucket = tmp_path / "ro-bucket"
+    shutil.copytree(tiered.bucket, bucket)
+    topic = tiered.topic
+    m = manifest(bucket, topic)
+    assert m is not None and m.finished()
+    last = m.finished()[-1]
+    half = msgspec.structs.replace(last, segment_id="f" * 32, base_offset=last.next_offset,
+                                   end_offset=last.next_offset + 9,
+                                   next_offset=last.next_offset + 10,
+                                   state=mf.SegmentState.COPY_SEGMENT_STARTED)
+    m.segments.append(half)
+    (bucket / mf.manifest_key(topic, 0)).write_bytes(mf.encode(m))
+    for suffix in (".log", ".index"):
+        (bucket / mf.segment_key(topic, 0, half, suffix)).write_bytes(b"half a copy")
+    orphan = bucket / mf.segment_key(topic, 0, msgspec.structs.replace(
+        last, segment_id="0" * 32), ".log")
+    orphan.write_bytes(b"no manifest names me")
+
+    def contents() -> dict[str, tuple[bytes, int]]:
+        return {str(p.relative_to(bucket)): (p.read_bytes(), p.stat().st_mtime_ns)
+                for p in files(bucket)}
+
+    before = contents()
+    replica = start(tmp_path, "ro-replica", {"rsm.config.url": f"file://{bucket}", **INTERVAL},
+                    ["--read-replica", f"file://{bucket}"])
+    try:
+        end = last.next_offset
+        assert list_offsets(replica.port, topic, -1, 9)[:2] == (0, end)
+        time.sleep(1.0)  # ten passes of the replica's task over the bucket
+        assert list_offsets(replica.port, topic, -1, 9)[:2] == (0, end)
+        assert "refused" not in replica.log() and "failed" not in replica.log(), replica.log()
+    finally:
+        replica.stop()
+    assert contents() == before
+
+
 def test_read_replica_follows_new_uploads(tmp_path: Path) -> None:
     bucket = tmp_path / "bucket"
     common = {"rsm.config.url": f"file://{bucket}", **INTERVAL}
@@ -343,8 +387,30 @@ def test_read_replica_follows_new_uploads(tmp_path: Path) -> None:
         end = list_offsets(replica.port, topic, -1, 9)[1]
         got = consume_confluent(replica.bootstrap, topic, end)
         assert got == [r for r in recs if r.offset < end]
-        # Deleted on the leader: the replica stops serving it.
+        # CreatePartitions and AlterConfigs on the leader reach the replica (topic.json).
         admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+        from confluent_kafka.admin import NewPartitions
+
+        admin.create_partitions([NewPartitions(topic, 2)])[topic].result(TIMEOUT)
+        res = ConfigResource("TOPIC", topic, incremental_configs=[
+            _set("max.message.bytes", "2000000")])
+        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
+        ro = AdminClient({"bootstrap.servers": replica.bootstrap})
+
+        def replica_view() -> tuple[int, str]:
+            parts = len(ro.list_topics(topic, timeout=TIMEOUT).topics[topic].partitions)
+            desc = ro.describe_configs([ConfigResource("TOPIC", topic)])
+            configs = next(iter(desc.values())).result(TIMEOUT)
+            return parts, configs["max.message.bytes"].value
+
+        wait_until(lambda: replica_view() == (2, "2000000"), TIMEOUT,
+                   "the replica has the new partition and config")
+        with KafkaSocket(replica.port) as conn:
+            resp = conn.request(2, 9, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 1, "timestamp": -1}]}]})
+        assert resp.topics[0].partitions[0].error_code == 0
+        assert "refused" not in replica.log(), replica.log()
+        # Deleted on the leader: the replica stops serving it.
         admin.delete_topics([topic])[topic].result(TIMEOUT)
         wait_until(lambda: list_offsets(replica.port, topic, -1, 9)[0] == 3, TIMEOUT,
                    "UNKNOWN_TOPIC_OR_PARTITION on the replica")
@@ -460,6 +526,9 @@ def test_deleting_or_untiering_a_topic_deletes_its_remote_data(tmp_path: Path) -
                                 if f.suffix == ".log"], TIMEOUT,
                    "the untiered topic's remote segments removed")
         assert list_offsets(leader.port, "untiered", -5, 9)[:2] == (0, -1)
+        assert list_offsets(leader.port, "untiered", -2, 9)[:2] == (0, 0)  # still local
+        untiered = manifest(bucket, "untiered")  # readers of the bucket see no segment
+        assert untiered is not None and untiered.segments == []
         assert consume_confluent(leader.bootstrap, "untiered", len(kept)) == kept
     finally:
         leader.stop()
