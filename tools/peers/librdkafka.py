@@ -10,13 +10,22 @@ with the harness's usual broker settings (an authorizer with
 ``num.partitions=4``), writes the harness's ``test.conf`` pointing at it, runs the
 tests with ``TEST_KAFKA_VERSION=4.0.0`` and prints one line per test and a summary.
 
-Tests that cannot apply to one broker (a replication factor of 3, SSL/SASL/OIDC
+``--security`` picks one of the security set-ups of the harness's ``sasl_test.py``
+suites: ``plaintext`` (the default), or the tests run over a SASL_PLAINTEXT listener as
+its user ``myuser`` with ``sasl-plain`` (PLAIN, the user in the listener's JAAS config)
+or ``sasl-scram`` (SCRAM-SHA-512, the user created offline with ``chronolog users
+add``), test.conf carrying ``security.protocol``, ``sasl.mechanisms``,
+``sasl.username`` and ``sasl.password`` as trivup writes them. Kafka's own tools,
+which the tests call through KAFKA_PATH, keep a PLAINTEXT listener of the same broker.
+
+Tests that cannot apply to one broker (a replication factor of 3, SSL/OIDC
 set-ups, JMX, local-only and mock-cluster tests, which never reach a broker) are listed
 in ``NOT_APPLICABLE`` with the reason, and in docs/compatibility.md. Any other test
 that does not pass, including one that skips itself, counts as failed.
 
     python3 tools/peers/librdkafka.py build
     python3 tools/peers/librdkafka.py run [--tests 0012,0054] [--group-protocol consumer]
+    python3 tools/peers/librdkafka.py run --security sasl-scram
 
 ``run`` needs the project's Python (``.venv/bin/python``) for the broker; Kafka's own
 ``kafka-topics`` tool (tests 0052, 0077 call it) comes from tools/kafka-ref.
@@ -74,6 +83,15 @@ SCENARIOS: dict[str, dict[str, str]] = {
     "noautocreate": {"auto.create.topics.enable": "false"},
 }
 
+#: The harness's SASL user (sasl_test.py's ``sasl_users``: ``myuser=mypassword``).
+SASL_USER = ("myuser", "mypassword")
+#: --security -> the SASL mechanism of the clients' listener (None: PLAINTEXT).
+SECURITY: dict[str, str | None] = {
+    "plaintext": None,
+    "sasl-plain": "PLAIN",
+    "sasl-scram": "SCRAM-SHA-512",  # sasl_test.py's "SASL SCRAM" suite
+}
+
 _RF3 = "creates its topic with replication factor 3: one broker answers INVALID_REPLICATION_FACTOR, as Kafka does"
 _SASL = "needs a SASL listener and credentials (the harness's SASL scenario), not the PLAINTEXT one"
 #: Test name -> why it does not apply to one PLAINTEXT broker. Everything else must pass.
@@ -87,7 +105,6 @@ NOT_APPLICABLE: dict[str, str] = {
     "0142_reauthentication": _RF3 + "; also " + _SASL,
     "0097_ssl_verify": "needs the SSL certificates and SSL_* variables trivup sets up",
     "0126_oauthbearer_oidc": "needs an OIDC token endpoint and SASL/OAUTHBEARER",
-    "0135_sasl_credentials": _SASL,
     "0092_mixed_msgver": "message format v1 was removed in Kafka 4.0; the test skips itself for 4.0",
     "0139_offset_validation_mock": "runs against librdkafka's built-in mock cluster only (not flagged local upstream)",
     "0150_telemetry_mock": "runs against librdkafka's built-in mock cluster only (not flagged local upstream)",
@@ -96,6 +113,12 @@ NOT_APPLICABLE: dict[str, str] = {
     "0028_long_topicnames": "flagged TEST_F_KNOWN_ISSUE upstream (librdkafka issue 529): "
     "the harness does not run it",
     "0047_partial_buf_tmout": "flagged TEST_F_KNOWN_ISSUE upstream: the harness does not run it",
+}
+
+
+#: Tests that apply only over a SASL listener (``--security sasl-*``).
+NEEDS_SASL: dict[str, str] = {
+    "0135_sasl_credentials": _SASL,
 }
 
 
@@ -160,8 +183,10 @@ def fetch() -> Path:
             members.append(m)
         tar.extractall(staging, members=members)
     header = (staging / "src" / "rdkafka.h").read_text()
-    m = re.search(r"#define RD_KAFKA_VERSION\s+0x([0-9a-f]{8})", header)
-    found = ".".join(str(int(m.group(1)[i : i + 2], 16)) for i in (0, 2, 4)) if m else "?"
+    version = re.search(r"#define RD_KAFKA_VERSION\s+0x([0-9a-f]{8})", header)
+    found = (
+        ".".join(str(int(version.group(1)[i : i + 2], 16)) for i in (0, 2, 4)) if version else "?"
+    )
     if found != LIBRDKAFKA:
         shutil.rmtree(staging)
         raise PeerError(
@@ -212,21 +237,78 @@ def free_port() -> int:
 
 @dataclass
 class Broker:
-    """One Chronolog broker subprocess with the harness's settings."""
+    """One Chronolog broker subprocess with the harness's settings; with a SASL
+    ``mechanism`` it also has a SASL_PLAINTEXT listener where the harness's user logs in."""
 
     workdir: Path
     python: str = sys.executable
     settings: dict[str, str] = field(default_factory=dict)
+    mechanism: str | None = None
     port: int = field(default_factory=free_port)
+    sasl_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap(self) -> str:
+        """The PLAINTEXT listener (Kafka's own tools use it)."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def client_bootstrap(self) -> str:
+        """Where the tests connect: the SASL listener when there is one."""
+        return f"127.0.0.1:{self.sasl_port}" if self.mechanism else self.bootstrap
+
+    def client_conf(self) -> dict[str, str]:
+        """What test.conf adds for the tests to log in (as trivup writes it)."""
+        if not self.mechanism:
+            return {}
+        return {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": self.mechanism,
+            "sasl.username": SASL_USER[0],
+            "sasl.password": SASL_USER[1],
+        }
 
     @property
     def log_path(self) -> Path:
         return self.workdir / "broker.log"
+
+    def _sasl_settings(self) -> dict[str, str]:
+        if not self.mechanism:
+            return {}
+        out = {
+            "listeners": f"PLAINTEXT://{self.bootstrap},SASL_PLAINTEXT://{self.client_bootstrap}",
+            "sasl.enabled.mechanisms": self.mechanism,
+        }
+        if self.mechanism == "PLAIN":
+            out["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'user_{SASL_USER[0]}="{SASL_USER[1]}";'
+            )
+        else:  # SCRAM: the credential is stored before the broker starts
+            data = self.workdir / "data"
+            data.mkdir(parents=True, exist_ok=True)
+            _run(
+                [
+                    self.python,
+                    "-m",
+                    "client.cli",
+                    "users",
+                    "add",
+                    "--data-dir",
+                    str(data),
+                    "--user",
+                    SASL_USER[0],
+                    "--password",
+                    SASL_USER[1],
+                    "--mechanism",
+                    self.mechanism,
+                ],
+                REPO,
+                self.workdir / "users.log",
+                "chronolog users add",
+            )
+        return out
 
     def start(self, timeout: float = 60.0) -> Broker:
         args = [
@@ -240,7 +322,7 @@ class Broker:
             "--port",
             str(self.port),
         ]
-        for name, value in {**BROKER_SETTINGS, **self.settings}.items():
+        for name, value in {**BROKER_SETTINGS, **self.settings, **self._sasl_settings()}.items():
             args += ["--override", f"{name}={value}"]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
@@ -348,14 +430,24 @@ def parse_report(report: Path, output: str) -> dict[str, tuple[str, float, str]]
     return merged
 
 
+def not_applicable(group_protocol: str, security: str = "plaintext") -> dict[str, str]:
+    """Test name -> why it does not apply, for this group protocol and security set-up."""
+    listed = {**NOT_APPLICABLE, **NOT_APPLICABLE_WITH.get(group_protocol, {})}
+    if SECURITY[security] is None:
+        listed.update(NEEDS_SASL)
+    return listed
+
+
 def judge(
-    rows: dict[str, tuple[str, float, str]], group_protocol: str = "classic"
+    rows: dict[str, tuple[str, float, str]],
+    group_protocol: str = "classic",
+    security: str = "plaintext",
 ) -> list[Outcome]:
     """Passed stays passed; a listed test is not applicable whatever it did, and so is a
     local or mock-cluster test (``-L`` filters them: they never reach a broker, and a
     local test whose number a not-applicable test shares is caught by TESTS_SKIP); any
     other state (failed, skipped, never finished) is a failure."""
-    listed = {**NOT_APPLICABLE, **NOT_APPLICABLE_WITH.get(group_protocol, {})}
+    listed = not_applicable(group_protocol, security)
     out = []
     for name, (state, secs, detail) in sorted(rows.items()):
         if name in listed:
@@ -382,13 +474,21 @@ def _run_scenario(
     workdir: Path,
     python: str,
     timeout: float,
+    security: str = "plaintext",
 ) -> tuple[dict[str, tuple[str, float, str]], str]:
     """One scenario: a fresh Chronolog with its settings, test-runner -L -s SCENARIO."""
     workdir.mkdir(parents=True, exist_ok=True)
-    broker = Broker(workdir, python=python, settings=SCENARIOS[scenario]).start()
+    broker = Broker(
+        workdir, python=python, settings=SCENARIOS[scenario], mechanism=SECURITY[security]
+    ).start()
     try:
         conf = workdir / "test.conf"
-        conf.write_text(f"bootstrap.servers={broker.bootstrap}\ntest.timeout.multiplier=2\n")
+        lines = {
+            "bootstrap.servers": broker.client_bootstrap,
+            "test.timeout.multiplier": "2",
+            **broker.client_conf(),
+        }
+        conf.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
         env = {k: v for k, v in os.environ.items() if not k.startswith("TEST")}
         env.update(
             {
@@ -403,7 +503,8 @@ def _run_scenario(
         if tests:
             env["TESTS"] = tests
         else:
-            env["TESTS_SKIP"] = ",".join(sorted({n.split("_")[0] for n in NOT_APPLICABLE}))
+            skip = {**NOT_APPLICABLE, **(NEEDS_SASL if SECURITY[security] is None else {})}
+            env["TESTS_SKIP"] = ",".join(sorted({n.split("_")[0] for n in skip}))
         report = workdir / "test-report.json"
         env["TEST_REPORT"] = str(report)
         # Tests open ../src/statistics_schema.json: run in workdir/tests beside a src link.
@@ -443,6 +544,7 @@ def run(
     python: str,
     timeout: float,
     scenarios: tuple[str, ...] = tuple(SCENARIOS),
+    security: str = "plaintext",
 ) -> tuple[list[Outcome], str]:
     """Build if needed, then each scenario against its own fresh Chronolog; the outcomes
     and test-runner's whole output."""
@@ -451,18 +553,28 @@ def run(
     outputs = []
     for scenario in scenarios:
         got, output = _run_scenario(
-            scenario, tests, group_protocol, parallel, workdir / scenario, python, timeout
+            scenario,
+            tests,
+            group_protocol,
+            parallel,
+            workdir / scenario,
+            python,
+            timeout,
+            security,
         )
         outputs.append(f"===== scenario {scenario} =====\n{output}")
         for name, row in got.items():
             # A test runs in one scenario; the others list it as skipped, if at all.
             if name not in rows or rows[name][0] == "SKIPPED":
                 rows[name] = row
-    return judge(rows, group_protocol), "\n".join(outputs)
+    return judge(rows, group_protocol, security), "\n".join(outputs)
 
 
-def summary(outcomes: list[Outcome], group_protocol: str) -> str:
-    lines = [f"librdkafka {LIBRDKAFKA} tests against Chronolog (group protocol {group_protocol}):"]
+def summary(outcomes: list[Outcome], group_protocol: str, security: str = "plaintext") -> str:
+    lines = [
+        f"librdkafka {LIBRDKAFKA} tests against Chronolog "
+        f"(group protocol {group_protocol}, {security}):"
+    ]
     for o in outcomes:
         lines.append(f"  {o.name:45s} {o.state:15s} {o.seconds:8.1f}s {o.detail}".rstrip())
     n = {s: sum(o.state == s for o in outcomes) for s in ("passed", "failed", "not applicable")}
@@ -489,6 +601,12 @@ def main(argv: list[str] | None = None) -> int:
         help="harness scenario(s) to run (default: all)",
     )
     r.add_argument("--group-protocol", default="classic", choices=("classic", "consumer"))
+    r.add_argument(
+        "--security",
+        default="plaintext",
+        choices=tuple(SECURITY),
+        help="the clients' listener: PLAINTEXT, or SASL_PLAINTEXT with PLAIN or SCRAM-SHA-512",
+    )
     r.add_argument("--parallel", type=int, default=2, help="tests run at once (test-runner -p)")
     r.add_argument(
         "--workdir", type=Path, help="where the broker's data and logs go (default: a temp dir)"
@@ -512,8 +630,9 @@ def main(argv: list[str] | None = None) -> int:
                 args.python,
                 args.timeout,
                 tuple(args.scenario or SCENARIOS),
+                args.security,
             )
-            print(summary(outcomes, args.group_protocol))
+            print(summary(outcomes, args.group_protocol, args.security))
             print(f"(logs: {workdir})")
             return 1 if any(o.state == "failed" for o in outcomes) else 0
     except PeerError as e:
