@@ -1,5 +1,5 @@
-"""A CreateTopics (or an auto-creating Metadata) of many topics does not stop the
-broker serving everyone else.
+"""A CreateTopics, an auto-creating Metadata or a DeleteTopics of many topics does not
+stop the broker serving everyone else.
 
 Each topic's creation writes files and fsyncs them on the event loop; a request
 creating a hundred topics used to run all of them in one go, so every other
@@ -9,7 +9,8 @@ wait, lost their sessions (librdkafka test 0045 "session timed out"). The handle
 yields to the loop between topics, so a request from another client is answered while
 the batch is still going: a Metadata listing taken meanwhile sees part of the batch.
 The Metadata handler's auto-creation (librdkafka's 0042 asks for 20 new topics in one
-Metadata request) yields the same way. Real clients only: confluent-kafka (CreateTopics)
+Metadata request) and DeleteTopics (the suite deletes its 60-topic batches at once)
+yield the same way. Real clients only: confluent-kafka (CreateTopics)
 or kafka-python (one Metadata request naming every topic) creates the batch, a second
 confluent-kafka admin client (its own connection) lists topics meanwhile.
 """
@@ -99,5 +100,29 @@ def test_other_clients_are_served_during_a_large_metadata_auto_create(
     assert seen[-1] == BATCH
     assert [k for k in seen if 0 < k < BATCH], (
         f"no listing was answered while the {BATCH} topics were being auto-created "
+        f"(topics of the batch seen by each listing: {seen})"
+    )
+
+
+def test_other_clients_are_served_during_a_large_delete_topics(broker: BrokerProcess) -> None:
+    prefix = f"gone-{uuid.uuid4().hex[:8]}-"
+    names = [f"{prefix}{i}" for i in range(BATCH)]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for fut in admin.create_topics(
+        [NewTopic(n, num_partitions=4, replication_factor=1) for n in names],
+        request_timeout=120,
+        operation_timeout=120,
+    ).values():
+        fut.result(timeout=180)
+
+    def delete() -> None:
+        futures = admin.delete_topics(names, request_timeout=120, operation_timeout=120)
+        for name, fut in futures.items():
+            assert fut.result(timeout=180) is None, name
+
+    seen = _listings_during(broker, prefix, delete)
+    assert seen[-1] == 0
+    assert [k for k in seen if 0 < k < BATCH], (
+        f"no listing was answered while the {BATCH} topics were being deleted "
         f"(topics of the batch seen by each listing: {seen})"
     )
