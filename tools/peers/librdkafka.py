@@ -475,6 +475,7 @@ def _run_scenario(
     python: str,
     timeout: float,
     security: str = "plaintext",
+    timeout_multiplier: float = 2.0,
 ) -> tuple[dict[str, tuple[str, float, str]], str]:
     """One scenario: a fresh Chronolog with its settings, test-runner -L -s SCENARIO."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -485,7 +486,7 @@ def _run_scenario(
         conf = workdir / "test.conf"
         lines = {
             "bootstrap.servers": broker.client_bootstrap,
-            "test.timeout.multiplier": "2",
+            "test.timeout.multiplier": f"{timeout_multiplier:g}",
             **broker.client_conf(),
         }
         conf.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
@@ -545,6 +546,7 @@ def run(
     timeout: float,
     scenarios: tuple[str, ...] = tuple(SCENARIOS),
     security: str = "plaintext",
+    timeout_multiplier: float = 2.0,
 ) -> tuple[list[Outcome], str]:
     """Build if needed, then each scenario against its own fresh Chronolog; the outcomes
     and test-runner's whole output."""
@@ -561,6 +563,7 @@ def run(
             python,
             timeout,
             security,
+            timeout_multiplier,
         )
         outputs.append(f"===== scenario {scenario} =====\n{output}")
         for name, row in got.items():
@@ -612,7 +615,19 @@ def main(argv: list[str] | None = None) -> int:
         "--workdir", type=Path, help="where the broker's data and logs go (default: a temp dir)"
     )
     r.add_argument("--python", default=sys.executable, help="the Python that runs the broker")
-    r.add_argument("--timeout", type=float, default=3600.0)
+    r.add_argument(
+        "--timeout",
+        type=float,
+        default=3600.0,
+        help="seconds per scenario before test-runner is killed",
+    )
+    r.add_argument(
+        "--timeout-multiplier",
+        type=float,
+        default=2.0,
+        help="test.conf's test.timeout.multiplier: scales every test's own timeouts (test-runner "
+        "adds parallel/3 to it); raise it on a loaded machine",
+    )
     args = ap.parse_args(argv)
     try:
         if args.cmd == "fetch":
@@ -631,6 +646,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.timeout,
                 tuple(args.scenario or SCENARIOS),
                 args.security,
+                args.timeout_multiplier,
             )
             print(summary(outcomes, args.group_protocol, args.security))
             print(f"(logs: {workdir})")
