@@ -440,6 +440,8 @@ def parse_report(report: Path, output: str) -> dict[str, tuple[str, float, str]]
         for line in _ANSI.sub("", output).splitlines()
     )
     if not report.exists():
+        if not has_table:
+            rows["test-runner"] = ("FAILED", 0.0, "no report and no closing table in its output")
         return rows
     try:
         data = json.loads(report.read_text(errors="replace"))
@@ -587,8 +589,6 @@ def _run_scenario(
     (workdir / "test-runner.log").write_text(output)
     if code not in (0, None):
         rows["chronolog"] = ("FAILED", 0.0, f"the broker exited {code}: see {broker.log_path}")
-    if not rows:
-        rows["test-runner"] = ("FAILED", 0.0, f"no summary table in its output (see {workdir})")
     return rows, output
 
 
