@@ -19,9 +19,14 @@ Invariants:
   and (from v4) the request's AllowAutoTopicCreation allow it, and is answered
   at once with its partitions; otherwise UNKNOWN_TOPIC_OR_PARTITION (3). An
   illegal name is INVALID_TOPIC_EXCEPTION (17); a lookup by id alone, UNKNOWN_TOPIC_ID.
+- Auto-creating writes and fsyncs files on the event loop: between two auto-created
+  topics the handler yields to the loop, so a request naming many new topics does not
+  keep every other client waiting (as CreateTopics does).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from broker.acl.authorizer import CLUSTER, DESCRIBE, TOPIC
 from broker.acl.check import allowed, authorized_operations, may_create_topic
@@ -63,6 +68,7 @@ async def handle(request: Request[m.MetadataRequest], ctx: RequestContext) -> m.
         names = [bytes(t.topic_id or ZERO_UUID) if t.name is None else t.name for t in requested or []]
         allow_create = bool(body.allow_auto_topic_creation) if version >= 4 else True
     topics = []
+    created = 0
     seen: set[str | bytes] = set()
     for entry in names:
         if entry in seen:
@@ -90,6 +96,11 @@ async def handle(request: Request[m.MetadataRequest], ctx: RequestContext) -> m.
             topics.append(_topic_entry(name, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), []))
             continue
         if count == 0 and allow_create:
+            if created:
+                await asyncio.sleep(0)  # let other requests in between two topics' file work
+                count = pm.partition_count(name)  # another request may have created it
+        if count == 0 and allow_create:
+            created += 1
             try:
                 topic = pm.auto_create(name)
             except KafkaError as exc:

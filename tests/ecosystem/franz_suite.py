@@ -30,10 +30,11 @@ NOT_APPLICABLE = {
     "TestConsumeRegex": (
         "needs an internal topic in Metadata: it creates one with kfake's own topic config "
         "kfake.is_internal, else uses __consumer_offsets; Chronolog keeps group offsets in a "
-        "file (broker/groups/store.py), so it has no __consumer_offsets topic"),
+        "file (broker/groups/store.py), so it has no __consumer_offsets topic to list, fetch "
+        "or list offsets of (docs/compatibility.md: why __consumer_offsets is not listed)"),
     "Test848RegexBrokerResolves": (
         "same: needs __consumer_offsets in Metadata, for the broker's KIP-848 regex to "
-        "assign it"),
+        "assign it and the client to fetch it"),
 }
 
 # Skipped by franz-go itself on what Chronolog's ApiVersions (or our settings) say.

@@ -4,7 +4,9 @@ The whole suite, both group protocols, is ``make test-peers-rdkafka``
 (tools/peers/librdkafka.py). Here a handful of its representative tests run against a
 fresh broker with the harness's usual settings: produce and consume with every codec,
 offsets for times, a balanced consumer group, the idempotent producer and an aborted
-transaction. The build is
+transaction; and, as the harness's "SASL SCRAM" suite runs them, two over a
+SASL_PLAINTEXT listener with SCRAM-SHA-512 (``make test-peers-rdkafka-sasl`` runs the
+whole suite so). The build is
 cached in ``.cache/librdkafka`` (the first one takes minutes, so tests/ecosystem/
 prebuild.py starts it in the background when collection selects this test); a missing
 toolchain, a refused download or a failed build fails this test with the reason.
@@ -69,3 +71,32 @@ def test_librdkafka_subset(librdkafka_runner: Path, tmp_path: Path) -> None:
     assert passed == set(SUBSET) and not failed, (
         f"{report}\n--- test-runner output (last 20000 chars) ---\n{output[-20000:]}"
     )
+
+
+#: Over SASL/SCRAM-SHA-512 (the harness's "SASL SCRAM" suite runs every test so).
+SASL_SUBSET = {
+    "0001_multiobj": "producers and topics made and destroyed, each logging in",
+    "0135_sasl_credentials": "a failed login, then sasl_set_credentials() and a good one",
+}
+
+
+def test_librdkafka_subset_over_sasl_scram(librdkafka_runner: Path, tmp_path: Path) -> None:
+    numbers = ",".join(name.split("_")[0] for name in SASL_SUBSET)
+    outcomes, output = peer.run(
+        numbers,
+        "classic",
+        2,
+        tmp_path,
+        sys.executable,
+        300.0,
+        scenarios=("default",),
+        security="sasl-scram",
+    )
+    report = peer.summary(outcomes, "classic", "sasl-scram")
+    passed = {o.name for o in outcomes if o.state == "passed"}
+    failed = [o.name for o in outcomes if o.state == "failed"]
+    logins = (tmp_path / "default" / "broker.log").read_text()
+    assert passed == set(SASL_SUBSET) and not failed, (
+        f"{report}\n--- test-runner output (last 20000 chars) ---\n{output[-20000:]}"
+    )
+    assert "as User:myuser (SASL/SCRAM-SHA-512)" in logins, logins[-4000:]

@@ -10,13 +10,22 @@ with the harness's usual broker settings (an authorizer with
 ``num.partitions=4``), writes the harness's ``test.conf`` pointing at it, runs the
 tests with ``TEST_KAFKA_VERSION=4.0.0`` and prints one line per test and a summary.
 
-Tests that cannot apply to one broker (a replication factor of 3, SSL/SASL/OIDC
+``--security`` picks one of the security set-ups of the harness's ``sasl_test.py``
+suites: ``plaintext`` (the default), or the tests run over a SASL_PLAINTEXT listener as
+its user ``myuser`` with ``sasl-plain`` (PLAIN, the user in the listener's JAAS config)
+or ``sasl-scram`` (SCRAM-SHA-512, the user created offline with ``chronolog users
+add``), test.conf carrying ``security.protocol``, ``sasl.mechanisms``,
+``sasl.username`` and ``sasl.password`` as trivup writes them. Kafka's own tools,
+which the tests call through KAFKA_PATH, keep a PLAINTEXT listener of the same broker.
+
+Tests that cannot apply to one broker (a replication factor of 3, SSL/OIDC
 set-ups, JMX, local-only and mock-cluster tests, which never reach a broker) are listed
 in ``NOT_APPLICABLE`` with the reason, and in docs/compatibility.md. Any other test
 that does not pass, including one that skips itself, counts as failed.
 
     python3 tools/peers/librdkafka.py build
     python3 tools/peers/librdkafka.py run [--tests 0012,0054] [--group-protocol consumer]
+    python3 tools/peers/librdkafka.py run --security sasl-scram
 
 ``run`` needs the project's Python (``.venv/bin/python``) for the broker; Kafka's own
 ``kafka-topics`` tool (tests 0052, 0077 call it) comes from tools/kafka-ref.
@@ -74,6 +83,15 @@ SCENARIOS: dict[str, dict[str, str]] = {
     "noautocreate": {"auto.create.topics.enable": "false"},
 }
 
+#: The harness's SASL user (sasl_test.py's ``sasl_users``: ``myuser=mypassword``).
+SASL_USER = ("myuser", "mypassword")
+#: --security -> the SASL mechanism of the clients' listener (None: PLAINTEXT).
+SECURITY: dict[str, str | None] = {
+    "plaintext": None,
+    "sasl-plain": "PLAIN",
+    "sasl-scram": "SCRAM-SHA-512",  # sasl_test.py's "SASL SCRAM" suite
+}
+
 _RF3 = "creates its topic with replication factor 3: one broker answers INVALID_REPLICATION_FACTOR, as Kafka does"
 _SASL = "needs a SASL listener and credentials (the harness's SASL scenario), not the PLAINTEXT one"
 #: Test name -> why it does not apply to one PLAINTEXT broker. Everything else must pass.
@@ -87,7 +105,6 @@ NOT_APPLICABLE: dict[str, str] = {
     "0142_reauthentication": _RF3 + "; also " + _SASL,
     "0097_ssl_verify": "needs the SSL certificates and SSL_* variables trivup sets up",
     "0126_oauthbearer_oidc": "needs an OIDC token endpoint and SASL/OAUTHBEARER",
-    "0135_sasl_credentials": _SASL,
     "0092_mixed_msgver": "message format v1 was removed in Kafka 4.0; the test skips itself for 4.0",
     "0139_offset_validation_mock": "runs against librdkafka's built-in mock cluster only (not flagged local upstream)",
     "0150_telemetry_mock": "runs against librdkafka's built-in mock cluster only (not flagged local upstream)",
@@ -96,6 +113,37 @@ NOT_APPLICABLE: dict[str, str] = {
     "0028_long_topicnames": "flagged TEST_F_KNOWN_ISSUE upstream (librdkafka issue 529): "
     "the harness does not run it",
     "0047_partial_buf_tmout": "flagged TEST_F_KNOWN_ISSUE upstream: the harness does not run it",
+}
+
+
+#: Tests that use the harness's socket emulation (TEST_F_SOCKEM: sockem replaces close(2)
+#: for the whole test-runner process and closes connections under the client). Beside
+#: other tests it once closed another test's fresh socket: 0081_admin's consumer failed
+#: "Failed to set socket non-blocking: Bad file descriptor (after 0ms in state CONNECT)"
+#: in the very millisecond 0076_produce_retry's sockem dropped its connection. They run
+#: in a pass of their own, one at a time, after the others.
+SOCKEM_TESTS = ("0049", "0068", "0075", "0076", "0088", "0094")
+
+
+#: Tests that apply only over a SASL listener (``--security sasl-*``).
+NEEDS_SASL: dict[str, str] = {
+    "0135_sasl_credentials": _SASL,
+}
+
+_ACLS_SASL = (
+    "skips itself when the clients must authenticate: upstream does not pass security "
+    "settings to kafka-acls.sh"
+)
+#: Tests that skip themselves over SASL (``test_needs_auth()``), as upstream wrote them.
+NOT_APPLICABLE_WITH_SASL: dict[str, str] = {
+    "0016_client_swname": 'skips itself with SASL or SSL ("Cannot run this test with SSL/SASL")',
+    "0052_msg_timestamps": "skips itself when the clients must authenticate (it calls kafka-topics.sh)",
+    "0049_consume_conn_close": 'skips itself with SASL ("KNOWN ISSUE: ApiVersionRequest+'
+    'SaslHandshake will not play well with sudden disconnects")',
+    "0068_produce_timeout": 'skips itself with SASL or SSL ("Mock cluster does not support SSL/SASL")',
+    "0075_retry": "skips itself with SASL or SSL: the extra SASL round trips change its timing",
+    "0115_producer_auth": _ACLS_SASL,
+    "0119_consumer_auth": _ACLS_SASL,
 }
 
 
@@ -160,8 +208,10 @@ def fetch() -> Path:
             members.append(m)
         tar.extractall(staging, members=members)
     header = (staging / "src" / "rdkafka.h").read_text()
-    m = re.search(r"#define RD_KAFKA_VERSION\s+0x([0-9a-f]{8})", header)
-    found = ".".join(str(int(m.group(1)[i : i + 2], 16)) for i in (0, 2, 4)) if m else "?"
+    version = re.search(r"#define RD_KAFKA_VERSION\s+0x([0-9a-f]{8})", header)
+    found = (
+        ".".join(str(int(version.group(1)[i : i + 2], 16)) for i in (0, 2, 4)) if version else "?"
+    )
     if found != LIBRDKAFKA:
         shutil.rmtree(staging)
         raise PeerError(
@@ -212,21 +262,78 @@ def free_port() -> int:
 
 @dataclass
 class Broker:
-    """One Chronolog broker subprocess with the harness's settings."""
+    """One Chronolog broker subprocess with the harness's settings; with a SASL
+    ``mechanism`` it also has a SASL_PLAINTEXT listener where the harness's user logs in."""
 
     workdir: Path
     python: str = sys.executable
     settings: dict[str, str] = field(default_factory=dict)
+    mechanism: str | None = None
     port: int = field(default_factory=free_port)
+    sasl_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap(self) -> str:
+        """The PLAINTEXT listener (Kafka's own tools use it)."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def client_bootstrap(self) -> str:
+        """Where the tests connect: the SASL listener when there is one."""
+        return f"127.0.0.1:{self.sasl_port}" if self.mechanism else self.bootstrap
+
+    def client_conf(self) -> dict[str, str]:
+        """What test.conf adds for the tests to log in (as trivup writes it)."""
+        if not self.mechanism:
+            return {}
+        return {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": self.mechanism,
+            "sasl.username": SASL_USER[0],
+            "sasl.password": SASL_USER[1],
+        }
 
     @property
     def log_path(self) -> Path:
         return self.workdir / "broker.log"
+
+    def _sasl_settings(self) -> dict[str, str]:
+        if not self.mechanism:
+            return {}
+        out = {
+            "listeners": f"PLAINTEXT://{self.bootstrap},SASL_PLAINTEXT://{self.client_bootstrap}",
+            "sasl.enabled.mechanisms": self.mechanism,
+        }
+        if self.mechanism == "PLAIN":
+            out["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'user_{SASL_USER[0]}="{SASL_USER[1]}";'
+            )
+        else:  # SCRAM: the credential is stored before the broker starts
+            data = self.workdir / "data"
+            data.mkdir(parents=True, exist_ok=True)
+            _run(
+                [
+                    self.python,
+                    "-m",
+                    "client.cli",
+                    "users",
+                    "add",
+                    "--data-dir",
+                    str(data),
+                    "--user",
+                    SASL_USER[0],
+                    "--password",
+                    SASL_USER[1],
+                    "--mechanism",
+                    self.mechanism,
+                ],
+                REPO,
+                self.workdir / "users.log",
+                "chronolog users add",
+            )
+        return out
 
     def start(self, timeout: float = 60.0) -> Broker:
         args = [
@@ -240,7 +347,7 @@ class Broker:
             "--port",
             str(self.port),
         ]
-        for name, value in {**BROKER_SETTINGS, **self.settings}.items():
+        for name, value in {**BROKER_SETTINGS, **self.settings, **self._sasl_settings()}.items():
             args += ["--override", f"{name}={value}"]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
@@ -326,7 +433,15 @@ def parse_report(report: Path, output: str) -> dict[str, tuple[str, float, str]]
     reason from its closing table or, when it aborted before printing one, from its
     "### Test ... failed at" lines; the table alone if there is no report."""
     rows = parse_summary(output)
+    # A pass that ran no test (its tests all belong to the other scenario) closes
+    # with a table of <MAIN> alone.
+    has_table = any(
+        (m := _ROW.match(line.strip())) and m.group(1) == "<MAIN>"
+        for line in _ANSI.sub("", output).splitlines()
+    )
     if not report.exists():
+        if not has_table:
+            rows["test-runner"] = ("FAILED", 0.0, "no report and no closing table in its output")
         return rows
     try:
         data = json.loads(report.read_text(errors="replace"))
@@ -343,19 +458,28 @@ def parse_report(report: Path, output: str) -> dict[str, tuple[str, float, str]]
             continue  # silently filtered (another scenario, not in TESTS)
         detail = rows.get(name, ("", 0.0, ""))[2] or failures.get(name, "")
         merged[name] = (state, float(t.get("duration", 0.0)), detail)
-    if not rows:
+    if not has_table:
         merged["test-runner"] = ("FAILED", 0.0, "no closing table: a self-skipped test could hide")
     return merged
 
 
+def not_applicable(group_protocol: str, security: str = "plaintext") -> dict[str, str]:
+    """Test name -> why it does not apply, for this group protocol and security set-up."""
+    listed = {**NOT_APPLICABLE, **NOT_APPLICABLE_WITH.get(group_protocol, {})}
+    listed.update(NEEDS_SASL if SECURITY[security] is None else NOT_APPLICABLE_WITH_SASL)
+    return listed
+
+
 def judge(
-    rows: dict[str, tuple[str, float, str]], group_protocol: str = "classic"
+    rows: dict[str, tuple[str, float, str]],
+    group_protocol: str = "classic",
+    security: str = "plaintext",
 ) -> list[Outcome]:
     """Passed stays passed; a listed test is not applicable whatever it did, and so is a
     local or mock-cluster test (``-L`` filters them: they never reach a broker, and a
     local test whose number a not-applicable test shares is caught by TESTS_SKIP); any
     other state (failed, skipped, never finished) is a failure."""
-    listed = {**NOT_APPLICABLE, **NOT_APPLICABLE_WITH.get(group_protocol, {})}
+    listed = not_applicable(group_protocol, security)
     out = []
     for name, (state, secs, detail) in sorted(rows.items()):
         if name in listed:
@@ -374,6 +498,23 @@ def judge(
     return out
 
 
+def _test_runner(
+    scenario: str, parallel: int, cwd: Path, env: dict[str, str], timeout: float
+) -> str:
+    """One test-runner pass; its whole output (also when killed at ``timeout``)."""
+    # -L: only tests that need a broker (local and mock-cluster tests never reach one).
+    # stdbuf: test-runner aborts after a failure, which would lose a buffered summary.
+    cmd = [str(RUNNER), "-L", f"-p{parallel}", "-s", scenario]
+    if shutil.which("stdbuf"):
+        cmd = ["stdbuf", "-oL", *cmd]
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, timeout=timeout)
+        return proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
+    except subprocess.TimeoutExpired as e:
+        raw = (e.stdout or b"") + (e.stderr or b"")
+        return raw.decode(errors="replace") + f"\n(test-runner killed after {timeout:.0f} s)\n"
+
+
 def _run_scenario(
     scenario: str,
     tests: str | None,
@@ -382,13 +523,22 @@ def _run_scenario(
     workdir: Path,
     python: str,
     timeout: float,
+    security: str = "plaintext",
+    timeout_multiplier: float = 2.0,
 ) -> tuple[dict[str, tuple[str, float, str]], str]:
     """One scenario: a fresh Chronolog with its settings, test-runner -L -s SCENARIO."""
     workdir.mkdir(parents=True, exist_ok=True)
-    broker = Broker(workdir, python=python, settings=SCENARIOS[scenario]).start()
+    broker = Broker(
+        workdir, python=python, settings=SCENARIOS[scenario], mechanism=SECURITY[security]
+    ).start()
     try:
         conf = workdir / "test.conf"
-        conf.write_text(f"bootstrap.servers={broker.bootstrap}\ntest.timeout.multiplier=2\n")
+        lines = {
+            "bootstrap.servers": broker.client_bootstrap,
+            "test.timeout.multiplier": f"{timeout_multiplier:g}",
+            **broker.client_conf(),
+        }
+        conf.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
         env = {k: v for k, v in os.environ.items() if not k.startswith("TEST")}
         env.update(
             {
@@ -400,38 +550,45 @@ def _run_scenario(
                 "BROKERS": broker.bootstrap,
             }
         )
-        if tests:
-            env["TESTS"] = tests
-        else:
-            env["TESTS_SKIP"] = ",".join(sorted({n.split("_")[0] for n in NOT_APPLICABLE}))
-        report = workdir / "test-report.json"
-        env["TEST_REPORT"] = str(report)
+        skip = {**NOT_APPLICABLE, **(NEEDS_SASL if SECURITY[security] is None else {})}
+        skipped = {n.split("_")[0] for n in skip}
+        wanted = tests.split(",") if tests else None
         # Tests open ../src/statistics_schema.json: run in workdir/tests beside a src link.
         cwd = workdir / "tests"
         cwd.mkdir(exist_ok=True)
         if not (workdir / "src").exists():
             (workdir / "src").symlink_to(SOURCE / "src")
-        # -L: only tests that need a broker (local and mock-cluster tests never reach one).
-        # stdbuf: test-runner aborts after a failure, which would lose a buffered summary.
-        cmd = [str(RUNNER), "-L", f"-p{parallel}", "-s", scenario]
-        if shutil.which("stdbuf"):
-            cmd = ["stdbuf", "-oL", *cmd]
-        try:
-            proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, timeout=timeout)
-            output = proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
-        except subprocess.TimeoutExpired as e:
-            raw = (e.stdout or b"") + (e.stderr or b"")
-            output = (
-                raw.decode(errors="replace") + f"\n(test-runner killed after {timeout:.0f} s)\n"
-            )
+        rows: dict[str, tuple[str, float, str]] = {}
+        outputs = []
+        sockem = [t for t in SOCKEM_TESTS if t not in skipped and (wanted is None or t in wanted)]
+        # (label, -p, TESTS or None for all, TESTS_SKIP)
+        passes: list[tuple[str, int, list[str] | None, list[str]]] = [
+            ("main", parallel, None, sorted(skipped | set(SOCKEM_TESTS)))
+        ]
+        if wanted is not None:
+            rest = [t for t in wanted if t not in SOCKEM_TESTS]
+            passes = [("main", parallel, rest, [])] if rest else []
+        if sockem:
+            passes.append(("sockem", 1, sockem, []))
+        for label, procs, only, skip_list in passes:
+            pass_env = dict(env)
+            if only is not None:
+                pass_env["TESTS"] = ",".join(only)
+            else:
+                pass_env["TESTS_SKIP"] = ",".join(skip_list)
+            report = workdir / f"test-report-{label}.json"
+            pass_env["TEST_REPORT"] = str(report)
+            output = _test_runner(scenario, procs, cwd, pass_env, timeout)
+            outputs.append(output)
+            for name, row in parse_report(report, output).items():
+                if name not in rows or rows[name][0] == "SKIPPED":
+                    rows[name] = row
     finally:
         code = broker.stop()
+    output = "\n".join(outputs)
     (workdir / "test-runner.log").write_text(output)
-    rows = parse_report(report, output)
     if code not in (0, None):
         rows["chronolog"] = ("FAILED", 0.0, f"the broker exited {code}: see {broker.log_path}")
-    if not rows:
-        rows["test-runner"] = ("FAILED", 0.0, f"no summary table in its output (see {workdir})")
     return rows, output
 
 
@@ -443,6 +600,8 @@ def run(
     python: str,
     timeout: float,
     scenarios: tuple[str, ...] = tuple(SCENARIOS),
+    security: str = "plaintext",
+    timeout_multiplier: float = 2.0,
 ) -> tuple[list[Outcome], str]:
     """Build if needed, then each scenario against its own fresh Chronolog; the outcomes
     and test-runner's whole output."""
@@ -451,18 +610,29 @@ def run(
     outputs = []
     for scenario in scenarios:
         got, output = _run_scenario(
-            scenario, tests, group_protocol, parallel, workdir / scenario, python, timeout
+            scenario,
+            tests,
+            group_protocol,
+            parallel,
+            workdir / scenario,
+            python,
+            timeout,
+            security,
+            timeout_multiplier,
         )
         outputs.append(f"===== scenario {scenario} =====\n{output}")
         for name, row in got.items():
             # A test runs in one scenario; the others list it as skipped, if at all.
             if name not in rows or rows[name][0] == "SKIPPED":
                 rows[name] = row
-    return judge(rows, group_protocol), "\n".join(outputs)
+    return judge(rows, group_protocol, security), "\n".join(outputs)
 
 
-def summary(outcomes: list[Outcome], group_protocol: str) -> str:
-    lines = [f"librdkafka {LIBRDKAFKA} tests against Chronolog (group protocol {group_protocol}):"]
+def summary(outcomes: list[Outcome], group_protocol: str, security: str = "plaintext") -> str:
+    lines = [
+        f"librdkafka {LIBRDKAFKA} tests against Chronolog "
+        f"(group protocol {group_protocol}, {security}):"
+    ]
     for o in outcomes:
         lines.append(f"  {o.name:45s} {o.state:15s} {o.seconds:8.1f}s {o.detail}".rstrip())
     n = {s: sum(o.state == s for o in outcomes) for s in ("passed", "failed", "not applicable")}
@@ -489,12 +659,30 @@ def main(argv: list[str] | None = None) -> int:
         help="harness scenario(s) to run (default: all)",
     )
     r.add_argument("--group-protocol", default="classic", choices=("classic", "consumer"))
+    r.add_argument(
+        "--security",
+        default="plaintext",
+        choices=tuple(SECURITY),
+        help="the clients' listener: PLAINTEXT, or SASL_PLAINTEXT with PLAIN or SCRAM-SHA-512",
+    )
     r.add_argument("--parallel", type=int, default=2, help="tests run at once (test-runner -p)")
     r.add_argument(
         "--workdir", type=Path, help="where the broker's data and logs go (default: a temp dir)"
     )
     r.add_argument("--python", default=sys.executable, help="the Python that runs the broker")
-    r.add_argument("--timeout", type=float, default=3600.0)
+    r.add_argument(
+        "--timeout",
+        type=float,
+        default=3600.0,
+        help="seconds per scenario before test-runner is killed",
+    )
+    r.add_argument(
+        "--timeout-multiplier",
+        type=float,
+        default=2.0,
+        help="test.conf's test.timeout.multiplier: scales every test's own timeouts (test-runner "
+        "adds parallel/3 to it); raise it on a loaded machine",
+    )
     args = ap.parse_args(argv)
     try:
         if args.cmd == "fetch":
@@ -512,8 +700,10 @@ def main(argv: list[str] | None = None) -> int:
                 args.python,
                 args.timeout,
                 tuple(args.scenario or SCENARIOS),
+                args.security,
+                args.timeout_multiplier,
             )
-            print(summary(outcomes, args.group_protocol))
+            print(summary(outcomes, args.group_protocol, args.security))
             print(f"(logs: {workdir})")
             return 1 if any(o.state == "failed" for o in outcomes) else 0
     except PeerError as e:
