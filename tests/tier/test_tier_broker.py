@@ -149,6 +149,29 @@ def start(tmp: Path, name: str, overrides: dict[str, str], extra: list[str] | No
     return BrokerProcess(d / "data", free_port_number(), overrides, extra_args=extra or []).start()
 
 
+def create_tiered_topic(broker: BrokerProcess, topic: str, more: dict[str, str] | None = None
+                        ) -> None:
+    """A topic copied to the tier, 2000-byte segments, no time retention."""
+    create_topic(broker, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
+                                        "retention.ms": "-1", **(more or {})})
+
+
+def wait_sealed_copied(broker: BrokerProcess, bucket: Path, topic: str) -> None:
+    """Every sealed segment copied (the manifest's end = the active segment's base - 1)."""
+    wait_until(lambda: (m := manifest(bucket, topic)) is not None
+               and m.highest_offset() == bases(broker.data_dir, topic)[-1] - 1, TIMEOUT,
+               "sealed segments copied")
+
+
+def drop_local_copies(broker: BrokerProcess, topic: str) -> AdminClient:
+    """Local retention down to one byte: every copied segment goes from the local disk."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    res = ConfigResource("TOPIC", topic, incremental_configs=[_set("local.retention.bytes", "1")])
+    admin.incremental_alter_configs([res])[res].result(TIMEOUT)
+    wait_until(lambda: len(bases(broker.data_dir, topic)) == 1, TIMEOUT, "local copies deleted")
+    return admin
+
+
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
     """History of topic ``hist`` only in the tier: produced, copied, then deleted locally."""
@@ -160,19 +183,10 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
                                    **INTERVAL})
     try:
         topic = "hist"
-        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
-                                            "retention.ms": "-1"})
+        create_tiered_topic(leader, topic)
         recs = produce(leader.bootstrap, topic, records(400, seed=1))
-        data = leader.data_dir
-        # Every sealed segment copied (the manifest's end = the active segment's base - 1).
-        wait_until(lambda: (m := manifest(bucket, topic)) is not None
-                   and m.highest_offset() == bases(data, topic)[-1] - 1, TIMEOUT,
-                   "sealed segments copied")
-        # Now local retention may delete every copied segment.
-        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
-        res = ConfigResource("TOPIC", topic, incremental_configs=[_set("local.retention.bytes", "1")])
-        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
-        wait_until(lambda: len(bases(data, topic)) == 1, TIMEOUT, "local copies deleted")
+        wait_sealed_copied(leader, bucket, topic)
+        drop_local_copies(leader, topic)  # now local retention may delete every copied segment
         yield Tiered(leader, bucket, recs, topic)
     finally:
         leader.stop()
@@ -372,8 +386,7 @@ def test_read_replica_follows_new_uploads(tmp_path: Path) -> None:
     replica = None
     try:
         topic = "follow"
-        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
-                                            "retention.ms": "-1"})
+        create_tiered_topic(leader, topic)
         first = produce(leader.bootstrap, topic, records(100, seed=2))
         wait_until(lambda: (m := manifest(bucket, topic)) is not None and m.highest_offset() > 0,
                    TIMEOUT, "a first upload")
@@ -432,8 +445,7 @@ def test_a_failing_bucket_is_retried_with_backoff_and_local_data_is_kept(tmp_pat
         # the bucket's objects fails as a real filesystem fails it).
         bucket.mkdir(exist_ok=True)
         (bucket / "topics").write_bytes(b"not a directory")
-        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
-                                            "retention.ms": "-1", "local.retention.bytes": "1"})
+        create_tiered_topic(leader, topic, {"local.retention.bytes": "1"})
         recs = produce(leader.bootstrap, topic, records(200, seed=4))
         wait_until(lambda: "3 in a row" in leader.log(), TIMEOUT, "three failed passes")
         waits = [int(w) for w in re.findall(r"retry in (\d+) ms", leader.log())]
@@ -552,16 +564,10 @@ def test_delete_records_below_the_local_start_removes_remote_data(tmp_path: Path
     replica = None
     try:
         topic = "trim"
-        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
-                                            "retention.ms": "-1"})
+        create_tiered_topic(leader, topic)
         recs = produce(leader.bootstrap, topic, records(200, seed=8))
-        wait_until(lambda: (m := manifest(bucket, topic)) is not None
-                   and m.highest_offset() == bases(leader.data_dir, topic)[-1] - 1, TIMEOUT,
-                   "sealed segments copied")
-        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
-        res = ConfigResource("TOPIC", topic, incremental_configs=[_set("local.retention.bytes", "1")])
-        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
-        wait_until(lambda: len(bases(leader.data_dir, topic)) == 1, TIMEOUT, "local copies deleted")
+        wait_sealed_copied(leader, bucket, topic)
+        admin = drop_local_copies(leader, topic)
         cut = 120
         [done] = admin.delete_records([TopicPartition(topic, 0, cut)]).values()
         assert done.result(TIMEOUT).low_watermark == cut
@@ -614,16 +620,10 @@ def test_a_store_down_at_start_makes_reads_retry_not_skip_the_remote_history(
         "remote.log.manager.task.retry.backoff.max.ms": "200", **INTERVAL})
     try:
         topic = "restart-down"
-        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
-                                            "retention.ms": "-1"})
+        create_tiered_topic(leader, topic)
         recs = produce(leader.bootstrap, topic, records(150, seed=9))
-        wait_until(lambda: (m := manifest(bucket, topic)) is not None
-                   and m.highest_offset() == bases(leader.data_dir, topic)[-1] - 1, TIMEOUT,
-                   "sealed segments copied")
-        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
-        res = ConfigResource("TOPIC", topic, incremental_configs=[_set("local.retention.bytes", "1")])
-        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
-        wait_until(lambda: len(bases(leader.data_dir, topic)) == 1, TIMEOUT, "local copies deleted")
+        wait_sealed_copied(leader, bucket, topic)
+        drop_local_copies(leader, topic)
         leader.stop()
         (bucket / "topics").rename(bucket / "saved")
         (bucket / "topics").symlink_to("topics")  # a loop: every access fails (ELOOP)
