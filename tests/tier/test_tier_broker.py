@@ -149,6 +149,12 @@ def start(tmp: Path, name: str, overrides: dict[str, str], extra: list[str] | No
     return BrokerProcess(d / "data", free_port_number(), overrides, extra_args=extra or []).start()
 
 
+def start_tiered(tmp: Path, bucket: Path, more: dict[str, str] | None = None) -> BrokerProcess:
+    """A leader with remote storage on, its tier in the ``file://`` bucket ``bucket``."""
+    return start(tmp, "leader", {"remote.log.storage.system.enable": "true",
+                                 "rsm.config.url": f"file://{bucket}", **INTERVAL, **(more or {})})
+
+
 def create_tiered_topic(broker: BrokerProcess, topic: str, more: dict[str, str] | None = None
                         ) -> None:
     """A topic copied to the tier, 2000-byte segments, no time retention."""
@@ -177,10 +183,7 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
     """History of topic ``hist`` only in the tier: produced, copied, then deleted locally."""
     tmp = tmp_path_factory.mktemp("tier")
     bucket = tmp / "bucket"
-    leader = start(tmp, "leader", {"remote.log.storage.system.enable": "true",
-                                   "rsm.config.url": f"file://{bucket}",
-                                   "metrics.listener": f"127.0.0.1:{free_port_number()}",
-                                   **INTERVAL})
+    leader = start_tiered(tmp, bucket, {"metrics.listener": f"127.0.0.1:{free_port_number()}"})
     try:
         topic = "hist"
         create_tiered_topic(leader, topic)
@@ -435,10 +438,8 @@ def test_read_replica_follows_new_uploads(tmp_path: Path) -> None:
 
 def test_a_failing_bucket_is_retried_with_backoff_and_local_data_is_kept(tmp_path: Path) -> None:
     bucket = tmp_path / "bucket"
-    leader = start(tmp_path, "leader", {
-        "remote.log.storage.system.enable": "true", "rsm.config.url": f"file://{bucket}",
-        "remote.log.manager.task.retry.backoff.ms": "100",
-        "remote.log.manager.task.retry.backoff.max.ms": "400", **INTERVAL})
+    leader = start_tiered(tmp_path, bucket, {"remote.log.manager.task.retry.backoff.ms": "100",
+                                            "remote.log.manager.task.retry.backoff.max.ms": "400"})
     try:
         topic = "faulty"
         # The store fails: where topics/ should be a directory, a file is (every put of
@@ -513,8 +514,7 @@ def test_metrics_count_what_the_tier_copied_and_served(tiered: Tiered) -> None:
 
 def test_deleting_or_untiering_a_topic_deletes_its_remote_data(tmp_path: Path) -> None:
     bucket = tmp_path / "bucket"
-    leader = start(tmp_path, "leader", {"remote.log.storage.system.enable": "true",
-                                        "rsm.config.url": f"file://{bucket}", **INTERVAL})
+    leader = start_tiered(tmp_path, bucket)
     try:
         config = {"remote.storage.enable": "true", "segment.bytes": "2000", "retention.ms": "-1"}
         for topic in ("gone", "untiered"):
@@ -559,8 +559,7 @@ def test_a_restarted_leader_serves_the_remote_history_at_once(tiered: Tiered) ->
 
 def test_delete_records_below_the_local_start_removes_remote_data(tmp_path: Path) -> None:
     bucket = tmp_path / "bucket"
-    leader = start(tmp_path, "leader", {"remote.log.storage.system.enable": "true",
-                                        "rsm.config.url": f"file://{bucket}", **INTERVAL})
+    leader = start_tiered(tmp_path, bucket)
     replica = None
     try:
         topic = "trim"
@@ -614,10 +613,8 @@ def test_a_store_down_at_start_makes_reads_retry_not_skip_the_remote_history(
     first local segment, which would make a consumer skip the remote history; once the
     store is back the consumer reads everything."""
     bucket = tmp_path / "bucket"
-    leader = start(tmp_path, "leader", {
-        "remote.log.storage.system.enable": "true", "rsm.config.url": f"file://{bucket}",
-        "remote.log.manager.task.retry.backoff.ms": "100",
-        "remote.log.manager.task.retry.backoff.max.ms": "200", **INTERVAL})
+    leader = start_tiered(tmp_path, bucket, {"remote.log.manager.task.retry.backoff.ms": "100",
+                                            "remote.log.manager.task.retry.backoff.max.ms": "200"})
     try:
         topic = "restart-down"
         create_tiered_topic(leader, topic)
