@@ -155,6 +155,19 @@ def start_tiered(tmp: Path, bucket: Path, more: dict[str, str] | None = None) ->
                                  "rsm.config.url": f"file://{bucket}", **INTERVAL, **(more or {})})
 
 
+def console_topic_page(bootstrap: str, topic: str, tmp: Path) -> str:
+    """The web console's page of ``topic``, from a console started against ``bootstrap``."""
+    from bench.harness import start_console, stop_console
+
+    proc, url = start_console(["--bootstrap-server", bootstrap,
+                               "--port", str(free_port_number())], tmp / "console.log")
+    try:
+        return str(urllib.request.urlopen(f"{url}/topics/{topic}?wait=0",
+                                          timeout=TIMEOUT).read().decode())
+    finally:
+        stop_console(proc)
+
+
 def create_tiered_topic(broker: BrokerProcess, topic: str, more: dict[str, str] | None = None
                         ) -> None:
     """A topic copied to the tier, 2000-byte segments, no time retention."""
@@ -319,15 +332,7 @@ def test_read_replica_answers_as_the_leader_from_the_bucket(tiered: Tiered, tmp_
             assert c.count_time_windows(topic, bounds)[0] == window_counts(
                 [r for r in recs if r.offset < end], bounds)
         # The console works against a replica as against any broker.
-        from bench.harness import start_console, stop_console
-
-        proc, url = start_console(["--bootstrap-server", replica.bootstrap,
-                                   "--port", str(free_port_number())], tmp_path / "console.log")
-        try:
-            page = urllib.request.urlopen(f"{url}/topics/{topic}?wait=0",
-                                          timeout=TIMEOUT).read().decode()
-        finally:
-            stop_console(proc)
+        page = console_topic_page(replica.bootstrap, topic, tmp_path)
         assert f'data-partition="0" data-local-start="{end}" data-remote-end="{end - 1}"' in page
         # Writes are refused with a non-retriable error the client shows at once.
         errors: list[object] = []
@@ -469,15 +474,7 @@ def test_a_failing_bucket_is_retried_with_backoff_and_local_data_is_kept(tmp_pat
 
 
 def test_console_topic_page_shows_local_and_remote(tiered: Tiered, tmp_path: Path) -> None:
-    from bench.harness import start_console, stop_console
-
-    proc, url = start_console(["--bootstrap-server", tiered.leader.bootstrap,
-                               "--port", str(free_port_number())], tmp_path / "console.log")
-    try:
-        page = urllib.request.urlopen(f"{url}/topics/{tiered.topic}?wait=0",
-                                      timeout=TIMEOUT).read().decode()
-    finally:
-        stop_console(proc)
+    page = console_topic_page(tiered.leader.bootstrap, tiered.topic, tmp_path)
     local = list_offsets(tiered.leader.port, tiered.topic, -4, 9)[1]
     remote = list_offsets(tiered.leader.port, tiered.topic, -5, 9)[1]
     assert 'id="tier"' in page
