@@ -358,6 +358,22 @@ def wait_until_idle(pid: int, timeout: float = 60.0, window: float = 0.5) -> flo
     return time.perf_counter() - started
 
 
+def produce_stamped(p: Any, topic: str, stamps: range) -> int:
+    """produce() one VALUE record per timestamp of ``stamps`` to partition 0 (arguments by
+    position, see bench_produce; a full queue is polled and the record sent again), then
+    flush: the records not delivered."""
+    produce, poll = p.produce, p.poll
+    for i in stamps:
+        try:
+            produce(topic, VALUE, None, 0, None, None, i)
+        except BufferError:
+            poll(0.001)
+            produce(topic, VALUE, None, 0, None, None, i)
+        if i & 0xFFFF == 0:
+            poll(0)
+    return int(p.flush(120))
+
+
 def bench_produce(report: Report, bootstrap: str, topic: str, pid: int) -> None:
     """librdkafka's producer as the issue states it: acks=1, linger.ms=5, default
     batch.size (1,000,000 B) and batch.num.messages (10,000), no compression; the

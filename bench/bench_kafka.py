@@ -37,6 +37,7 @@ from bench.bench_broker import (
     _list_offsets_body,
     _rss_mib,
     _time_calls,
+    produce_stamped,
     wait_until_idle,
 )
 from bench.harness import SCALE, cpu_seconds, start_broker, stop_broker
@@ -47,7 +48,6 @@ N = int(1_000_000 * SCALE)
 N_WARM = max(10_000, N // 10)
 N_LOOKUPS = max(2000, int(10_000 * min(SCALE, 1)))
 T0 = 1_700_000_000_000
-VALUE = b"x" * 100
 SECTION = "kafka 4.x beside"
 TOPIC = "side-1m"
 RETENTION = {"log.retention.ms": "-1"}
@@ -116,19 +116,10 @@ def _produce(side: Side, topic: str, n: int, first: int = 0) -> tuple[float, flo
     p.list_topics(topic, timeout=30)
     pid = side.pid()
     wait_until_idle(pid)
-    produce, poll = p.produce, p.poll
     with Peak(pid).watching() as peak:
         cpu0 = cpu_seconds(pid)
         started = time.perf_counter()
-        for i in range(T0 + first, T0 + first + n):
-            try:
-                produce(topic, VALUE, None, 0, None, None, i)
-            except BufferError:
-                poll(0.001)
-                produce(topic, VALUE, None, 0, None, None, i)
-            if i & 0xFFFF == 0:
-                poll(0)
-        left = p.flush(120)
+        left = produce_stamped(p, topic, range(T0 + first, T0 + first + n))
         elapsed = time.perf_counter() - started
         wait_until_idle(pid, window=1.5)  # background work the appends caused
         cpu = cpu_seconds(pid) - cpu0

@@ -35,7 +35,7 @@ import shutil
 import time
 from pathlib import Path
 
-from bench.bench_broker import RawClient, _list_offsets_body, wait_until_idle
+from bench.bench_broker import RawClient, _list_offsets_body, produce_stamped, wait_until_idle
 from bench.bench_storage import SCALE, T0, build_log
 from bench.harness import start_broker, stop_broker
 from bench.report import Report, percentile
@@ -166,7 +166,6 @@ BROKER_RECORDS = int(2_000_000 * SCALE)
 BROKER_SEGMENT = 8 << 20
 LOOKUPS = 300
 ROUNDS = 3
-VALUE = b"x" * 100
 
 
 def _produce(bootstrap: str, topic: str, n: int) -> float:
@@ -178,17 +177,8 @@ def _produce(bootstrap: str, topic: str, n: int) -> float:
                   "queue.buffering.max.messages": 2_000_000,
                   "queue.buffering.max.kbytes": 2_000_000})
     p.list_topics(topic, timeout=30)
-    produce, poll = p.produce, p.poll
     started = time.perf_counter()
-    for i in range(T0, T0 + n):
-        try:
-            produce(topic, VALUE, None, 0, None, None, i)
-        except BufferError:
-            poll(0.001)
-            produce(topic, VALUE, None, 0, None, None, i)
-        if i & 0xFFFF == 0:
-            poll(0)
-    left = p.flush(120)
+    left = produce_stamped(p, topic, range(T0, T0 + n))
     assert left == 0, f"{left} records not delivered"
     return n / (time.perf_counter() - started)
 

@@ -40,6 +40,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
+from storage.remote import cachedir
 from storage.remote.store import ObjectStore, RemoteStorageError
 
 DIR_NAME = "remote-log-chunk-cache"
@@ -85,24 +86,14 @@ class RemoteChunkCache:
         # One lock for the bookkeeping and the reads: a read holds it so that an
         # eviction cannot close (and the OS reuse) the descriptor under it.
         self._lock = threading.Lock()
-        self._files: OrderedDict[str, int] = OrderedDict()  # name -> bytes, LRU first
+        self._files = cachedir.scan(self.dir)  # name -> bytes, LRU first
         # name -> (descriptor, mapping) of open chunk files, least recently used first
         self._open: OrderedDict[str, tuple[int, mmap.mmap]] = OrderedDict()
-        self._size = 0
+        self._size = sum(self._files.values())
         self.hits = 0
         self.misses = 0
         self.bytes_fetched = 0
-        found = []
-        for entry in os.scandir(self.dir):
-            if entry.name.endswith(".tmp"):
-                os.unlink(entry.path)
-            elif entry.is_file():
-                st = entry.stat()
-                found.append((st.st_mtime, entry.name, st.st_size))
         with self._lock:
-            for _, name, size in sorted(found):
-                self._files[name] = size
-                self._size += size
             self._evict()
 
     @property

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
+from storage.remote import cachedir
 from storage.remote.store import ObjectStore, RemoteStorageError
 
 DIR_NAME = "remote-log-index-cache"
@@ -33,18 +34,9 @@ class RemoteIndexCache:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.budget = budget_bytes
         self._lock = threading.Lock()
-        self._files: OrderedDict[str, int] = OrderedDict()
+        self._files: OrderedDict[str, int] = cachedir.scan(self.dir)  # LRU first
         self.hits = 0
         self.misses = 0
-        found = []
-        for entry in os.scandir(self.dir):
-            if entry.name.endswith(".tmp"):
-                os.unlink(entry.path)
-            elif entry.is_file():
-                st = entry.stat()
-                found.append((st.st_mtime, entry.name, st.st_size))
-        for _, name, size in sorted(found):
-            self._files[name] = size
         with self._lock:
             self._evict()
 

@@ -51,6 +51,22 @@ def open_tier(tmp: Path, log: Log, budget: int = 1 << 20) -> tuple[ObjectStore, 
     return store, RemoteTier(log, store, "t", 0, topic_id="ab" * 16, partitions=3, cache=cache)
 
 
+def tiered_log(tmp: Path, below_segment: int | None = None
+           ) -> tuple[Log, list[tuple[int, int]], ObjectStore, RemoteTier]:
+    """A log of 30 batches with its sealed segments copied to a file:// bucket: all of them,
+    or those below segment number `below_segment`."""
+    log = Log(tmp / "t-0", CFG)
+    recs = fill(log, 30)
+    store, tier = open_tier(tmp, log)
+    tier.copy(log.high_watermark if below_segment is None else
+              log.segments[below_segment].base_offset)
+    return log, recs, store, tier
+
+
+def bucket_contents(bucket: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(bucket)): p.read_bytes() for p in bucket.rglob("*") if p.is_file()}
+
+
 def test_copy_uploads_kafkas_file_set_for_every_sealed_segment_below_the_lso(
         tmp_path: Path) -> None:
     log = Log(tmp_path / "t-0", CFG)
@@ -113,10 +129,7 @@ def test_copy_disable_copies_nothing_and_local_retention_keeps_uncopied_data(
 
 def test_a_corrupt_cached_index_is_fetched_again_and_a_corrupt_remote_one_rebuilt(
         tmp_path: Path) -> None:
-    log = Log(tmp_path / "t-0", CFG)
-    recs = fill(log, 30)
-    store, tier = open_tier(tmp_path, log)
-    tier.copy(log.high_watermark)
+    log, recs, store, tier = tiered_log(tmp_path)
     log.delete_old_segments(T0)
     assert log.local_log_start_offset > 0
     target = recs[3]
@@ -256,10 +269,7 @@ def test_kill_9_mid_copy_and_mid_delete_leaves_old_or_new_state(tmp_path: Path) 
 
 
 def test_a_read_replica_answers_like_the_writer_and_follows_new_uploads(tmp_path: Path) -> None:
-    log = Log(tmp_path / "t-0", CFG)
-    recs = fill(log, 30)
-    store, tier = open_tier(tmp_path, log)
-    tier.copy(log.segments[2].base_offset)
+    log, recs, store, tier = tiered_log(tmp_path, 2)
     replica = RemoteTier.open_read_replica(
         ObjectStore(f"file://{tmp_path}/bucket"), "t", 0, tmp_path / "replica" / "t-0", CFG)
     rlog = replica.log
@@ -282,10 +292,7 @@ def test_a_read_replica_answers_like_the_writer_and_follows_new_uploads(tmp_path
 
 def test_disable_with_delete_on_disable_empties_the_bucket_and_topic_json_follows_configs(
         tmp_path: Path) -> None:
-    log = Log(tmp_path / "t-0", CFG)
-    fill(log, 30)
-    store, tier = open_tier(tmp_path, log)
-    tier.copy(log.high_watermark)
+    log, _, store, tier = tiered_log(tmp_path)
     log.delete_old_segments(T0)
     first_local = log.segments[0].base_offset
     assert log.log_start_offset == 0 < first_local
@@ -302,10 +309,7 @@ def test_disable_with_delete_on_disable_empties_the_bucket_and_topic_json_follow
 
 def test_a_damaged_or_missing_remote_zone_map_is_rebuilt_from_the_remote_log(
         tmp_path: Path) -> None:
-    log = Log(tmp_path / "t-0", CFG)
-    fill(log, 30)
-    store, tier = open_tier(tmp_path, log)
-    tier.copy(log.high_watermark)
+    log, _, store, tier = tiered_log(tmp_path)
     log.delete_old_segments(T0)
     assert len(tier.readable()) >= 3
 
@@ -326,20 +330,13 @@ def test_a_damaged_or_missing_remote_zone_map_is_rebuilt_from_the_remote_log(
 
 def test_a_read_replica_tier_refuses_every_write_and_leaves_the_bucket_as_it_was(
         tmp_path: Path) -> None:
-    log = Log(tmp_path / "t-0", CFG)
-    fill(log, 30)
-    store, tier = open_tier(tmp_path, log)
-    tier.copy(log.segments[3].base_offset)
+    log, _, store, tier = tiered_log(tmp_path, 3)
     # a copy interrupted by a crash: the writer's recovery would delete it; a replica not
     steps = tier.copy_steps(log.segments[3])
     next(steps), next(steps)
     bucket = tmp_path / "bucket"
 
-    def contents() -> dict[str, bytes]:
-        return {str(p.relative_to(bucket)): p.read_bytes() for p in bucket.rglob("*")
-                if p.is_file()}
-
-    before = contents()
+    before = bucket_contents(bucket)
     ro = ObjectStore(f"file://{bucket}", read_only=True)
     replica = RemoteTier.open_read_replica(ro, "t", 0, tmp_path / "replica" / "t-0", CFG)
     rlog = replica.log
@@ -353,21 +350,18 @@ def test_a_read_replica_tier_refuses_every_write_and_leaves_the_bucket_as_it_was
     for write in writes:
         with pytest.raises(RemoteStorageError, match="read"):
             write()
-    assert contents() == before
+    assert bucket_contents(bucket) == before
     # a writable store under a read-only tier: refused by the tier before the store
     rw = RemoteTier.open_read_replica(store, "t", 0, tmp_path / "replica2" / "t-0", CFG)
     for write in (rw.write_topic_manifest, rw.recover):
         with pytest.raises(RemoteStorageError, match="read replica"):
             write()
-    assert contents() == before
+    assert bucket_contents(bucket) == before
 
 
 def test_delete_on_disable_keeps_the_log_start_at_records_still_on_local_disk(
         tmp_path: Path) -> None:
-    log = Log(tmp_path / "t-0", CFG)
-    recs = fill(log, 30)
-    store, tier = open_tier(tmp_path, log)
-    tier.copy(log.high_watermark)
+    log, recs, store, tier = tiered_log(tmp_path)
     assert tier.highest_offset > 0 and log.segments[0].base_offset == 0  # all still local
     log.update_config(LogConfig.from_kafka({"remote.log.delete.on.disable": "true"}, CFG))
     assert tier.disable() > 0
@@ -383,21 +377,14 @@ def test_a_delete_in_two_halves_moves_the_log_start_first_and_never_touches_the_
         tmp_path: Path) -> None:
     import threading
 
-    log = Log(tmp_path / "t-0", CFG)
-    fill(log, 30)
-    store, tier = open_tier(tmp_path, log)
-    tier.copy(log.high_watermark)
+    log, _, store, tier = tiered_log(tmp_path)
     log.delete_old_segments(T0)
     bucket = tmp_path / "bucket"
 
-    def contents() -> dict[str, bytes]:
-        return {str(p.relative_to(bucket)): p.read_bytes() for p in bucket.rglob("*")
-                if p.is_file()}
-
     rs = tier.finished()[0]
-    before = contents()
+    before = bucket_contents(bucket)
     assert tier.move_log_start_past(rs) == rs.next_offset == log.log_start_offset
-    assert contents() == before  # the loop half does no store I/O
+    assert bucket_contents(bucket) == before  # the loop half does no store I/O
     worker = threading.Thread(target=lambda: list(tier.delete_segment_steps(rs)))
     worker.start()
     worker.join()
@@ -405,7 +392,7 @@ def test_a_delete_in_two_halves_moves_the_log_start_first_and_never_touches_the_
     m = mf.decode_partition(store.get(mf.manifest_key("t", 0)))
     assert rs.segment_id not in {s.segment_id for s in m.segments}
     assert m.log_start_offset == rs.next_offset
-    assert not [k for k in contents() if rs.segment_id in k]
+    assert not [k for k in bucket_contents(bucket) if rs.segment_id in k]
     # a deleted topic: nothing of the partition or the topic stays in the bucket
     assert tier.delete_all(topic_deleted=True) > 0
     assert store.list("topics/t/") == []
@@ -414,10 +401,7 @@ def test_a_delete_in_two_halves_moves_the_log_start_first_and_never_touches_the_
 def test_a_read_replica_follows_a_topic_deleted_and_created_again_under_its_name(
         tmp_path: Path) -> None:
     """The new topic's manifest starts at a lower generation: still the one to serve."""
-    log = Log(tmp_path / "t-0", CFG)
-    fill(log, 30)
-    _, tier = open_tier(tmp_path, log)
-    tier.copy(log.high_watermark)
+    log, _, _, tier = tiered_log(tmp_path)
     for start in range(1, 5):  # DeleteRecords four times: a high generation
         log.advance_log_start_offset(start)
         tier.persist_log_start()

@@ -149,30 +149,60 @@ def start(tmp: Path, name: str, overrides: dict[str, str], extra: list[str] | No
     return BrokerProcess(d / "data", free_port_number(), overrides, extra_args=extra or []).start()
 
 
+def start_tiered(tmp: Path, bucket: Path, more: dict[str, str] | None = None) -> BrokerProcess:
+    """A leader with remote storage on, its tier in the ``file://`` bucket ``bucket``."""
+    return start(tmp, "leader", {"remote.log.storage.system.enable": "true",
+                                 "rsm.config.url": f"file://{bucket}", **INTERVAL, **(more or {})})
+
+
+def console_topic_page(bootstrap: str, topic: str, tmp: Path) -> str:
+    """The web console's page of ``topic``, from a console started against ``bootstrap``."""
+    from bench.harness import start_console, stop_console
+
+    proc, url = start_console(["--bootstrap-server", bootstrap,
+                               "--port", str(free_port_number())], tmp / "console.log")
+    try:
+        return str(urllib.request.urlopen(f"{url}/topics/{topic}?wait=0",
+                                          timeout=TIMEOUT).read().decode())
+    finally:
+        stop_console(proc)
+
+
+def create_tiered_topic(broker: BrokerProcess, topic: str, more: dict[str, str] | None = None
+                        ) -> None:
+    """A topic copied to the tier, 2000-byte segments, no time retention."""
+    create_topic(broker, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
+                                        "retention.ms": "-1", **(more or {})})
+
+
+def wait_sealed_copied(broker: BrokerProcess, bucket: Path, topic: str) -> None:
+    """Every sealed segment copied (the manifest's end = the active segment's base - 1)."""
+    wait_until(lambda: (m := manifest(bucket, topic)) is not None
+               and m.highest_offset() == bases(broker.data_dir, topic)[-1] - 1, TIMEOUT,
+               "sealed segments copied")
+
+
+def drop_local_copies(broker: BrokerProcess, topic: str) -> AdminClient:
+    """Local retention down to one byte: every copied segment goes from the local disk."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    res = ConfigResource("TOPIC", topic, incremental_configs=[_set("local.retention.bytes", "1")])
+    admin.incremental_alter_configs([res])[res].result(TIMEOUT)
+    wait_until(lambda: len(bases(broker.data_dir, topic)) == 1, TIMEOUT, "local copies deleted")
+    return admin
+
+
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
     """History of topic ``hist`` only in the tier: produced, copied, then deleted locally."""
     tmp = tmp_path_factory.mktemp("tier")
     bucket = tmp / "bucket"
-    leader = start(tmp, "leader", {"remote.log.storage.system.enable": "true",
-                                   "rsm.config.url": f"file://{bucket}",
-                                   "metrics.listener": f"127.0.0.1:{free_port_number()}",
-                                   **INTERVAL})
+    leader = start_tiered(tmp, bucket, {"metrics.listener": f"127.0.0.1:{free_port_number()}"})
     try:
         topic = "hist"
-        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
-                                            "retention.ms": "-1"})
+        create_tiered_topic(leader, topic)
         recs = produce(leader.bootstrap, topic, records(400, seed=1))
-        data = leader.data_dir
-        # Every sealed segment copied (the manifest's end = the active segment's base - 1).
-        wait_until(lambda: (m := manifest(bucket, topic)) is not None
-                   and m.highest_offset() == bases(data, topic)[-1] - 1, TIMEOUT,
-                   "sealed segments copied")
-        # Now local retention may delete every copied segment.
-        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
-        res = ConfigResource("TOPIC", topic, incremental_configs=[_set("local.retention.bytes", "1")])
-        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
-        wait_until(lambda: len(bases(data, topic)) == 1, TIMEOUT, "local copies deleted")
+        wait_sealed_copied(leader, bucket, topic)
+        drop_local_copies(leader, topic)  # now local retention may delete every copied segment
         yield Tiered(leader, bucket, recs, topic)
     finally:
         leader.stop()
@@ -302,15 +332,7 @@ def test_read_replica_answers_as_the_leader_from_the_bucket(tiered: Tiered, tmp_
             assert c.count_time_windows(topic, bounds)[0] == window_counts(
                 [r for r in recs if r.offset < end], bounds)
         # The console works against a replica as against any broker.
-        from bench.harness import start_console, stop_console
-
-        proc, url = start_console(["--bootstrap-server", replica.bootstrap,
-                                   "--port", str(free_port_number())], tmp_path / "console.log")
-        try:
-            page = urllib.request.urlopen(f"{url}/topics/{topic}?wait=0",
-                                          timeout=TIMEOUT).read().decode()
-        finally:
-            stop_console(proc)
+        page = console_topic_page(replica.bootstrap, topic, tmp_path)
         assert f'data-partition="0" data-local-start="{end}" data-remote-end="{end - 1}"' in page
         # Writes are refused with a non-retriable error the client shows at once.
         errors: list[object] = []
@@ -372,8 +394,7 @@ def test_read_replica_follows_new_uploads(tmp_path: Path) -> None:
     replica = None
     try:
         topic = "follow"
-        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
-                                            "retention.ms": "-1"})
+        create_tiered_topic(leader, topic)
         first = produce(leader.bootstrap, topic, records(100, seed=2))
         wait_until(lambda: (m := manifest(bucket, topic)) is not None and m.highest_offset() > 0,
                    TIMEOUT, "a first upload")
@@ -422,18 +443,15 @@ def test_read_replica_follows_new_uploads(tmp_path: Path) -> None:
 
 def test_a_failing_bucket_is_retried_with_backoff_and_local_data_is_kept(tmp_path: Path) -> None:
     bucket = tmp_path / "bucket"
-    leader = start(tmp_path, "leader", {
-        "remote.log.storage.system.enable": "true", "rsm.config.url": f"file://{bucket}",
-        "remote.log.manager.task.retry.backoff.ms": "100",
-        "remote.log.manager.task.retry.backoff.max.ms": "400", **INTERVAL})
+    leader = start_tiered(tmp_path, bucket, {"remote.log.manager.task.retry.backoff.ms": "100",
+                                            "remote.log.manager.task.retry.backoff.max.ms": "400"})
     try:
         topic = "faulty"
         # The store fails: where topics/ should be a directory, a file is (every put of
         # the bucket's objects fails as a real filesystem fails it).
         bucket.mkdir(exist_ok=True)
         (bucket / "topics").write_bytes(b"not a directory")
-        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
-                                            "retention.ms": "-1", "local.retention.bytes": "1"})
+        create_tiered_topic(leader, topic, {"local.retention.bytes": "1"})
         recs = produce(leader.bootstrap, topic, records(200, seed=4))
         wait_until(lambda: "3 in a row" in leader.log(), TIMEOUT, "three failed passes")
         waits = [int(w) for w in re.findall(r"retry in (\d+) ms", leader.log())]
@@ -456,15 +474,7 @@ def test_a_failing_bucket_is_retried_with_backoff_and_local_data_is_kept(tmp_pat
 
 
 def test_console_topic_page_shows_local_and_remote(tiered: Tiered, tmp_path: Path) -> None:
-    from bench.harness import start_console, stop_console
-
-    proc, url = start_console(["--bootstrap-server", tiered.leader.bootstrap,
-                               "--port", str(free_port_number())], tmp_path / "console.log")
-    try:
-        page = urllib.request.urlopen(f"{url}/topics/{tiered.topic}?wait=0",
-                                      timeout=TIMEOUT).read().decode()
-    finally:
-        stop_console(proc)
+    page = console_topic_page(tiered.leader.bootstrap, tiered.topic, tmp_path)
     local = list_offsets(tiered.leader.port, tiered.topic, -4, 9)[1]
     remote = list_offsets(tiered.leader.port, tiered.topic, -5, 9)[1]
     assert 'id="tier"' in page
@@ -501,8 +511,7 @@ def test_metrics_count_what_the_tier_copied_and_served(tiered: Tiered) -> None:
 
 def test_deleting_or_untiering_a_topic_deletes_its_remote_data(tmp_path: Path) -> None:
     bucket = tmp_path / "bucket"
-    leader = start(tmp_path, "leader", {"remote.log.storage.system.enable": "true",
-                                        "rsm.config.url": f"file://{bucket}", **INTERVAL})
+    leader = start_tiered(tmp_path, bucket)
     try:
         config = {"remote.storage.enable": "true", "segment.bytes": "2000", "retention.ms": "-1"}
         for topic in ("gone", "untiered"):
@@ -547,21 +556,14 @@ def test_a_restarted_leader_serves_the_remote_history_at_once(tiered: Tiered) ->
 
 def test_delete_records_below_the_local_start_removes_remote_data(tmp_path: Path) -> None:
     bucket = tmp_path / "bucket"
-    leader = start(tmp_path, "leader", {"remote.log.storage.system.enable": "true",
-                                        "rsm.config.url": f"file://{bucket}", **INTERVAL})
+    leader = start_tiered(tmp_path, bucket)
     replica = None
     try:
         topic = "trim"
-        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
-                                            "retention.ms": "-1"})
+        create_tiered_topic(leader, topic)
         recs = produce(leader.bootstrap, topic, records(200, seed=8))
-        wait_until(lambda: (m := manifest(bucket, topic)) is not None
-                   and m.highest_offset() == bases(leader.data_dir, topic)[-1] - 1, TIMEOUT,
-                   "sealed segments copied")
-        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
-        res = ConfigResource("TOPIC", topic, incremental_configs=[_set("local.retention.bytes", "1")])
-        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
-        wait_until(lambda: len(bases(leader.data_dir, topic)) == 1, TIMEOUT, "local copies deleted")
+        wait_sealed_copied(leader, bucket, topic)
+        admin = drop_local_copies(leader, topic)
         cut = 120
         [done] = admin.delete_records([TopicPartition(topic, 0, cut)]).values()
         assert done.result(TIMEOUT).low_watermark == cut
@@ -608,22 +610,14 @@ def test_a_store_down_at_start_makes_reads_retry_not_skip_the_remote_history(
     first local segment, which would make a consumer skip the remote history; once the
     store is back the consumer reads everything."""
     bucket = tmp_path / "bucket"
-    leader = start(tmp_path, "leader", {
-        "remote.log.storage.system.enable": "true", "rsm.config.url": f"file://{bucket}",
-        "remote.log.manager.task.retry.backoff.ms": "100",
-        "remote.log.manager.task.retry.backoff.max.ms": "200", **INTERVAL})
+    leader = start_tiered(tmp_path, bucket, {"remote.log.manager.task.retry.backoff.ms": "100",
+                                            "remote.log.manager.task.retry.backoff.max.ms": "200"})
     try:
         topic = "restart-down"
-        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
-                                            "retention.ms": "-1"})
+        create_tiered_topic(leader, topic)
         recs = produce(leader.bootstrap, topic, records(150, seed=9))
-        wait_until(lambda: (m := manifest(bucket, topic)) is not None
-                   and m.highest_offset() == bases(leader.data_dir, topic)[-1] - 1, TIMEOUT,
-                   "sealed segments copied")
-        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
-        res = ConfigResource("TOPIC", topic, incremental_configs=[_set("local.retention.bytes", "1")])
-        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
-        wait_until(lambda: len(bases(leader.data_dir, topic)) == 1, TIMEOUT, "local copies deleted")
+        wait_sealed_copied(leader, bucket, topic)
+        drop_local_copies(leader, topic)
         leader.stop()
         (bucket / "topics").rename(bucket / "saved")
         (bucket / "topics").symlink_to("topics")  # a loop: every access fails (ELOOP)

@@ -11,18 +11,17 @@ import random
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.helpers.confluent import create_topic
 from tests.helpers.s3server import S3Bucket
 from tests.helpers.wait import wait_until
 from tests.tier.test_tier_broker import (
     INTERVAL,
     T0,
     TIMEOUT,
-    _set,
     bases,
     consume_confluent,
+    create_tiered_topic,
+    drop_local_copies,
     list_offsets,
     oracle_time,
     produce,
@@ -39,15 +38,11 @@ def test_history_only_in_an_s3_bucket_reads_back_and_a_replica_serves_it(
     replica = None
     try:
         topic = "s3hist"
-        create_topic(leader, topic, config={"remote.storage.enable": "true", "segment.bytes": "2000",
-                                            "retention.ms": "-1"})
+        create_tiered_topic(leader, topic)
         recs = produce(leader.bootstrap, topic, records(200, seed=11))
         wait_until(lambda: list_offsets(leader.port, topic, -5, 9)[1]
                    == bases(leader.data_dir, topic)[-1] - 1, TIMEOUT, "sealed segments in S3")
-        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
-        res = ConfigResource("TOPIC", topic, incremental_configs=[_set("local.retention.bytes", "1")])
-        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
-        wait_until(lambda: len(bases(leader.data_dir, topic)) == 1, TIMEOUT, "local copies deleted")
+        drop_local_copies(leader, topic)
         assert bases(leader.data_dir, topic)[0] > 150
         assert consume_confluent(leader.bootstrap, topic, len(recs)) == recs
         rng = random.Random(3)
