@@ -544,4 +544,4 @@ def test_transactions_abort_ends_a_hanging_transaction(target: Target) -> None:
     finally:
         admin.close()
     assert state.current_transaction_start_offset == -1
-    del p  # killed with its transaction already aborted; librdkafka sends nothing on destroy
+    del p  # abandoned, never ending its transaction: the hanging producer of the story
