@@ -62,6 +62,7 @@ HANDLER_MODULES: dict[int, str] = {
     24: "add_partitions_to_txn",
     25: "add_offsets_to_txn",
     26: "end_txn",
+    27: "write_txn_markers",
     28: "txn_offset_commit",
     29: "describe_acls",
     30: "create_acls",

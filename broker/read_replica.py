@@ -53,7 +53,8 @@ log = logging.getLogger("chronolog.read_replica")
 #: APIs that write (API key -> name): refused on a read replica.
 WRITE_APIS = {
     0: "Produce", 19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords",
-    22: "InitProducerId", 24: "AddPartitionsToTxn", 26: "EndTxn", 33: "AlterConfigs",
+    22: "InitProducerId", 24: "AddPartitionsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers",
+    33: "AlterConfigs",
     37: "CreatePartitions", 43: "ElectLeaders", 44: "IncrementalAlterConfigs",
     45: "AlterPartitionReassignments",
 }

@@ -79,6 +79,7 @@ from protocol import (
     sasl_handshake,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 from protocol.errors import ErrorCode
 from protocol.messages import KafkaMessage
@@ -111,6 +112,7 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
@@ -180,6 +182,8 @@ API_VERSIONS: dict[ApiKey, ApiRange] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: ApiRange("AddPartitionsToTxn", 0, 3, 0, 3),
     ApiKey.ADD_OFFSETS_TO_TXN: ApiRange("AddOffsetsToTxn", 0, 3, 0, 3),
     ApiKey.END_TXN: ApiRange("EndTxn", 0, 3, 0, 3),
+    # Kafka 4 serves v1 only (v0 removed by KIP-896); v2 (TransactionVersion) is 4.2's.
+    ApiKey.WRITE_TXN_MARKERS: ApiRange("WriteTxnMarkers", 1, 1, 1, 1),
     ApiKey.TXN_OFFSET_COMMIT: ApiRange("TxnOffsetCommit", 0, 3, 0, 3),
     ApiKey.DESCRIBE_ACLS: ApiRange("DescribeAcls", 0, 3, 0, 2),
     ApiKey.CREATE_ACLS: ApiRange("CreateAcls", 0, 3, 0, 2),
@@ -235,6 +239,7 @@ MESSAGES: dict[ApiKey, tuple[Message, Message]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: (add_partitions_to_txn.REQUEST, add_partitions_to_txn.RESPONSE),
     ApiKey.ADD_OFFSETS_TO_TXN: (add_offsets_to_txn.REQUEST, add_offsets_to_txn.RESPONSE),
     ApiKey.END_TXN: (end_txn.REQUEST, end_txn.RESPONSE),
+    ApiKey.WRITE_TXN_MARKERS: (write_txn_markers.REQUEST, write_txn_markers.RESPONSE),
     ApiKey.TXN_OFFSET_COMMIT: (txn_offset_commit.REQUEST, txn_offset_commit.RESPONSE),
     ApiKey.DESCRIBE_ACLS: (acls.DESCRIBE_REQUEST, acls.DESCRIBE_RESPONSE),
     ApiKey.CREATE_ACLS: (acls.CREATE_REQUEST, acls.CREATE_RESPONSE),

@@ -1027,6 +1027,56 @@ class EndTxnResponse(KafkaMessage, kw_only=True):
     error_code: int = 0
 
 
+class WriteTxnMarkersRequestMarkersTopics(KafkaMessage, kw_only=True):
+    """WriteTxnMarkersRequestMarkers.topics"""
+
+    name: str = ''
+    partition_indexes: list[int] = msgspec.field(default_factory=list)
+
+
+class WriteTxnMarkersRequestMarkers(KafkaMessage, kw_only=True):
+    """WriteTxnMarkersRequest.markers"""
+
+    producer_id: int = 0
+    producer_epoch: int = 0
+    transaction_result: bool = False
+    topics: list[WriteTxnMarkersRequestMarkersTopics] = msgspec.field(default_factory=list)
+    coordinator_epoch: int = 0
+
+
+class WriteTxnMarkersRequest(KafkaMessage, kw_only=True):
+    """WriteTxnMarkersRequest, all versions."""
+
+    markers: list[WriteTxnMarkersRequestMarkers] = msgspec.field(default_factory=list)
+
+
+class WriteTxnMarkersResponseMarkersTopicsPartitions(KafkaMessage, kw_only=True):
+    """WriteTxnMarkersResponseMarkersTopics.partitions"""
+
+    partition_index: int = 0
+    error_code: int = 0
+
+
+class WriteTxnMarkersResponseMarkersTopics(KafkaMessage, kw_only=True):
+    """WriteTxnMarkersResponseMarkers.topics"""
+
+    name: str = ''
+    partitions: list[WriteTxnMarkersResponseMarkersTopicsPartitions] = msgspec.field(default_factory=list)
+
+
+class WriteTxnMarkersResponseMarkers(KafkaMessage, kw_only=True):
+    """WriteTxnMarkersResponse.markers"""
+
+    producer_id: int = 0
+    topics: list[WriteTxnMarkersResponseMarkersTopics] = msgspec.field(default_factory=list)
+
+
+class WriteTxnMarkersResponse(KafkaMessage, kw_only=True):
+    """WriteTxnMarkersResponse, all versions."""
+
+    markers: list[WriteTxnMarkersResponseMarkers] = msgspec.field(default_factory=list)
+
+
 class TxnOffsetCommitRequestTopicsPartitions(KafkaMessage, kw_only=True):
     """TxnOffsetCommitRequestTopics.partitions"""
 

@@ -102,6 +102,7 @@ REQUEST_CHECKS: dict[int, tuple[int, int, Any]] = {
     12: (READ, GROUP, _group_id),              # Heartbeat
     13: (READ, GROUP, _group_id),              # LeaveGroup
     14: (READ, GROUP, _group_id),              # SyncGroup
+    27: (CLUSTER_ACTION, CLUSTER, _cluster),   # WriteTxnMarkers (coordinators, kafka-transactions abort)
     35: (DESCRIBE, CLUSTER, _cluster),         # DescribeLogDirs
     43: (ALTER, CLUSTER, _cluster),            # ElectLeaders
     45: (ALTER, CLUSTER, _cluster),            # AlterPartitionReassignments

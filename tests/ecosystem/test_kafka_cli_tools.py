@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -478,3 +479,69 @@ def test_transactions_find_hanging_finds_none_after_commit_and_abort(target: Tar
     assert out.strip().splitlines() == ["\t".join([
         "Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
         "LastTimestamp", "Duration(min)"])]
+
+
+def test_transactions_abort_ends_a_hanging_transaction(target: Target) -> None:
+    """``kafka-transactions abort`` (DescribeProducers, then WriteTxnMarkers to the leader)
+    ends a transaction its producer left open: read_committed sees its records as aborted,
+    the LSO moves to the high watermark and the partition shows no open transaction."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as CkTP
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KpTP
+
+    topic = _topic(target, "cli-abort")
+    sent: dict[bytes, int] = {}  # value -> offset, from the delivery reports
+
+    def delivered(err: object, msg: Any) -> None:
+        assert err is None, err
+        sent[msg.value()] = msg.offset()
+
+    # transaction.timeout.ms: the coordinator must not abort it itself during the test.
+    p = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": f"tx-{topic}",
+                  "transaction.timeout.ms": 300_000})
+    p.init_transactions(15)
+    p.begin_transaction()
+    committed = [f"c{i}".encode() for i in range(3)]
+    for v in committed:
+        p.produce(topic, v, partition=0, on_delivery=delivered)
+    p.flush(15)
+    p.commit_transaction(15)
+    p.begin_transaction()  # never ended: the hanging transaction
+    hanging = [f"h{i}".encode() for i in range(4)]
+    for v in hanging:
+        p.produce(topic, v, partition=0, on_delivery=delivered)
+    assert p.flush(15) == 0
+    start = sent[hanging[0]]
+    assert target.client.latest(topic, [0], 1)[0] == start  # the LSO waits for it
+
+    tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", target.bootstrap,
+         "abort", "--topic", topic, "--partition", "0", "--start-offset", str(start))
+
+    high_watermark = target.client.latest(topic, [0], 0)[0]
+    assert high_watermark == sent[hanging[-1]] + 2  # the hanging records, then the ABORT marker
+    assert target.client.latest(topic, [0], 1)[0] == high_watermark
+    consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": f"g-{topic}",
+                         "isolation.level": "read_committed", "enable.partition.eof": True})
+    try:
+        consumer.assign([CkTP(topic, 0, 0)])
+        seen = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                assert msg.error().code() == -191, msg.error()  # _PARTITION_EOF
+                break
+            seen.append((msg.value(), msg.offset()))
+    finally:
+        consumer.close()
+    assert seen == [(v, sent[v]) for v in committed]
+    admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
+    try:
+        [state] = admin.describe_producers([KpTP(topic, 0)])[KpTP(topic, 0)].active_producers
+    finally:
+        admin.close()
+    assert state.current_transaction_start_offset == -1
+    del p  # abandoned, never ending its transaction: the hanging producer of the story
