@@ -304,25 +304,22 @@ class ConsumeMixin(LookupMixin):
         (Chronolog brokers only). Under read_committed (``isolation_level`` 1) records
         of aborted transactions are left out and reading stops at the last stable offset.
         """
-        if not event_time:
-            ranges = await self.time_range_offsets(topic, start_ms, end_ms, partitions)
-            for p, (s, e) in sorted(ranges.items()):
-                if s < e:
-                    async for chunk in self.consume_chunks(topic, p, s, e,
-                                                           isolation_level=isolation_level):
-                        for r in chunk:
-                            yield r
-            return
-        plans = await self.plan_time_window(topic, start_ms, end_ms, partitions,
-                                            isolation_level=isolation_level)
-        for p, plan in sorted(plans.items()):
-            for rng in plan.ranges:
-                async for chunk in self.read_planned_range(topic, p, rng, start_ms, end_ms,
-                                                           isolation_level=isolation_level):
-                    for r in chunk:
-                        yield r
+        async for chunk in self._time_range_chunks(topic, start_ms, end_ms, partitions,
+                                                   event_time=event_time,
+                                                   isolation_level=isolation_level):
+            for r in chunk:
+                yield r
 
-    async def read_time_range_arrow(
+    def _time_range_chunks(
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
+        *, event_time: bool = False, isolation_level: int = 0,
+    ) -> AsyncIterator[list[Record]]:
+        """:meth:`read_time_range`'s records one list per Fetch (what SyncClient iterates,
+        crossing threads once per list)."""
+        return (chunk async for _, chunk in self._time_window(
+            topic, start_ms, end_ms, partitions, event_time, isolation_level, arrow=False))
+
+    def read_time_range_arrow(
         self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
         *, event_time: bool = False, isolation_level: int = 0,
     ) -> AsyncIterator[tuple[int, pa.RecordBatch]]:
@@ -330,21 +327,33 @@ class ConsumeMixin(LookupMixin):
         :meth:`consume_arrow`'s; the same rows in the same order, the same two meanings
         (``event_time``), decoded column-wise. Batches left empty by the window's
         filter are not yielded."""
+        return self._time_window(topic, start_ms, end_ms, partitions, event_time,
+                                 isolation_level, arrow=True)
+
+    async def _time_window(
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None,
+        event_time: bool, isolation_level: int, *, arrow: bool,
+    ) -> AsyncIterator[tuple[int, Any]]:
+        """(partition, chunk) pairs of a time window in both meanings of ``event_time``;
+        chunks are record lists, or Arrow batches with ``arrow``. One walk serves
+        :meth:`read_time_range` and :meth:`read_time_range_arrow`, so they cannot differ
+        in which rows they read."""
+        whole = self.consume_arrow if arrow else self.consume_chunks
+        planned = self.read_planned_range_arrow if arrow else self.read_planned_range
         if not event_time:
             ranges = await self.time_range_offsets(topic, start_ms, end_ms, partitions)
             for p, (s, e) in sorted(ranges.items()):
                 if s < e:
-                    async for batch in self.consume_arrow(topic, p, s, e,
-                                                          isolation_level=isolation_level):
-                        yield p, batch
+                    async for chunk in whole(topic, p, s, e, isolation_level=isolation_level):
+                        yield p, chunk
             return
         plans = await self.plan_time_window(topic, start_ms, end_ms, partitions,
                                             isolation_level=isolation_level)
         for p, plan in sorted(plans.items()):
             for rng in plan.ranges:
-                async for batch in self.read_planned_range_arrow(
-                        topic, p, rng, start_ms, end_ms, isolation_level=isolation_level):
-                    yield p, batch
+                async for chunk in planned(topic, p, rng, start_ms, end_ms,
+                                           isolation_level=isolation_level):
+                    yield p, chunk
 
     async def read_planned_range(
         self, topic: str, partition: int, rng: PlannedRange, start_ms: int, end_ms: int,
