@@ -24,6 +24,7 @@ import os
 import socket
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,25 @@ def _create_topic(port: int, name: str, partitions: int) -> None:
     c.sock.close()
 
 
+def _poll_until(consumers: list[Any], settled: Callable[[], bool], failure: str,
+                state: object) -> float:
+    """Poll every consumer until ``settled()`` holds (at most 60 s), then close them all;
+    the perf_counter time it first held. Raises ``failure: state`` if it never did."""
+    done = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for c in consumers:
+            c.poll(0.005)
+        if settled():
+            done = time.perf_counter()
+            break
+    for c in consumers:
+        c.close()
+    if done is None:
+        raise RuntimeError(f"{failure}: {state}")
+    return done
+
+
 def _rebalance(report: Report, port: int) -> None:
     from confluent_kafka import Consumer
 
@@ -91,18 +111,10 @@ def _rebalance(report: Report, port: int) -> None:
         c.subscribe(["rb"], on_assign=on_assign(k))
         last = time.perf_counter()
         first = first or last
-    done = None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        for c in consumers:
-            c.poll(0.005)
-        if sorted(p for ps in assigned.values() for p in ps) == list(range(PARTITIONS)):
-            done = time.perf_counter()
-            break
-    for c in consumers:
-        c.close()
-    if done is None:
-        raise RuntimeError(f"never balanced: {assigned}")
+    done = _poll_until(
+        consumers,
+        lambda: sorted(p for ps in assigned.values() for p in ps) == list(range(PARTITIONS)),
+        "never balanced", assigned)
     took_ms = (done - last) * 1000
     floor_ms = 2 * DELAY_MS - (last - first) * 1000
     report.add("groups", "3 members join -> 12 partitions assigned", took_ms, "ms",

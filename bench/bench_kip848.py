@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.bench_groups import _Conn, _create_topic
+from bench.bench_groups import _Conn, _create_topic, _poll_until
 from bench.harness import start_broker, stop_broker
 from bench.report import Report, percentile
 from protocol.api import decode_response
@@ -56,18 +56,10 @@ def _settle(report: Report, port: int, interval_ms: int) -> None:
     for k, c in enumerate(consumers):
         c.subscribe([topic], **callbacks(k))
     last = time.perf_counter()
-    done = None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        for c in consumers:
-            c.poll(0.005)
-        if sorted(p for o in owned for p in o) == list(range(PARTITIONS)) and all(owned):
-            done = time.perf_counter()
-            break
-    for c in consumers:
-        c.close()
-    if done is None:
-        raise RuntimeError(f"never settled: {owned}")
+    done = _poll_until(
+        consumers,
+        lambda: sorted(p for o in owned for p in o) == list(range(PARTITIONS)) and all(owned),
+        "never settled", owned)
     report.add("kip848", f"3 members join -> 12 partitions owned (heartbeat {interval_ms} ms)",
                (done - last) * 1000, "ms", note="about 1 heartbeat interval (revoke before assign)")
 

@@ -21,27 +21,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import inspect
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import uvloop
 
-from client.aio import (
-    DEFAULT_MAX_BATCH_BYTES,
-    DEFAULT_MAX_IN_FLIGHT,
-    Client,
-    ProducerRecord,
-    Record,
-)
-from client.connection import IDLE_POLL_US
+from client.aio import Client, ProducerRecord, Record
 from client.producer import Producer, RecordMetadata
 from storage.planner import PlannedRange
-
-if TYPE_CHECKING:
-
-    from client.security import ClientSecurity
 
 __all__ = ["SyncClient", "SyncProducer"]
 
@@ -125,6 +115,79 @@ def _iterating(
     return _named(method)
 
 
+def _flattening(
+    fn: Callable[Concatenate[Client, P], AsyncIterator[T]],
+    chunks: Callable[..., AsyncIterator[Iterable[T]]],
+) -> Callable[Concatenate[SyncClient, P], Generator[T, None, None]]:
+    """The blocking twin of a :class:`client.Client` method that yields records one by one
+    (``fn``, whose parameters and docstring it takes), made from ``chunks``, the Client
+    method that yields the same records a list per Fetch: one thread hop per list."""
+    name = chunks.__name__
+
+    @functools.wraps(fn)
+    def method(self: SyncClient, /, *args: P.args,
+               **kwargs: P.kwargs) -> Generator[T, None, None]:
+        for chunk in self._iterate_chunks(getattr(self._client, name)(*args, **kwargs)):
+            yield from chunk
+
+    return _named(method)
+
+
+def _listing_records(
+    fn: Callable[Concatenate[Client, str, Iterable[ProducerRecord], P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[SyncClient, str, Iterable[ProducerRecord], P], T]:
+    """:func:`_blocking` for a method taking (topic, records, ...): the records iterable
+    is drained on the caller's thread, so a user's generator never runs on the loop."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def method(self: SyncClient, topic: str, records: Iterable[ProducerRecord], /,
+               *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._call(getattr(self._client, name)(topic, list(records), *args, **kwargs))
+
+    return _named(method)
+
+
+def _connecting(
+    connect: Callable[P, Coroutine[Any, Any, Client]],
+) -> Callable[Concatenate[SyncClient, P], None]:
+    """SyncClient's ``__init__`` with the parameters of ``Client.connect``: connect on the
+    loop thread, blocking until the client is ready."""
+
+    def __init__(self: SyncClient, /, *args: P.args, **kwargs: P.kwargs) -> None:
+        self._pid = os.getpid()
+        self._loop = _loop()
+        self._last_write = None
+        self._client = _run(self._loop, connect(*args, **kwargs))
+
+    return _signed_like(__init__, connect, "self", "Connect at once; see "
+                        ":meth:`client.Client.connect`.")
+
+
+def _constructor(
+    connect: Callable[P, Coroutine[Any, Any, Client]],
+) -> Callable[Concatenate[type[SyncClient], P], SyncClient]:
+    """``SyncClient.connect``: the constructor under Client's name for it."""
+
+    def connect_(cls: type[SyncClient], /, *args: P.args, **kwargs: P.kwargs) -> SyncClient:
+        return cls(*args, **kwargs)
+
+    connect_.__name__ = "connect"
+    return _signed_like(connect_, connect, "cls", "``SyncClient(...)``, under Client's name.")
+
+
+def _signed_like(fn: F, bound: Callable[..., Any], first: str, doc: str) -> F:
+    """``fn`` showing ``bound``'s parameters (a bound classmethod's, so without its
+    ``cls``) after ``first`` to ``inspect.signature`` and ``help``."""
+    sig = inspect.signature(bound)
+    head = inspect.Parameter(first, inspect.Parameter.POSITIONAL_ONLY)
+    fn.__signature__ = sig.replace(  # type: ignore[attr-defined]
+        parameters=[head, *sig.parameters.values()],
+        return_annotation=inspect.Signature.empty)
+    fn.__doc__ = doc
+    return _named(fn)
+
+
 def _named(method: F) -> F:
     """``method`` as SyncClient's own in reprs and tracebacks (``functools.wraps`` gave it
     Client's qualified name and module)."""
@@ -136,45 +199,24 @@ def _named(method: F) -> F:
 class SyncClient:
     """Blocking twin of :class:`client.Client`; same methods, same arguments, same errors.
 
-    The plain calls and the chunk iterators are made from Client's own methods
-    (``_blocking``, ``_iterating``), so their parameters and documentation are Client's;
-    the rest (connecting, ``produce``'s eager ``list(records)``, the record-at-a-time
-    iterators, ``send_batches``) is written here.
+    The constructor, the plain calls and the iterators are made from Client's own
+    methods (``_connecting``, ``_blocking``, ``_listing_records``, ``_iterating``,
+    ``_flattening``), so their parameters and documentation are Client's and cannot
+    drift from them; only ``send_batches``, ``read_planned_range`` (records, where
+    Client yields lists) and the version queries are written here.
 
     ``SyncClient("127.0.0.1:9092")`` connects at once; use it as a context manager
     or call :meth:`close`.
     """
 
-    def __init__(
-        self,
-        bootstrap: str = "127.0.0.1:9092",
-        *,
-        client_id: str = "chronolog",
-        request_timeout: float = 30.0,
-        security: ClientSecurity | None = None,
-        idle_poll_us: int = IDLE_POLL_US,
-    ) -> None:
-        self._pid = os.getpid()
-        self._loop = _loop()
-        self._last_write: concurrent.futures.Future[None] | None = None
-        self._client: Client = _run(
-            self._loop,
-            Client.connect(bootstrap, client_id=client_id, request_timeout=request_timeout,
-                           security=security, idle_poll_us=idle_poll_us),
-        )
+    _pid: int
+    _loop: asyncio.AbstractEventLoop
+    _last_write: concurrent.futures.Future[None] | None
+    _client: Client
 
-    @classmethod
-    def connect(
-        cls,
-        bootstrap: str = "127.0.0.1:9092",
-        *,
-        client_id: str = "chronolog",
-        request_timeout: float = 30.0,
-        security: ClientSecurity | None = None,
-        idle_poll_us: int = IDLE_POLL_US,
-    ) -> SyncClient:
-        return cls(bootstrap, client_id=client_id, request_timeout=request_timeout,
-                   security=security, idle_poll_us=idle_poll_us)
+    __init__ = _connecting(Client.connect)
+
+    connect = classmethod(_constructor(Client.connect))
 
     @property
     def aio(self) -> Client:
@@ -216,24 +258,7 @@ class SyncClient:
 
     # ------------------------------------------------------------ produce
 
-    def produce(
-        self,
-        topic: str,
-        records: Iterable[ProducerRecord],
-        *,
-        partition: int | None = None,
-        acks: int = 1,
-        compression: str | int | None = None,
-        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-    ) -> list[int]:
-        """See :meth:`client.Client.produce`."""
-        return self._call(
-            self._client.produce(
-                topic, list(records), partition=partition, acks=acks, compression=compression,
-                max_batch_bytes=max_batch_bytes, max_in_flight=max_in_flight,
-            )
-        )
+    produce = _listing_records(Client.produce)
 
     def send_batches(
         self, topic: str, batches: Mapping[int, bytes], *, acks: int = 1
@@ -297,19 +322,8 @@ class SyncClient:
     read_planned_range_arrow = _iterating(Client.read_planned_range_arrow)
     read_time_range_arrow = _iterating(Client.read_time_range_arrow)
 
-    def consume(
-        self,
-        topic: str,
-        partition: int,
-        start_offset: int,
-        end_offset: int | None = None,
-        *,
-        follow: bool = False,
-        isolation_level: int = 0,
-    ) -> Generator[Record, None, None]:
-        chunks = self._client.consume_chunks(topic, partition, start_offset, end_offset,
-                                             follow=follow, isolation_level=isolation_level)
-        return self._iterate(chunks)
+    consume = _flattening(Client.consume, Client.consume_chunks)
+    read_time_range = _flattening(Client.read_time_range, Client._time_range_chunks)
 
     def _iterate_chunks(self, chunks: Any) -> Generator[Any, None, None]:
         try:
@@ -323,26 +337,6 @@ class SyncClient:
             if os.getpid() == self._pid:
                 self._call(chunks.aclose())
 
-    def read_time_range(
-        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
-        *, event_time: bool = False, isolation_level: int = 0,
-    ) -> Generator[Record, None, None]:
-        """A time window's records; positional by default, exact with ``event_time=True``
-        (see :meth:`client.Client.read_time_range` for the two meanings)."""
-        if not event_time:
-            ranges = self.time_range_offsets(topic, start_ms, end_ms, partitions)
-            for p, (s, e) in sorted(ranges.items()):
-                if s < e:
-                    yield from self.consume(topic, p, s, e, isolation_level=isolation_level)
-            return
-        plans = self.plan_time_window(topic, start_ms, end_ms, partitions,
-                                      isolation_level=isolation_level)
-        for p, plan in sorted(plans.items()):
-            for rng in plan.ranges:
-                for chunk in self._iterate_chunks(self._client.read_planned_range(
-                        topic, p, rng, start_ms, end_ms, isolation_level=isolation_level)):
-                    yield from chunk
-
     def read_planned_range(
         self, topic: str, partition: int, rng: PlannedRange, start_ms: int, end_ms: int,
         *, isolation_level: int = 0,
@@ -351,10 +345,6 @@ class SyncClient:
         :meth:`client.Client.read_planned_range` (one thread hop per Fetch)."""
         for chunk in self._iterate_chunks(self._client.read_planned_range(
                 topic, partition, rng, start_ms, end_ms, isolation_level=isolation_level)):
-            yield from chunk
-
-    def _iterate(self, chunks: Any) -> Generator[Record, None, None]:
-        for chunk in self._iterate_chunks(chunks):
             yield from chunk
 
 

@@ -53,6 +53,7 @@ import numpy as np
 import numpy.typing as npt
 
 from client.aio import COUNT_TIME_WINDOWS, EARLIEST, LATEST, MAX_TIMESTAMP, Client, TopicPartition
+from console.timeline import Chart
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["DEFAULT_MAX_RECORDS", "EventTimeline", "PartitionState", "TimestampCache", "TooLarge",
@@ -175,44 +176,42 @@ class _Partition:
         return out
 
 
-@dataclass
-class EventTimeline:
+@dataclass(kw_only=True)
+class EventTimeline(Chart):
     """Counts per bucket by the records' own timestamps (module docstring)."""
 
-    topic: str
-    partitions: list[int]
-    bounds: list[int]
     per_partition: dict[int, list[int]]
-    counts: list[int]
-    high_watermarks: dict[int, int]
     log_starts: dict[int, int]
     states: dict[int, PartitionState]
     #: Records read from the broker for this chart (0 when the cache was current).
     read_records: int = 0
-    server_ms: float = 0.0
     by: str = "event"
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts)
 
     def partition_counts(self, partition: int) -> list[int]:
         return self.per_partition[partition]
 
     def as_json(self) -> dict[str, object]:
-        return {
-            "by": self.by,
-            "topic": self.topic,
-            "partitions": self.partitions,
-            "bounds": self.bounds,
-            "counts": self.counts,
-            "partition_counts": {str(p): v for p, v in self.per_partition.items()},
-            "high_watermarks": {str(p): v for p, v in self.high_watermarks.items()},
-            "log_starts": {str(p): v for p, v in self.log_starts.items()},
-            "total": self.total,
-            "read_records": self.read_records,
-            "server_ms": round(self.server_ms, 3),
-        }
+        return self._json(
+            partition_counts={str(p): v for p, v in self.per_partition.items()},
+            high_watermarks={str(p): v for p, v in self.high_watermarks.items()},
+            log_starts={str(p): v for p, v in self.log_starts.items()},
+            total=self.total,
+            read_records=self.read_records,
+            server_ms=round(self.server_ms, 3),
+        )
+
+
+def _chart(topic: str, parts: list[int], bounds: list[int], per: dict[int, list[int]],
+           states: dict[int, PartitionState], read_records: int, t0: float) -> EventTimeline:
+    """The chart of the per-partition bucket counts ``per``, read from the cache or
+    counted by the broker, ``t0`` (perf_counter) being when the request started."""
+    counts = ([sum(col) for col in zip(*per.values(), strict=True)] if per
+              else [0] * (len(bounds) - 1))
+    return EventTimeline(
+        topic=topic, partitions=parts, bounds=bounds, counts=counts, per_partition=per,
+        high_watermarks={p: states[p].high_watermark for p in parts},
+        log_starts={p: states[p].log_start for p in parts}, states=states,
+        read_records=read_records, server_ms=(time.perf_counter() - t0) * 1000)
 
 
 class TimestampCache:
@@ -297,11 +296,7 @@ class TimestampCache:
                 bounds = bounds(self._extent(cached, parts))
             b = np.asarray(bounds, dtype=np.int64)
             per = {p: cached[p].counts(b).tolist() for p in parts}
-        counts = [sum(col) for col in zip(*per.values(), strict=True)] if per else [0] * (len(b) - 1)
-        return EventTimeline(topic, parts, list(bounds), per, counts,
-                             {p: states[p].high_watermark for p in parts},
-                             {p: states[p].log_start for p in parts}, states, sum(reads),
-                             (time.perf_counter() - t0) * 1000)
+        return _chart(topic, parts, list(bounds), per, states, sum(reads), t0)
 
     async def _count_on_broker(
         self, client: Client, topic: str,
@@ -315,11 +310,7 @@ class TimestampCache:
             bounds = bounds(await broker_extent(client, topic, parts, states))
         b = [int(x) for x in bounds]
         per = await client.count_time_windows(topic, b, parts)
-        counts = [sum(col) for col in zip(*per.values(), strict=True)] if per else [0] * (len(b) - 1)
-        return EventTimeline(topic, parts, b, per, counts,
-                             {p: states[p].high_watermark for p in parts},
-                             {p: states[p].log_start for p in parts}, states, 0,
-                             (time.perf_counter() - t0) * 1000)
+        return _chart(topic, parts, b, per, states, 0, t0)
 
     @staticmethod
     def _extent(cached: dict[int, _Partition], parts: Sequence[int]) -> tuple[int, int] | None:

@@ -93,8 +93,37 @@ def boundaries(start_ms: int, end_ms: int, buckets: int | None = None, *,
     return list(range(first, last + 1, step))
 
 
-@dataclass
-class Timeline:
+@dataclass(kw_only=True)
+class Chart:
+    """What both meanings of a bucket give the page: ``counts[i]`` records in bucket ``i``
+    = ``[bounds[i], bounds[i + 1])`` over ``partitions``, and how long the server took."""
+
+    topic: str
+    partitions: list[int]
+    bounds: list[int]
+    counts: list[int]
+    high_watermarks: dict[int, int]
+    server_ms: float = 0.0
+    by: str
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+    def _json(self, **own: object) -> dict[str, object]:
+        """The JSON both charts share, with ``own`` (this chart's fields) after the counts."""
+        return {
+            "by": self.by,
+            "topic": self.topic,
+            "partitions": self.partitions,
+            "bounds": self.bounds,
+            "counts": self.counts,
+            **own,
+        }
+
+
+@dataclass(kw_only=True)
+class Timeline(Chart):
     """Counts per bucket, and per partition the offset at every boundary.
 
     ``offsets[p][i]`` is ``off(bounds[i])`` for partition ``p``; bucket ``i`` is
@@ -102,18 +131,8 @@ class Timeline:
     offsets[p][i]`` over the partitions.
     """
 
-    topic: str
-    partitions: list[int]
-    bounds: list[int]
     offsets: dict[int, list[int]]
-    counts: list[int]
-    high_watermarks: dict[int, int]
-    server_ms: float = 0.0
     by: str = "offset"
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts)
 
     def partition_counts(self, partition: int) -> list[int]:
         o = self.offsets[partition]
@@ -130,17 +149,12 @@ class Timeline:
         return counts
 
     def as_json(self) -> dict[str, object]:
-        return {
-            "by": "offset",
-            "topic": self.topic,
-            "partitions": self.partitions,
-            "bounds": self.bounds,
-            "counts": self.counts,
-            "offsets": {str(p): v for p, v in self.offsets.items()},
-            "high_watermarks": {str(p): v for p, v in self.high_watermarks.items()},
-            "total": self.total,
-            "server_ms": round(self.server_ms, 3),
-        }
+        return self._json(
+            offsets={str(p): v for p, v in self.offsets.items()},
+            high_watermarks={str(p): v for p, v in self.high_watermarks.items()},
+            total=self.total,
+            server_ms=round(self.server_ms, 3),
+        )
 
 
 async def compute_timeline(
@@ -172,5 +186,6 @@ async def compute_timeline(
     for o in offsets.values():
         for i in range(len(counts)):
             counts[i] += o[i + 1] - o[i]
-    return Timeline(topic, parts, list(bounds), offsets, counts, hw,
-                    (time.perf_counter() - t0) * 1000)
+    return Timeline(topic=topic, partitions=parts, bounds=list(bounds), offsets=offsets,
+                    counts=counts, high_watermarks=hw,
+                    server_ms=(time.perf_counter() - t0) * 1000)

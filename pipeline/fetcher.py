@@ -37,6 +37,7 @@ import concurrent.futures
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict, Unpack
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -129,24 +130,24 @@ class _Sizer:
         return self.cap
 
 
+class ReadOptions(TypedDict, total=False):
+    """The optional keywords of :func:`read_range`, as :func:`read_ranges` takes them
+    (and defaults them): ``fail_on_data_loss``, ``request_timeout``, ``stats``,
+    ``isolation_level``."""
+
+    fail_on_data_loss: bool
+    request_timeout: float
+    stats: FetchStats | None
+    isolation_level: int
+
+
 def read_range(
-    bootstrap: str,
-    topic: str,
-    partition: int,
-    start: int,
-    end: int,
-    *,
-    fetch_max_bytes: int,
-    fail_on_data_loss: bool = True,
-    request_timeout: float = 30.0,
-    stats: FetchStats | None = None,
-    isolation_level: int = 0,
+    bootstrap: str, topic: str, partition: int, start: int, end: int, *,
+    fetch_max_bytes: int, **options: Unpack[ReadOptions],
 ) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches (Spark's Kafka schema) of ``topic-partition`` offsets ``[start, end)``."""
     yield from read_ranges(bootstrap, topic, partition, [(start, end, -1)],
-                           fetch_max_bytes=fetch_max_bytes, fail_on_data_loss=fail_on_data_loss,
-                           request_timeout=request_timeout, stats=stats,
-                           isolation_level=isolation_level)
+                           fetch_max_bytes=fetch_max_bytes, **options)
 
 
 def read_ranges(

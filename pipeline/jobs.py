@@ -21,10 +21,10 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 __all__ = ["JobResult", "read_window", "export", "rollup", "parse_interval", "FORMATS"]
 
@@ -135,28 +135,29 @@ def _writer(df: Any, fmt: str, overwrite: bool) -> Any:
     return w
 
 
+class JobOptions(TypedDict, total=False):
+    """The keywords :func:`export` and :func:`rollup` share: ``fmt`` (one of FORMATS,
+    "parquet"), ``min_partitions`` (None: Spark's split), ``overwrite`` (False),
+    ``show_progress`` (True), ``event_time`` (False: the positional window)."""
+
+    fmt: str
+    min_partitions: int | None
+    overwrite: bool
+    show_progress: bool
+    event_time: bool
+
+
 def export(
-    spark: Any,
-    bootstrap: str,
-    topic: str,
-    start_ms: int,
-    end_ms: int,
-    out: str,
-    *,
-    fmt: str = "parquet",
-    min_partitions: int | None = None,
-    overwrite: bool = False,
-    show_progress: bool = True,
-    event_time: bool = False,
+    spark: Any, bootstrap: str, topic: str, start_ms: int, end_ms: int, out: str,
+    **options: Unpack[JobOptions],
 ) -> JobResult:
     """Write the window's records to ``out`` (a directory of ``fmt`` files)."""
     from pyspark.sql import functions as F
 
-    t0 = time.monotonic()
-    df = read_window(spark, bootstrap, topic, start_ms, end_ms, min_partitions=min_partitions,
-                     event_time=event_time)
-    if fmt == "csv":
-        df = df.select(
+    def columns(df: Any, fmt: str) -> Any:
+        if fmt != "csv":
+            return df
+        return df.select(
             F.base64("key").alias("key_base64"),
             F.base64("value").alias("value_base64"),
             "topic",
@@ -166,36 +167,19 @@ def export(
             "timestampType",
             F.to_json("headers").alias("headers_json"),
         )
-    with progress(spark, f"export {topic}", show_progress):
-        df.cache()
-        rows = df.count()
-        _writer(df, fmt, overwrite).save(out)
-        df.unpersist()
-    return JobResult(out, rows, rows, time.monotonic() - t0)
+
+    return _write_job(spark, bootstrap, topic, start_ms, end_ms, out, "export", columns,
+                      lambda _df, rows: rows, **options)
 
 
 def rollup(
-    spark: Any,
-    bootstrap: str,
-    topic: str,
-    start_ms: int,
-    end_ms: int,
-    every: str,
-    out: str,
-    *,
-    fmt: str = "parquet",
-    min_partitions: int | None = None,
-    overwrite: bool = False,
-    show_progress: bool = True,
-    event_time: bool = False,
+    spark: Any, bootstrap: str, topic: str, start_ms: int, end_ms: int, every: str, out: str,
+    **options: Unpack[JobOptions],
 ) -> JobResult:
     """Write per-interval record counts and bytes per partition of the window to ``out``."""
     from pyspark.sql import functions as F
 
     interval = parse_interval(every)
-    t0 = time.monotonic()
-    df = read_window(spark, bootstrap, topic, start_ms, end_ms, min_partitions=min_partitions,
-                     event_time=event_time)
     header_bytes = F.aggregate(
         F.coalesce("headers", F.array().cast("array<struct<key:string,value:binary>>")),
         F.lit(0).cast("long"),
@@ -208,32 +192,53 @@ def rollup(
         + F.coalesce(F.octet_length("value"), F.lit(0))
         + header_bytes
     )
-    result = (
-        df.select(F.window("timestamp", interval).alias("w"), "topic", "partition", "offset",
-                  size.alias("size"))
-        .groupBy("w", "topic", "partition")
-        .agg(
-            F.count(F.lit(1)).alias("records"),
-            F.sum("size").alias("bytes"),
-            F.min("offset").alias("first_offset"),
-            F.max("offset").alias("last_offset"),
+
+    def intervals(df: Any, _fmt: str) -> Any:
+        return (
+            df.select(F.window("timestamp", interval).alias("w"), "topic", "partition", "offset",
+                      size.alias("size"))
+            .groupBy("w", "topic", "partition")
+            .agg(
+                F.count(F.lit(1)).alias("records"),
+                F.sum("size").alias("bytes"),
+                F.min("offset").alias("first_offset"),
+                F.max("offset").alias("last_offset"),
+            )
+            .select(
+                F.col("w.start").alias("window_start"),
+                F.col("w.end").alias("window_end"),
+                "topic",
+                "partition",
+                "records",
+                "bytes",
+                "first_offset",
+                "last_offset",
+            )
+            .orderBy("window_start", "partition")
         )
-        .select(
-            F.col("w.start").alias("window_start"),
-            F.col("w.end").alias("window_end"),
-            "topic",
-            "partition",
-            "records",
-            "bytes",
-            "first_offset",
-            "last_offset",
-        )
-        .orderBy("window_start", "partition")
-    )
-    with progress(spark, f"rollup {topic}", show_progress):
-        result.cache()
-        rows = result.count()
-        records = result.agg(F.sum("records")).first()[0] or 0
-        _writer(result, fmt, overwrite).save(out)
-        result.unpersist()
-    return JobResult(out, rows, int(records), time.monotonic() - t0)
+
+    def records(result: Any, _rows: int) -> int:
+        return int(result.agg(F.sum("records")).first()[0] or 0)
+
+    return _write_job(spark, bootstrap, topic, start_ms, end_ms, out, "rollup", intervals,
+                      records, **options)
+
+
+def _write_job(
+    spark: Any, bootstrap: str, topic: str, start_ms: int, end_ms: int, out: str, label: str,
+    shape: Callable[[Any, str], Any], records: Callable[[Any, int], int], *,
+    fmt: str = "parquet", min_partitions: int | None = None, overwrite: bool = False,
+    show_progress: bool = True, event_time: bool = False,
+) -> JobResult:
+    """Read the window, ``shape`` it (given ``fmt``), and write it while cached; ``records``
+    counts the window's records from the cached result and its row count."""
+    t0 = time.monotonic()
+    df = shape(read_window(spark, bootstrap, topic, start_ms, end_ms,
+                           min_partitions=min_partitions, event_time=event_time), fmt)
+    with progress(spark, f"{label} {topic}", show_progress):
+        df.cache()
+        rows = df.count()
+        in_window = records(df, rows)
+        _writer(df, fmt, overwrite).save(out)
+        df.unpersist()
+    return JobResult(out, rows, in_window, time.monotonic() - t0)

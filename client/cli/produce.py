@@ -38,7 +38,7 @@ import asyncio
 import codecs
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, tzinfo
 from typing import Any, BinaryIO
 
@@ -310,29 +310,46 @@ async def _produce_blocks(
     headers = parser.headers or None
     placed: list[Placement] = []
     sent = 0
-    error: Exception | None = None
+
+    async def send(parsed: Parsed) -> None:
+        nonlocal sent
+        values = parsed.values
+        if values:
+            where = await client.produce_columns(
+                args.topic, values, parsed.keys, parsed.stamps,
+                [headers] * len(values) if headers else None,
+                partition=args.partition, acks=args.acks, compression=args.compression,
+                max_batch_bytes=args.batch_bytes, window=window,
+            )
+            if args.print_offsets:
+                placed.append(where)
+            sent += len(values)
+
     try:
-        async for parsed, nbytes, error in blocks:
-            values = parsed.values
-            if values:
-                where = await client.produce_columns(
-                    args.topic, values, parsed.keys, parsed.stamps,
-                    [headers] * len(values) if headers else None,
-                    partition=args.partition, acks=args.acks, compression=args.compression,
-                    max_batch_bytes=args.batch_bytes, window=window,
-                )
-                if args.print_offsets:
-                    placed.append(where)
-                sent += len(values)
-            if error is not None:
-                break
-            bar.update(nbytes)
-        await window.drain()
-    except KafkaError as e:
-        error = error or e
+        error = await _feed(blocks, bar, send, window.drain)
     finally:
         await window.abandon()
     return sent, error, placed
+
+
+async def _feed(
+    blocks: AsyncIterator[tuple[Parsed, int, ValueError | None]], bar: Any,
+    send: Callable[[Parsed], Awaitable[None]], finish: Callable[[], Awaitable[object]],
+) -> Exception | None:
+    """``send`` each block of parsed lines (and advance ``bar``), then ``finish``; the
+    error that stopped it: a malformed line's (its block's good lines are still sent
+    first), else the KafkaError of sending, else None."""
+    error: Exception | None = None
+    try:
+        async for parsed, nbytes, error in blocks:
+            await send(parsed)
+            if error is not None:
+                break
+            bar.update(nbytes)
+        await finish()
+    except KafkaError as e:
+        error = error or e
+    return error
 
 
 async def _produce_records(
@@ -350,25 +367,21 @@ async def _produce_records(
     )
     futures = []
     sent = 0
-    error: Exception | None = None
     headers = [(k, v.encode("utf-8")) for k, v in args.header]
-    try:
-        async for parsed, nbytes, error in blocks:
-            n = len(parsed.values)
-            keys = parsed.keys or [None] * n
-            stamps = parsed.stamps or [None] * n
-            for key, value, ts in zip(keys, parsed.values, stamps, strict=True):
-                record = ProducerRecord(key=key, value=value, headers=headers, timestamp=ts)
-                fut = await producer.send(args.topic, record, partition=args.partition)
-                if args.print_offsets:
-                    futures.append(fut)
-                sent += 1
-            if error is not None:
-                break
-            bar.update(nbytes)
-        await producer.flush()
-    except KafkaError as e:
-        error = error or e
+
+    async def send(parsed: Parsed) -> None:
+        nonlocal sent
+        n = len(parsed.values)
+        keys = parsed.keys or [None] * n
+        stamps = parsed.stamps or [None] * n
+        for key, value, ts in zip(keys, parsed.values, stamps, strict=True):
+            record = ProducerRecord(key=key, value=value, headers=headers, timestamp=ts)
+            fut = await producer.send(args.topic, record, partition=args.partition)
+            if args.print_offsets:
+                futures.append(fut)
+            sent += 1
+
+    error = await _feed(blocks, bar, send, producer.flush)
     placed = []
     if error is None and futures:
         import numpy as np

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from client.model import (
     _DEFAULT_FETCH_BYTES,
@@ -22,6 +22,22 @@ from client.model import (
 from client.parts.lookup import LookupMixin
 from protocol.errors import ErrorCode, KafkaError
 from storage.planner import PlannedRange
+
+
+class ChunkOptions(TypedDict, total=False):
+    """The options of :meth:`Client.consume_chunks` and :meth:`Client.consume_arrow`.
+
+    ``follow`` (False): long-poll for new records until ``end_offset`` (forever when
+    None) instead of stopping at the high watermark. ``max_bytes`` (the default Fetch
+    size): each Fetch's byte limit (doubled while one batch does not fit in it).
+    ``poll_ms`` (500): how long a following Fetch waits for data. ``isolation_level``
+    (0): 1 = read_committed.
+    """
+
+    follow: bool
+    max_bytes: int
+    poll_ms: int
+    isolation_level: int
 
 
 class ConsumeMixin(LookupMixin):
@@ -127,18 +143,11 @@ class ConsumeMixin(LookupMixin):
         return out, res.high_watermark
 
     def consume_chunks(
-        self,
-        topic: str,
-        partition: int,
-        start_offset: int,
-        end_offset: int | None = None,
-        *,
-        follow: bool = False,
-        max_bytes: int = _DEFAULT_FETCH_BYTES,
-        poll_ms: int = 500,
-        isolation_level: int = 0,
+        self, topic: str, partition: int, start_offset: int, end_offset: int | None = None,
+        **options: Unpack[ChunkOptions],
     ) -> AsyncIterator[list[Record]]:
-        """Lists of records covering exactly [start, end) in order (see :meth:`consume`).
+        """Lists of records covering exactly [start, end) in order (see :meth:`consume`);
+        ``options`` as :class:`ChunkOptions` says.
 
         While one chunk is decoded the Fetch for the next one is already on the
         wire (its offset is known from a shallow walk of the batch headers), so
@@ -146,22 +155,15 @@ class ConsumeMixin(LookupMixin):
         (``isolation_level`` 1) reading stops at the last stable offset and records of
         aborted transactions are dropped, as Kafka's consumer drops them.
         """
-        return self._chunks(topic, partition, start_offset, end_offset, follow, max_bytes,
-                            poll_ms, isolation_level, decode_records)
+        return self._chunks(topic, partition, start_offset, end_offset, decode_records,
+                            **options)
 
     def consume_arrow(
-        self,
-        topic: str,
-        partition: int,
-        start_offset: int,
-        end_offset: int | None = None,
-        *,
-        follow: bool = False,
-        max_bytes: int = _DEFAULT_FETCH_BYTES,
-        poll_ms: int = 500,
-        isolation_level: int = 0,
+        self, topic: str, partition: int, start_offset: int, end_offset: int | None = None,
+        **options: Unpack[ChunkOptions],
     ) -> AsyncIterator[pa.RecordBatch]:
-        """Arrow record batches covering exactly [start, end) in order, one per Fetch.
+        """Arrow record batches covering exactly [start, end) in order, one per Fetch;
+        ``options`` as for :meth:`consume_chunks`.
 
         Columns: ``key``, ``value`` (binary, null where the record's is),
         ``offset`` (int64), ``timestamp`` (int64 epoch ms, LogAppendTime applied),
@@ -171,8 +173,8 @@ class ConsumeMixin(LookupMixin):
         The same rows as :meth:`consume_chunks`, in the same order (and the same
         ``isolation_level``).
         """
-        return self._chunks(topic, partition, start_offset, end_offset, follow, max_bytes,
-                            poll_ms, isolation_level, decode_arrow)
+        return self._chunks(topic, partition, start_offset, end_offset, decode_arrow,
+                            **options)
 
     async def _chunks(
         self,
@@ -180,12 +182,13 @@ class ConsumeMixin(LookupMixin):
         partition: int,
         start_offset: int,
         end_offset: int | None,
-        follow: bool,
-        max_bytes: int,
-        poll_ms: int,
-        isolation_level: int,
         decode: Callable[[bytes, str, int, int, int | None, Sequence[tuple[int, int]]],
                          tuple[Any, int]],
+        *,
+        follow: bool = False,
+        max_bytes: int = _DEFAULT_FETCH_BYTES,
+        poll_ms: int = 500,
+        isolation_level: int = 0,
         budget: int | None = None,
     ) -> AsyncIterator[Any]:
         """``budget``: the bytes planned for the whole span (a planned range); each
@@ -304,25 +307,22 @@ class ConsumeMixin(LookupMixin):
         (Chronolog brokers only). Under read_committed (``isolation_level`` 1) records
         of aborted transactions are left out and reading stops at the last stable offset.
         """
-        if not event_time:
-            ranges = await self.time_range_offsets(topic, start_ms, end_ms, partitions)
-            for p, (s, e) in sorted(ranges.items()):
-                if s < e:
-                    async for chunk in self.consume_chunks(topic, p, s, e,
-                                                           isolation_level=isolation_level):
-                        for r in chunk:
-                            yield r
-            return
-        plans = await self.plan_time_window(topic, start_ms, end_ms, partitions,
-                                            isolation_level=isolation_level)
-        for p, plan in sorted(plans.items()):
-            for rng in plan.ranges:
-                async for chunk in self.read_planned_range(topic, p, rng, start_ms, end_ms,
-                                                           isolation_level=isolation_level):
-                    for r in chunk:
-                        yield r
+        async for chunk in self._time_range_chunks(topic, start_ms, end_ms, partitions,
+                                                   event_time=event_time,
+                                                   isolation_level=isolation_level):
+            for r in chunk:
+                yield r
 
-    async def read_time_range_arrow(
+    def _time_range_chunks(
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
+        *, event_time: bool = False, isolation_level: int = 0,
+    ) -> AsyncIterator[list[Record]]:
+        """:meth:`read_time_range`'s records one list per Fetch (what SyncClient iterates,
+        crossing threads once per list)."""
+        return (chunk async for _, chunk in self._time_window(
+            topic, start_ms, end_ms, partitions, event_time, isolation_level, arrow=False))
+
+    def read_time_range_arrow(
         self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None = None,
         *, event_time: bool = False, isolation_level: int = 0,
     ) -> AsyncIterator[tuple[int, pa.RecordBatch]]:
@@ -330,21 +330,33 @@ class ConsumeMixin(LookupMixin):
         :meth:`consume_arrow`'s; the same rows in the same order, the same two meanings
         (``event_time``), decoded column-wise. Batches left empty by the window's
         filter are not yielded."""
+        return self._time_window(topic, start_ms, end_ms, partitions, event_time,
+                                 isolation_level, arrow=True)
+
+    async def _time_window(
+        self, topic: str, start_ms: int, end_ms: int, partitions: Iterable[int] | None,
+        event_time: bool, isolation_level: int, *, arrow: bool,
+    ) -> AsyncIterator[tuple[int, Any]]:
+        """(partition, chunk) pairs of a time window in both meanings of ``event_time``;
+        chunks are record lists, or Arrow batches with ``arrow``. One walk serves
+        :meth:`read_time_range` and :meth:`read_time_range_arrow`, so they cannot differ
+        in which rows they read."""
+        whole = self.consume_arrow if arrow else self.consume_chunks
+        planned = self.read_planned_range_arrow if arrow else self.read_planned_range
         if not event_time:
             ranges = await self.time_range_offsets(topic, start_ms, end_ms, partitions)
             for p, (s, e) in sorted(ranges.items()):
                 if s < e:
-                    async for batch in self.consume_arrow(topic, p, s, e,
-                                                          isolation_level=isolation_level):
-                        yield p, batch
+                    async for chunk in whole(topic, p, s, e, isolation_level=isolation_level):
+                        yield p, chunk
             return
         plans = await self.plan_time_window(topic, start_ms, end_ms, partitions,
                                             isolation_level=isolation_level)
         for p, plan in sorted(plans.items()):
             for rng in plan.ranges:
-                async for batch in self.read_planned_range_arrow(
-                        topic, p, rng, start_ms, end_ms, isolation_level=isolation_level):
-                    yield p, batch
+                async for chunk in planned(topic, p, rng, start_ms, end_ms,
+                                           isolation_level=isolation_level):
+                    yield p, chunk
 
     async def read_planned_range(
         self, topic: str, partition: int, rng: PlannedRange, start_ms: int, end_ms: int,
@@ -378,5 +390,5 @@ class ConsumeMixin(LookupMixin):
 
     def _planned_chunks(self, topic: str, partition: int, rng: PlannedRange,
                         isolation_level: int, decode: Any) -> AsyncIterator[Any]:
-        return self._chunks(topic, partition, rng.start_offset, rng.end_offset, False,
-                            _DEFAULT_FETCH_BYTES, 500, isolation_level, decode, budget=rng.bytes)
+        return self._chunks(topic, partition, rng.start_offset, rng.end_offset, decode,
+                            isolation_level=isolation_level, budget=rng.bytes)
