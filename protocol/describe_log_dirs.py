@@ -6,6 +6,7 @@ ErrorCode, v4 each directory's TotalBytes / UsableBytes (-1 = unknown).
 
 from __future__ import annotations
 
+from protocol.common import topic_partitions
 from protocol.schema import F, arr, message
 
 REQUEST = message(
@@ -23,15 +24,12 @@ RESPONSE = message(
     F("results", arr(
         F("error_code", "int16"),
         F("log_dir", "string"),
-        F("topics", arr(
-            F("name", "string"),
-            F("partitions", arr(
-                F("partition_index", "int32"),
-                F("partition_size", "int64"),
-                F("offset_lag", "int64"),
-                F("is_future_key", "bool"),
-            )),
-        )),
+        topic_partitions(
+            F("partition_index", "int32"),
+            F("partition_size", "int64"),
+            F("offset_lag", "int64"),
+            F("is_future_key", "bool"),
+        ),
         F("total_bytes", "int64", "4+", default=-1),
         F("usable_bytes", "int64", "4+", default=-1),
     )),

@@ -6,6 +6,7 @@ Invariants: null ``topic_partitions`` means every partition; v1 adds ElectionTyp
 
 from __future__ import annotations
 
+from protocol.common import ERROR
 from protocol.schema import F, arr, message
 
 REQUEST = message(
@@ -26,8 +27,7 @@ RESPONSE = message(
         F("topic", "string"),
         F("partition_result", arr(
             F("partition_id", "int32"),
-            F("error_code", "int16"),
-            F("error_message", "string", nullable="0+"),
+            *ERROR,
         )),
     )),
 )
