@@ -22,6 +22,15 @@ PARTITION_ERROR = (F("partition_index", "int32"), F("error_code", "int16"))
 #: The error of a result, with Kafka's optional message.
 ERROR = (F("error_code", "int16"), F("error_message", "string", nullable="0+"))
 
+#: A classic-group member in its generation, as Heartbeat and SyncGroup name it
+#: (KIP-345 added the static member's id to both in v3).
+GENERATION_MEMBER = (
+    F("group_id", "string"),
+    F("generation_id", "int32"),
+    F("member_id", "string"),
+    F("group_instance_id", "string", "3+", nullable="3+", default=None),
+)
+
 #: A config resource (``ConfigResource``: broker, topic, logger … and its name).
 RESOURCE = (F("resource_type", "int8"), F("resource_name", "string"))
 
