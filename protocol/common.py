@@ -43,6 +43,14 @@ def topic_partitions(*partition: Field, versions: str = "0+", nullable: str | No
     ), versions, nullable=nullable)
 
 
+def partitions_of_topic() -> StructType:
+    """``[{topic, partitions: [int32]}]``: some partitions of each topic, by name and index."""
+    return arr(
+        F("topic", "string"),
+        F("partitions", "[]int32"),
+    )
+
+
 def leader_id_and_epoch() -> StructType:
     """``LeaderIdAndEpoch`` (KIP-951): the leader a client should go to instead."""
     return obj(

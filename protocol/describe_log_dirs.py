@@ -6,15 +6,12 @@ ErrorCode, v4 each directory's TotalBytes / UsableBytes (-1 = unknown).
 
 from __future__ import annotations
 
-from protocol.common import topic_partitions
+from protocol.common import partitions_of_topic, topic_partitions
 from protocol.schema import F, arr, message
 
 REQUEST = message(
     "DescribeLogDirsRequest",
-    F("topics", arr(
-        F("topic", "string"),
-        F("partitions", "[]int32"),
-    ), nullable="0+", default=None),
+    F("topics", partitions_of_topic(), nullable="0+", default=None),
 )
 
 RESPONSE = message(
