@@ -60,7 +60,7 @@ def leader_id_and_epoch() -> StructType:
 
 
 def node_endpoints(versions: str) -> Field:
-    """``NodeEndpoints`` (KIP-951, a tagged field): where the leaders named above listen."""
+    """``NodeEndpoints`` (KIP-951, a tagged field): where the leaders named in ``current_leader`` listen."""
     return F("node_endpoints", arr(
         F("node_id", "int32"),
         F("host", "string"),
