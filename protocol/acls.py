@@ -9,6 +9,7 @@ is the authorizer's rule (``broker.acl.authorizer``).
 
 from __future__ import annotations
 
+from protocol.common import ERROR
 from protocol.schema import F, arr, message
 
 _FILTER = (
@@ -37,10 +38,7 @@ CREATE_REQUEST = message(
 CREATE_RESPONSE = message(
     "CreateAclsResponse",
     F("throttle_time_ms", "int32"),
-    F("results", arr(
-        F("error_code", "int16"),
-        F("error_message", "string", nullable="0+"),
-    )),
+    F("results", arr(*ERROR)),
 )
 
 DESCRIBE_REQUEST = message("DescribeAclsRequest", *_FILTER)
@@ -48,8 +46,7 @@ DESCRIBE_REQUEST = message("DescribeAclsRequest", *_FILTER)
 DESCRIBE_RESPONSE = message(
     "DescribeAclsResponse",
     F("throttle_time_ms", "int32"),
-    F("error_code", "int16"),
-    F("error_message", "string", nullable="0+"),
+    *ERROR,
     F("resources", arr(
         F("resource_type", "int8"),
         F("resource_name", "string"),
@@ -69,11 +66,9 @@ DELETE_RESPONSE = message(
     "DeleteAclsResponse",
     F("throttle_time_ms", "int32"),
     F("filter_results", arr(
-        F("error_code", "int16"),
-        F("error_message", "string", nullable="0+"),
+        *ERROR,
         F("matching_acls", arr(
-            F("error_code", "int16"),
-            F("error_message", "string", nullable="0+"),
+            *ERROR,
             F("resource_type", "int8"),
             F("resource_name", "string"),
             F("pattern_type", "int8", "1+", default=3),

@@ -6,13 +6,13 @@ keys not listed are deleted (Kafka's semantics, unlike IncrementalAlterConfigs).
 
 from __future__ import annotations
 
+from protocol.common import ERROR, RESOURCE
 from protocol.schema import F, arr, message
 
 REQUEST = message(
     "AlterConfigsRequest",
     F("resources", arr(
-        F("resource_type", "int8"),
-        F("resource_name", "string"),
+        *RESOURCE,
         F("configs", arr(
             F("name", "string"),
             F("value", "string", nullable="0+"),
@@ -24,10 +24,5 @@ REQUEST = message(
 RESPONSE = message(
     "AlterConfigsResponse",
     F("throttle_time_ms", "int32"),
-    F("responses", arr(
-        F("error_code", "int16"),
-        F("error_message", "string", nullable="0+"),
-        F("resource_type", "int8"),
-        F("resource_name", "string"),
-    )),
+    F("responses", arr(*ERROR, *RESOURCE)),
 )

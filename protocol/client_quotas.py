@@ -7,6 +7,7 @@ entity of that type. Quota values are float64 on the wire.
 
 from __future__ import annotations
 
+from protocol.common import ERROR
 from protocol.schema import F, arr, message
 
 # DescribeClientQuotasRequest.MatchType.
@@ -32,8 +33,7 @@ DESCRIBE_REQUEST = message(
 DESCRIBE_RESPONSE = message(
     "DescribeClientQuotasResponse",
     F("throttle_time_ms", "int32"),
-    F("error_code", "int16"),
-    F("error_message", "string", nullable="0+"),
+    *ERROR,
     F("entries", arr(
         F("entity", _ENTITY),
         F("quota_values", arr(  # Kafka: Values (a Container method name)
@@ -59,9 +59,5 @@ ALTER_REQUEST = message(
 ALTER_RESPONSE = message(
     "AlterClientQuotasResponse",
     F("throttle_time_ms", "int32"),
-    F("entries", arr(
-        F("error_code", "int16"),
-        F("error_message", "string", nullable="0+"),
-        F("entity", _ENTITY),
-    )),
+    F("entries", arr(*ERROR, F("entity", _ENTITY))),
 )

@@ -12,7 +12,16 @@ Invariants:
 
 from __future__ import annotations
 
-from protocol.schema import F, arr, message, obj
+from protocol.schema import F, StructType, arr, message, obj
+
+
+def _topic_partitions() -> StructType:
+    """Partitions by topic id: those a member owns (request) and those assigned to it (response)."""
+    return arr(
+        F("topic_id", "uuid"),
+        F("partitions", "[]int32"),
+    )
+
 
 REQUEST = message(
     "ConsumerGroupHeartbeatRequest",
@@ -25,10 +34,7 @@ REQUEST = message(
     F("subscribed_topic_names", "[]string", nullable="0+", default=None),
     F("subscribed_topic_regex", "string", "1+", nullable="1+", default=None),
     F("server_assignor", "string", nullable="0+", default=None),
-    F("topic_partitions", arr(
-        F("topic_id", "uuid"),
-        F("partitions", "[]int32"),
-    ), nullable="0+", default=None),
+    F("topic_partitions", _topic_partitions(), nullable="0+", default=None),
 )
 
 RESPONSE = message(
@@ -39,10 +45,5 @@ RESPONSE = message(
     F("member_id", "string", nullable="0+", default=None),
     F("member_epoch", "int32"),
     F("heartbeat_interval_ms", "int32"),
-    F("assignment", obj(
-        F("topic_partitions", arr(
-            F("topic_id", "uuid"),
-            F("partitions", "[]int32"),
-        )),
-    ), nullable="0+", default=None),
+    F("assignment", obj(F("topic_partitions", _topic_partitions())), nullable="0+", default=None),
 )

@@ -10,6 +10,7 @@ Resource types, config sources and config types are plain int8 values here
 
 from __future__ import annotations
 
+from protocol.common import ERROR, RESOURCE
 from protocol.schema import F, arr, message
 
 # ConfigResource.Type ids (the request's ResourceType).
@@ -44,8 +45,7 @@ TYPE_PASSWORD = 9
 REQUEST = message(
     "DescribeConfigsRequest",
     F("resources", arr(
-        F("resource_type", "int8"),
-        F("resource_name", "string"),
+        *RESOURCE,
         F("configuration_keys", "[]string", nullable="0+"),
     )),
     F("include_synonyms", "bool", "1+"),
@@ -56,10 +56,8 @@ RESPONSE = message(
     "DescribeConfigsResponse",
     F("throttle_time_ms", "int32"),
     F("results", arr(
-        F("error_code", "int16"),
-        F("error_message", "string", nullable="0+"),
-        F("resource_type", "int8"),
-        F("resource_name", "string"),
+        *ERROR,
+        *RESOURCE,
         F("configs", arr(
             F("name", "string"),
             F("value", "string", nullable="0+"),

@@ -6,14 +6,12 @@ ErrorCode, v4 each directory's TotalBytes / UsableBytes (-1 = unknown).
 
 from __future__ import annotations
 
+from protocol.common import partitions_of_topic, topic_partitions
 from protocol.schema import F, arr, message
 
 REQUEST = message(
     "DescribeLogDirsRequest",
-    F("topics", arr(
-        F("topic", "string"),
-        F("partitions", "[]int32"),
-    ), nullable="0+", default=None),
+    F("topics", partitions_of_topic(), nullable="0+", default=None),
 )
 
 RESPONSE = message(
@@ -23,15 +21,12 @@ RESPONSE = message(
     F("results", arr(
         F("error_code", "int16"),
         F("log_dir", "string"),
-        F("topics", arr(
-            F("name", "string"),
-            F("partitions", arr(
-                F("partition_index", "int32"),
-                F("partition_size", "int64"),
-                F("offset_lag", "int64"),
-                F("is_future_key", "bool"),
-            )),
-        )),
+        topic_partitions(
+            F("partition_index", "int32"),
+            F("partition_size", "int64"),
+            F("offset_lag", "int64"),
+            F("is_future_key", "bool"),
+        ),
         F("total_bytes", "int64", "4+", default=-1),
         F("usable_bytes", "int64", "4+", default=-1),
     )),

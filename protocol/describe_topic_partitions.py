@@ -6,18 +6,24 @@ partitions per response; a non-null ``next_cursor`` says where the next page sta
 
 from __future__ import annotations
 
-from protocol.schema import F, arr, message, obj
+from protocol.schema import F, StructType, arr, message, obj
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def _cursor() -> StructType:
+    """Where a listing stopped: the request resumes at it, the response names the next one."""
+    return obj(
+        F("topic_name", "string"),
+        F("partition_index", "int32"),
+    )
+
 
 REQUEST = message(
     "DescribeTopicPartitionsRequest",
     F("topics", arr(F("name", "string"))),
     F("response_partition_limit", "int32", default=2000),
-    F("cursor", obj(
-        F("topic_name", "string"),
-        F("partition_index", "int32"),
-    ), nullable="0+", default=None),
+    F("cursor", _cursor(), nullable="0+", default=None),
 )
 
 RESPONSE = message(
@@ -41,8 +47,5 @@ RESPONSE = message(
         )),
         F("topic_authorized_operations", "int32", default=AUTHORIZED_OPERATIONS_OMITTED),
     )),
-    F("next_cursor", obj(
-        F("topic_name", "string"),
-        F("partition_index", "int32"),
-    ), nullable="0+", default=None),
+    F("next_cursor", _cursor(), nullable="0+", default=None),
 )

@@ -6,6 +6,7 @@ Invariant: one entry per requested transactional id; the state is Kafka's state
 
 from __future__ import annotations
 
+from protocol.common import partitions_of_topic
 from protocol.schema import F, arr, message
 
 REQUEST = message(
@@ -24,9 +25,6 @@ RESPONSE = message(
         F("transaction_start_time_ms", "int64"),
         F("producer_id", "int64"),
         F("producer_epoch", "int16"),
-        F("topics", arr(
-            F("topic", "string"),
-            F("partitions", "[]int32"),
-        )),
+        F("topics", partitions_of_topic()),
     )),
 )

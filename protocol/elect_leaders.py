@@ -6,15 +6,13 @@ Invariants: null ``topic_partitions`` means every partition; v1 adds ElectionTyp
 
 from __future__ import annotations
 
+from protocol.common import ERROR, partitions_of_topic
 from protocol.schema import F, arr, message
 
 REQUEST = message(
     "ElectLeadersRequest",
     F("election_type", "int8", "1+"),
-    F("topic_partitions", arr(
-        F("topic", "string"),
-        F("partitions", "[]int32"),
-    ), nullable="0+", default=None),
+    F("topic_partitions", partitions_of_topic(), nullable="0+", default=None),
     F("timeout_ms", "int32", default=60000),
 )
 
@@ -26,8 +24,7 @@ RESPONSE = message(
         F("topic", "string"),
         F("partition_result", arr(
             F("partition_id", "int32"),
-            F("error_code", "int16"),
-            F("error_message", "string", nullable="0+"),
+            *ERROR,
         )),
     )),
 )

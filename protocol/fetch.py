@@ -6,7 +6,18 @@ batch is allowed by Kafka); it is written into the response without parsing.
 
 from __future__ import annotations
 
-from protocol.schema import F, arr, message, obj
+from protocol.common import PARTITION_ERROR, leader_id_and_epoch, node_endpoints
+from protocol.schema import F, Field, arr, message, obj
+
+
+def _topics(name: str, *partition: Field) -> Field:
+    """Fetch's topics: by name up to v12, by id from v13 (KIP-516), each with its partitions."""
+    return F(name, arr(
+        F("topic", "string", "0-12"),
+        F("topic_id", "uuid", "13+"),
+        F("partitions", arr(*partition)),
+    ))
+
 
 REQUEST = message(
     "FetchRequest",
@@ -22,19 +33,16 @@ REQUEST = message(
     F("isolation_level", "int8", "4+"),
     F("session_id", "int32", "7+"),
     F("session_epoch", "int32", "7+", default=-1),
-    F("topics", arr(
-        F("topic", "string", "0-12"),
-        F("topic_id", "uuid", "13+"),
-        F("partitions", arr(
-            F("partition", "int32"),
-            F("current_leader_epoch", "int32", "9+", default=-1),
-            F("fetch_offset", "int64"),
-            F("last_fetched_epoch", "int32", "12+", default=-1),
-            F("log_start_offset", "int64", "5+", default=-1),
-            F("partition_max_bytes", "int32"),
-            F("replica_directory_id", "uuid", "17+", tag=0),
-        )),
-    )),
+    _topics(
+        "topics",
+        F("partition", "int32"),
+        F("current_leader_epoch", "int32", "9+", default=-1),
+        F("fetch_offset", "int64"),
+        F("last_fetched_epoch", "int32", "12+", default=-1),
+        F("log_start_offset", "int64", "5+", default=-1),
+        F("partition_max_bytes", "int32"),
+        F("replica_directory_id", "uuid", "17+", tag=0),
+    ),
     F("forgotten_topics_data", arr(
         F("topic", "string", "7-12"),
         F("topic_id", "uuid", "13+"),
@@ -48,39 +56,27 @@ RESPONSE = message(
     F("throttle_time_ms", "int32", "1+"),
     F("error_code", "int16", "7+"),
     F("session_id", "int32", "7+"),
-    F("responses", arr(
-        F("topic", "string", "0-12"),
-        F("topic_id", "uuid", "13+"),
-        F("partitions", arr(
-            F("partition_index", "int32"),
-            F("error_code", "int16"),
-            F("high_watermark", "int64"),
-            F("last_stable_offset", "int64", "4+", default=-1),
-            F("log_start_offset", "int64", "5+", default=-1),
-            F("diverging_epoch", obj(
-                F("epoch", "int32", default=-1),
-                F("end_offset", "int64", default=-1),
-            ), "12+", tag=0),
-            F("current_leader", obj(
-                F("leader_id", "int32", default=-1),
-                F("leader_epoch", "int32", default=-1),
-            ), "12+", tag=1),
-            F("snapshot_id", obj(
-                F("end_offset", "int64", default=-1),
-                F("epoch", "int32", default=-1),
-            ), "12+", tag=2),
-            F("aborted_transactions", arr(
-                F("producer_id", "int64"),
-                F("first_offset", "int64"),
-            ), "4+", nullable="4+"),
-            F("preferred_read_replica", "int32", "11+", default=-1),
-            F("records", "records", nullable="0+"),
-        )),
-    )),
-    F("node_endpoints", arr(
-        F("node_id", "int32"),
-        F("host", "string"),
-        F("port", "int32"),
-        F("rack", "string", nullable="16+", default=None),
-    ), "16+", tag=0),
+    _topics(
+        "responses",
+        *PARTITION_ERROR,
+        F("high_watermark", "int64"),
+        F("last_stable_offset", "int64", "4+", default=-1),
+        F("log_start_offset", "int64", "5+", default=-1),
+        F("diverging_epoch", obj(
+            F("epoch", "int32", default=-1),
+            F("end_offset", "int64", default=-1),
+        ), "12+", tag=0),
+        F("current_leader", leader_id_and_epoch(), "12+", tag=1),
+        F("snapshot_id", obj(
+            F("end_offset", "int64", default=-1),
+            F("epoch", "int32", default=-1),
+        ), "12+", tag=2),
+        F("aborted_transactions", arr(
+            F("producer_id", "int64"),
+            F("first_offset", "int64"),
+        ), "4+", nullable="4+"),
+        F("preferred_read_replica", "int32", "11+", default=-1),
+        F("records", "records", nullable="0+"),
+    ),
+    node_endpoints("16+"),
 )

@@ -5,15 +5,10 @@ Invariant: GroupInstanceId from v3; throttle time in the response from v1.
 
 from __future__ import annotations
 
+from protocol.common import GENERATION_MEMBER
 from protocol.schema import F, message
 
-REQUEST = message(
-    "HeartbeatRequest",
-    F("group_id", "string"),
-    F("generation_id", "int32"),
-    F("member_id", "string"),
-    F("group_instance_id", "string", "3+", nullable="3+", default=None),
-)
+REQUEST = message("HeartbeatRequest", *GENERATION_MEMBER)
 
 RESPONSE = message(
     "HeartbeatResponse",

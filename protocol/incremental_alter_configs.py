@@ -7,6 +7,7 @@ resource types are ``protocol.describe_configs``'s ids.
 from __future__ import annotations
 
 from protocol import alter_configs
+from protocol.common import RESOURCE
 from protocol.schema import F, arr, message
 
 OP_SET = 0
@@ -17,8 +18,7 @@ OP_SUBTRACT = 3
 REQUEST = message(
     "IncrementalAlterConfigsRequest",
     F("resources", arr(
-        F("resource_type", "int8"),
-        F("resource_name", "string"),
+        *RESOURCE,
         F("configs", arr(
             F("name", "string"),
             F("config_operation", "int8"),

@@ -5,6 +5,7 @@ Invariant: null ``topics`` lists every ongoing reassignment (a single node never
 
 from __future__ import annotations
 
+from protocol.common import ERROR, topic_partitions
 from protocol.schema import F, arr, message
 
 REQUEST = message(
@@ -19,15 +20,11 @@ REQUEST = message(
 RESPONSE = message(
     "ListPartitionReassignmentsResponse",
     F("throttle_time_ms", "int32"),
-    F("error_code", "int16"),
-    F("error_message", "string", nullable="0+"),
-    F("topics", arr(
-        F("name", "string"),
-        F("partitions", arr(
-            F("partition_index", "int32"),
-            F("replicas", "[]int32"),
-            F("adding_replicas", "[]int32"),
-            F("removing_replicas", "[]int32"),
-        )),
-    )),
+    *ERROR,
+    topic_partitions(
+        F("partition_index", "int32"),
+        F("replicas", "[]int32"),
+        F("adding_replicas", "[]int32"),
+        F("removing_replicas", "[]int32"),
+    ),
 )

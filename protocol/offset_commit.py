@@ -8,7 +8,8 @@ epoch, and an unknown group answers GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERA
 
 from __future__ import annotations
 
-from protocol.schema import F, arr, message
+from protocol.common import PARTITION_ERROR, topic_partitions
+from protocol.schema import F, message
 
 REQUEST = message(
     "OffsetCommitRequest",
@@ -17,26 +18,17 @@ REQUEST = message(
     F("member_id", "string", "1+"),
     F("group_instance_id", "string", "7+", nullable="7+", default=None),
     F("retention_time_ms", "int64", "2-4", default=-1),
-    F("topics", arr(
-        F("name", "string"),
-        F("partitions", arr(
-            F("partition_index", "int32"),
-            F("committed_offset", "int64"),
-            F("committed_leader_epoch", "int32", "6+", default=-1),
-            F("commit_timestamp", "int64", "1", default=-1),
-            F("committed_metadata", "string", nullable="0+"),
-        )),
-    )),
+    topic_partitions(
+        F("partition_index", "int32"),
+        F("committed_offset", "int64"),
+        F("committed_leader_epoch", "int32", "6+", default=-1),
+        F("commit_timestamp", "int64", "1", default=-1),
+        F("committed_metadata", "string", nullable="0+"),
+    ),
 )
 
 RESPONSE = message(
     "OffsetCommitResponse",
     F("throttle_time_ms", "int32", "3+"),
-    F("topics", arr(
-        F("name", "string"),
-        F("partitions", arr(
-            F("partition_index", "int32"),
-            F("error_code", "int16"),
-        )),
-    )),
+    topic_partitions(*PARTITION_ERROR),
 )

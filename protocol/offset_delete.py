@@ -6,28 +6,18 @@ every other API, then per-partition errors.
 
 from __future__ import annotations
 
-from protocol.schema import F, arr, message
+from protocol.common import PARTITION_ERROR, topic_partitions
+from protocol.schema import F, message
 
 REQUEST = message(
     "OffsetDeleteRequest",
     F("group_id", "string"),
-    F("topics", arr(
-        F("name", "string"),
-        F("partitions", arr(
-            F("partition_index", "int32"),
-        )),
-    )),
+    topic_partitions(F("partition_index", "int32")),
 )
 
 RESPONSE = message(
     "OffsetDeleteResponse",
     F("error_code", "int16"),
     F("throttle_time_ms", "int32"),
-    F("topics", arr(
-        F("name", "string"),
-        F("partitions", arr(
-            F("partition_index", "int32"),
-            F("error_code", "int16"),
-        )),
-    )),
+    topic_partitions(*PARTITION_ERROR),
 )

@@ -7,6 +7,7 @@ v9 adds each group's MemberId (nullable) and MemberEpoch (KIP-848).
 
 from __future__ import annotations
 
+from protocol.common import topic_partitions
 from protocol.schema import F, arr, message
 
 REQUEST = message(
@@ -31,29 +32,24 @@ REQUEST = message(
 RESPONSE = message(
     "OffsetFetchResponse",
     F("throttle_time_ms", "int32", "3+"),
-    F("topics", arr(
-        F("name", "string"),
-        F("partitions", arr(
-            F("partition_index", "int32"),
-            F("committed_offset", "int64"),
-            F("committed_leader_epoch", "int32", "5+", default=-1),
-            F("metadata", "string", nullable="0-7"),
-            F("error_code", "int16"),
-        )),
-    ), "0-7"),
+    topic_partitions(
+        F("partition_index", "int32"),
+        F("committed_offset", "int64"),
+        F("committed_leader_epoch", "int32", "5+", default=-1),
+        F("metadata", "string", nullable="0-7"),
+        F("error_code", "int16"),
+        versions="0-7",
+    ),
     F("error_code", "int16", "2-7"),
     F("groups", arr(
         F("group_id", "string"),
-        F("topics", arr(
-            F("name", "string"),
-            F("partitions", arr(
-                F("partition_index", "int32"),
-                F("committed_offset", "int64"),
-                F("committed_leader_epoch", "int32", default=-1),
-                F("metadata", "string", nullable="8+"),
-                F("error_code", "int16"),
-            )),
-        )),
+        topic_partitions(
+            F("partition_index", "int32"),
+            F("committed_offset", "int64"),
+            F("committed_leader_epoch", "int32", default=-1),
+            F("metadata", "string", nullable="8+"),
+            F("error_code", "int16"),
+        ),
         F("error_code", "int16"),
     ), "8+"),
 )

@@ -7,7 +7,8 @@ ThrottleTimeMs is the last top-level response field.
 
 from __future__ import annotations
 
-from protocol.schema import F, arr, message, obj
+from protocol.common import leader_id_and_epoch, node_endpoints
+from protocol.schema import F, arr, message
 
 REQUEST = message(
     "ProduceRequest",
@@ -38,17 +39,9 @@ RESPONSE = message(
                 F("batch_index_error_message", "string", nullable="8+", default=None),
             ), "8+"),
             F("error_message", "string", "8+", nullable="8+", default=None),
-            F("current_leader", obj(
-                F("leader_id", "int32", default=-1),
-                F("leader_epoch", "int32", default=-1),
-            ), "10+", tag=0),
+            F("current_leader", leader_id_and_epoch(), "10+", tag=0),
         )),
     )),
     F("throttle_time_ms", "int32", "1+"),
-    F("node_endpoints", arr(
-        F("node_id", "int32"),
-        F("host", "string"),
-        F("port", "int32"),
-        F("rack", "string", nullable="10+", default=None),
-    ), "10+", tag=0),
+    node_endpoints("10+"),
 )

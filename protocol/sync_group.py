@@ -6,14 +6,12 @@ the response from v5 (KIP-559).
 
 from __future__ import annotations
 
+from protocol.common import GENERATION_MEMBER
 from protocol.schema import F, arr, message
 
 REQUEST = message(
     "SyncGroupRequest",
-    F("group_id", "string"),
-    F("generation_id", "int32"),
-    F("member_id", "string"),
-    F("group_instance_id", "string", "3+", nullable="3+", default=None),
+    *GENERATION_MEMBER,
     F("protocol_type", "string", "5+", nullable="5+", default=None),
     F("protocol_name", "string", "5+", nullable="5+", default=None),
     F("assignments", arr(

@@ -6,7 +6,8 @@ CommittedLeaderEpoch from v2.
 
 from __future__ import annotations
 
-from protocol.schema import F, arr, message
+from protocol.common import PARTITION_ERROR, topic_partitions
+from protocol.schema import F, message
 
 REQUEST = message(
     "TxnOffsetCommitRequest",
@@ -17,25 +18,16 @@ REQUEST = message(
     F("generation_id", "int32", "3+", default=-1),
     F("member_id", "string", "3+", default=""),
     F("group_instance_id", "string", "3+", nullable="3+", default=None),
-    F("topics", arr(
-        F("name", "string"),
-        F("partitions", arr(
-            F("partition_index", "int32"),
-            F("committed_offset", "int64"),
-            F("committed_leader_epoch", "int32", "2+", default=-1),
-            F("committed_metadata", "string", nullable="0+"),
-        )),
-    )),
+    topic_partitions(
+        F("partition_index", "int32"),
+        F("committed_offset", "int64"),
+        F("committed_leader_epoch", "int32", "2+", default=-1),
+        F("committed_metadata", "string", nullable="0+"),
+    ),
 )
 
 RESPONSE = message(
     "TxnOffsetCommitResponse",
     F("throttle_time_ms", "int32"),
-    F("topics", arr(
-        F("name", "string"),
-        F("partitions", arr(
-            F("partition_index", "int32"),
-            F("error_code", "int16"),
-        )),
-    )),
+    topic_partitions(*PARTITION_ERROR),
 )
