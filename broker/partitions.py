@@ -240,12 +240,7 @@ class PartitionManager:
             "#Written by Chronolog\n"
             f"cluster.id={cluster_id}\nnode.id={self.config.node_id}\nversion=1\n"
         )
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        atomic_write_text(path, text)
         return cluster_id
 
     def _config_for(self, topic: str) -> LogConfig | None:

@@ -66,6 +66,7 @@ from storage.primitives import read_varint as _read_varint
 from storage.primitives import read_varlong as _read_varlong
 from storage.primitives import uvarint_bytes
 from storage.primitives import write_uvarint as _encode_uvarint
+from storage.zonemap import count_late as _count_late_seq
 
 HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
 """numpy is the arrow extra's: without it an unsorted run's lateness is counted in Python."""
@@ -1066,16 +1067,7 @@ def _run_late(key: int, k: int, lane: int, half_range: int, lm: int) -> tuple[in
         gap = before - d
         late = int(_np.count_nonzero(gap > 0))
         return late, (int(gap.max()) if late else 0)
-    late = worst = 0
-    r = lm
-    for t in _lanes_list(key, k, lane, -half_range):
-        if t > r:
-            r = t
-        elif t < r:
-            late += 1
-            if r - t > worst:
-                worst = r - t
-    return late, worst
+    return _count_late_seq(_lanes_list(key, k, lane, -half_range), lm)
 
 
 _OFFSET_WIDTH_START = (0, 0, 64, 8192, 1 << 20, 1 << 27)  # first delta needing w bytes
