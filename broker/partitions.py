@@ -24,7 +24,6 @@ import base64
 import functools
 import json
 import logging
-import os
 import re
 import time
 import uuid
