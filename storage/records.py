@@ -56,7 +56,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from types import ModuleType
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypedDict, Unpack
 
 import crc32c as _crc32c
 
@@ -719,34 +719,31 @@ def _encode_records(
     return pieces, count, base_ts, max_ts
 
 
-def build_batch(
-    records: Iterable[RecordLike],
-    *,
-    base_offset: int = 0,
-    compression: int = 0,
-    timestamp_type: int = 0,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    partition_leader_epoch: int = -1,
-    is_transactional: bool = False,
-    compression_level: int | None = None,
-) -> bytes:
+class BatchOptions(TypedDict, total=False):
+    """The header fields and codec settings of a batch being built (``build_batch``,
+    ``storage.columnar.build_batch_columns``); defaults as in :func:`assemble_batch`."""
+
+    base_offset: int
+    compression: int
+    timestamp_type: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    partition_leader_epoch: int
+    is_transactional: bool
+    compression_level: int | None
+
+
+def build_batch(records: Iterable[RecordLike], **options: Unpack[BatchOptions]) -> bytes:
     """Build one v2 batch; offset deltas are the records' positions (0..n-1).
 
     baseTimestamp is the first record's timestamp and maxTimestamp the largest
     (both -1 for no records), as Kafka's producer writes them. The requested codec
     is always applied, even when compressing does not shrink the records.
     """
-    check_batch_options(compression, timestamp_type)
+    check_batch_options(options.get("compression", 0), options.get("timestamp_type", 0))
     pieces, count, base_ts, max_ts = _encode_records(records)
-    return assemble_batch(
-        [b"".join(pieces)], count, base_ts, max_ts, base_offset=base_offset,
-        compression=compression, timestamp_type=timestamp_type, producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequence=base_sequence,
-        partition_leader_epoch=partition_leader_epoch, is_transactional=is_transactional,
-        compression_level=compression_level,
-    )
+    return assemble_batch([b"".join(pieces)], count, base_ts, max_ts, **options)
 
 
 def check_batch_options(compression: int, timestamp_type: int) -> None:
@@ -763,15 +760,15 @@ def assemble_batch(
     base_ts: int,
     max_ts: int,
     *,
-    base_offset: int,
-    compression: int,
-    timestamp_type: int,
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-    partition_leader_epoch: int,
-    is_transactional: bool,
-    compression_level: int | None,
+    base_offset: int = 0,
+    compression: int = 0,
+    timestamp_type: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+    compression_level: int | None = None,
 ) -> bytes:
     """Header + records: compress the encoded records (``parts``, concatenated), write
     the header, CRC-32C over attributes..end, one join. Shared by :func:`build_batch`
