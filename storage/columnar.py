@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 
 from storage import codecs
 from storage.errors import CorruptRecordError, InvalidRecordError
-from storage.primitives import read_varint, varint_bytes, write_uvarint
+from storage.primitives import read_varint, varint_bytes
 from storage.records import (
     CONTROL_MASK,
     HEADER_SIZE,
@@ -55,6 +55,7 @@ from storage.records import (
     assemble_batch,
     check_batch_options,
     crc_ok,
+    encode_headers,
     iter_batches,
 )
 
@@ -396,7 +397,7 @@ def _encode_headers(
             ]
     if headers is None or not any(headers):
         return None, np.ones(n, dtype=np.int64)
-    blobs = [b"\x00" if not h else _header_blob(h) for h in headers]
+    blobs = [b"\x00" if not h else bytes(encode_headers(h)) for h in headers]
     if len(blobs) != n:
         raise ValueError(f"{len(blobs)} header lists for {n} records")
     arr = pa.array(blobs, type=pa.binary())
@@ -408,20 +409,6 @@ def header_section_sizes(headers: Sequence[Any] | pa.Array | None, n: int) -> I6
     return _encode_headers(headers, n)[1] - 1
 
 
-def _header_blob(headers: Sequence[tuple[str, bytes | str | None]]) -> bytes:
-    out = bytearray()
-    write_uvarint(2 * len(headers), out)
-    for hkey, hval in headers:
-        kb = hkey.encode("utf-8")
-        write_uvarint(2 * len(kb), out)
-        out += kb
-        if hval is None:
-            out.append(1)
-        else:
-            vb = hval.encode("utf-8") if isinstance(hval, str) else hval
-            write_uvarint(2 * len(vb), out)
-            out += vb
-    return bytes(out)
 
 
 # ---------------------------------------------------------------- building

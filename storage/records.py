@@ -649,6 +649,24 @@ def small_uvarints() -> list[bytes]:
     return table
 
 
+def encode_headers(headers: Sequence[tuple[str, bytes | str | None]]) -> bytearray:
+    """A record's header section: the count, then each UTF-8 key and its value (a str
+    value UTF-8 encoded, None written as length -1)."""
+    out = bytearray()
+    _encode_uvarint(2 * len(headers), out)
+    for hkey, hval in headers:
+        kb = hkey.encode("utf-8")
+        _encode_uvarint(2 * len(kb), out)
+        out += kb
+        if hval is None:
+            out.append(1)
+        else:
+            vb = hval.encode("utf-8") if isinstance(hval, str) else hval
+            _encode_uvarint(2 * len(vb), out)
+            out += vb
+    return out
+
+
 def _encode_records(
     records: Iterable[RecordLike],
 ) -> tuple[list[bytes | bytearray | memoryview], int, int, int]:
@@ -698,18 +716,7 @@ def _encode_records(
             size += len(vv) + len(value)
         headers = r.headers
         if headers:
-            hparts = bytearray()
-            _encode_uvarint(2 * len(headers), hparts)
-            for hkey, hval in headers:
-                kb = hkey.encode("utf-8")
-                _encode_uvarint(2 * len(kb), hparts)
-                hparts += kb
-                if hval is None:
-                    hparts.append(1)
-                else:
-                    _encode_uvarint(2 * len(hval), hparts)
-                    hparts += hval
-            hv: bytes | bytearray = hparts
+            hv: bytes | bytearray = encode_headers(headers)
         else:
             hv = zero
         size += len(hv)
