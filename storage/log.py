@@ -196,7 +196,7 @@ class Log:
     @classmethod
     def open(cls, directory: str | os.PathLike[str], config: LogConfig,
              **options: Unpack[OpenOptions]) -> Log:
-        """``Log(directory, config, **options)`` (the cleaner's checkpoint aside)."""
+        """``Log(directory, config, **options)``; only ``LogDir`` passes ``cleaned_offset``."""
         return cls(directory, config, **options)
 
     # -- loading ---------------------------------------------------------------
