@@ -43,9 +43,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("chronolog.broker")
 
 _perf = time.perf_counter
-API_VERSIONS_KEY = 18
-FETCH_KEY = 1
-PRODUCE_KEY = 0
+# The API keys answers treat specially, as plain ints (compared on every request).
+API_VERSIONS_KEY = int(papi.ApiKey.API_VERSIONS)
+FETCH_KEY = int(papi.ApiKey.FETCH)
+PRODUCE_KEY = int(papi.ApiKey.PRODUCE)
 
 
 def respond(broker: Broker, peer: str, route: Route, request: Any, ctx: RequestContext,

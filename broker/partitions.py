@@ -24,7 +24,6 @@ import base64
 import functools
 import json
 import logging
-import os
 import re
 import time
 import uuid
@@ -240,12 +239,7 @@ class PartitionManager:
             "#Written by Chronolog\n"
             f"cluster.id={cluster_id}\nnode.id={self.config.node_id}\nversion=1\n"
         )
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        atomic_write_text(path, text)
         return cluster_id
 
     def _config_for(self, topic: str) -> LogConfig | None:

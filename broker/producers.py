@@ -69,10 +69,11 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.fsutil import atomic_write_text
+from storage.records import BatchHeader
 from storage.txnindex import TxnIndexEntry
 
 BATCHES_TO_RETAIN = 5
@@ -87,25 +88,6 @@ EXPIRY_CHECK_INTERVAL_MS = 600_000  # producer.id.expiration.check.interval.ms
 ID_BLOCK_FILE = "producer-id-block"
 SNAPSHOT_FILE = "producer-state-snapshot.json"
 SNAPSHOT_VERSION = 2
-
-
-class BatchHeaderLike(Protocol):
-    """The fields of ``storage.records.BatchHeader`` that producer state needs."""
-
-    @property
-    def base_offset(self) -> int: ...
-    @property
-    def last_offset_delta(self) -> int: ...
-    @property
-    def max_timestamp(self) -> int: ...
-    @property
-    def producer_id(self) -> int: ...
-    @property
-    def producer_epoch(self) -> int: ...
-    @property
-    def base_sequence(self) -> int: ...
-    @property
-    def attributes(self) -> int: ...
 
 
 # One aborted transaction of a partition: Kafka's 34-byte ``.txnindex`` entry
@@ -306,7 +288,7 @@ class ProducerStateManager:
             self.remove_expired(now_ms)
 
     def check_batch(
-        self, topic: str, partition: int, header: BatchHeaderLike
+        self, topic: str, partition: int, header: BatchHeader
     ) -> Duplicate | None:
         """``check`` with the fields taken from a parsed batch header."""
         return self.check(
@@ -319,7 +301,7 @@ class ProducerStateManager:
         self,
         topic: str,
         partition: int,
-        header: BatchHeaderLike,
+        header: BatchHeader,
         base_offset: int,
         log_append_time_ms: int,
         *,
@@ -394,8 +376,8 @@ class ProducerStateManager:
         partition: int,
         log_start_offset: int,
         log_end_offset: int,
-        read_headers: Callable[[int], Iterable[BatchHeaderLike]],
-        control_type: Callable[[BatchHeaderLike], int | None] | None = None,
+        read_headers: Callable[[int], Iterable[BatchHeader]],
+        control_type: Callable[[BatchHeader], int | None] | None = None,
     ) -> None:
         """Rebuild a partition's state when its log is opened.
 

@@ -117,7 +117,7 @@ from storage.records import (
     _run_offsets_ok,
     scan_timestamps,
 )
-from storage.segment import INT32_MAX, LogSegment
+from storage.segment import INT32_MAX, LogSegment, read_batches
 from storage.txnindex import TxnIndexEntry
 
 if TYPE_CHECKING:
@@ -303,40 +303,22 @@ def log_to_clean(log: Log, checkpoint: int | None, now_ms: int,
 def _batches(fd: int, start: int, end: int, throttler: Throttler | None,
              abort: threading.Event | None) -> Iterator[tuple[bytes, int, BatchHeader]]:
     """(buffer, position in it, header) of each whole batch in [start, end) of a .log."""
-    pos = start
-    buf = b""
-    buf_pos = pos
-    unpack = HEADER_STRUCT.unpack_from
-    make = BatchHeader._make
-    while end - pos >= HEADER_SIZE:
-        rel = pos - buf_pos
-        if rel + HEADER_SIZE > len(buf):
-            if abort is not None and abort.is_set():
-                raise CleanAborted("cleaning stopped")
-            buf = os.pread(fd, min(READ_WINDOW, end - pos), pos)
-            buf_pos, rel = pos, 0
-            if throttler is not None:
-                throttler.maybe_throttle(len(buf))
-            if len(buf) < HEADER_SIZE:
-                return
-        h = make(unpack(buf, rel))
-        if h.magic != MAGIC or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
-            raise CleanAborted(f"no valid batch header at position {pos}")
-        size = h.batch_length + LOG_OVERHEAD
-        if pos + size > end:
-            return
-        if rel + size > len(buf):
-            buf = os.pread(fd, max(size, min(READ_WINDOW, end - pos)), pos)
-            buf_pos, rel = pos, 0
-            if throttler is not None:
-                throttler.maybe_throttle(len(buf))
-            if len(buf) < size:
-                return
+
+    def go_on(_pos: int) -> bool:
+        if abort is not None and abort.is_set():
+            raise CleanAborted("cleaning stopped")
+        return True
+
+    def invalid(pos: int) -> Exception:
+        return CleanAborted(f"no valid batch header at position {pos}")
+
+    for buf, rel, _pos, h in read_batches(
+            fd, start, end, READ_WINDOW, invalid, before_read=go_on,
+            after_read=None if throttler is None else throttler.maybe_throttle):
         yield buf, rel, h
         # Give the GIL away between batches: a thread waiting for it (the broker's
         # event loop) runs first, so cleaning takes the time the loop leaves idle.
         time.sleep(0)
-        pos += size
 
 
 def _zz(data: bytes, p: int, end: int) -> tuple[int, int]:

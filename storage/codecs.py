@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 
 import cramjam
 
@@ -183,47 +184,7 @@ def zstd_output_bound(data: Buffer) -> int:
     their Block_Size, a compressed block at most 128 KiB. Malformed framing is
     CorruptRecordError.
     """
-    view = memoryview(data)
-    end = len(view)
-    pos = 0
-    bound = 0
-    while True:
-        pos, magic = _next_frame(view, pos, end, "zstd")
-        if magic is None:
-            break
-        if magic != _ZSTD_MAGIC:
-            raise CorruptRecordError(f"not a zstd frame (magic {magic:#010x})")
-        if pos + 5 > end:
-            raise CorruptRecordError("zstd frame header is truncated")
-        fhd = view[pos + 4]
-        single_segment = fhd & 0x20
-        fcs_size = (0, 2, 4, 8)[fhd >> 6] or (1 if single_segment else 0)
-        pos += 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[fhd & 3] + fcs_size
-        while True:
-            if pos + 3 > end:
-                raise CorruptRecordError("zstd block header is truncated")
-            bh = view[pos] | (view[pos + 1] << 8) | (view[pos + 2] << 16)
-            pos += 3
-            kind = (bh >> 1) & 3
-            size = bh >> 3
-            if kind == 0:
-                bound += size
-                pos += size
-            elif kind == 1:
-                bound += size
-                pos += 1
-            elif kind == 2:
-                bound += _ZSTD_BLOCK_MAX
-                pos += size
-            else:
-                raise CorruptRecordError("zstd block uses the reserved block type")
-            if bh & 1:
-                break
-        if fhd & 0x04:
-            pos += 4
-    if pos != end:
-        raise CorruptRecordError("zstd frame is truncated")
-    return bound
+    return _frames_bound(data, "zstd", _ZSTD_MAGIC, 5, _zstd_frame_bound)
 
 
 def lz4_output_bound(data: Buffer) -> int:
@@ -232,39 +193,86 @@ def lz4_output_bound(data: Buffer) -> int:
     Walks frame and block headers only: an uncompressed block regenerates its
     size, a compressed one at most the frame's block maximum size.
     """
+    return _frames_bound(data, "lz4", _LZ4_MAGIC, 7, _lz4_frame_bound)
+
+
+def _frames_bound(data: Buffer, name: str, want_magic: int, header_bytes: int,
+                  frame_bound: Callable[[memoryview, int, int], tuple[int, int]]) -> int:
+    """The sum of ``frame_bound`` over the frames of ``data`` (skippable frames passed
+    over), each of which must start with ``want_magic`` and at least ``header_bytes``;
+    ``frame_bound(view, pos, end)`` walks the frame at ``pos`` and returns (position
+    after it, its bound). The frames must end exactly at the end of ``data``."""
     view = memoryview(data)
     end = len(view)
     pos = 0
     bound = 0
     while True:
-        pos, magic = _next_frame(view, pos, end, "lz4")
+        pos, magic = _next_frame(view, pos, end, name)
         if magic is None:
             break
-        if magic != _LZ4_MAGIC:
-            raise CorruptRecordError(f"not an lz4 frame (magic {magic:#010x})")
-        if pos + 7 > end:
-            raise CorruptRecordError("lz4 frame header is truncated")
-        flg = view[pos + 4]
-        block_max = _LZ4_BLOCK_MAX.get((view[pos + 5] >> 4) & 7)
-        if block_max is None:
-            raise CorruptRecordError("lz4 frame declares an invalid block size")
-        pos += 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1
-        block_checksum = 4 if flg & 0x10 else 0
-        while True:
-            if pos + 4 > end:
-                raise CorruptRecordError("lz4 block header is truncated")
-            (bh,) = _LE32.unpack_from(view, pos)
-            pos += 4
-            if bh == 0:
-                break
-            size = bh & 0x7FFFFFFF
-            bound += size if bh & 0x80000000 else block_max
-            pos += size + block_checksum
-        if flg & 0x04:
-            pos += 4
+        if magic != want_magic:
+            raise CorruptRecordError(f"not {name} framing (magic {magic:#010x})")
+        if pos + header_bytes > end:
+            raise CorruptRecordError(f"{name} frame header is truncated")
+        pos, frame = frame_bound(view, pos, end)
+        bound += frame
     if pos != end:
-        raise CorruptRecordError("lz4 frame is truncated")
+        raise CorruptRecordError(f"{name} frame is truncated")
     return bound
+
+
+def _zstd_frame_bound(view: memoryview, pos: int, end: int) -> tuple[int, int]:
+    fhd = view[pos + 4]
+    single_segment = fhd & 0x20
+    fcs_size = (0, 2, 4, 8)[fhd >> 6] or (1 if single_segment else 0)
+    pos += 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[fhd & 3] + fcs_size
+    bound = 0
+    while True:
+        if pos + 3 > end:
+            raise CorruptRecordError("zstd block header is truncated")
+        bh = view[pos] | (view[pos + 1] << 8) | (view[pos + 2] << 16)
+        pos += 3
+        kind = (bh >> 1) & 3
+        size = bh >> 3
+        if kind == 0:
+            bound += size
+            pos += size
+        elif kind == 1:
+            bound += size
+            pos += 1
+        elif kind == 2:
+            bound += _ZSTD_BLOCK_MAX
+            pos += size
+        else:
+            raise CorruptRecordError("zstd block uses the reserved block type")
+        if bh & 1:
+            break
+    if fhd & 0x04:
+        pos += 4
+    return pos, bound
+
+
+def _lz4_frame_bound(view: memoryview, pos: int, end: int) -> tuple[int, int]:
+    flg = view[pos + 4]
+    block_max = _LZ4_BLOCK_MAX.get((view[pos + 5] >> 4) & 7)
+    if block_max is None:
+        raise CorruptRecordError("lz4 frame declares an invalid block size")
+    pos += 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1
+    block_checksum = 4 if flg & 0x10 else 0
+    bound = 0
+    while True:
+        if pos + 4 > end:
+            raise CorruptRecordError("lz4 block header is truncated")
+        (bh,) = _LE32.unpack_from(view, pos)
+        pos += 4
+        if bh == 0:
+            break
+        size = bh & 0x7FFFFFFF
+        bound += size if bh & 0x80000000 else block_max
+        pos += size + block_checksum
+    if flg & 0x04:
+        pos += 4
+    return pos, bound
 
 
 def _xerial_encode(data: Buffer) -> bytes:

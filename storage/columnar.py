@@ -35,7 +35,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -44,15 +44,18 @@ import pyarrow.compute as pc
 
 from storage import codecs
 from storage.errors import CorruptRecordError, InvalidRecordError
-from storage.primitives import read_varint, varint_bytes, write_uvarint
+from storage.primitives import read_varint, varint_bytes
 from storage.records import (
     CONTROL_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    BatchOptions,
     assemble_batch,
     check_batch_options,
     crc_ok,
+    encode_headers,
     iter_batches,
 )
 
@@ -394,7 +397,7 @@ def _encode_headers(
             ]
     if headers is None or not any(headers):
         return None, np.ones(n, dtype=np.int64)
-    blobs = [b"\x00" if not h else _header_blob(h) for h in headers]
+    blobs = [b"\x00" if not h else bytes(encode_headers(h)) for h in headers]
     if len(blobs) != n:
         raise ValueError(f"{len(blobs)} header lists for {n} records")
     arr = pa.array(blobs, type=pa.binary())
@@ -406,20 +409,6 @@ def header_section_sizes(headers: Sequence[Any] | pa.Array | None, n: int) -> I6
     return _encode_headers(headers, n)[1] - 1
 
 
-def _header_blob(headers: Sequence[tuple[str, bytes | str | None]]) -> bytes:
-    out = bytearray()
-    write_uvarint(2 * len(headers), out)
-    for hkey, hval in headers:
-        kb = hkey.encode("utf-8")
-        write_uvarint(2 * len(kb), out)
-        out += kb
-        if hval is None:
-            out.append(1)
-        else:
-            vb = hval.encode("utf-8") if isinstance(hval, str) else hval
-            write_uvarint(2 * len(vb), out)
-            out += vb
-    return bytes(out)
 
 
 # ---------------------------------------------------------------- building
@@ -443,16 +432,7 @@ def build_batch_columns(
     values: Any,
     timestamps: Any = None,
     headers: Sequence[Any] | pa.Array | None = None,
-    *,
-    base_offset: int = 0,
-    compression: int = 0,
-    timestamp_type: int = 0,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    partition_leader_epoch: int = -1,
-    is_transactional: bool = False,
-    compression_level: int | None = None,
+    **options: Unpack[BatchOptions],
 ) -> bytes:
     """One v2 batch of ``len(values)`` records from columns; see the module docstring.
 
@@ -460,7 +440,7 @@ def build_batch_columns(
     for all, or ``None`` (now); ``headers`` ``None`` or one header list (or None)
     per record. The result equals ``storage.records.build_batch`` of the rows.
     """
-    check_batch_options(compression, timestamp_type)
+    check_batch_options(options.get("compression", 0), options.get("timestamp_type", 0))
     vcol = binary_column(values)
     n = len(vcol)
     kcol = binary_column(keys, n)
@@ -533,12 +513,7 @@ def build_batch_columns(
     else:
         base_ts = max_ts = -1
         parts = []
-    return assemble_batch(
-        parts, n, base_ts, max_ts, base_offset=base_offset, compression=compression,
-        timestamp_type=timestamp_type, producer_id=producer_id, producer_epoch=producer_epoch,
-        base_sequence=base_sequence, partition_leader_epoch=partition_leader_epoch,
-        is_transactional=is_transactional, compression_level=compression_level,
-    )
+    return assemble_batch(parts, n, base_ts, max_ts, **options)
 
 
 def warm_up() -> None:
@@ -576,6 +551,42 @@ class ColumnBatch:
         return 0 if self.columns is None else len(self.columns["offset"])
 
 
+class _Bodies:
+    """The record sections of the data batches decoded together (decompressed) and the
+    header fields their records' columns need, batch by batch."""
+
+    __slots__ = ("sections", "counts", "base_offsets", "base_ts", "max_ts", "log_append")
+
+    def __init__(self) -> None:
+        self.sections: list[bytes | memoryview] = []
+        self.counts: list[int] = []
+        self.base_offsets: list[int] = []
+        self.base_ts: list[int] = []
+        self.max_ts: list[int] = []
+        self.log_append: list[int] = []
+
+    def add(self, view: memoryview, pos: int, h: BatchHeader) -> None:
+        codec = h.attributes & 0x07
+        body = view[pos + HEADER_SIZE : pos + h.batch_length + LOG_OVERHEAD]
+        self.sections.append(body if codec == 0 else codecs.decompress(codec, body))
+        self.counts.append(h.records_count)
+        self.base_offsets.append(h.base_offset)
+        self.base_ts.append(h.base_timestamp)
+        self.max_ts.append(h.max_timestamp)
+        self.log_append.append(1 if h.attributes & TIMESTAMP_TYPE_MASK else 0)
+
+    def records(self, where: str) -> tuple[bytes, U8, I64, I64, I64]:
+        """(joined sections padded by _PAD, their bytes as an array, each record's body
+        start and length in them, each record's batch index)."""
+        self.sections.append(bytes(_PAD))
+        data = b"".join(self.sections)
+        self.sections.pop()
+        d = np.frombuffer(data, dtype=np.uint8)
+        starts, lengths = _record_bodies(data, d, self.sections, self.counts, where,
+                                         self.base_offsets)
+        return data, d, starts, lengths, np.repeat(np.arange(len(self.counts)), self.counts)
+
+
 def decode_columns(
     buf: bytes | bytearray | memoryview, start: int, end: int, where: str = "records"
 ) -> ColumnBatch:
@@ -587,12 +598,7 @@ def decode_columns(
     ``where`` names the data in errors (e.g. ``"topic-0"``).
     """
     view = memoryview(buf)
-    sections: list[bytes | memoryview] = []
-    counts: list[int] = []
-    base_offsets: list[int] = []
-    base_ts: list[int] = []
-    max_ts: list[int] = []
-    log_append: list[int] = []
+    b = _Bodies()
     next_offset = start
     seen = 0
     for pos, h in iter_batches(view):
@@ -609,23 +615,12 @@ def decode_columns(
             raise CorruptRecordError(
                 f"{where}: the batch at offset {h.base_offset} fails its CRC-32C"
             )
-        codec = h.attributes & 0x07
-        body = view[pos + HEADER_SIZE : pos + h.batch_length + LOG_OVERHEAD]
-        sections.append(body if codec == 0 else codecs.decompress(codec, body))
-        counts.append(h.records_count)
-        base_offsets.append(h.base_offset)
-        base_ts.append(h.base_timestamp)
-        max_ts.append(h.max_timestamp)
-        log_append.append(1 if h.attributes & TIMESTAMP_TYPE_MASK else 0)
-    if not sections:
+        b.add(view, pos, h)
+    if not b.sections:
         return ColumnBatch(None, next_offset, seen, 0)
-    sections.append(bytes(_PAD))
-    data = b"".join(sections)
-    sections.pop()
-    d = np.frombuffer(data, dtype=np.uint8)
-    starts, lengths = _record_bodies(data, d, sections, counts, where, base_offsets)
+    data, d, starts, lengths, rec_batch = b.records(where)
+    base_offsets, base_ts, max_ts, log_append = b.base_offsets, b.base_ts, b.max_ts, b.log_append
     n_rec = len(starts)
-    rec_batch = np.repeat(np.arange(len(counts)), counts)
     rows = _decode_fields(d, starts, lengths, where, base_offsets, rec_batch)
     offsets = np.asarray(base_offsets, dtype=np.int64)[rec_batch] + rows["offset_delta"]
     keep = (offsets >= start) & (offsets < end)
@@ -681,36 +676,20 @@ def decode_timestamps(buf: bytes | bytearray | memoryview, where: str = "records
     torn trailing batch is ignored. For storage's own reads (the batches were
     validated at append), so CRCs are not checked again."""
     view = memoryview(buf)
-    sections: list[bytes | memoryview] = []
-    counts: list[int] = []
-    base_offsets: list[int] = []
-    base_ts: list[int] = []
-    max_ts: list[int] = []
-    log_append: list[int] = []
+    b = _Bodies()
     pids: list[int] = []
     txn: list[bool] = []
     for pos, h in iter_batches(view):
         if h.records_count <= 0 or h.attributes & CONTROL_MASK:
             continue
-        codec = h.attributes & 0x07
-        body = view[pos + HEADER_SIZE : pos + h.batch_length + LOG_OVERHEAD]
-        sections.append(body if codec == 0 else codecs.decompress(codec, body))
-        counts.append(h.records_count)
-        base_offsets.append(h.base_offset)
-        base_ts.append(h.base_timestamp)
-        max_ts.append(h.max_timestamp)
-        log_append.append(1 if h.attributes & TIMESTAMP_TYPE_MASK else 0)
+        b.add(view, pos, h)
         pids.append(h.producer_id)
         txn.append(bool(h.attributes & 0x10))
-    if not sections:
+    if not b.sections:
         e = np.zeros(0, dtype=np.int64)
         return TimestampColumns(e, e, e, np.zeros(0, dtype=np.bool_))
-    sections.append(bytes(_PAD))
-    data = b"".join(sections)
-    sections.pop()
-    d = np.frombuffer(data, dtype=np.uint8)
-    starts, lengths = _record_bodies(data, d, sections, counts, where, base_offsets)
-    rec_batch = np.repeat(np.arange(len(counts)), counts)
+    data, d, starts, lengths, rec_batch = b.records(where)
+    base_offsets, base_ts, max_ts, log_append = b.base_offsets, b.base_ts, b.max_ts, b.log_append
     p = starts + 1  # the attributes byte
     ts_delta, s, ok1 = _varints(d, p, 10)
     off_delta, _, ok2 = _varints(d, p + s, 5)

@@ -26,7 +26,7 @@ import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypedDict, Unpack
 
 from storage import planner, swap, txnindex, zonemap
 from storage.batch_search import offset_of_first_max
@@ -139,6 +139,14 @@ class RollFlush:
                 pass
 
 
+class OpenOptions(TypedDict, total=False):
+    """The keyword arguments ``Log.open`` passes on to ``Log``."""
+
+    log_start_offset: int | None
+    recovery_point: int | None
+    clean_shutdown: bool
+
+
 class Log:
     """One partition directory (``<topic>-<partition>``) of Kafka-format segments."""
 
@@ -186,17 +194,10 @@ class Log:
         self._roll_flush_upto = max(self._roll_flush_upto, self.recovery_point)
 
     @classmethod
-    def open(
-        cls,
-        directory: str | os.PathLike[str],
-        config: LogConfig,
-        *,
-        log_start_offset: int | None = None,
-        recovery_point: int | None = None,
-        clean_shutdown: bool = True,
-    ) -> Log:
-        return cls(directory, config, log_start_offset=log_start_offset,
-                   recovery_point=recovery_point, clean_shutdown=clean_shutdown)
+    def open(cls, directory: str | os.PathLike[str], config: LogConfig,
+             **options: Unpack[OpenOptions]) -> Log:
+        """``Log(directory, config, **options)``; only ``LogDir`` passes ``cleaned_offset``."""
+        return cls(directory, config, **options)
 
     # -- loading ---------------------------------------------------------------
     def _load(self, log_start: int | None, recovery_point: int | None, clean: bool) -> None:

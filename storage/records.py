@@ -56,7 +56,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from types import ModuleType
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypedDict, Unpack
 
 import crc32c as _crc32c
 
@@ -66,6 +66,7 @@ from storage.primitives import read_varint as _read_varint
 from storage.primitives import read_varlong as _read_varlong
 from storage.primitives import uvarint_bytes
 from storage.primitives import write_uvarint as _encode_uvarint
+from storage.zonemap import count_late as _count_late_seq
 
 HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
 """numpy is the arrow extra's: without it an unsorted run's lateness is counted in Python."""
@@ -648,6 +649,24 @@ def small_uvarints() -> list[bytes]:
     return table
 
 
+def encode_headers(headers: Sequence[tuple[str, bytes | str | None]]) -> bytearray:
+    """A record's header section: the count, then each UTF-8 key and its value (a str
+    value UTF-8 encoded, None written as length -1)."""
+    out = bytearray()
+    _encode_uvarint(2 * len(headers), out)
+    for hkey, hval in headers:
+        kb = hkey.encode("utf-8")
+        _encode_uvarint(2 * len(kb), out)
+        out += kb
+        if hval is None:
+            out.append(1)
+        else:
+            vb = hval.encode("utf-8") if isinstance(hval, str) else hval
+            _encode_uvarint(2 * len(vb), out)
+            out += vb
+    return out
+
+
 def _encode_records(
     records: Iterable[RecordLike],
 ) -> tuple[list[bytes | bytearray | memoryview], int, int, int]:
@@ -697,18 +716,7 @@ def _encode_records(
             size += len(vv) + len(value)
         headers = r.headers
         if headers:
-            hparts = bytearray()
-            _encode_uvarint(2 * len(headers), hparts)
-            for hkey, hval in headers:
-                kb = hkey.encode("utf-8")
-                _encode_uvarint(2 * len(kb), hparts)
-                hparts += kb
-                if hval is None:
-                    hparts.append(1)
-                else:
-                    _encode_uvarint(2 * len(hval), hparts)
-                    hparts += hval
-            hv: bytes | bytearray = hparts
+            hv: bytes | bytearray = encode_headers(headers)
         else:
             hv = zero
         size += len(hv)
@@ -718,34 +726,31 @@ def _encode_records(
     return pieces, count, base_ts, max_ts
 
 
-def build_batch(
-    records: Iterable[RecordLike],
-    *,
-    base_offset: int = 0,
-    compression: int = 0,
-    timestamp_type: int = 0,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    partition_leader_epoch: int = -1,
-    is_transactional: bool = False,
-    compression_level: int | None = None,
-) -> bytes:
+class BatchOptions(TypedDict, total=False):
+    """The header fields and codec settings of a batch being built (``build_batch``,
+    ``storage.columnar.build_batch_columns``); defaults as in :func:`assemble_batch`."""
+
+    base_offset: int
+    compression: int
+    timestamp_type: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    partition_leader_epoch: int
+    is_transactional: bool
+    compression_level: int | None
+
+
+def build_batch(records: Iterable[RecordLike], **options: Unpack[BatchOptions]) -> bytes:
     """Build one v2 batch; offset deltas are the records' positions (0..n-1).
 
     baseTimestamp is the first record's timestamp and maxTimestamp the largest
     (both -1 for no records), as Kafka's producer writes them. The requested codec
     is always applied, even when compressing does not shrink the records.
     """
-    check_batch_options(compression, timestamp_type)
+    check_batch_options(options.get("compression", 0), options.get("timestamp_type", 0))
     pieces, count, base_ts, max_ts = _encode_records(records)
-    return assemble_batch(
-        [b"".join(pieces)], count, base_ts, max_ts, base_offset=base_offset,
-        compression=compression, timestamp_type=timestamp_type, producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequence=base_sequence,
-        partition_leader_epoch=partition_leader_epoch, is_transactional=is_transactional,
-        compression_level=compression_level,
-    )
+    return assemble_batch([b"".join(pieces)], count, base_ts, max_ts, **options)
 
 
 def check_batch_options(compression: int, timestamp_type: int) -> None:
@@ -762,15 +767,15 @@ def assemble_batch(
     base_ts: int,
     max_ts: int,
     *,
-    base_offset: int,
-    compression: int,
-    timestamp_type: int,
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-    partition_leader_epoch: int,
-    is_transactional: bool,
-    compression_level: int | None,
+    base_offset: int = 0,
+    compression: int = 0,
+    timestamp_type: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+    compression_level: int | None = None,
 ) -> bytes:
     """Header + records: compress the encoded records (``parts``, concatenated), write
     the header, CRC-32C over attributes..end, one join. Shared by :func:`build_batch`
@@ -1066,16 +1071,7 @@ def _run_late(key: int, k: int, lane: int, half_range: int, lm: int) -> tuple[in
         gap = before - d
         late = int(_np.count_nonzero(gap > 0))
         return late, (int(gap.max()) if late else 0)
-    late = worst = 0
-    r = lm
-    for t in _lanes_list(key, k, lane, -half_range):
-        if t > r:
-            r = t
-        elif t < r:
-            late += 1
-            if r - t > worst:
-                worst = r - t
-    return late, worst
+    return _count_late_seq(_lanes_list(key, k, lane, -half_range), lm)
 
 
 _OFFSET_WIDTH_START = (0, 0, 64, 8192, 1 << 20, 1 << 27)  # first delta needing w bytes

@@ -36,7 +36,7 @@ import struct
 import time
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -806,35 +806,17 @@ class LogSegment:
         """Add the batches from position ``start`` (a batch boundary) to the end of the
         .log to ``zm``, reading windows of _ZONE_WINDOW bytes; a torn tail ends it, and
         so does time.monotonic() passing ``deadline`` (after a window)."""
-        size = max(self.size, 0)
-        fd = self.fd()
-        unpack = HEADER_STRUCT.unpack_from
-        make = BatchHeader._make
-        pos = start
-        buf = b""
-        buf_pos = pos
+        def in_time(pos: int) -> bool:
+            return deadline is None or pos == start or time.monotonic() < deadline
+
+        def invalid(pos: int) -> Exception:
+            return CorruptRecordError(f"{self.log_path}: no valid batch header at {pos}")
+
         zm.sync()
         run = zm.running  # the batches are read anyway: disorder is counted exactly here
-        while size - pos >= HEADER_SIZE:
-            rel = pos - buf_pos
-            if rel + HEADER_SIZE > len(buf):
-                if deadline is not None and pos > start and time.monotonic() >= deadline:
-                    return
-                buf = os.pread(fd, min(_ZONE_WINDOW, size - pos), pos)
-                buf_pos, rel = pos, 0
-            h = make(unpack(buf, rel))
-            if h.magic != MAGIC or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
-                raise CorruptRecordError(f"{self.log_path}: no valid batch header at {pos}")
-            bsize = h.batch_length + LOG_OVERHEAD
-            if pos + bsize > size:
-                break
-            if rel + bsize > len(buf):
-                buf = os.pread(fd, max(bsize, min(_ZONE_WINDOW, size - pos)), pos)
-                buf_pos, rel = pos, 0
-                if len(buf) < bsize:
-                    break
+        for buf, rel, pos, h in read_batches(self.fd(), start, max(self.size, 0), _ZONE_WINDOW,
+                                             invalid, before_read=in_time):
             run = zone_add_batch(zm, buf, rel, pos, h, run)
-            pos += bsize
 
     def block_late(self, start: int, end: int, running: int) -> tuple[int, int]:
         """(late records, largest lateness) of the batches at [start, end) of the .log
@@ -1108,6 +1090,49 @@ class LogSegment:
         os.fsync(fd)
         self.mark_indexes_checked()
         return removed
+
+
+def read_batches(fd: int, start: int, end: int, window: int,
+                 invalid: Callable[[int], Exception], *,
+                 before_read: Callable[[int], bool] | None = None,
+                 after_read: Callable[[int], object] | None = None,
+                 ) -> Iterator[tuple[bytes, int, int, BatchHeader]]:
+    """(buffer, position in it, file position, header) of each whole batch in [start, end)
+    of the .log open as ``fd`` (``start`` a batch boundary), read in windows of ``window``
+    bytes (a larger batch whole). A torn tail ends the walk, and so does ``before_read(pos)``
+    returning False before a window is read; ``after_read`` is told each read's size; a bad
+    batch header raises ``invalid(pos)``."""
+    pos = start
+    buf = b""
+    buf_pos = pos
+    unpack = HEADER_STRUCT.unpack_from
+    make = BatchHeader._make
+    while end - pos >= HEADER_SIZE:
+        rel = pos - buf_pos
+        if rel + HEADER_SIZE > len(buf):
+            if before_read is not None and not before_read(pos):
+                return
+            buf = os.pread(fd, min(window, end - pos), pos)
+            buf_pos, rel = pos, 0
+            if after_read is not None:
+                after_read(len(buf))
+            if len(buf) < HEADER_SIZE:
+                return
+        h = make(unpack(buf, rel))
+        if h.magic != MAGIC or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            raise invalid(pos)
+        size = h.batch_length + LOG_OVERHEAD
+        if pos + size > end:
+            return
+        if rel + size > len(buf):
+            buf = os.pread(fd, max(size, min(window, end - pos)), pos)
+            buf_pos, rel = pos, 0
+            if after_read is not None:
+                after_read(len(buf))
+            if len(buf) < size:
+                return
+        yield buf, rel, pos, h
+        pos += size
 
 
 def zone_add_batch(zm: ZoneMap, buf: bytes, rel: int, pos: int, h: BatchHeader,

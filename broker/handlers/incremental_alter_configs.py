@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from broker import config_admin
 from broker.dispatch import RequestContext
+from broker.handlers.alter_configs import answer
 from protocol import messages as m
 from protocol.api import Request
 
@@ -18,6 +19,5 @@ def error_body(request: Request[m.IncrementalAlterConfigsRequest], code: int) ->
 
 
 def _answer(outcomes: list[config_admin.Outcome]) -> m.IncrementalAlterConfigsResponse:
-    return m.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[
-        m.IncrementalAlterConfigsResponseResponses(error_code=c, error_message=msg, resource_type=t, resource_name=n)
-        for c, msg, t, n in outcomes])
+    return answer(m.IncrementalAlterConfigsResponse, m.IncrementalAlterConfigsResponseResponses,
+                  outcomes)

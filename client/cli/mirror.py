@@ -40,7 +40,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 from client.aio import Client
@@ -158,30 +158,20 @@ def _same_record(a: Record, b: Record) -> bool:
             and list(a.headers) == list(b.headers))
 
 
+@dataclass(eq=False)
 class Mirror:
-    def __init__(
-        self,
-        source: Client,
-        target: Client,
-        topics: list[str],
-        state: MirrorState,
-        *,
-        since_ms: int | None,
-        follow: bool,
-        checkpoint_interval: float,
-        stop: asyncio.Event,
-    ) -> None:
-        self.source = source
-        self.target = target
-        self.topics = topics
-        self.state = state
-        self.since_ms = since_ms
-        self.follow = follow
-        self.checkpoint_interval = checkpoint_interval
-        self.stop = stop
-        self.stats = MirrorStats()
-        self._last_save = 0.0
-        self._dirty = False
+    source: Client
+    target: Client
+    topics: list[str]
+    state: MirrorState
+    _: KW_ONLY
+    since_ms: int | None
+    follow: bool
+    checkpoint_interval: float
+    stop: asyncio.Event
+    stats: MirrorStats = field(default_factory=MirrorStats, init=False)
+    _last_save: float = field(default=0.0, init=False)
+    _dirty: bool = field(default=False, init=False)
 
     # ------------------------------------------------------------ setup
 

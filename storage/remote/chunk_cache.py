@@ -38,9 +38,8 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
 
-from storage.remote import cachedir
+from storage.remote.bounded_cache import BoundedDirCache
 from storage.remote.store import ObjectStore, RemoteStorageError
 
 DIR_NAME = "remote-log-chunk-cache"
@@ -72,26 +71,20 @@ def require_store() -> None:
         raise NotCached
 
 
-class RemoteChunkCache:
+class RemoteChunkCache(BoundedDirCache):
     """LRU of fixed-size chunks of remote objects under one directory, bounded in bytes."""
 
     def __init__(self, directory: str | os.PathLike[str], budget_bytes: int = DEFAULT_BUDGET,
                  chunk_bytes: int = DEFAULT_CHUNK) -> None:
         if chunk_bytes < 1:
             raise ValueError(f"chunk size must be positive, not {chunk_bytes}")
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.budget = budget_bytes
-        self.chunk = chunk_bytes
-        # One lock for the bookkeeping and the reads: a read holds it so that an
+        # The lock guards the bookkeeping and the reads: a read holds it so that an
         # eviction cannot close (and the OS reuse) the descriptor under it.
-        self._lock = threading.Lock()
-        self._files = cachedir.scan(self.dir)  # name -> bytes, LRU first
+        super().__init__(directory, budget_bytes)
+        self.chunk = chunk_bytes
         # name -> (descriptor, mapping) of open chunk files, least recently used first
         self._open: OrderedDict[str, tuple[int, mmap.mmap]] = OrderedDict()
         self._size = sum(self._files.values())
-        self.hits = 0
-        self.misses = 0
         self.bytes_fetched = 0
         with self._lock:
             self._evict()

@@ -14,29 +14,21 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
-from pathlib import Path
 
-from storage.remote import cachedir
+from storage.remote.bounded_cache import BoundedDirCache
 from storage.remote.store import ObjectStore, RemoteStorageError
 
 DIR_NAME = "remote-log-index-cache"
 DEFAULT_BUDGET = 1 << 30
 
 
-class RemoteIndexCache:
+class RemoteIndexCache(BoundedDirCache):
     """LRU of fetched index files under one directory, bounded in bytes."""
 
     def __init__(self, directory: str | os.PathLike[str], budget_bytes: int = DEFAULT_BUDGET
                  ) -> None:
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.budget = budget_bytes
-        self._lock = threading.Lock()
-        self._files: OrderedDict[str, int] = cachedir.scan(self.dir)  # LRU first
-        self.hits = 0
-        self.misses = 0
+        super().__init__(directory, budget_bytes)
         with self._lock:
             self._evict()
 
