@@ -20,13 +20,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 import tests.helpers.client_scenarios as scenarios
 from tests.helpers.broker import BrokerProcess
-from tests.helpers.clients import (
-    CODECS,
-    Rec,
-    for_kafka_python,
-    running_broker,
-    topic_name,
-)
+from tests.helpers.clients import CODECS, Rec, for_kafka_python, running_broker, topic_name
 
 TIMEOUT = 15.0
 

@@ -489,7 +489,7 @@ def test_transactions_abort_ends_a_hanging_transaction(target: Target) -> None:
     from kafka import KafkaAdminClient
     from kafka import TopicPartition as KpTP
 
-    from tests.helpers.read_committed import read_committed_to_end
+    from tests.helpers.confluent import consume_isolated
 
     topic = _topic(target, "cli-abort")
     sent: dict[bytes, int] = {}  # value -> offset, from the delivery reports
@@ -522,7 +522,8 @@ def test_transactions_abort_ends_a_hanging_transaction(target: Target) -> None:
     high_watermark = target.client.latest(topic, [0], 0)[0]
     assert high_watermark == sent[hanging[-1]] + 2  # the hanging records, then the ABORT marker
     assert target.client.latest(topic, [0], 1)[0] == high_watermark
-    seen = read_committed_to_end(target.bootstrap, topic, group=f"g-{topic}")
+    seen = [(v, o) for _, o, v in consume_isolated(target.bootstrap, topic, 1, "read_committed",
+                                                   timeout=20)]
     assert seen == [(v, sent[v]) for v in committed]
     admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
     try:
