@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -16,31 +17,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.structs import OffsetAndMetadata
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
+import tests.helpers.client_scenarios as scenarios
 from tests.helpers.broker import BrokerProcess
-from tests.helpers.clients import (
-    CODECS,
-    Rec,
-    assert_appended_after,
-    assert_stored_with,
-    first_at_or_after,
-    fixed_records,
-    for_kafka_python,
-    index_valued,
-    probe_times,
-    records,
-    running_broker,
-    timestamp_lists,
-    topic_name,
-)
+from tests.helpers.clients import CODECS, Rec, for_kafka_python, running_broker, topic_name
 
 TIMEOUT = 15.0
-
-
-def aio_records(n: int, tag: str, seed: int = 0) -> list[Rec]:
-    return for_kafka_python(fixed_records(n, tag, seed), null_headers=True)
 
 
 @pytest.fixture(scope="module")
@@ -86,50 +68,61 @@ def consumer(b: BrokerProcess, **conf: Any) -> AIOKafkaConsumer:
     )
 
 
-async def consume(b: BrokerProcess, topic: str, start: int, n: int, partition: int = 0) -> list[object]:
+async def started_consumer(b: BrokerProcess, at: tuple[TopicPartition, int] | None = None
+                           ) -> AIOKafkaConsumer:
+    """A started consumer, assigned to the partition and position ``at`` if given."""
     c = consumer(b)
     await c.start()
-    try:
-        tp = TopicPartition(topic, partition)
-        c.assign([tp])
-        c.seek(tp, start)
-        got: list[object] = []
-        deadline = time.monotonic() + TIMEOUT
-        while len(got) < n and time.monotonic() < deadline:
-            for batch in (await c.getmany(timeout_ms=300)).values():
-                got += batch
-        assert len(got) == n
-        return got
-    finally:
-        await c.stop()
+    if at is not None:
+        c.assign([at[0]])
+        c.seek(*at)
+    return c
 
 
-def assert_same(msgs: list[object], recs: list[Rec], first_offset: int, log_append: bool = False) -> None:
-    for i, (m, r) in enumerate(zip(msgs, recs, strict=True)):
-        assert m.offset == first_offset + i  # type: ignore[attr-defined]
-        assert (m.key, m.value) == (r.key, r.value)  # type: ignore[attr-defined]
-        assert tuple(m.headers) == r.headers  # type: ignore[attr-defined]
-        if log_append:
-            assert m.timestamp_type == 1  # type: ignore[attr-defined]
-        else:
-            assert (m.timestamp_type, m.timestamp) == (0, r.timestamp)  # type: ignore[attr-defined]
+class AioKafka(scenarios.Client):
+    """aiokafka as the shared scenarios' (synchronous) Client: each call runs its own loop."""
+
+    records = staticmethod(partial(scenarios.kafka_python_records, null_headers=True))
+
+    def create_topic(self, name: str, partitions: int = 1,
+                     config: dict[str, str] | None = None) -> None:
+        assert asyncio.run(create_topic(self.broker, name, partitions, config)) == 0
+
+    def produce(self, topic: str, recs: list[Rec], partition: int = 0,
+                compression: str | None = None, **conf: Any) -> list[int]:
+        return asyncio.run(produce(self.broker, topic, recs, partition,
+                                   compression_type=compression, **conf))
+
+    def consume(self, topic: str, start: int, n: int, partition: int = 0) -> list[scenarios.Got]:
+        with asyncio.Runner() as loop:
+            c = loop.run(started_consumer(self.broker, (TopicPartition(topic, partition), start)))
+            try:
+                msgs = scenarios.collect(n, lambda _: [m for batch in loop.run(c.getmany(timeout_ms=300)).values()
+                                             for m in batch], TIMEOUT)
+            finally:
+                loop.run(c.stop())
+        return [scenarios.from_kafka_python(m) for m in msgs]
+
+    def offsets_for_times(self, topic: str, times: list[int],
+                          partition: int = 0) -> dict[int, scenarios.Found | None]:
+        async def run() -> dict[int, scenarios.Found | None]:
+            c = await started_consumer(self.broker)
+            try:
+                tp = TopicPartition(topic, partition)
+                out: dict[int, scenarios.Found | None] = {}
+                for t in times:
+                    got = (await c.offsets_for_times({tp: t}))[tp]
+                    out[t] = None if got is None else scenarios.Found(got.offset, got.timestamp)
+                return out
+            finally:
+                await c.stop()
+
+        return asyncio.run(run())
 
 
-async def check_lookups(b: BrokerProcess, topic: str, stamped: list[tuple[int, int]]) -> None:
-    times = probe_times([ts for _, ts in stamped])
-    c = consumer(b)
-    await c.start()
-    try:
-        tp = TopicPartition(topic, 0)
-        for t in times:
-            got = (await c.offsets_for_times({tp: t}))[tp]
-            expect = first_at_or_after(stamped, t)
-            if expect is None:
-                assert got is None, (t, got)
-            else:
-                assert got is not None and got.offset == expect, (t, got, stamped)
-    finally:
-        await c.stop()
+@pytest.fixture(scope="module")
+def client(kb: BrokerProcess) -> AioKafka:
+    return AioKafka(kb)
 
 
 async def test_admin_creates_topics_and_refuses_duplicates(kb: BrokerProcess) -> None:
@@ -151,69 +144,24 @@ async def test_admin_creates_topics_and_refuses_duplicates(kb: BrokerProcess) ->
 
 
 @pytest.mark.parametrize("compression", (None, *CODECS))
-async def test_every_acks_setting_and_codec_round_trips_byte_exact(
-    kb: BrokerProcess, compression: str | None
+def test_every_acks_setting_and_codec_round_trips_byte_exact(
+    client: AioKafka, compression: str | None
 ) -> None:
-    topic = topic_name(f"rt-{compression}")
-    await create_topic(kb, topic)
-    sent: list[Rec] = []
     confs: list[dict[str, Any]] = [{"acks": 0}, {"acks": 1}, {"acks": "all"},
                                       {"enable_idempotence": True}]
-    for seed, conf in enumerate(confs):
-        recs = aio_records(30, str(compression), seed * 30)
-        offsets = await produce(kb, topic, recs, compression_type=compression, **conf)
-        assert_appended_after(sent, recs, offsets, conf)
-        sent += recs
-    assert_same(await consume(kb, topic, 0, len(sent)), sent, 0)
-    assert_stored_with(kb, topic, compression)
+    scenarios.every_acks_setting_round_trips(client, compression, confs, 30)
 
 
-@settings(max_examples=5)
-@given(timestamps=timestamp_lists)
-def test_offsets_for_times_matches_the_oracle_with_unordered_and_equal_create_times(
-    kb: BrokerProcess, timestamps: list[int]
-) -> None:
-    async def run() -> None:
-        topic = topic_name("oft")
-        await create_topic(kb, topic)
-        recs = index_valued(timestamps)
-        offsets = await produce(kb, topic, recs)
-        await check_lookups(kb, topic, list(zip(offsets, timestamps, strict=True)))
-
-    asyncio.run(run())
+TestLookupsAndRecords = scenarios.lookup_and_record_tests(
+    (5, 3), partial(for_kafka_python, null_headers=True), compression="lz4", lookups=False)
 
 
-@settings(max_examples=3)
-@given(recs=st.lists(records, min_size=1, max_size=30).map(lambda rs: for_kafka_python(rs, null_headers=True)))
-def test_arbitrary_records_read_back_exactly(kb: BrokerProcess, recs: list[Rec]) -> None:
-    async def run() -> None:
-        topic = topic_name("arb")
-        await create_topic(kb, topic)
-        await produce(kb, topic, recs, compression_type="lz4")
-        assert_same(await consume(kb, topic, 0, len(recs)), recs, 0)
-
-    asyncio.run(run())
+def test_log_append_time_topic_and_lookups_after_restart(client: AioKafka) -> None:
+    scenarios.log_append_time_stamps_and_lookups(client, 20, 10, restart=True)
 
 
-async def test_log_append_time_topic_and_lookups_after_restart(kb: BrokerProcess) -> None:
-    topic = topic_name("lat")
-    await create_topic(kb, topic, config={"message.timestamp.type": "LogAppendTime"})
-    recs = aio_records(20, "lat")
-    await produce(kb, topic, recs[:10])
-    await produce(kb, topic, recs[10:])
-    msgs = await consume(kb, topic, 0, len(recs))
-    assert_same(msgs, recs, 0, log_append=True)
-    stamped = [(m.offset, m.timestamp) for m in msgs]  # type: ignore[attr-defined]
-    assert [ts for _, ts in stamped] == sorted(ts for _, ts in stamped)
-    await check_lookups(kb, topic, stamped)
-    await asyncio.to_thread(kb.restart)
-    await check_lookups(kb, topic, stamped)
-
-
-async def test_beginning_and_end_offsets(kb: BrokerProcess) -> None:
-    topic = topic_name("wm")
-    await create_topic(kb, topic)
-    await produce(kb, topic, aio_records(11, "wm"))
+async def test_beginning_and_end_offsets(kb: BrokerProcess, client: AioKafka) -> None:
+    topic = await asyncio.to_thread(scenarios.filled_topic, client, "wm", 11)
     tp = TopicPartition(topic, 0)
     for isolation in ("read_uncommitted", "read_committed"):
         c = consumer(kb, isolation_level=isolation)
@@ -225,10 +173,8 @@ async def test_beginning_and_end_offsets(kb: BrokerProcess) -> None:
             await c.stop()
 
 
-async def test_committed_offsets_round_trip(kb: BrokerProcess) -> None:
-    topic = topic_name("co")
-    await create_topic(kb, topic)
-    await produce(kb, topic, aio_records(10, "co"))
+async def test_committed_offsets_round_trip(kb: BrokerProcess, client: AioKafka) -> None:
+    topic = await asyncio.to_thread(scenarios.filled_topic, client, "co", 10)
     group = topic_name("group")
     tp = TopicPartition(topic, 0)
     c = consumer(kb, group_id=group)
@@ -244,12 +190,11 @@ async def test_committed_offsets_round_trip(kb: BrokerProcess) -> None:
     await c.start()
     try:
         c.assign([tp])
-        msgs: list[object] = []
+        msgs = [m for batch in (await c.getmany(timeout_ms=300)).values() for m in batch]
         deadline = time.monotonic() + TIMEOUT
         while len(msgs) < 6 and time.monotonic() < deadline:
-            for batch in (await c.getmany(timeout_ms=300)).values():
-                msgs += batch
-        assert [m.offset for m in msgs] == [4, 5, 6, 7, 8, 9]  # type: ignore[attr-defined]
+            msgs += [m for batch in (await c.getmany(timeout_ms=300)).values() for m in batch]
+        assert [m.offset for m in msgs] == [4, 5, 6, 7, 8, 9]
     finally:
         await c.stop()
 

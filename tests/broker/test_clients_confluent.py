@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import (
+    OFFSET_END,
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
     Consumer,
@@ -26,17 +27,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+import tests.helpers.client_scenarios as scenarios
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.clients import (
     CODECS,
     Rec,
-    assert_appended_after,
-    assert_stored_with,
-    first_at_or_after,
     fixed_records,
-    index_valued,
-    probe_times,
-    records,
     running_broker,
     timestamp_lists,
     topic_name,
@@ -50,8 +46,9 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield b
 
 
-
-
+@pytest.fixture(scope="module")
+def client(kb: BrokerProcess) -> Confluent:
+    return Confluent(kb)
 
 
 def consumer(b: BrokerProcess, group: str = "chronolog-tests", **conf: Any) -> Consumer:
@@ -64,57 +61,62 @@ def consumer(b: BrokerProcess, group: str = "chronolog-tests", **conf: Any) -> C
     })
 
 
-def consume(b: BrokerProcess, topic: str, start: int, n: int, partition: int = 0) -> list[object]:
-    """Read n messages from an absolute offset (assign + seek, no group membership)."""
-    c = consumer(b)
-    try:
-        c.assign([TopicPartition(topic, partition, start)])
-        got: list[object] = []
-        deadline = time.monotonic() + TIMEOUT
-        while len(got) < n and time.monotonic() < deadline:
-            for m in c.consume(num_messages=n - len(got), timeout=0.5):
-                assert m.error() is None, m.error()
-                got.append(m)
-        assert len(got) == n
-        return got
-    finally:
-        c.close()
+def polled(c: Consumer, n: int) -> list[Any]:
+    msgs = c.consume(num_messages=n, timeout=0.5)
+    for m in msgs:
+        assert m.error() is None, m.error()
+    return msgs
 
 
-def assert_same(msgs: list[object], recs: list[Rec], first_offset: int, log_append: bool = False) -> None:
-    for i, (m, r) in enumerate(zip(msgs, recs, strict=True)):
-        assert m.offset() == first_offset + i  # type: ignore[attr-defined]
-        assert m.key() == r.key  # type: ignore[attr-defined]
-        assert m.value() == r.value  # type: ignore[attr-defined]
-        assert tuple(m.headers() or ()) == r.headers  # type: ignore[attr-defined]
-        ts_type, ts = m.timestamp()  # type: ignore[attr-defined]
-        if not log_append:
-            assert (ts_type, ts) == (TIMESTAMP_CREATE_TIME, r.timestamp)
-        else:
-            assert ts_type == TIMESTAMP_LOG_APPEND_TIME
+TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: "create", TIMESTAMP_LOG_APPEND_TIME: "log_append"}
 
 
-def lookups(b: BrokerProcess, topic: str, times: list[int], partition: int = 0) -> dict[int, int]:
-    """One offsets_for_times call per time: a partition may appear once per ListOffsets."""
-    c = consumer(b)
-    try:
-        out = {}
-        for t in times:
-            (tp,) = c.offsets_for_times([TopicPartition(topic, partition, t)], timeout=TIMEOUT)
-            assert tp.error is None, tp.error
-            out[t] = tp.offset
+class Confluent(scenarios.Client):
+    """confluent-kafka as the shared scenarios' Client."""
+
+    lookup_timestamps = False  # librdkafka's offsets_for_times answers offsets only
+
+    records = staticmethod(fixed_records)
+
+    def create_topic(self, name: str, partitions: int = 1,
+                     config: dict[str, str] | None = None) -> None:
+        create_topic(self.broker, name, partitions, config)
+
+    def produce(self, topic: str, recs: list[Rec], partition: int = 0,
+                compression: str | None = None, **conf: Any) -> list[int]:
+        if compression is not None:
+            conf["compression.type"] = compression
+        return produce(self.broker, topic, recs, partition, **conf)
+
+    def consume(self, topic: str, start: int, n: int, partition: int = 0) -> list[scenarios.Got]:
+        """Read n messages from an absolute offset (assign + seek, no group membership)."""
+        c = consumer(self.broker)
+        try:
+            c.assign([TopicPartition(topic, partition, start)])
+            msgs = scenarios.collect(n, lambda k: polled(c, k), TIMEOUT)
+        finally:
+            c.close()
+        out = []
+        for m in msgs:
+            ts_type, ts = m.timestamp()
+            out.append(scenarios.Got(m.offset(), m.key(), m.value(), tuple(m.headers() or ()),
+                           TIMESTAMP_TYPES.get(ts_type, ts_type), ts))
         return out
-    finally:
-        c.close()
 
-
-def check_lookups(b: BrokerProcess, topic: str, stamped: list[tuple[int, int]]) -> None:
-    times = probe_times([ts for _, ts in stamped])
-    got = lookups(b, topic, times)
-    for t in times:
-        expect = first_at_or_after(stamped, t)
-        # librdkafka reports "no record at or after T" as OFFSET_END (-1).
-        assert got[t] == (expect if expect is not None else -1), (t, stamped)
+    def offsets_for_times(self, topic: str, times: list[int],
+                          partition: int = 0) -> dict[int, scenarios.Found | None]:
+        """One offsets_for_times call per time: a partition may appear once per ListOffsets."""
+        c = consumer(self.broker)
+        try:
+            out: dict[int, scenarios.Found | None] = {}
+            for t in times:
+                (tp,) = c.offsets_for_times([TopicPartition(topic, partition, t)], timeout=TIMEOUT)
+                assert tp.error is None, tp.error
+                # librdkafka reports "no record at or after T" as OFFSET_END (-1).
+                out[t] = None if tp.offset == OFFSET_END else scenarios.Found(tp.offset, None)
+            return out
+        finally:
+            c.close()
 
 
 def test_admin_creates_topics_and_metadata_lists_them(kb: BrokerProcess) -> None:
@@ -130,81 +132,34 @@ def test_admin_creates_topics_and_metadata_lists_them(kb: BrokerProcess) -> None
 
 
 @pytest.mark.parametrize("compression", ("none", *CODECS))
-def test_every_acks_setting_and_codec_round_trips_byte_exact(kb: BrokerProcess, compression: str) -> None:
-    topic = topic_name(f"rt-{compression}")
-    create_topic(kb, topic)
-    sent: list[Rec] = []
+def test_every_acks_setting_and_codec_round_trips_byte_exact(client: Confluent, compression: str) -> None:
     confs: list[dict[str, Any]] = [
         {"acks": 0}, {"acks": 1}, {"acks": "all"}, {"enable.idempotence": True},
     ]
-    for seed, conf in enumerate(confs):
-        recs = fixed_records(40, compression, seed * 40)
-        offsets = produce(kb, topic, recs, **{"compression.type": compression, **conf})
-        assert_appended_after(sent, recs, offsets, conf)
-        sent += recs
-    assert_same(consume(kb, topic, 0, len(sent)), sent, 0)
-    assert_stored_with(kb, topic, compression)
+    scenarios.every_acks_setting_round_trips(client, compression, confs, 40)
 
 
-@settings(max_examples=6)
-@given(timestamps=timestamp_lists)
-def test_offsets_for_times_matches_the_oracle_with_unordered_and_equal_create_times(
-    kb: BrokerProcess, timestamps: list[int]
-) -> None:
-    topic = topic_name("oft")
-    create_topic(kb, topic)
-    recs = index_valued(timestamps)
-    offsets = produce(kb, topic, recs)
-    check_lookups(kb, topic, list(zip(offsets, timestamps, strict=True)))
+TestLookupsAndRecords = scenarios.lookup_and_record_tests((6, 4))
 
 
-@settings(max_examples=4)
-@given(recs=st.lists(records, min_size=1, max_size=30))
-def test_arbitrary_records_read_back_exactly_and_lookups_match(
-    kb: BrokerProcess, recs: list[Rec]
-) -> None:
-    topic = topic_name("arb")
-    create_topic(kb, topic)
-    offsets = produce(kb, topic, recs)
-    assert_same(consume(kb, topic, 0, len(recs)), recs, 0)
-    check_lookups(kb, topic, [(o, r.timestamp) for o, r in zip(offsets, recs, strict=True)])
+def test_log_append_time_topic_stamps_monotonic_broker_time_and_lookups_match(client: Confluent) -> None:
+    scenarios.log_append_time_stamps_and_lookups(client, 30, 15, restart=False)
 
 
-def test_log_append_time_topic_stamps_monotonic_broker_time_and_lookups_match(kb: BrokerProcess) -> None:
-    topic = topic_name("lat")
-    create_topic(kb, topic, config={"message.timestamp.type": "LogAppendTime"})
-    before = int(time.time() * 1000)
-    recs = fixed_records(30, "lat")
-    produce(kb, topic, recs[:15])
-    produce(kb, topic, recs[15:])
-    after = int(time.time() * 1000)
-    msgs = consume(kb, topic, 0, len(recs))
-    assert_same(msgs, recs, 0, log_append=True)
-    stamped = [(m.offset(), m.timestamp()[1]) for m in msgs]  # type: ignore[attr-defined]
-    stamps = [ts for _, ts in stamped]
-    assert stamps == sorted(stamps)
-    assert before - 1000 <= stamps[0] and stamps[-1] <= after + 1000
-    check_lookups(kb, topic, stamped)
-
-
-def test_lookups_and_data_survive_a_restart(kb: BrokerProcess) -> None:
+def test_lookups_and_data_survive_a_restart(client: Confluent) -> None:
     topic = topic_name("rs")
-    create_topic(kb, topic, partitions=2)
-    recs = fixed_records(60, "restart")
+    client.create_topic(topic, partitions=2)
+    recs = client.records(60, "restart", 0)
     stamped = {}
     for part in (0, 1):
-        offs = produce(kb, topic, recs, partition=part, **{"compression.type": "lz4"})
+        offs = client.produce(topic, recs, partition=part, compression="lz4")
         stamped[part] = [(o, r.timestamp) for o, r in zip(offs, recs, strict=True)]
-    kb.restart()
+    client.broker.restart()
     for part in (0, 1):
-        assert_same(consume(kb, topic, 0, len(recs), partition=part), recs, 0)
-        times = probe_times([ts for _, ts in stamped[part]])
-        got = lookups(kb, topic, times, partition=part)
-        for t in times:
-            e = first_at_or_after(stamped[part], t)
-            assert got[t] == (e if e is not None else -1)
-    more = fixed_records(5, "after")
-    assert produce(kb, topic, more) == list(range(60, 65))
+        scenarios.assert_same(client.consume(topic, 0, len(recs), partition=part), recs, 0)
+        scenarios.check_lookups(client, topic, stamped[part], partition=part)
+    more = client.records(5, "after", 0)
+    assert client.produce(topic, more) == list(range(60, 65))
 
 
 def test_watermarks_under_default_read_committed(kb: BrokerProcess) -> None:
@@ -230,10 +185,8 @@ def test_watermarks_under_default_read_committed(kb: BrokerProcess) -> None:
         c.close()
 
 
-def test_committed_offsets_round_trip_and_resume_position(kb: BrokerProcess) -> None:
-    topic = topic_name("co")
-    create_topic(kb, topic, partitions=2)
-    produce(kb, topic, fixed_records(10, "co"))
+def test_committed_offsets_round_trip_and_resume_position(kb: BrokerProcess, client: Confluent) -> None:
+    topic = scenarios.filled_topic(client, "co", 10, partitions=2)
     group = topic_name("group")
     c = consumer(kb, group)
     try:
@@ -248,29 +201,20 @@ def test_committed_offsets_round_trip_and_resume_position(kb: BrokerProcess) -> 
     c = consumer(kb, group)
     try:
         c.assign([TopicPartition(topic, 0)])
-        msgs: list[Any] = []
-        deadline = time.monotonic() + TIMEOUT
-        while len(msgs) < 3 and time.monotonic() < deadline:
-            msgs += c.consume(num_messages=3 - len(msgs), timeout=0.5)
+        msgs = scenarios.collect(3, lambda k: c.consume(num_messages=k, timeout=0.5), TIMEOUT)
         assert [m.offset() for m in msgs] == [7, 8, 9]
     finally:
         c.close()
 
 
-def test_auto_commit_stores_the_position_durably(kb: BrokerProcess) -> None:
-    topic = topic_name("ac")
-    create_topic(kb, topic)
-    produce(kb, topic, fixed_records(12, "ac"))
+def test_auto_commit_stores_the_position_durably(kb: BrokerProcess, client: Confluent) -> None:
+    topic = scenarios.filled_topic(client, "ac", 12)
     group = topic_name("auto")
     c = consumer(kb, group, **{"enable.auto.commit": True, "auto.commit.interval.ms": 100,
                                "auto.offset.reset": "earliest"})
     try:
         c.assign([TopicPartition(topic, 0)])
-        n = 0
-        deadline = time.monotonic() + TIMEOUT
-        while n < 12 and time.monotonic() < deadline:
-            n += len(c.consume(num_messages=12, timeout=0.5))
-        assert n == 12
+        assert len(scenarios.collect(12, lambda k: c.consume(num_messages=k, timeout=0.5), TIMEOUT)) == 12
     finally:
         c.close()  # commits the final position
     kb.restart()
@@ -293,7 +237,7 @@ def test_transactional_producer_initialises_and_commits(kb: BrokerProcess) -> No
 @settings(max_examples=4)
 @given(batches=st.lists(timestamp_lists, min_size=2, max_size=6))
 def test_lookups_across_many_segments_and_index_entries_match_the_oracle(
-    kb: BrokerProcess, batches: list[list[int]]
+    client: Confluent, batches: list[list[int]]
 ) -> None:
     """Tiny segments and index intervals put the lookups through segment selection,
     the time index and the offset index, not just one batch scan; checked again after
@@ -306,13 +250,13 @@ def test_lookups_across_many_segments_and_index_entries_match_the_oracle(
     # ... and the batches surely fill more than one segment: each record carries at least
     # 9 bytes of overhead (a large batch after a tiny one could otherwise share a segment).
     assume(sum(61 + len(ts) * (len(value) + 9) for ts in batches) > segment_bytes)
-    create_topic(kb, topic, config={"segment.bytes": str(segment_bytes), "index.interval.bytes": "64"})
+    client.create_topic(topic, config={"segment.bytes": str(segment_bytes), "index.interval.bytes": "64"})
     stamped: list[tuple[int, int]] = []
     for n, timestamps in enumerate(batches):
         recs = [Rec(None, b"%d-%d:" % (n, i) + value, (), ts) for i, ts in enumerate(timestamps)]
-        offsets = produce(kb, topic, recs)
+        offsets = client.produce(topic, recs)
         stamped += list(zip(offsets, timestamps, strict=True))
-    assert len(list((kb.data_dir / f"{topic}-0").glob("*.log"))) >= 2
-    check_lookups(kb, topic, stamped)
-    kb.restart()
-    check_lookups(kb, topic, stamped)
+    assert len(list((client.broker.data_dir / f"{topic}-0").glob("*.log"))) >= 2
+    scenarios.check_lookups(client, topic, stamped)
+    client.broker.restart()
+    scenarios.check_lookups(client, topic, stamped)

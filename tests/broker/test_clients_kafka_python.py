@@ -8,55 +8,25 @@ and zstd need optional packages (python-snappy, lz4, zstandard) that are not ins
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
-from kafka.structs import OffsetAndMetadata
 
+import tests.helpers.client_scenarios as scenarios
 from tests.helpers.broker import BrokerProcess
-from tests.helpers.clients import (
-    Rec,
-    assert_appended_after,
-    assert_stored_with,
-    first_at_or_after,
-    fixed_records,
-    for_kafka_python,
-    index_valued,
-    probe_times,
-    records,
-    running_broker,
-    timestamp_lists,
-    topic_name,
-)
+from tests.helpers.clients import Rec, for_kafka_python, running_broker, topic_name
 
 TIMEOUT_MS = 15_000
-
-
-def kp_records(n: int, tag: str, seed: int = 0) -> list[Rec]:
-    return for_kafka_python(fixed_records(n, tag, seed))
 
 
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(tmp_path_factory, "kafka-python") as b:
         yield b
-
-
-def create_topic(b: BrokerProcess, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=TIMEOUT_MS)
-    try:
-        admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1, topic_configs=config or {})]
-        )
-    finally:
-        admin.close()
 
 
 def produce(b: BrokerProcess, topic: str, recs: list[Rec], partition: int = 0, **conf: Any) -> list[int]:
@@ -80,122 +50,89 @@ def consumer(b: BrokerProcess, **conf: Any) -> KafkaConsumer:
     )
 
 
-def consume(b: BrokerProcess, topic: str, start: int, n: int, partition: int = 0) -> list[object]:
-    c = consumer(b)
-    try:
-        tp = TopicPartition(topic, partition)
-        c.assign([tp])
-        c.seek(tp, start)
-        got: list[object] = []
-        deadline = time.monotonic() + TIMEOUT_MS / 1000
-        while len(got) < n and time.monotonic() < deadline:
-            for batch in c.poll(timeout_ms=300).values():
-                got += batch
-        assert len(got) == n
-        return got
-    finally:
-        c.close()
+def polled(c: KafkaConsumer) -> list[Any]:
+    return [m for batch in c.poll(timeout_ms=300).values() for m in batch]
 
 
-def assert_same(msgs: list[object], recs: list[Rec], first_offset: int, log_append: bool = False) -> None:
-    for i, (m, r) in enumerate(zip(msgs, recs, strict=True)):
-        assert m.offset == first_offset + i  # type: ignore[attr-defined]
-        assert (m.key, m.value) == (r.key, r.value)  # type: ignore[attr-defined]
-        assert tuple(m.headers) == r.headers  # type: ignore[attr-defined]
-        if log_append:
-            assert m.timestamp_type == 1  # type: ignore[attr-defined]
-        else:
-            assert (m.timestamp_type, m.timestamp) == (0, r.timestamp)  # type: ignore[attr-defined]
+class KafkaPython(scenarios.Client):
+    """kafka-python as the shared scenarios' Client."""
+
+    records = staticmethod(scenarios.kafka_python_records)
+
+    def create_topic(self, name: str, partitions: int = 1,
+                     config: dict[str, str] | None = None) -> None:
+        admin = KafkaAdminClient(bootstrap_servers=self.broker.bootstrap, request_timeout_ms=TIMEOUT_MS)
+        try:
+            admin.create_topics(
+                [NewTopic(name, num_partitions=partitions, replication_factor=1, topic_configs=config or {})]
+            )
+        finally:
+            admin.close()
+
+    def produce(self, topic: str, recs: list[Rec], partition: int = 0,
+                compression: str | None = None, **conf: Any) -> list[int]:
+        return produce(self.broker, topic, recs, partition, compression_type=compression, **conf)
+
+    def consume(self, topic: str, start: int, n: int, partition: int = 0) -> list[scenarios.Got]:
+        c = consumer(self.broker)
+        try:
+            tp = TopicPartition(topic, partition)
+            c.assign([tp])
+            c.seek(tp, start)
+            msgs = scenarios.collect(n, lambda _: polled(c), TIMEOUT_MS / 1000)
+        finally:
+            c.close()
+        return [scenarios.from_kafka_python(m) for m in msgs]
+
+    def offsets_for_times(self, topic: str, times: list[int],
+                          partition: int = 0) -> dict[int, scenarios.Found | None]:
+        c = consumer(self.broker)
+        try:
+            tp = TopicPartition(topic, partition)
+            out: dict[int, scenarios.Found | None] = {}
+            for t in times:
+                got = c.offsets_for_times({tp: t}, timeout_ms=TIMEOUT_MS)[tp]
+                out[t] = None if got is None else scenarios.Found(got.offset, got.timestamp)
+            return out
+        finally:
+            c.close()
 
 
-def check_lookups(b: BrokerProcess, topic: str, stamped: list[tuple[int, int]], partition: int = 0) -> None:
-    times = probe_times([ts for _, ts in stamped])
-    c = consumer(b)
-    try:
-        tp = TopicPartition(topic, partition)
-        for t in times:
-            got = c.offsets_for_times({tp: t}, timeout_ms=TIMEOUT_MS)[tp]
-            expect = first_at_or_after(stamped, t)
-            if expect is None:
-                assert got is None, (t, got)
-            else:
-                assert got is not None and got.offset == expect, (t, got, stamped)
-                assert got.timestamp == min(ts for o, ts in stamped if o == expect)
-    finally:
-        c.close()
+@pytest.fixture(scope="module")
+def client(kb: BrokerProcess) -> KafkaPython:
+    return KafkaPython(kb)
 
 
-def test_admin_creates_topics_and_refuses_duplicates(kb: BrokerProcess) -> None:
+def test_admin_creates_topics_and_refuses_duplicates(client: KafkaPython) -> None:
     name = topic_name("adm")
-    create_topic(kb, name, partitions=2, config={"message.timestamp.type": "LogAppendTime"})
-    c = consumer(kb)
+    client.create_topic(name, partitions=2, config={"message.timestamp.type": "LogAppendTime"})
+    c = consumer(client.broker)
     try:
         assert c.partitions_for_topic(name) == {0, 1}
     finally:
         c.close()
     with pytest.raises(TopicAlreadyExistsError):
-        create_topic(kb, name)
+        client.create_topic(name)
 
 
 @pytest.mark.parametrize("compression", (None, "gzip"))
-def test_every_acks_setting_round_trips_byte_exact(kb: BrokerProcess, compression: str | None) -> None:
-    topic = topic_name(f"rt-{compression}")
-    create_topic(kb, topic)
-    sent: list[Rec] = []
+def test_every_acks_setting_round_trips_byte_exact(client: KafkaPython, compression: str | None) -> None:
     confs: list[dict[str, Any]] = [
         {},  # kafka-python 3 default: idempotent, acks=all
         {"acks": 0}, {"acks": 1}, {"acks": "all", "enable_idempotence": False},
     ]
-    for seed, conf in enumerate(confs):
-        recs = kp_records(40, str(compression), seed * 40)
-        offsets = produce(kb, topic, recs, compression_type=compression, **conf)
-        assert_appended_after(sent, recs, offsets, conf)
-        sent += recs
-    assert_same(consume(kb, topic, 0, len(sent)), sent, 0)
-    assert_stored_with(kb, topic, compression)
+    scenarios.every_acks_setting_round_trips(client, compression, confs, 40)
 
 
-@settings(max_examples=5)
-@given(timestamps=timestamp_lists)
-def test_offsets_for_times_matches_the_oracle_with_unordered_and_equal_create_times(
-    kb: BrokerProcess, timestamps: list[int]
-) -> None:
-    topic = topic_name("oft")
-    create_topic(kb, topic)
-    recs = index_valued(timestamps)
-    offsets = produce(kb, topic, recs)
-    check_lookups(kb, topic, list(zip(offsets, timestamps, strict=True)))
+TestLookupsAndRecords = scenarios.lookup_and_record_tests((5, 3), for_kafka_python, lookups=False)
 
 
-@settings(max_examples=3)
-@given(recs=st.lists(records, min_size=1, max_size=30).map(for_kafka_python))
-def test_arbitrary_records_read_back_exactly(kb: BrokerProcess, recs: list[Rec]) -> None:
-    topic = topic_name("arb")
-    create_topic(kb, topic)
-    produce(kb, topic, recs)
-    assert_same(consume(kb, topic, 0, len(recs)), recs, 0)
+def test_log_append_time_topic_and_lookups_after_restart(client: KafkaPython) -> None:
+    scenarios.log_append_time_stamps_and_lookups(client, 25, 10, restart=True)
 
 
-def test_log_append_time_topic_and_lookups_after_restart(kb: BrokerProcess) -> None:
-    topic = topic_name("lat")
-    create_topic(kb, topic, config={"message.timestamp.type": "LogAppendTime"})
-    recs = kp_records(25, "lat")
-    produce(kb, topic, recs[:10])
-    produce(kb, topic, recs[10:])
-    msgs = consume(kb, topic, 0, len(recs))
-    assert_same(msgs, recs, 0, log_append=True)
-    stamped = [(m.offset, m.timestamp) for m in msgs]  # type: ignore[attr-defined]
-    assert [ts for _, ts in stamped] == sorted(ts for _, ts in stamped)
-    check_lookups(kb, topic, stamped)
-    kb.restart()
-    check_lookups(kb, topic, stamped)
-    assert_same(consume(kb, topic, 0, len(recs)), recs, 0, log_append=True)
-
-
-def test_beginning_and_end_offsets_in_both_isolation_levels(kb: BrokerProcess) -> None:
-    topic = topic_name("wm")
-    create_topic(kb, topic, partitions=2)
-    produce(kb, topic, kp_records(9, "wm"), partition=1)
+def test_beginning_and_end_offsets_in_both_isolation_levels(kb: BrokerProcess, client: KafkaPython) -> None:
+    topic = scenarios.filled_topic(client, "wm", 9, partitions=2, partition=1)
     tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
     for isolation in ("read_uncommitted", "read_committed"):
         c = consumer(kb, isolation_level=isolation)
@@ -206,10 +143,8 @@ def test_beginning_and_end_offsets_in_both_isolation_levels(kb: BrokerProcess) -
             c.close()
 
 
-def test_committed_offsets_round_trip_with_metadata(kb: BrokerProcess) -> None:
-    topic = topic_name("co")
-    create_topic(kb, topic)
-    produce(kb, topic, kp_records(10, "co"))
+def test_committed_offsets_round_trip_with_metadata(kb: BrokerProcess, client: KafkaPython) -> None:
+    topic = scenarios.filled_topic(client, "co", 10)
     group = topic_name("group")
     tp = TopicPartition(topic, 0)
     c = consumer(kb, group_id=group)
@@ -225,12 +160,8 @@ def test_committed_offsets_round_trip_with_metadata(kb: BrokerProcess) -> None:
     c = consumer(kb, group_id=group, auto_offset_reset="earliest")
     try:
         c.assign([tp])
-        msgs: list[object] = []
-        deadline = time.monotonic() + TIMEOUT_MS / 1000
-        while len(msgs) < 4 and time.monotonic() < deadline:
-            for batch in c.poll(timeout_ms=300).values():
-                msgs += batch
-        assert [m.offset for m in msgs] == [6, 7, 8, 9]  # type: ignore[attr-defined]
+        msgs = scenarios.collect(4, lambda _: polled(c), TIMEOUT_MS / 1000)
+        assert [m.offset for m in msgs] == [6, 7, 8, 9]
     finally:
         c.close()
 

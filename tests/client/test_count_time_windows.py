@@ -18,15 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
+import tests.helpers.disordered_topic as dt
 from client import SyncClient
-from client.aio import COUNT_TIME_WINDOWS, ProducerRecord
+from client.aio import COUNT_TIME_WINDOWS
 from protocol.errors import ErrorCode, KafkaError
-from tests.helpers.acls import STANDARD_AUTHORIZER, allow_on_topic
+from tests.helpers.acls import STANDARD_AUTHORIZER
 from tests.helpers.confluent import some_transactions_aborted, txn_producer
-from tests.helpers.disorder import batch_timestamps, shaped_batches
+from tests.helpers.disorder import shaped_batches
 from tests.helpers.sidecars import kill_with_sidecars_damaged
 from tests.helpers.wait import wait_until
 
@@ -35,21 +34,10 @@ T0 = NOW - 40 * 86_400_000
 _topics = itertools.count()
 
 
-def _produce(c: SyncClient, topic: str, parts: int, batches: list[tuple[int, list[int]]]
-             ) -> list[tuple[int, int, int]]:
-    """Produce each (partition, timestamps) as one call; (partition, offset, ts)."""
-    out = []
-    for p, tss in batches:
-        recs = [ProducerRecord(value=b"v", timestamp=t) for t in tss]
-        offs = c.produce(topic, recs, partition=p % parts)
-        out += [(p % parts, o, t) for o, t in zip(offs, tss, strict=True)]
-    return out
-
-
-def _oracle(rows: list[tuple[int, int, int]], bounds: list[int], parts: list[int],
+def _oracle(rows: list[dt.Row], bounds: list[int], parts: list[int],
             start: dict[int, int] | None = None) -> dict[int, list[int]]:
     out = {p: [0] * (len(bounds) - 1) for p in parts}
-    for p, o, t in rows:
+    for p, o, t, _ in rows:
         if o < (start or {}).get(p, 0):
             continue
         k = bisect.bisect_right(bounds, t) - 1
@@ -58,7 +46,7 @@ def _oracle(rows: list[tuple[int, int, int]], bounds: list[int], parts: list[int
     return out
 
 
-def _bound_sets(rows: list[tuple[int, int, int]], rng: random.Random) -> list[list[int]]:
+def _bound_sets(rows: list[dt.Row], rng: random.Random) -> list[list[int]]:
     tss = sorted(r[2] for r in rows)
     sets = [[T0 - 1000, T0 - 1], [NOW + 1000, NOW + 5000], [tss[0], tss[-1] + 1],
             [T0 - 1, tss[0], tss[0], tss[-1], NOW + 10**9],
@@ -68,24 +56,17 @@ def _bound_sets(rows: list[tuple[int, int, int]], rng: random.Random) -> list[li
     return [sorted(b) for b in sets]
 
 
-def _check(c: SyncClient, topic: str, rows: list[tuple[int, int, int]], parts: list[int],
+def _check(c: SyncClient, topic: str, rows: list[dt.Row], parts: list[int],
            rng: random.Random, start: dict[int, int] | None = None) -> None:
     for bounds in _bound_sets(rows, rng):
         assert c.count_time_windows(topic, bounds) == _oracle(rows, bounds, parts, start), bounds
 
 
-batch_shapes = shaped_batches(2, 2000)
-
-
-@settings(max_examples=15, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(shapes=batch_shapes, parts=st.integers(1, 3), seed=st.integers(0, 1000))
+@dt.disordered_examples(15, shaped_batches(2, 2000))
 def test_counts_equal_the_oracle(broker, shapes, parts: int, seed: int) -> None:  # type: ignore[no-untyped-def]
-    rng = random.Random(seed)
     topic = f"ctw-{next(_topics)}"
     with SyncClient(broker.bootstrap, client_id="ctw") as c:
-        c.create_topic(topic, parts, {"segment.bytes": "1200", "index.interval.bytes": "200"})
-        rows = _produce(c, topic, parts, batch_timestamps(shapes, T0, rng))
+        rows, rng = dt.fill_disordered(c, topic, parts, shapes, T0, seed)
         _check(c, topic, rows, list(range(parts)), rng)  # right after produce
         time.sleep(0.3)  # and once background slices have run
         _check(c, topic, rows, list(range(parts)), rng)
@@ -97,8 +78,7 @@ def test_after_delete_records(sync_client: SyncClient) -> None:
     c = sync_client
     rng = random.Random(5)
     c.create_topic("ctw-del", 2, {"segment.bytes": "1000", "index.interval.bytes": "150"})
-    rows = _produce(c, "ctw-del", 2, [(i % 2, [T0 + rng.randint(0, 90_000) for _ in range(7)])
-                                      for i in range(30)])
+    rows = dt.produce_batches(c, "ctw-del", 2, dt.scattered_batches(rng, T0, 2, 30, 7, 90_000))
     c._call(delete_records(c.aio, "ctw-del", {0: 17, 1: 40}))
     _check(c, "ctw-del", rows, [0, 1], rng, {0: 17, 1: 40})
 
@@ -135,8 +115,7 @@ def test_after_kill_9_with_the_sidecars_damaged(broker, damage: str) -> None:  #
     rng = random.Random(3)
     with SyncClient(broker.bootstrap, client_id="ctw") as c:
         c.create_topic("ctw-kill", 1, {"segment.bytes": "1500", "index.interval.bytes": "100"})
-        rows = _produce(c, "ctw-kill", 1, [(0, [T0 + rng.randint(0, 80_000) for _ in range(5)])
-                                           for _ in range(40)])
+        rows = dt.produce_batches(c, "ctw-kill", 1, dt.scattered_batches(rng, T0, 1, 40, 5, 80_000))
         # the first event-time request starts the partition's index (built on demand)
         c.count_time_windows("ctw-kill", [T0, T0 + 80_001])
     kill_with_sidecars_damaged(broker, "ctw-kill-0", ".tsindex", damage)
@@ -155,9 +134,8 @@ def test_only_partitions_asked_in_event_time_are_indexed_in_the_background(broke
     def sealed(suffix: str) -> int:
         return len(list(pdir.glob(f"*{suffix}")))
 
-    def produce(c: SyncClient) -> list[tuple[int, int, int]]:
-        return _produce(c, "ctw-lazy", 1, [(0, [T0 + rng.randint(0, 80_000) for _ in range(5)])
-                                           for _ in range(30)])
+    def produce(c: SyncClient) -> list[dt.Row]:
+        return dt.produce_batches(c, "ctw-lazy", 1, dt.scattered_batches(rng, T0, 1, 30, 5, 80_000))
 
     with SyncClient(broker.bootstrap, client_id="ctw") as c:
         c.create_topic("ctw-lazy", 1, {"segment.bytes": "1500", "index.interval.bytes": "100"})
@@ -177,11 +155,7 @@ def test_only_partitions_asked_in_event_time_are_indexed_in_the_background(broke
 def test_counting_needs_describe_on_the_topic(broker_factory) -> None:  # type: ignore[no-untyped-def]
     b = broker_factory(STANDARD_AUTHORIZER)
     with SyncClient(b.bootstrap, client_id="ctw") as c:
-        for t in ("ctw-guarded", "ctw-described"):
-            c.create_topic(t, 1)
-            c.produce(t, [ProducerRecord(value=b"x", timestamp=T0)], partition=0)
-        allow_on_topic(b.bootstrap, "ctw-guarded", "READ", "User:someone-else")  # not us
-        allow_on_topic(b.bootstrap, "ctw-described", "DESCRIBE", "User:ANONYMOUS")
+        dt.guarded_and_allowed(c, b.bootstrap, "ctw-guarded", "ctw-described", "DESCRIBE", T0)
         with pytest.raises(KafkaError) as exc:
             c.count_time_windows("ctw-guarded", [T0, T0 + 1], [0])
         assert exc.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED

@@ -17,14 +17,20 @@ import time
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from client import SyncClient
-from client.aio import PLAN_TIME_WINDOW, ProducerRecord
-from tests.helpers.acls import STANDARD_AUTHORIZER, allow_on_topic
+from client.aio import PLAN_TIME_WINDOW
+from tests.helpers.acls import STANDARD_AUTHORIZER
 from tests.helpers.confluent import some_transactions_aborted, txn_producer
-from tests.helpers.disorder import batch_timestamps, shaped_batches
+from tests.helpers.disorder import shaped_batches
+from tests.helpers.disordered_topic import (
+    Row,
+    disordered_examples,
+    fill_disordered,
+    guarded_and_allowed,
+    produce_batches,
+    scattered_batches,
+)
 from tests.helpers.sidecars import kill_with_sidecars_damaged
 
 NOW = int(time.time() * 1000)
@@ -32,30 +38,19 @@ T0 = NOW - 40 * 86_400_000
 _topics = itertools.count()
 
 
-def _produce(c: SyncClient, topic: str, parts: int, batches: list[tuple[int, list[int]]]
-             ) -> list[tuple[int, int, int, bytes]]:
-    """Produce each (partition, timestamps) as one call; (partition, offset, ts, value)."""
-    out = []
-    for n, (p, tss) in enumerate(batches):
-        recs = [ProducerRecord(value=b"%d-%d" % (n, i), timestamp=t) for i, t in enumerate(tss)]
-        offs = c.produce(topic, recs, partition=p % parts)
-        out += [(p % parts, o, t, r.value) for o, t, r in zip(offs, tss, recs, strict=True)]
-    return out
-
-
-def _oracle(rows: list[tuple[int, int, int, bytes]], t1: int, t2: int, start: dict[int, int]
-            | None = None) -> list[tuple[int, int, int, bytes]]:
+def _oracle(rows: list[Row], t1: int, t2: int, start: dict[int, int]
+            | None = None) -> list[Row]:
     return sorted(r for r in rows if t1 <= r[2] < t2 and r[1] >= (start or {}).get(r[0], 0))
 
 
 def _read(c: SyncClient, topic: str, t1: int, t2: int, **kw: object
-          ) -> list[tuple[int, int, int, bytes]]:
+          ) -> list[Row]:
     return [(r.partition, r.offset, r.timestamp, r.value)
             for r in c.read_time_range(topic, t1, t2, event_time=True, **kw)]  # type: ignore[arg-type]
 
 
 def _read_arrow(c: SyncClient, topic: str, t1: int, t2: int, **kw: object
-                ) -> list[tuple[int, int, int, bytes]]:
+                ) -> list[Row]:
     out = []
     for p, batch in c.read_time_range_arrow(topic, t1, t2, event_time=True, **kw):  # type: ignore[arg-type]
         assert isinstance(batch, pa.RecordBatch)
@@ -65,7 +60,7 @@ def _read_arrow(c: SyncClient, topic: str, t1: int, t2: int, **kw: object
     return out
 
 
-def _windows(rows: list[tuple[int, int, int, bytes]], rng: random.Random) -> list[tuple[int, int]]:
+def _windows(rows: list[Row], rng: random.Random) -> list[tuple[int, int]]:
     tss = sorted(r[2] for r in rows)
     w = [(T0 - 1000, T0 - 1), (NOW + 1000, NOW + 5000), (tss[0], tss[0]),
          (tss[0], tss[-1] + 1), (tss[-1], tss[-1] + 1)]
@@ -75,7 +70,7 @@ def _windows(rows: list[tuple[int, int, int, bytes]], rng: random.Random) -> lis
     return w
 
 
-def _check(c: SyncClient, topic: str, rows: list[tuple[int, int, int, bytes]],
+def _check(c: SyncClient, topic: str, rows: list[Row],
            t1: int, t2: int, start: dict[int, int] | None = None) -> None:
     want = _oracle(rows, t1, t2, start)
     got = _read(c, topic, t1, t2)
@@ -95,18 +90,11 @@ def _check(c: SyncClient, topic: str, rows: list[tuple[int, int, int, bytes]],
     assert arrow == want
 
 
-batch_shapes = shaped_batches(3, 400_000)
-
-
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(shapes=batch_shapes, parts=st.integers(1, 3), seed=st.integers(0, 1000))
+@disordered_examples(25, shaped_batches(3, 400_000))
 def test_event_time_reads_equal_the_oracle(broker, shapes, parts: int, seed: int) -> None:  # type: ignore[no-untyped-def]
-    rng = random.Random(seed)
     topic = f"evt-{next(_topics)}"
     with SyncClient(broker.bootstrap, client_id="evt") as c:
-        c.create_topic(topic, parts, {"segment.bytes": "1200", "index.interval.bytes": "200"})
-        rows = _produce(c, topic, parts, batch_timestamps(shapes, T0, rng))
+        rows, rng = fill_disordered(c, topic, parts, shapes, T0, seed)
         for t1, t2 in _windows(rows, rng):
             _check(c, topic, rows, t1, t2)
 
@@ -114,8 +102,8 @@ def test_event_time_reads_equal_the_oracle(broker, shapes, parts: int, seed: int
 def test_positional_stays_the_default(sync_client: SyncClient) -> None:
     c = sync_client
     c.create_topic("evt-pos", 1, {"segment.bytes": "2000"})
-    rows = _produce(c, "evt-pos", 1, [(0, [T0 + 100, T0 + 300]), (0, [T0 + 50]),
-                                      (0, [T0 + 400, T0 + 200])])
+    rows = produce_batches(c, "evt-pos", 1, [(0, [T0 + 100, T0 + 300]), (0, [T0 + 50]),
+                                            (0, [T0 + 400, T0 + 200])])
     positional = [(r.offset, r.timestamp) for r in c.read_time_range("evt-pos", T0 + 100, T0 + 250)]
     s, e = c.time_range_offsets("evt-pos", T0 + 100, T0 + 250)[0]
     assert positional == [(o, t) for _, o, t, _ in rows if s <= o < e]
@@ -135,8 +123,7 @@ def test_after_delete_records(sync_client: SyncClient) -> None:
     c = sync_client
     rng = random.Random(5)
     c.create_topic("evt-del", 2, {"segment.bytes": "1000"})
-    rows = _produce(c, "evt-del", 2, [(i % 2, [T0 + rng.randint(0, 90_000) for _ in range(7)])
-                                      for i in range(30)])
+    rows = produce_batches(c, "evt-del", 2, scattered_batches(rng, T0, 2, 30, 7, 90_000))
     c._call(delete_records(c.aio, "evt-del", {0: 17, 1: 40}))
     start = {0: 17, 1: 40}
     for t1, t2 in _windows(rows, rng):
@@ -172,8 +159,7 @@ def test_after_kill_9_with_the_sidecars_damaged(broker, damage: str) -> None:  #
     rng = random.Random(3)
     with SyncClient(broker.bootstrap, client_id="evt") as c:
         c.create_topic("evt-kill", 1, {"segment.bytes": "1500", "index.interval.bytes": "100"})
-        rows = _produce(c, "evt-kill", 1, [(0, [T0 + rng.randint(0, 80_000) for _ in range(5)])
-                                           for _ in range(40)])
+        rows = produce_batches(c, "evt-kill", 1, scattered_batches(rng, T0, 1, 40, 5, 80_000))
     kill_with_sidecars_damaged(broker, "evt-kill-0", ".zonemap", damage)
     with SyncClient(broker.bootstrap, client_id="evt") as c:
         for t1, t2 in _windows(rows, rng):
@@ -192,11 +178,8 @@ def test_planning_needs_describe_on_the_topic(broker_factory) -> None:  # type: 
 
     b = broker_factory(STANDARD_AUTHORIZER)
     with SyncClient(b.bootstrap, client_id="evt") as c:
-        for t in ("evt-guarded", "evt-readable"):
-            c.create_topic(t, 1)
-            c.produce(t, [ProducerRecord(value=b"x", timestamp=T0)], partition=0)
-        allow_on_topic(b.bootstrap, "evt-guarded", "READ", "User:someone-else")  # not us
-        allow_on_topic(b.bootstrap, "evt-readable", "READ", "User:ANONYMOUS")  # READ implies DESCRIBE
+        # READ implies DESCRIBE
+        guarded_and_allowed(c, b.bootstrap, "evt-guarded", "evt-readable", "READ", T0)
         with pytest.raises(KafkaError) as exc:
             c.plan_time_window("evt-guarded", T0, T0 + 1, [0])
         assert exc.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED

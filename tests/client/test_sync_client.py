@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import threading
 
 import pytest
 from client_oracle import unique_topic
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 
 from client import KafkaError, ProducerRecord, SyncClient
 from protocol.errors import ErrorCode
+from tests.helpers.threads import run_on_threads
 
 
 @pytest.fixture
@@ -23,21 +23,12 @@ def broker(shared_broker):  # type: ignore[no-untyped-def]
 def test_many_threads_share_one_client(sync_client: SyncClient) -> None:
     topic = unique_topic("threads")
     sync_client.create_topic(topic, partitions=4)
-    errors: list[BaseException] = []
 
     def work(p: int) -> None:
-        try:
-            for i in range(20):
-                sync_client.produce(topic, [ProducerRecord(value=b"%d-%d" % (p, i))], partition=p)
-        except BaseException as e:  # surfaced below
-            errors.append(e)
+        for i in range(20):
+            sync_client.produce(topic, [ProducerRecord(value=b"%d-%d" % (p, i))], partition=p)
 
-    threads = [threading.Thread(target=work, args=(p,)) for p in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert run_on_threads(work, 4) == []
     for p in range(4):
         assert [r.value for r in sync_client.consume(topic, p, 0)] == [
             b"%d-%d" % (p, i) for i in range(20)

@@ -6,29 +6,18 @@ script by hand would: the same classpath, the same server.properties, the same J
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
+
+from tests.helpers.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 JAVA_SOURCES = REPO / "tools" / "kafka-ref" / "java"
 
 
-def _load() -> ModuleType:
-    path = REPO / "tools" / "kafka-ref" / "kafkaref.py"
-    spec = importlib.util.spec_from_file_location("kafkaref", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("kafkaref", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-kafkaref = _load()
+kafkaref = load_script(REPO / "tools" / "kafka-ref" / "kafkaref.py", "kafkaref")
 KafkaNode = kafkaref.KafkaNode
 KafkaRefError = kafkaref.KafkaRefError
 fetch = kafkaref.fetch

@@ -485,10 +485,11 @@ def test_transactions_abort_ends_a_hanging_transaction(target: Target) -> None:
     """``kafka-transactions abort`` (DescribeProducers, then WriteTxnMarkers to the leader)
     ends a transaction its producer left open: read_committed sees its records as aborted,
     the LSO moves to the high watermark and the partition shows no open transaction."""
-    from confluent_kafka import Consumer, Producer
-    from confluent_kafka import TopicPartition as CkTP
+    from confluent_kafka import Producer
     from kafka import KafkaAdminClient
     from kafka import TopicPartition as KpTP
+
+    from tests.helpers.confluent import consume_isolated
 
     topic = _topic(target, "cli-abort")
     sent: dict[bytes, int] = {}  # value -> offset, from the delivery reports
@@ -521,22 +522,8 @@ def test_transactions_abort_ends_a_hanging_transaction(target: Target) -> None:
     high_watermark = target.client.latest(topic, [0], 0)[0]
     assert high_watermark == sent[hanging[-1]] + 2  # the hanging records, then the ABORT marker
     assert target.client.latest(topic, [0], 1)[0] == high_watermark
-    consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": f"g-{topic}",
-                         "isolation.level": "read_committed", "enable.partition.eof": True})
-    try:
-        consumer.assign([CkTP(topic, 0, 0)])
-        seen = []
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                assert msg.error().code() == -191, msg.error()  # _PARTITION_EOF
-                break
-            seen.append((msg.value(), msg.offset()))
-    finally:
-        consumer.close()
+    seen = [(v, o) for _, o, v in consume_isolated(target.bootstrap, topic, 1, "read_committed",
+                                                   timeout=20)]
     assert seen == [(v, sent[v]) for v in committed]
     admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
     try:

@@ -14,14 +14,13 @@ toolchain, a refused download or a failed build fails this test with the reason.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from tests.ecosystem import prebuild
+from tests.helpers.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,17 +36,7 @@ SUBSET = {
 }
 
 
-def _load() -> ModuleType:
-    path = REPO / "tools" / "peers" / "librdkafka.py"
-    spec = importlib.util.spec_from_file_location("librdkafka_peer", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("librdkafka_peer", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-peer = _load()
+peer = load_script(REPO / "tools" / "peers" / "librdkafka.py", "librdkafka_peer")
 
 
 @pytest.fixture(scope="module")

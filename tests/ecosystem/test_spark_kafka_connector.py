@@ -259,31 +259,22 @@ def _check_window(spark: Any, bootstrap: str, log: Log, level: str, per_partitio
     assert _read(spark, "chronolog", bootstrap, opts) == expected, f"format('chronolog') {opts}"
 
 
-def _check_drawn_window(spark: Any, bootstrap: str, log: Log,
-                        w: DrawnWindow) -> None:
-    """_check_window for a window drawn by ``windows()`` (times relative to the log's t0)."""
-    level, per_partition, t1, t2 = w
-    _check_window(spark, bootstrap, log, level, per_partition, _shift(t1, log.t0),
-                  _shift(t2, log.t0))
+def _drawn_windows_test(examples: int) -> Any:
+    """A test of ``examples`` windows drawn by ``windows()`` (times relative to the log's
+    t0), each checked by _check_window: a short run for ``make test``, a long one below."""
+
+    @settings(max_examples=examples)
+    @given(w=windows())
+    def test(spark: Any, connector: str, chronolog: Any, log: Log, w: DrawnWindow) -> None:
+        level, per_partition, t1, t2 = w
+        _check_window(spark, chronolog.bootstrap, log, level, per_partition,
+                      _shift(t1, log.t0), _shift(t2, log.t0))
+
+    return test
 
 
-@settings(max_examples=2)
-@given(w=windows())
-def test_batch_time_windows_of_the_kafka_connector_match_chronologs_source(
-    spark: Any, connector: str, chronolog: Any, log: Log,
-    w: DrawnWindow
-) -> None:
-    _check_drawn_window(spark, chronolog.bootstrap, log, w)
-
-
-@pytest.mark.ecosystem_full
-@settings(max_examples=40)
-@given(w=windows())
-def test_many_drawn_batch_windows_match(
-    spark: Any, connector: str, chronolog: Any, log: Log,
-    w: DrawnWindow
-) -> None:
-    _check_drawn_window(spark, chronolog.bootstrap, log, w)
+test_batch_time_windows_of_the_kafka_connector_match_chronologs_source = _drawn_windows_test(2)
+test_many_drawn_batch_windows_match = pytest.mark.ecosystem_full(_drawn_windows_test(40))
 
 
 def test_a_window_inside_the_data_at_both_levels_and_both_forms(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from client import ProducerRecord, SyncClient
 from pipeline.fetcher import FetchStats, read_ranges
 from pipeline.options import OptionError, parse_read_options
 from pipeline.source import event_time_partitions
+from tests.helpers.broker import free_port_number
 from tests.helpers.disorder import SHAPES, disordered
 
 NOW = int(time.time() * 1000)
@@ -40,12 +40,6 @@ _topics = itertools.count()
 Produced = tuple[int, int, int, bytes, str]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def evt_broker(tmp_path_factory: pytest.TempPathFactory, broker_process_class: Any
                ) -> Iterator[Any]:
@@ -53,7 +47,7 @@ def evt_broker(tmp_path_factory: pytest.TempPathFactory, broker_process_class: A
     records are stamped weeks ago, so time retention is off (it would delete them mid-run)."""
     data = tmp_path_factory.mktemp("spark-evt") / "data"
     data.mkdir()
-    b = broker_process_class(data, _free_port(), {"log.retention.ms": "-1"}).start()
+    b = broker_process_class(data, free_port_number(), {"log.retention.ms": "-1"}).start()
     yield b
     b.stop()
 

@@ -12,7 +12,6 @@ partition's late count and largest lateness (counted here from the produced orde
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from bench.datasets import SAMPLE_WINDOWS, day_ms, month_shuffled
 from client import ProducerRecord, SyncClient
 from pipeline.options import parse_read_options
 from pipeline.source import event_time_partitions
+from tests.helpers.broker import free_port_number
 
 N = 20_000
 PARTS = 2
@@ -38,19 +38,13 @@ DOC_FIGURES = {"one day": (53, 0, 0), "three days at year end": (181, 6821, 181)
                "one week": (433, 433, 425)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory, broker_process_class: Any
            ) -> Iterator[tuple[Any, dict[int, list[tuple[int, int]]]]]:
     """The broker and, per partition, (offset, timestamp) of every record in arrival order."""
     data = tmp_path_factory.mktemp("month-shuffled") / "data"
     data.mkdir()
-    b = broker_process_class(data, _free_port(), {}).start()
+    b = broker_process_class(data, free_port_number(), {}).start()
     stamps = [int(t) for t in month_shuffled(N)]
     produced: dict[int, list[tuple[int, int]]] = {}
     with SyncClient(b.bootstrap) as c:

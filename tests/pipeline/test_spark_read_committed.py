@@ -32,8 +32,7 @@ from hypothesis import strategies as st
 from client import SyncClient, TopicPartition
 from pipeline.fetcher import DataLossError, read_range
 from storage.records import decode_batch, iter_batches
-
-LEVELS = ("read_committed", "read_uncommitted")
+from tests.helpers.remote_read import LEVELS
 
 
 @dataclass(frozen=True)

@@ -14,29 +14,20 @@ from typing import Any
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from client import SyncClient
 from client.partitioner import partition_for_key
 from pipeline.options import parse_write_options
+from pipeline.schema import HEADERS_TYPE, SPARK_SCHEMA
 from pipeline.writer import ChronologWriter
 
 T0 = (time.time_ns() // 1_000_000 - 86_400_000) // 1000 * 1000
-HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+# The source's columns, except that the sink also takes string keys and epoch-millis timestamps.
 SCHEMA = StructType([
-    StructField("key", StringType()), StructField("value", BinaryType()),
-    StructField("topic", StringType()), StructField("partition", IntegerType()),
-    StructField("timestamp", LongType()), StructField("headers", ArrayType(HEADER)),
+    StructField("key", StringType()), SPARK_SCHEMA["value"], SPARK_SCHEMA["topic"],
+    SPARK_SCHEMA["partition"], StructField("timestamp", LongType()), SPARK_SCHEMA["headers"],
 ])
-ARROW_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
 def _batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
@@ -45,7 +36,7 @@ def _batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
         pa.array(cols[0], pa.string()), pa.array(cols[1], pa.binary()),
         pa.array(cols[2], pa.string()), pa.array(cols[3], pa.int32()),
         pa.array(cols[4], pa.int64()),
-        pa.array([[{"key": k, "value": v} for k, v in h] for h in cols[5]], ARROW_HEADERS),
+        pa.array([[{"key": k, "value": v} for k, v in h] for h in cols[5]], HEADERS_TYPE),
     ], names=["key", "value", "topic", "partition", "timestamp", "headers"])
 
 
@@ -114,7 +105,7 @@ def test_rows_without_a_timestamp_column_are_stamped_when_their_batch_is_built(b
     Arrow inputs are each stored once, in order."""
     from storage.records import iter_batches
 
-    schema = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    schema = StructType([StructField("key", StringType()), SPARK_SCHEMA["value"]])
     topic = f"nots-{time.time_ns()}"
     inputs = [pa.record_batch([pa.array([f"k{i % 5}" for i in range(j, j + 300)], pa.string()),
                                pa.array([b"%06d" % i + b"v" * 40 for i in range(j, j + 300)],

@@ -29,6 +29,7 @@ from storage.remote.store import (
 from tests.helpers.broker import free_port_number
 from tests.helpers.faultproxy import FaultProxy
 from tests.helpers.s3server import S3Bucket
+from tests.helpers.threads import run_on_threads
 
 #: Retries fast enough for a test and still visible in the proxy's log.
 FAST_RETRY = {"retry.max.retries": "3", "retry.backoff.ms": "20",
@@ -170,11 +171,7 @@ def test_one_store_serves_many_threads_at_once(store: ObjectStore) -> None:
             if store.get(key) != data or store.get_range(key, 10, 20) != data[10:20]:
                 errors.append(key)
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert run_on_threads(work, 8) == []
     assert errors == []
     assert len(store.list("")) == 80
 

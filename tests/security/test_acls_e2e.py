@@ -14,7 +14,6 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
-    AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
@@ -23,6 +22,8 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+
+from tests.helpers.acl_admin import binding, create_acls, create_topics
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ME = "User:ANONYMOUS"
@@ -33,12 +34,7 @@ ANY_FILTER = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, N
 
 def acl(rtype, name, op, perm=AclPermissionType.ALLOW, pattern=ResourcePatternType.LITERAL,
         principal=ME):
-    return AclBinding(rtype, name, pattern, principal, "*", op, perm)
-
-
-def create(admin: AdminClient, *bindings: AclBinding) -> None:
-    for f in admin.create_acls(list(bindings), request_timeout=TIMEOUT).values():
-        f.result()
+    return binding(principal, rtype, name, op, perm, pattern)
 
 
 def produce_error(bootstrap: str, topic: str) -> KafkaError | None:
@@ -78,8 +74,8 @@ def test_acls_created_described_deleted_and_kept_across_restart_and_crash(broker
     made = [acl(ResourceType.TOPIC, "orders", AclOperation.READ),
             acl(ResourceType.TOPIC, "pay.", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED),
             acl(ResourceType.GROUP, "*", AclOperation.ALL, AclPermissionType.DENY, principal="User:*")]
-    create(admin, *made)
-    create(admin, made[0])  # a duplicate succeeds and stays one ACL
+    create_acls(admin, *made)
+    create_acls(admin, made[0])  # a duplicate succeeds and stays one ACL
     assert sorted(map(str, admin.describe_acls(ANY_FILTER).result())) == sorted(map(str, made))
     match = AclBindingFilter(ResourceType.TOPIC, "pay.eu", ResourcePatternType.MATCH, None, None,
                              AclOperation.ANY, AclPermissionType.ANY)
@@ -112,24 +108,22 @@ def test_without_authorizer_acl_apis_answer_security_disabled(broker_factory):
     b = broker_factory()
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     with pytest.raises(KafkaException) as exc:
-        create(admin, acl(ResourceType.TOPIC, "t", AclOperation.READ))
+        create_acls(admin, acl(ResourceType.TOPIC, "t", AclOperation.READ))
     assert exc.value.args[0].code() == KafkaError.SECURITY_DISABLED
 
 
 def test_deny_beats_allow_for_produce_and_metadata(open_broker):
     bs = open_broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bs})
-    for f in admin.create_topics([NewTopic(t, 1) for t in ("free", "guarded", "hidden")],
-                                 request_timeout=TIMEOUT).values():
-        f.result()
+    create_topics(admin, "free", "guarded", "hidden")
     assert produce_error(bs, "free") is None  # no ACL on it: allow.everyone decides
-    create(admin, acl(ResourceType.TOPIC, "guarded", AclOperation.ALL),
+    create_acls(admin, acl(ResourceType.TOPIC, "guarded", AclOperation.ALL),
            acl(ResourceType.TOPIC, "guar", AclOperation.WRITE, AclPermissionType.DENY,
                pattern=ResourcePatternType.PREFIXED))
     err = produce_error(bs, "guarded")
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     # hidden: an ACL for someone else exists, so ANONYMOUS has no DESCRIBE: left out.
-    create(admin, acl(ResourceType.TOPIC, "hidden", AclOperation.READ, principal="User:bob"))
+    create_acls(admin, acl(ResourceType.TOPIC, "hidden", AclOperation.READ, principal="User:bob"))
     assert listed_topics(admin) == {"free", "guarded"}  # READ on "guarded" implies DESCRIBE
 
 
@@ -140,7 +134,7 @@ def test_super_user_passes_where_everyone_else_is_denied(broker_factory):
                             "allow.everyone.if.no.acl.found": "true"})
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         admin.create_topics([NewTopic(topic, 1)])[topic].result()
-        create(admin, acl(ResourceType.TOPIC, "*", AclOperation.WRITE, AclPermissionType.DENY,
+        create_acls(admin, acl(ResourceType.TOPIC, "*", AclOperation.WRITE, AclPermissionType.DENY,
                           principal="User:*"))
         err = produce_error(b.bootstrap, topic)
         assert (err.code() if err else None) == expect
@@ -151,7 +145,7 @@ def test_group_read_denied_fails_the_consumer_with_group_authorization(open_brok
     admin = AdminClient({"bootstrap.servers": bs})
     admin.create_topics([NewTopic("events", 1)])["events"].result()
     assert produce_error(bs, "events") is None
-    create(admin, acl(ResourceType.GROUP, "blocked", AclOperation.READ, AclPermissionType.DENY))
+    create_acls(admin, acl(ResourceType.GROUP, "blocked", AclOperation.READ, AclPermissionType.DENY))
     c = Consumer({"bootstrap.servers": bs, "group.id": "blocked", "auto.offset.reset": "earliest"})
     try:
         c.subscribe(["events"])
@@ -178,7 +172,7 @@ def test_kip848_subscription_with_an_undescribable_topic_fails_the_heartbeat(ope
     for t in ("open848", "hidden848"):
         admin.create_topics([NewTopic(t, 1)])[t].result()
     assert produce_error(bs, "open848") is None
-    create(admin, acl(ResourceType.TOPIC, "hidden848", AclOperation.ALL, AclPermissionType.DENY))
+    create_acls(admin, acl(ResourceType.TOPIC, "hidden848", AclOperation.ALL, AclPermissionType.DENY))
     conf = {"bootstrap.servers": bs, "group.protocol": "consumer", "auto.offset.reset": "earliest"}
     c = Consumer({**conf, "group.id": "g848-denied"})
     try:
@@ -204,7 +198,7 @@ def test_fetch_needs_read_on_the_topic(open_broker):
     admin = AdminClient({"bootstrap.servers": bs})
     admin.create_topics([NewTopic("secret", 1)])["secret"].result()
     assert produce_error(bs, "secret") is None
-    create(admin, acl(ResourceType.TOPIC, "secret", AclOperation.DESCRIBE),
+    create_acls(admin, acl(ResourceType.TOPIC, "secret", AclOperation.DESCRIBE),
            acl(ResourceType.TOPIC, "secret", AclOperation.READ, AclPermissionType.DENY))
     c = Consumer({"bootstrap.servers": bs, "group.id": "g", "enable.auto.commit": False})
     try:
@@ -251,7 +245,7 @@ def test_admin_apis_check_create_delete_and_config_operations(open_broker):
     admin.create_topics([NewTopic("kept", 1)])["kept"].result()
     # The cluster gets an ACL (so CREATE on it is no longer everyone's): topic creation
     # then falls back to CREATE on the topic, Kafka's second chance.
-    create(admin,
+    create_acls(admin,
            acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER),
            acl(ResourceType.TOPIC, "no-", AclOperation.CREATE, AclPermissionType.DENY,
                pattern=ResourcePatternType.PREFIXED),
@@ -276,7 +270,7 @@ def test_admin_apis_check_create_delete_and_config_operations(open_broker):
 def test_auto_creation_needs_create(open_broker):
     bs = open_broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bs})
-    create(admin, acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER),
+    create_acls(admin, acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER),
            acl(ResourceType.TOPIC, "auto-no", AclOperation.CREATE, AclPermissionType.DENY,
                pattern=ResourcePatternType.PREFIXED))
     p = Producer({"bootstrap.servers": bs, "message.timeout.ms": 5000})

@@ -19,17 +19,19 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    NewTopic,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka.admin import AclBinding, AclOperation, AdminClient, ResourceType
 
+from tests.helpers.acl_admin import (
+    ALLOW,
+    DENY,
+    LITERAL,
+    PREFIXED,
+    binding,
+    create_acls,
+    create_topics,
+    described,
+    on_topic,
+)
 from tests.security.secure_broker import ALICE, BOB, SecureBroker, start_secure_broker
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -40,8 +42,6 @@ CAROL = ("carol", "carol-Secret-3")
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
         + " ".join(f'user_{u}="{p}"' for u, p in (ALICE, BOB, ADMIN, CAROL)) + ";")
 TIMEOUT = 15.0
-LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
-ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 
 
 @pytest.fixture(scope="module")
@@ -82,25 +82,15 @@ def admin(sb: SecureBroker) -> AdminClient:
 
 def acl(user: str, rtype: ResourceType, name: str, op: AclOperation, perm=ALLOW,
         pattern=LITERAL) -> AclBinding:
-    return AclBinding(rtype, name, pattern, f"User:{user}", "*", op, perm)
+    return binding(f"User:{user}", rtype, name, op, perm, pattern)
 
 
 def grant(sb: SecureBroker, *bindings: AclBinding) -> None:
-    client = admin(sb)  # held until the futures resolve: a dropped client cancels them
-    for f in client.create_acls(list(bindings), request_timeout=TIMEOUT).values():
-        f.result()
+    create_acls(admin(sb), *bindings)
 
 
 def topics(sb: SecureBroker, *names: str) -> None:
-    client = admin(sb)
-    for f in client.create_topics([NewTopic(n, 1) for n in names],
-                                  request_timeout=TIMEOUT).values():
-        f.result()
-
-
-def described(sb: SecureBroker, f: AclBindingFilter) -> list[str]:
-    client = admin(sb)
-    return sorted(map(str, client.describe_acls(f, request_timeout=TIMEOUT).result()))
+    create_topics(admin(sb), *names)
 
 
 def uid() -> str:
@@ -273,13 +263,12 @@ def test_acls_and_their_effect_survive_a_restart(sb: SecureBroker) -> None:
             acl("bob", ResourceType.TOPIC, t, AclOperation.WRITE),
             acl("bob", ResourceType.TOPIC, f"r-{u}", AclOperation.WRITE, DENY, PREFIXED)]
     grant(sb, *made)
-    mine = AclBindingFilter(ResourceType.TOPIC, t, ResourcePatternType.MATCH, None, None,
-                            AclOperation.ANY, AclPermissionType.ANY)
-    before = described(sb, mine)
+    mine = on_topic(t)
+    before = described(admin(sb), mine)
     assert before == sorted(map(str, made))
     sb.proc.stop()
     sb.proc.start()
-    assert described(sb, mine) == before
+    assert described(admin(sb), mine) == before
     assert produce_code(alice(sb), t) is None
     assert produce_code(bob(sb), t) == KafkaError.TOPIC_AUTHORIZATION_FAILED  # DENY beats ALLOW
 
