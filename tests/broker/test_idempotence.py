@@ -81,14 +81,19 @@ class Appender:
         return [h for h in self.headers if h.base_offset + h.last_offset_delta >= offset]
 
 
+@pytest.fixture
+def log(tmp_path: Path) -> Appender:
+    """One partition of a fresh producer-state manager."""
+    return Appender(ProducerStateManager(tmp_path))
+
+
 def expect_error(code: ErrorCode, fn, *args) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(KafkaError) as exc:
         fn(*args)
     assert exc.value.code == code
 
 
-def test_retried_batch_is_answered_with_its_original_offsets(tmp_path: Path) -> None:
-    log = Appender(ProducerStateManager(tmp_path))
+def test_retried_batch_is_answered_with_its_original_offsets(log: Appender) -> None:
     assert log.produce(7, 0, 0, 3) == (0, False)
     assert log.produce(7, 0, 3, 2) == (3, False)
     assert log.produce(7, 0, 0, 3) == (0, True)
@@ -96,8 +101,7 @@ def test_retried_batch_is_answered_with_its_original_offsets(tmp_path: Path) -> 
     assert log.next_offset == 5
 
 
-def test_only_the_last_five_batches_are_recognised_as_duplicates(tmp_path: Path) -> None:
-    log = Appender(ProducerStateManager(tmp_path))
+def test_only_the_last_five_batches_are_recognised_as_duplicates(log: Appender) -> None:
     for i in range(BATCHES_TO_RETAIN + 1):
         log.produce(1, 0, i, 1)
     for i in range(1, BATCHES_TO_RETAIN + 1):
@@ -105,8 +109,7 @@ def test_only_the_last_five_batches_are_recognised_as_duplicates(tmp_path: Path)
     expect_error(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log.produce, 1, 0, 0, 1)
 
 
-def test_sequence_gap_is_out_of_order(tmp_path: Path) -> None:
-    log = Appender(ProducerStateManager(tmp_path))
+def test_sequence_gap_is_out_of_order(log: Appender) -> None:
     log.produce(1, 0, 0, 5)
     expect_error(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log.produce, 1, 0, 6, 1)
     # A partially overlapping retry is not a duplicate either.
@@ -114,8 +117,7 @@ def test_sequence_gap_is_out_of_order(tmp_path: Path) -> None:
     assert log.produce(1, 0, 5, 1) == (5, False)
 
 
-def test_stale_epoch_is_rejected_and_new_epoch_restarts_at_zero(tmp_path: Path) -> None:
-    log = Appender(ProducerStateManager(tmp_path))
+def test_stale_epoch_is_rejected_and_new_epoch_restarts_at_zero(log: Appender) -> None:
     log.produce(1, 3, 0, 2)
     expect_error(ErrorCode.INVALID_PRODUCER_EPOCH, log.produce, 1, 2, 2, 1)
     expect_error(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log.produce, 1, 4, 2, 1)
@@ -124,8 +126,7 @@ def test_stale_epoch_is_rejected_and_new_epoch_restarts_at_zero(tmp_path: Path) 
     expect_error(ErrorCode.INVALID_PRODUCER_EPOCH, log.produce, 1, 3, 0, 2)
 
 
-def test_unknown_producer_is_accepted_at_any_sequence_as_kafka_does(tmp_path: Path) -> None:
-    log = Appender(ProducerStateManager(tmp_path))
+def test_unknown_producer_is_accepted_at_any_sequence_as_kafka_does(log: Appender) -> None:
     assert log.produce(99, 0, 42, 2) == (0, False)
     assert log.produce(99, 0, 44, 1) == (2, False)
 
@@ -139,9 +140,8 @@ def test_producers_and_partitions_are_independent(tmp_path: Path) -> None:
     assert a.produce(2, 0, 2, 1) == (4, False)
 
 
-def test_sequence_wraps_from_int32_max_to_zero(tmp_path: Path) -> None:
+def test_sequence_wraps_from_int32_max_to_zero(log: Appender) -> None:
     assert last_sequence(INT32_MAX - 1, 3) == 1
-    log = Appender(ProducerStateManager(tmp_path))
     log.produce(1, 0, INT32_MAX - 1, 2)
     assert log.produce(1, 0, 0, 1) == (2, False)
     assert log.produce(1, 0, INT32_MAX - 1, 2) == (0, True)

@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from console_oracle import BASE, first_offset, unique_topic
+from console_topics import produced_topic
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -38,12 +39,8 @@ def stamp(i: int) -> int:
 
 @pytest.fixture(scope="module")
 def topic(console_broker) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    name = unique_topic("payments")
-    with SyncClient(console_broker.bootstrap, client_id="console-tests") as c:
-        c.create_topic(name, PARTS)
-        for p in range(PARTS):
-            c.produce(name, [ProducerRecord(value=f"{p}/{i}", timestamp=stamp(i)) for i in range(N)],
-                      partition=p)
+    name = produced_topic(console_broker.bootstrap, "payments", PARTS, lambda p: [
+        ProducerRecord(value=f"{p}/{i}", timestamp=stamp(i)) for i in range(N)])
     return {"name": name, "stamps": [stamp(i) for i in range(N)], "bootstrap": console_broker.bootstrap}
 
 

@@ -15,7 +15,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from console_oracle import BASE, Produced, first_offset, merged, unique_topic
+from console_oracle import BASE, Produced, first_offset, merged
+from console_topics import produced_topic
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -50,13 +51,10 @@ def value(p: int, i: int) -> bytes:
 @pytest.fixture(scope="module")
 def topic(console_broker) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """The topic, and its records as a client consumes them (the tests' oracle)."""
-    name = unique_topic("browse")
+    name = produced_topic(console_broker.bootstrap, "browse", PARTS, lambda p: [
+        ProducerRecord(key=key(i), value=value(p, i), timestamp=stamp(p, i),
+                       headers=[("n", str(i).encode())] if i % 3 else []) for i in range(N)])
     with SyncClient(console_broker.bootstrap, client_id="console-tests") as c:
-        c.create_topic(name, PARTS)
-        for p in range(PARTS):
-            c.produce(name, [ProducerRecord(key=key(i), value=value(p, i), timestamp=stamp(p, i),
-                                            headers=[("n", str(i).encode())] if i % 3 else [])
-                             for i in range(N)], partition=p)
         consumed = {p: [Produced(p, r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
                         for r in c.consume(name, p, 0, N)] for p in range(PARTS)}
     assert all(len(v) == N for v in consumed.values())

@@ -9,6 +9,7 @@ import struct
 import threading
 
 from tests.helpers.kafka_socket import recv_exact
+from tests.helpers.listen import accept_until_stopped
 
 
 class Relay:
@@ -21,19 +22,13 @@ class Relay:
         self._sock = socket.create_server(("127.0.0.1", port))
         self._sock.settimeout(0.2)
         self._stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
+        threading.Thread(target=accept_until_stopped, args=(self._sock, self._stop, self._relay),
+                         daemon=True).start()
 
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.target))
-            threading.Thread(target=self._requests, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+    def _relay(self, client: socket.socket) -> None:
+        upstream = socket.create_connection(("127.0.0.1", self.target))
+        threading.Thread(target=self._requests, args=(client, upstream), daemon=True).start()
+        threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
 
     def _requests(self, src: socket.socket, dst: socket.socket) -> None:
         try:

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.broker import free_port_number
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("CHRONOLOG_CACHE", REPO / ".cache"))
 VERSION = "2.7.0"
@@ -108,12 +110,6 @@ def install_seaweedfs() -> Path:
     return WEED
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class S3Server:
     """One s3proxy process serving ``workdir/data`` on 127.0.0.1."""
@@ -140,7 +136,7 @@ class S3Server:
         jar = install()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for attempt in range(3):
-            self.port = _free_port()
+            self.port = free_port_number()
             conf = self.workdir / "s3proxy.conf"
             conf.write_text("\n".join([
                 f"s3proxy.endpoint={self.endpoint}",

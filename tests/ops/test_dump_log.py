@@ -147,24 +147,22 @@ def test_verify_index_reports_an_offset_index_entry_pointing_inside_a_batch(
     assert str(seg.index) in problems[0] and "no batch starts at that position" in problems[0]
 
 
-def test_verify_index_reports_an_offset_index_entry_with_the_wrong_offset(
-    healthy_log: tuple[Path, list[Record]], capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(("index", "fmt", "entry", "change", "verified", "problem"), [
+    pytest.param("index", ">ii", 1, lambda rel, pos: (rel - 1, pos), "index",
+                 "but the batch there ends at log offset", id="offset-entry-with-the-wrong-offset"),
+    pytest.param("timeindex", ">qi", 0, lambda ts, rel: (ts - 1, rel), "log",
+                 "has max timestamp", id="time-entry-not-the-batch-max"),
+])
+def test_verify_index_reports_a_wrong_entry_given_any_file_of_the_segment(
+    healthy_log: tuple[Path, list[Record]], capsys: pytest.CaptureFixture[str],
+    index: str, fmt: str, entry: int, change: object, verified: str, problem: str,
 ) -> None:
-    d, _ = healthy_log
-    seg = segments_in(d)[0]
-    _rewrite(seg.index, ">ii", 1, lambda rel, pos: (rel - 1, pos))
-    out = verify_index_fails(seg.index, capsys)
-    assert "but the batch there ends at log offset" in out
-
-
-def test_verify_index_reports_a_time_index_timestamp_that_is_not_the_batch_max(
-    healthy_log: tuple[Path, list[Record]], capsys: pytest.CaptureFixture[str]
-) -> None:
-    d, _ = healthy_log
-    seg = segments_in(d)[0]
-    _rewrite(seg.timeindex, ">qi", 0, lambda ts, rel: (ts - 1, rel))
-    out = verify_index_fails(seg.log, capsys)
-    assert f"PROBLEM {seg.timeindex}" in out and "has max timestamp" in out
+    """One entry of the first segment's offset or time index changed; --verify-index on
+    the index itself or on the segment's .log names that index file and the problem."""
+    seg = segments_in(healthy_log[0])[0]
+    _rewrite(getattr(seg, index), fmt, entry, change)
+    out = verify_index_fails(getattr(seg, verified), capsys)
+    assert f"PROBLEM {getattr(seg, index)}" in out and problem in out
 
 
 def test_verify_index_reports_a_truncated_index_file_as_failing_kafkas_sanity_check(

@@ -21,6 +21,7 @@ from client import ProducerRecord, SyncClient
 from client.cli.dump_log import read_index, segments_in
 
 Sample = dict[str, float]
+BASE = 1_700_000_000_000  # the first record timestamp of every test
 
 
 def delta(after: Sample, before: Sample, name: str) -> float:
@@ -41,20 +42,19 @@ def test_produce_and_lookups_move_the_counters_they_should(
     metrics_broker: tuple[Any, str],
 ) -> None:
     b, url = metrics_broker
-    base = 1_700_000_000_000
     with SyncClient(b.bootstrap) as c:
         c.create_topic("m", 2)
         before = scrape(url)
         sizes = {0: 0, 1: 0}
         for i in range(40):
-            recs = [ProducerRecord(key=f"k{i}", value=b"v" * 300, timestamp=base + i * 10 + j)
+            recs = [ProducerRecord(key=f"k{i}", value=b"v" * 300, timestamp=BASE + i * 10 + j)
                     for j in range(5)]
             c.produce("m", recs, partition=i % 2)
             sizes[i % 2] += 5
         after_produce = scrape(url)
         lookups = 7
         for t in range(lookups):
-            assert c.offsets_for_times("m", base + t * 50)  # one lookup per partition
+            assert c.offsets_for_times("m", BASE + t * 50)  # one lookup per partition
         after_lookup = scrape(url)
         active = scrape(url)["chronolog_connections_active"]
     for p in (0, 1):
@@ -86,12 +86,11 @@ def test_index_gauges_agree_with_the_index_files_on_disk(
     metrics_broker: tuple[Any, str],
 ) -> None:
     b, url = metrics_broker
-    base = 1_700_000_000_000
     with SyncClient(b.bootstrap) as c:
         c.create_topic("idx", 1, {"segment.bytes": "3000"})
         for i in range(60):
-            c.produce("idx", [ProducerRecord(value=b"x" * 300, timestamp=base + i)], partition=0)
-        assert c.offsets_for_times("idx", base + 1)[0] == (1, base + 1)
+            c.produce("idx", [ProducerRecord(value=b"x" * 300, timestamp=BASE + i)], partition=0)
+        assert c.offsets_for_times("idx", BASE + 1)[0] == (1, BASE + 1)
     got = scrape(url)
     pdir = b.data_dir / "idx-0"
     segs = segments_in(pdir)
@@ -109,16 +108,15 @@ def test_index_gauges_agree_with_the_index_files_on_disk(
 
 def test_disorder_gauges_count_late_records(metrics_broker: tuple[Any, str]) -> None:
     b, url = metrics_broker
-    base = 1_700_000_000_000
-    tss = [base + 50, base + 10, base + 60, base + 60, base + 20, base + 70, base + 5]
+    tss = [BASE + 50, BASE + 10, BASE + 60, BASE + 60, BASE + 20, BASE + 70, BASE + 5]
     with SyncClient(b.bootstrap) as c:
         c.create_topic("late", 1, {"segment.bytes": "1000"})
         for t in tss:
             c.produce("late", [ProducerRecord(value=b"x" * 200, timestamp=t)], partition=0)
     got = scrape(url)
     label = '{partition="0",topic="late"}'
-    assert got["chronolog_late_records" + label] == 3  # base+10, base+20, base+5
-    assert got["chronolog_max_lateness_ms" + label] == 65  # base+70 then base+5
+    assert got["chronolog_late_records" + label] == 3  # BASE+10, BASE+20, BASE+5
+    assert got["chronolog_max_lateness_ms" + label] == 65  # BASE+70 then BASE+5
 
 
 def test_unknown_paths_get_404_and_healthz_answers(metrics_broker: tuple[Any, str]) -> None:

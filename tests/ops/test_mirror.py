@@ -73,6 +73,27 @@ def mirror(source: str, target: str, topic: str, *extra: str,
                           timeout=timeout)
 
 
+def mirrored_once(
+    broker_factory: Callable[..., Any], tmp_path: Path, topic: str, partitions: int,
+    batches: int, seed: int,
+) -> tuple[Any, Any, Path]:
+    """source_and_target(), then one whole mirror run that saves its progress in a state
+    file; returns the two brokers and that file."""
+    src, dst = source_and_target(broker_factory, topic, partitions, batches, seed)
+    state = tmp_path / "state.json"
+    res = mirror(src.bootstrap, dst.bootstrap, topic, "--state", str(state))
+    assert res.returncode == 0, res.stdout + res.stderr
+    return src, dst, state
+
+
+def set_saved_progress(state: Path, partition: str, source_next: int, target_next: int) -> None:
+    """Overwrite one partition's progress in the mirror's state file (key "topic/p"), as a
+    crash before the state was written, or a stale state file, leaves it."""
+    doc = json.loads(state.read_text())
+    doc["partitions"][partition] = {"source_next": source_next, "target_next": target_next}
+    state.write_text(json.dumps(doc))
+
+
 def interesting_times(data: dict[int, list[tuple[Any, ...]]]) -> list[int]:
     stamps = sorted({r[4] for rows in data.values() for r in rows})
     picks = set(stamps[:: max(1, len(stamps) // 40)]) | {stamps[0] - 1, stamps[-1], stamps[-1] + 1}
@@ -82,10 +103,7 @@ def interesting_times(data: dict[int, list[tuple[Any, ...]]]) -> list[int]:
 def test_mirror_copies_keys_values_headers_and_create_time_exactly(
     broker_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
-    src, dst = source_and_target(broker_factory, "orders", 2, 120, seed=1)
-    state = tmp_path / "state.json"
-    res = mirror(src.bootstrap, dst.bootstrap, "orders", "--state", str(state))
-    assert res.returncode == 0, res.stdout + res.stderr
+    src, dst, state = mirrored_once(broker_factory, tmp_path, "orders", 2, 120, seed=1)
     want, got = read_partitions(src.bootstrap, "orders"), read_partitions(dst.bootstrap, "orders")
     assert got == want  # the target started empty, so even the offsets agree
     times = interesting_times(want)
@@ -137,9 +155,7 @@ def test_mirror_state_that_lags_the_target_is_reconciled_not_duplicated(
     broker_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
     """A crash after the target acknowledged but before the state was written."""
-    src, dst = source_and_target(broker_factory, "pay", 1, 40, seed=3)
-    state = tmp_path / "state.json"
-    assert mirror(src.bootstrap, dst.bootstrap, "pay", "--state", str(state)).returncode == 0
+    src, dst, state = mirrored_once(broker_factory, tmp_path, "pay", 1, 40, seed=3)
     want = read_partitions(src.bootstrap, "pay")
     # Roll the saved progress back to the start of batch 10, as if the last writes were lost.
     with SyncClient(src.bootstrap) as c:
@@ -147,9 +163,7 @@ def test_mirror_state_that_lags_the_target_is_reconciled_not_duplicated(
     from storage.records import iter_batches
 
     back = [h.base_offset for _, h in iter_batches(raw)][10]
-    doc = json.loads(state.read_text())
-    doc["partitions"]["pay/0"] = {"source_next": back, "target_next": back}
-    state.write_text(json.dumps(doc))
+    set_saved_progress(state, "pay/0", back, back)
     fill_more = [ProducerRecord(key=b"late", value=b"after", timestamp=BASE_TS + 99_000)]
     with SyncClient(src.bootstrap) as c:
         c.produce("pay", fill_more, partition=0)
@@ -179,12 +193,8 @@ def test_mirror_since_starts_at_the_time_resolved_by_list_offsets(
 def test_mirror_refuses_a_target_written_by_someone_else(
     broker_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
-    src, dst = source_and_target(broker_factory, "x", 1, 10, seed=5)
-    state = tmp_path / "state.json"
-    assert mirror(src.bootstrap, dst.bootstrap, "x", "--state", str(state)).returncode == 0
-    doc = json.loads(state.read_text())
-    doc["partitions"]["x/0"] = {"source_next": 0, "target_next": 0}
-    state.write_text(json.dumps(doc))
+    src, dst, state = mirrored_once(broker_factory, tmp_path, "x", 1, 10, seed=5)
+    set_saved_progress(state, "x/0", 0, 0)
     with SyncClient(dst.bootstrap) as c:
         c.produce("x", [ProducerRecord(key=b"intruder", value=b"!")], partition=0)
     res = mirror(src.bootstrap, dst.bootstrap, "x", "--state", str(state))

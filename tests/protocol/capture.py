@@ -25,6 +25,7 @@ from protocol.api import (
     encode_response,
     unsupported_api_versions_response,
 )
+from tests.helpers.listen import accept_until_stopped
 
 TOPIC = "golden"
 
@@ -47,20 +48,14 @@ class CaptureServer:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._accept = threading.Thread(target=self._serve, daemon=True)
+        self._accept = threading.Thread(target=accept_until_stopped,
+                                        args=(self._sock, self._stop, self._start_handler), daemon=True)
         self._accept.start()
 
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            t = threading.Thread(target=self._handle, args=(conn,), daemon=True)
-            t.start()
-            self._threads.append(t)
+    def _start_handler(self, conn: socket.socket) -> None:
+        t = threading.Thread(target=self._handle, args=(conn,), daemon=True)
+        t.start()
+        self._threads.append(t)
 
     def _recv_exact(self, conn: socket.socket, n: int) -> bytes | None:
         buf = b""

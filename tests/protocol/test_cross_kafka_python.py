@@ -20,16 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.api_message import ApiMessage
 
-from protocol.api import (
-    API_VERSIONS,
-    MESSAGES,
-    ApiKey,
-    decode_request,
-    decode_response,
-    encode_request,
-    encode_response,
-)
+from protocol.api import API_VERSIONS, MESSAGES, ApiKey
 from protocol.schema import Field, StructType
+from tests.protocol.frames import body_of, request_round_trip, response_round_trip
 from tests.protocol.strategies import is_flexible, on_wire, plain, request_body, response_body
 
 
@@ -107,19 +100,19 @@ def test_kafka_python_decodes_our_bytes_and_reencodes_them_identically(
     cls = KP[API_VERSIONS[key].name + side]
     if side == "Request":
         body = data.draw(request_body(key, version))
-        frame = encode_request(key, version, 7, "cross", body)[4:]
-        ours = plain(decode_request(frame).body)
+        frame, req = request_round_trip(key, version, 7, "cross", body)
+        ours = plain(req.body)
         header = 8 + 2 + len("cross") + (1 if flexible else 0)
         fields = MESSAGES[key][0].fields
     else:
         body = data.draw(response_body(key, version))
         if key == ApiKey.API_VERSIONS:
             body["error_code"] = 0  # kafka-python reads any error as a v0 body
-        frame = encode_response(key, version, 7, body)[4:]
-        ours = plain(decode_response(key, version, frame)[1])
+        frame, decoded = response_round_trip(key, version, 7, body)
+        ours = plain(decoded)
         header = 4 + (1 if flexible and key != ApiKey.API_VERSIONS else 0)
         fields = MESSAGES[key][1].fields
-    theirs = cls.decode(frame[header:], version=version)
+    theirs = cls.decode(body_of(frame, header), version=version)
     _same_on_the_wire(fields, version, flexible, ours, _norm(theirs.to_dict(json=False)))
     object.__setattr__(theirs, "_header", None)  # decoded messages lack it; encode() reads it
-    assert bytes(theirs.encode(version=version)) == frame[header:]
+    assert bytes(theirs.encode(version=version)) == body_of(frame, header)

@@ -23,16 +23,13 @@ from protocol.api import (
 )
 from protocol.api_versions import valid_client_software
 from protocol.wire import uvarint_bytes
-
-
-def body_of(frame: bytes, header_len: int) -> bytes:
-    return frame[4 + header_len :]
+from tests.protocol.frames import request_round_trip, response_round_trip
 
 
 def test_null_and_empty_topic_lists_stay_distinct_in_metadata_v1_and_v9() -> None:
     for version in (1, 4, 9, 12):
-        null = decode_request(encode_request(ApiKey.METADATA, version, 1, "c", {"topics": None})[4:])
-        empty = decode_request(encode_request(ApiKey.METADATA, version, 1, "c", {"topics": []})[4:])
+        null = request_round_trip(ApiKey.METADATA, version, 1, "c", {"topics": None}).decoded
+        empty = request_round_trip(ApiKey.METADATA, version, 1, "c", {"topics": []}).decoded
         assert null.body.topics is None
         assert empty.body.topics == []
 
@@ -50,7 +47,7 @@ def test_null_and_empty_strings_stay_distinct_in_both_encodings() -> None:
     for version in (3, 8, 9, 11):
         for tid in (None, "", "tx"):
             body: dict[str, object] = {"transactional_id": tid, "acks": 1, "timeout_ms": 5, "topic_data": []}
-            req = decode_request(encode_request(ApiKey.PRODUCE, version, 1, "c", body)[4:])
+            req = request_round_trip(ApiKey.PRODUCE, version, 1, "c", body).decoded
             assert req.body.transactional_id == tid
     nonflex = encode_request(ApiKey.PRODUCE, 3, 1, "", {"transactional_id": None, "acks": 1, "timeout_ms": 0, "topic_data": []})
     assert nonflex[4 + 10 : 4 + 12] == b"\xff\xff"
@@ -62,7 +59,7 @@ def test_null_and_empty_records_stay_distinct() -> None:
     for version in (3, 9, 11):
         for records in (None, b"", b"\x01\x02"):
             body: dict[str, object] = {"acks": -1, "timeout_ms": 1, "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}]}
-            req = decode_request(encode_request(ApiKey.PRODUCE, version, 1, "c", body)[4:])
+            req = request_round_trip(ApiKey.PRODUCE, version, 1, "c", body).decoded
             got = req.body.topic_data[0].partition_data[0].records
             assert (None if got is None else bytes(got)) == records
 
@@ -83,27 +80,27 @@ def test_records_accept_any_bytes_like_when_encoding() -> None:
     for records in (blob, bytearray(blob), memoryview(blob)):
         body = {"responses": [{"topic": "t", "partitions": [{"partition_index": 0, "high_watermark": 1, "records": records}]}]}
         for version in (4, 11, 12):
-            _, decoded = decode_response(ApiKey.FETCH, version, encode_response(ApiKey.FETCH, version, 9, body)[4:])
+            _, decoded = response_round_trip(ApiKey.FETCH, version, 9, body)
             assert bytes(decoded.responses[0].partitions[0].records) == blob
 
 
 def test_missing_fields_take_kafka_defaults_when_encoding() -> None:
     body = {"topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]}
     for version in (1, 4, 6, 10):
-        _, decoded = decode_response(ApiKey.LIST_OFFSETS, version, encode_response(ApiKey.LIST_OFFSETS, version, 1, body)[4:])
+        _, decoded = response_round_trip(ApiKey.LIST_OFFSETS, version, 1, body)
         p = decoded.topics[0].partitions[0]
         assert (p.error_code, p.timestamp, p.offset, p.leader_epoch) == (0, -1, -1, -1)
-    req = decode_request(encode_request(ApiKey.METADATA, 4, 1, "c", {"topics": []})[4:])
+    req = request_round_trip(ApiKey.METADATA, 4, 1, "c", {"topics": []}).decoded
     assert req.body.allow_auto_topic_creation is True
 
 
 def test_fields_absent_from_a_version_decode_as_defaults_and_are_ignored_when_encoding() -> None:
     body = {"replica_id": -1, "isolation_level": 1, "timeout_ms": 500,
             "topics": [{"name": "t", "partitions": [{"partition_index": 2, "timestamp": 7, "current_leader_epoch": 9, "max_num_offsets": 4}]}]}
-    v0 = decode_request(encode_request(ApiKey.LIST_OFFSETS, 0, 1, "c", body)[4:]).body
+    v0 = request_round_trip(ApiKey.LIST_OFFSETS, 0, 1, "c", body).decoded.body
     assert (v0.isolation_level, v0.timeout_ms, v0.topics[0].partitions[0].current_leader_epoch) == (0, 0, -1)
     assert v0.topics[0].partitions[0].max_num_offsets == 4
-    v10 = decode_request(encode_request(ApiKey.LIST_OFFSETS, 10, 1, "c", body)[4:]).body
+    v10 = request_round_trip(ApiKey.LIST_OFFSETS, 10, 1, "c", body).decoded.body
     assert (v10.isolation_level, v10.timeout_ms, v10.topics[0].partitions[0].current_leader_epoch) == (1, 500, 9)
     assert v10.topics[0].partitions[0].max_num_offsets == 1
 
@@ -138,7 +135,7 @@ def test_known_tagged_fields_decode_and_unknown_ones_beside_them_are_skipped() -
     frame = encode_response(ApiKey.PRODUCE, 10, 1, body)
     _, decoded = decode_response(ApiKey.PRODUCE, 10, frame[4:])
     assert decoded.responses[0].partition_responses[0].current_leader == {"leader_id": 1, "leader_epoch": 3}
-    _, plain_default = decode_response(ApiKey.PRODUCE, 10, encode_response(ApiKey.PRODUCE, 10, 1, {"responses": []})[4:])
+    _, plain_default = response_round_trip(ApiKey.PRODUCE, 10, 1, {"responses": []})
     assert plain_default.node_endpoints == []
 
 

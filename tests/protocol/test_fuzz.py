@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -34,6 +35,15 @@ from tests.protocol.strategies import (
 VERSIONS = all_versions()
 
 
+def for_every_version(max_examples: int) -> Callable[[Callable[..., None]], Any]:
+    """Run the test for every served (key, version), each with ``max_examples`` draws of
+    ``data`` (the test takes ``key``, ``version`` and ``data``)."""
+    def wrap(test: Callable[..., None]) -> Any:
+        drawn = given(data=st.data())(settings(max_examples=max_examples)(test))
+        return pytest.mark.parametrize(("key", "version"), VERSIONS, ids=version_ids(VERSIONS))(drawn)
+    return wrap
+
+
 def _decode_or_documented_error(frame: bytes | memoryview) -> None:
     try:
         decode_request(frame)
@@ -57,9 +67,7 @@ def test_random_bodies_behind_valid_headers_raise_only_documented_errors(
     _decode_or_documented_error(memoryview(frame) if view else frame)
 
 
-@pytest.mark.parametrize(("key", "version"), VERSIONS, ids=version_ids(VERSIONS))
-@given(data=st.data())
-@settings(max_examples=15)
+@for_every_version(max_examples=15)
 def test_truncated_and_mutated_valid_frames_raise_only_documented_errors(
     key: ApiKey, version: int, data: st.DataObject
 ) -> None:
@@ -74,9 +82,7 @@ def test_truncated_and_mutated_valid_frames_raise_only_documented_errors(
         _decode_or_documented_error(bytes(mutated))
 
 
-@pytest.mark.parametrize(("key", "version"), VERSIONS, ids=version_ids(VERSIONS))
-@given(data=st.data())
-@settings(max_examples=10)
+@for_every_version(max_examples=10)
 def test_truncated_responses_raise_only_malformed_response(
     key: ApiKey, version: int, data: st.DataObject
 ) -> None:
@@ -142,9 +148,7 @@ def _corrupt(data: st.DataObject, value: Any) -> Any:
     return data.draw(wrong)
 
 
-@pytest.mark.parametrize(("key", "version"), VERSIONS, ids=version_ids(VERSIONS))
-@given(data=st.data())
-@settings(max_examples=8)
+@for_every_version(max_examples=8)
 def test_wrongly_typed_bodies_raise_only_encode_error(key: ApiKey, version: int, data: st.DataObject) -> None:
     for strategy, encode in (
         (request_body, lambda b: encode_request(key, version, 1, "c", b)),

@@ -25,6 +25,14 @@ from storage.partition_metadata import (
 CFG = LogConfig(segment_bytes=600, index_interval_bytes=100)
 
 
+def logdir_with(path: Path, topic: str, partitions: int) -> LogDir:
+    """A LogDir at ``path`` holding partitions 0..partitions-1 of ``topic``."""
+    ld = LogDir(path, CFG)
+    for p in range(partitions):
+        ld.get_or_create(topic, p)
+    return ld
+
+
 @given(st.binary(min_size=16, max_size=16))
 def test_id_text_is_kafkas_unpadded_base64url_and_round_trips(raw: bytes) -> None:
     text = id_to_str(raw)
@@ -62,9 +70,7 @@ def test_missing_or_damaged_files_read_as_no_id(tmp_path: Path) -> None:
 
 
 def test_every_partition_of_a_topic_shares_one_id_and_topics_differ(tmp_path: Path) -> None:
-    ld = LogDir(tmp_path, CFG)
-    for p in range(4):
-        ld.get_or_create("a", p)
+    ld = logdir_with(tmp_path, "a", 4)
     ld.get_or_create("b", 0)
     ids = {read_topic_id(tmp_path / f"a-{p}") for p in range(4)}
     assert ids == {ld.topic_id("a")}
@@ -74,9 +80,7 @@ def test_every_partition_of_a_topic_shares_one_id_and_topics_differ(tmp_path: Pa
 
 
 def test_ids_survive_reopen_after_clean_close_and_after_a_crash(tmp_path: Path) -> None:
-    ld = LogDir(tmp_path, CFG)
-    ld.get_or_create("t", 0)
-    ld.get_or_create("t", 1)
+    ld = logdir_with(tmp_path, "t", 2)
     before = ld.topic_id("t")
     ld.close()
     again = LogDir(tmp_path, CFG)
@@ -87,9 +91,7 @@ def test_ids_survive_reopen_after_clean_close_and_after_a_crash(tmp_path: Path) 
 
 
 def test_a_topic_without_files_gets_one_id_written_into_each_partition(tmp_path: Path) -> None:
-    ld = LogDir(tmp_path, CFG)
-    for p in range(3):
-        ld.get_or_create("old", p)
+    ld = logdir_with(tmp_path, "old", 3)
     ld.close()
     for p in range(3):
         os.unlink(tmp_path / f"old-{p}" / PARTITION_METADATA_FILE)  # as an older Chronolog left it
@@ -101,9 +103,7 @@ def test_a_topic_without_files_gets_one_id_written_into_each_partition(tmp_path:
 
 
 def test_partitions_that_disagree_take_the_lowest_partitions_id(tmp_path: Path) -> None:
-    ld = LogDir(tmp_path, CFG)
-    ld.get_or_create("x", 0)
-    ld.get_or_create("x", 1)
+    ld = logdir_with(tmp_path, "x", 2)
     first = ld.topic_id("x")
     ld.close()
     write_topic_id(tmp_path / "x-1", new_topic_id())
@@ -112,9 +112,7 @@ def test_partitions_that_disagree_take_the_lowest_partitions_id(tmp_path: Path) 
 
 
 def test_a_deleted_and_recreated_topic_gets_a_new_id(tmp_path: Path) -> None:
-    ld = LogDir(tmp_path, CFG)
-    ld.get_or_create("r", 0)
-    ld.get_or_create("r", 1)
+    ld = logdir_with(tmp_path, "r", 2)
     old = ld.topic_id("r")
     ld.delete("r", 0)
     assert ld.topic_id("r") == old  # one partition is left

@@ -10,6 +10,7 @@ import resource
 import signal
 import struct
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,16 @@ def crash(log: Log) -> None:
         seg.release()
 
 
+def written_log(tmp_path: Path, then: Callable[[Log], None], n: int = 40,
+                seed: int = 1) -> tuple[Path, list[list[int]]]:
+    """write_log into tmp_path/t-0, then stop the log with ``then`` (``crash`` or
+    ``Log.close``); returns the partition directory and the per-batch timestamps."""
+    d = tmp_path / "t-0"
+    log, batches = write_log(d, n=n, seed=seed)
+    then(log)
+    return d, batches
+
+
 def records_of(batches: list[list[int]]) -> list[tuple[int, int]]:
     out, off = [], 0
     for tss in batches:
@@ -81,9 +92,7 @@ def assert_reopens_exact(d: Path, batches: list[list[int]]) -> None:
 
 
 def test_torn_tail_is_cut_and_every_whole_batch_survives(tmp_path: Path) -> None:
-    d = tmp_path / "t-0"
-    log, batches = write_log(d)
-    crash(log)
+    d, batches = written_log(tmp_path, crash)
     active = max(d.glob("*.log"))
     size = active.stat().st_size
     last_batch = list(iter_batches(active.read_bytes()))[-1][1]
@@ -95,9 +104,7 @@ def test_torn_tail_is_cut_and_every_whole_batch_survives(tmp_path: Path) -> None
 
 
 def test_bad_crc_keeps_earlier_batches_and_drops_later_segments(tmp_path: Path) -> None:
-    d = tmp_path / "t-0"
-    log, batches = write_log(d)
-    crash(log)
+    d, batches = written_log(tmp_path, crash)
     logs = sorted(d.glob("*.log"))
     assert len(logs) >= 3
     victim = logs[1]
@@ -126,9 +133,7 @@ def test_bad_crc_keeps_earlier_batches_and_drops_later_segments(tmp_path: Path) 
 
 
 def test_missing_indexes_are_rebuilt_even_after_a_clean_shutdown(tmp_path: Path) -> None:
-    d = tmp_path / "t-0"
-    log, batches = write_log(d)
-    log.close()
+    d, batches = written_log(tmp_path, Log.close)
     logs = sorted(d.glob("*.log"))
     before = Path(str(logs[0])[:-4] + ".index").read_bytes()
     Path(str(logs[0])[:-4] + ".index").unlink()
@@ -140,9 +145,7 @@ def test_missing_indexes_are_rebuilt_even_after_a_clean_shutdown(tmp_path: Path)
 
 
 def test_zero_padded_indexes_are_treated_as_their_entries(tmp_path: Path) -> None:
-    d = tmp_path / "t-0"
-    log, batches = write_log(d)
-    log.close()
+    d, batches = written_log(tmp_path, Log.close)
     for p in list(d.glob("*.index")) + list(d.glob("*.timeindex")):
         with open(p, "ab") as fh:
             fh.write(bytes(240))  # the padding an untrimmed (crashed) index keeps
@@ -150,9 +153,7 @@ def test_zero_padded_indexes_are_treated_as_their_entries(tmp_path: Path) -> Non
 
 
 def test_garbage_index_is_detected_and_rebuilt(tmp_path: Path) -> None:
-    d = tmp_path / "t-0"
-    log, batches = write_log(d)
-    log.close()
+    d, batches = written_log(tmp_path, Log.close)
     rng = random.Random(5)
     for p in sorted(d.glob("*.index"))[:2]:
         p.write_bytes(struct.pack(">ii", 5, 10**9) + bytes(rng.randrange(256) for _ in range(40)))
@@ -162,9 +163,7 @@ def test_garbage_index_is_detected_and_rebuilt(tmp_path: Path) -> None:
 
 
 def test_unclean_shutdown_without_recovery_point_recovers_every_segment(tmp_path: Path) -> None:
-    d = tmp_path / "t-0"
-    log, batches = write_log(d)
-    crash(log)
+    d, batches = written_log(tmp_path, crash)
     n = len(list(d.glob("*.log")))
     log = Log(d, CFG, clean_shutdown=False)
     assert log.recovered_segments == n
@@ -274,9 +273,7 @@ def test_sigkill_mid_append_loses_no_acknowledged_batch(tmp_path: Path) -> None:
 def test_rebuilding_a_lost_index_never_cuts_flushed_data(tmp_path: Path) -> None:
     """After a clean shutdown a missing index is rebuilt from the .log; even if that
     .log has a damaged batch, no byte and no later segment is removed for it."""
-    d = tmp_path / "t-0"
-    log, batches = write_log(d)
-    log.close()
+    d, batches = written_log(tmp_path, Log.close)
     logs = sorted(d.glob("*.log"))
     sizes = {p.name: p.stat().st_size for p in logs}
     data = bytearray(logs[0].read_bytes())
@@ -341,9 +338,7 @@ def test_any_flipped_byte_keeps_every_batch_before_it(seed: int, where: float,
 
 def test_a_damaged_active_tail_after_a_clean_shutdown_is_recovered_not_fatal(
         tmp_path: Path) -> None:
-    d = tmp_path / "t-0"
-    log, batches = write_log(d)
-    log.close()
+    d, batches = written_log(tmp_path, Log.close)
     active = max(d.glob("*.log"))
     with open(active, "ab") as fh:
         fh.write(b"\xff" * 80)  # garbage where the next batch header would be
@@ -359,9 +354,7 @@ def test_a_damaged_base_offset_ends_the_valid_prefix(tmp_path: Path, victim: int
     holds but whose offsets leave a gap. Recovery cuts at it, so every offset below
     the cut still reads the batch that holds it (found by hypothesis: seed=0, a flip
     of 1 in the first batch's base offset)."""
-    d = tmp_path / "t-0"
-    log, batches = write_log(d, n=12, seed=0)
-    crash(log)
+    d, batches = written_log(tmp_path, crash, n=12, seed=0)
     first = sorted(d.glob("*.log"))[0]
     data = bytearray(first.read_bytes())
     positions = [pos for pos, _ in iter_batches(bytes(data))]

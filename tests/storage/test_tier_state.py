@@ -176,36 +176,33 @@ class TierMachine(RuleBasedStateMachine):
         # nothing that is not copied left the local disk
         assert self.log.segments[0].base_offset <= max(self.uploaded + 1, self.log_start)
 
-    @rule(keep=st.integers(0, 3_000))
-    def remote_retention_by_bytes(self, keep: int) -> None:
-        self.cfg = LogConfig.from_kafka({"retention.bytes": str(keep)}, CFG)
+    def _expire_remote_under(self, retention: dict[str, str], now: int) -> None:
+        """Run remote expiration at ``now`` under a passing topic retention setting,
+        follow the log start it leaves in the model, and go back to CFG."""
+        self.cfg = LogConfig.from_kafka(retention, CFG)
         self.log.update_config(self.cfg)
-        self.tier.expire(T0 + 10_000)
+        self.tier.expire(now)
         self.log_start = self.log.log_start_offset
         self._expire_copied()
         self.checkpoint_start = self.log_start
         self.cfg = CFG
         self.log.update_config(CFG)
 
+    @rule(keep=st.integers(0, 3_000))
+    def remote_retention_by_bytes(self, keep: int) -> None:
+        self._expire_remote_under({"retention.bytes": str(keep)}, T0 + 10_000)
+
     @rule(age=st.integers(0, 4_000))
     def remote_retention_by_time(self, age: int) -> None:
-        done = self.tier.finished()
-        self.cfg = LogConfig.from_kafka({"retention.ms": str(age)}, CFG)
-        self.log.update_config(self.cfg)
         now = T0 + 4_000
         expected = self.log_start
-        for rs in done:  # oldest first, stopping at the first segment to keep
+        for rs in self.tier.finished():  # oldest first, stopping at the first segment to keep
             if rs.end_offset < self.log_start or now - rs.max_timestamp > age:
                 expected = max(expected, rs.next_offset)
             else:
                 break
-        self.tier.expire(now)
-        self.log_start = self.log.log_start_offset
+        self._expire_remote_under({"retention.ms": str(age)}, now)
         assert self.log_start == min(expected, self.log.log_end_offset)
-        self._expire_copied()
-        self.checkpoint_start = self.log_start
-        self.cfg = CFG
-        self.log.update_config(CFG)
 
     @rule(where=st.floats(0, 1))
     def delete_records(self, where: float) -> None:
