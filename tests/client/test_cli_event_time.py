@@ -136,7 +136,7 @@ runs = st.lists(
     min_size=1, max_size=8)
 
 
-@settings(max_examples=10, deadline=None,
+@settings(max_examples=6, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(shape=runs, parts=st.integers(1, 3), with_abort=st.booleans(), seed=st.integers(0, 999))
 def test_consume_event_time_equals_the_oracle(
